@@ -1,0 +1,12 @@
+/*
+ * commands.h - the stagehand CLI's subcommands. Each takes the arguments
+ * after its name (argv[0] is the subcommand name) and returns the process
+ * exit status: 0 success, 1 the thing checked/asked for failed, 2 usage or
+ * environment error.
+ */
+#ifndef STAGEHAND_CLI_COMMANDS_H
+#define STAGEHAND_CLI_COMMANDS_H
+
+int cmd_check(int argc, char **argv);
+
+#endif
