@@ -86,8 +86,26 @@ local EXAMPLES = {
 }
 local PATTERN_OK = { j = true, u = true, x = true, A = true, a = true, ["%"] = true }
 
--- Compile a user config table (missing fields take SITE's values) into the
--- form the parser uses. Done once per config table.
+-- Normalise a path: collapse '/', drop '.', drop trailing '/'.
+-- Returns the normal form, or nil and "path_traversal" / "path_empty".
+-- The traversal check wins over emptiness wherever it is in the path.
+local function _normalise(p)
+	local abs = byte(p, 1) == 47
+	local parts, n = {}, 0
+	for comp in p:gmatch("[^/]+") do
+		if comp == ".." then return nil, "path_traversal" end
+		if comp ~= "." then
+			n = n + 1
+			parts[n] = comp
+		end
+	end
+	if n == 0 then return nil, "path_empty" end
+	if abs then return "/" .. concat(parts, "/") end
+	return concat(parts, "/")
+end
+
+-- Compile a config table (missing fields take SITE's values) into the form
+-- the parser uses. Done once per config table.
 local function _compile(c)
 	c = c or {}
 	local function pick(k)
@@ -98,7 +116,7 @@ local function _compile(c)
 		max_directives = tonumber(pick("max_directives")) or 64,
 		max_line = tonumber(pick("max_line")) or 4096,
 		max_path = tonumber(pick("max_path")) or 4095,
-		schemes = {}, scheme_list = {}, roots = {}, roots_text = "",
+		schemes = {}, scheme_list = {}, roots = {},
 	}
 	for _, s in ipairs(pick("allowed_schemes") or {}) do
 		s = lower(tostring(s))
@@ -109,9 +127,9 @@ local function _compile(c)
 	for _, r in ipairs(pick("stage_in_roots") or {}) do
 		r = tostring(r)
 		shown[#shown + 1] = r
-		-- store without trailing slashes; "/" means anywhere
-		local n = r:gsub("/+$", "")
-		cc.roots[#cc.roots + 1] = n
+		-- "" stands for "/" (everything is below it)
+		cc.roots[#cc.roots + 1] = _normalise(r) or ""
+		if cc.roots[#cc.roots] == "/" then cc.roots[#cc.roots] = "" end
 	end
 	cc.roots_text = concat(shown, ", ")
 	cc.schemes_text = concat(cc.scheme_list, ", ")
@@ -121,28 +139,35 @@ end
 local CFG = _compile(SITE)
 local compiled_cache = setmetatable({}, { __mode = "k" })
 
--- Levenshtein distance, bounded use: keys are short.
+-- Optimal string alignment distance (Levenshtein plus transposition of
+-- neighbours). Keys are short; long input is not worth comparing.
 local function _distance(a, b)
 	local la, lb = #a, #b
-	if la > 40 or lb > 40 then return 99 end
-	local prev, cur = {}, {}
-	for j = 0, lb do prev[j] = j end
+	if la > 40 then return 99 end
+	local d0, d1, d2 = nil, {}, {}
+	for j = 0, lb do d1[j] = j end
 	for i = 1, la do
-		cur[0] = i
+		d2[0] = i
 		local ca = byte(a, i)
 		for j = 1, lb do
-			local cost = (ca == byte(b, j)) and 0 or 1
-			local v = prev[j - 1] + cost
-			if prev[j] + 1 < v then v = prev[j] + 1 end
-			if cur[j - 1] + 1 < v then v = cur[j - 1] + 1 end
-			cur[j] = v
+			local cb = byte(b, j)
+			local cost = (ca == cb) and 0 or 1
+			local v = d1[j - 1] + cost
+			if d1[j] + 1 < v then v = d1[j] + 1 end
+			if d2[j - 1] + 1 < v then v = d2[j - 1] + 1 end
+			if d0 and i > 1 and j > 1 and ca == byte(b, j - 1) and byte(a, i - 1) == cb
+				and d0[j - 2] + 1 < v then
+				v = d0[j - 2] + 1
+			end
+			d2[j] = v
 		end
-		prev, cur = cur, prev
+		d0, d1, d2 = d1, d2, (d0 or {})
 	end
-	return prev[lb]
+	return d1[lb]
 end
 
 local function _suggest(key)
+	key = lower(key)
 	local best, bestd = nil, 3
 	for _, k in ipairs(KEY_ORDER) do
 		local d = _distance(key, k)
@@ -182,28 +207,14 @@ local function _valid_utf8(s)
 	return true
 end
 
--- Normalise a path: collapse '/', drop '.', drop trailing '/'.
--- Returns the normal form, or nil and an error code.
-local function _normalise(p)
-	local abs = byte(p, 1) == 47
-	local parts, n = {}, 0
-	for comp in p:gmatch("[^/]+") do
-		if comp == ".." then return nil, "path_traversal" end
-		if comp ~= "." then
-			n = n + 1
-			parts[n] = comp
-		end
-	end
-	if n == 0 then return nil, "path_empty" end
-	if abs then return "/" .. concat(parts, "/") end
-	return concat(parts, "/")
-end
-
 local function _check_patterns(v)
 	local i = find(v, "%", 1, true)
 	while i do
 		local nc = sub(v, i + 1, i + 1)
 		if not PATTERN_OK[nc] then
+			if nc == "" then
+				return "a '%' at the end of a path is not a pattern: write '%%' for a literal %"
+			end
 			return format("unknown pattern '%%%s' (known: %%j %%u %%x %%A %%a %%%%)", nc)
 		end
 		i = find(v, "%", i + 2, true)
@@ -219,21 +230,23 @@ local function _under_roots(cfg, p)
 	return false
 end
 
--- Check one path or URL value.
--- kind: "src" (stage_in source), "dir" (a directory), "dest" (to= of
--- archive/stage_out: path or URL). what: the key, for messages.
--- Returns normalised value, or nil, code, message.
+local function _outside_roots(cfg, p)
+	return format("'%s' is outside the allowed stage-in roots (%s): ask your administrator which roots are allowed",
+		p, cfg.roots_text)
+end
+
+local function _empty_msg(v)
+	if byte(v, 1) == 47 then
+		return format("'%s' is the root directory: name a subdirectory", v)
+	end
+	return format("'%s' names the working directory itself: name a subdirectory", v)
+end
+
+-- Check one path or URL value (control characters and length are checked
+-- by the caller). kind: "src" (stage_in source), "dir" (a directory: the
+-- values of archive/exempt/stage_out, stage_in's to=), "dest" (to= of
+-- archive/stage_out: path or URL). Returns the kept value, or nil, code, msg.
 local function _check_value(cfg, v, kind, what)
-	if #v > cfg.max_path then
-		return nil, "path_too_long", format("path is %d bytes; the limit is %d", #v, cfg.max_path)
-	end
-	local c1 = byte(v, 1)
-	if c1 == 126 or c1 == 36 then
-		return nil, "bad_path",
-			format("no shell expansion in #DATA: write the full path instead of '%s'", v)
-	end
-	local perr = _check_patterns(v)
-	if perr then return nil, "bad_pattern", perr end
 	local sep = find(v, "://", 1, true)
 	if sep then
 		if kind == "dir" then
@@ -247,6 +260,9 @@ local function _check_value(cfg, v, kind, what)
 				format("URL scheme '%s' is not allowed here (allowed: %s)", scheme,
 					cfg.schemes_text ~= "" and cfg.schemes_text or "none")
 		end
+		if sep + 3 > #v then
+			return nil, "path_empty", format("'%s' names nothing after '://': write the full URL", v)
+		end
 		if ls == "file" then
 			local fp = sub(v, sep + 3)
 			if byte(fp, 1) ~= 47 then
@@ -258,60 +274,64 @@ local function _check_value(cfg, v, kind, what)
 				if code == "path_traversal" then
 					return nil, code, format("'..' is not allowed in paths: '%s'", v)
 				end
-				return nil, code, format("'%s' names no file or directory: name one below '/'", v)
+				return nil, code, format("'%s' names the root directory: name a file or directory below it", v)
 			end
 			if kind == "src" and not _under_roots(cfg, np) then
-				return nil, "path_not_allowed",
-					format("'%s' is outside the allowed stage-in roots (%s)", np, cfg.roots_text)
+				return nil, "path_not_allowed", _outside_roots(cfg, np)
 			end
 		end
 		return ls .. sub(v, sep)
 	end
-	local np, code = _normalise(v)
-	if not np then
-		if code == "path_traversal" then
-			return nil, code, format("'..' is not allowed in paths: '%s'", v)
-		end
-		if byte(v, 1) == 47 then
-			return nil, code, format("'%s' is the root directory: name a subdirectory", v)
-		end
-		return nil, code, format("'%s' names the working directory itself: name a subdirectory", v)
+	local c1 = byte(v, 1)
+	if c1 == 126 or c1 == 36 then
+		return nil, "bad_path",
+			format("no shell expansion in #DATA: write the full path instead of '%s'", v)
 	end
-	if kind == "src" then
-		if byte(np, 1) ~= 47 then
-			return nil, "path_not_absolute",
-				format("stage_in source must be an absolute path or a URL, not '%s'", v)
-		end
-		if not _under_roots(cfg, np) then
-			return nil, "path_not_allowed",
-				format("'%s' is outside the allowed stage-in roots (%s)", np, cfg.roots_text)
-		end
+	if kind == "src" and c1 ~= 47 then
+		return nil, "path_not_absolute",
+			format("stage_in source must be an absolute path or a URL, not '%s'", v)
+	end
+	local np, code = _normalise(v)
+	if code == "path_traversal" then
+		return nil, code, format("'..' is not allowed in paths: '%s'", v)
+	end
+	local perr = _check_patterns(v)
+	if perr then return nil, "bad_pattern", perr end
+	if not np then return nil, code, _empty_msg(v) end
+	if kind == "src" and not _under_roots(cfg, np) then
+		return nil, "path_not_allowed", _outside_roots(cfg, np)
 	end
 	return np
 end
 
--- Split the text after "#DATA" into tokens, checking each as it is read.
--- Returns the directive table, or nil, code, token, message.
-local function _parse_directive(cfg, line)
+-- Read the tokens after "#DATA". Returns a list of
+-- { key, value, raw } or nil, code, token, message for the first bad token.
+local function _tokenize(line)
 	local len = #line
-	local i = 6
-	local d, seen, ntok = nil, {}, 0
+	local toks, nt, i = {}, 0, 6
 	while true do
 		i = find(line, "[^ \t]", i)
 		if not i or byte(line, i) == 35 then break end
 		local ts = i
-		local eq = find(line, "[= \t]", i)
-		if not eq or byte(line, eq) ~= 61 or eq == ts then
-			local te = (eq and byte(line, eq) ~= 61) and eq - 1 or nil
-			if not te then te = (find(line, "[ \t]", i) or len + 1) - 1 end
+		local stop = find(line, '[= \t"]', i)
+		local sb = stop and byte(line, stop)
+		if sb ~= 61 or stop == ts then
+			local te = (find(line, "[ \t]", ts) or len + 1) - 1
 			local tok = sub(line, ts, te)
+			if sb == 34 then
+				return nil, "bad_syntax", tok,
+					format("a quote may only open a value, right after '=': '%s'", tok)
+			end
+			if sb == 61 then
+				return nil, "bad_syntax", tok, format("expected key=value, got '%s' (the key is missing)", tok)
+			end
 			return nil, "bad_syntax", tok, format("expected key=value, got '%s'", tok)
 		end
-		local key = sub(line, ts, eq - 1)
+		local key = sub(line, ts, stop - 1)
 		local value, te
-		if byte(line, eq + 1) == 34 then
+		if byte(line, stop + 1) == 34 then
 			-- quoted value: \" and \\ are escapes, other backslashes stay
-			local buf, nb, j = {}, 0, eq + 2
+			local buf, nb, j = {}, 0, stop + 2
 			while true do
 				local q = find(line, '[\\"]', j)
 				if not q then
@@ -343,62 +363,86 @@ local function _parse_directive(cfg, line)
 				local e2 = (find(line, "[ \t]", te + 1) or len + 1) - 1
 				local tok = sub(line, ts, e2)
 				return nil, "bad_syntax", tok,
-					format("a closing quote must be followed by a space or the end of the line in '%s'", tok)
+					format("a closing quote must be followed by a space or the end of the line: '%s'", tok)
 			end
 		else
-			te = (find(line, "[ \t]", eq + 1) or len + 1) - 1
-			value = sub(line, eq + 1, te)
+			te = (find(line, "[ \t]", stop + 1) or len + 1) - 1
+			value = sub(line, stop + 1, te)
+			if find(value, '"', 1, true) then
+				local tok = sub(line, ts, te)
+				return nil, "bad_syntax", tok,
+					format("a quote may only open a value, right after '=': '%s'", tok)
+			end
 		end
-		local tok = sub(line, ts, te)
-		ntok = ntok + 1
-		-- the key
+		nt = nt + 1
+		toks[nt] = { key = key, value = value, raw = sub(line, ts, te) }
+		i = te + 1
+	end
+	return toks
+end
+
+-- Check one directive line (its text without line end). Returns the
+-- directive, or nil, code, token, message.
+local function _parse_directive(cfg, line)
+	local toks, code, tok, msg = _tokenize(line)
+	if not toks then return nil, code, tok, msg end
+	if #toks == 0 then
+		return nil, "empty_directive", line,
+			"empty #DATA directive: write e.g. '#DATA archive=results/'"
+	end
+	local d, seen = nil, {}
+	for t, tk in ipairs(toks) do
+		local key, value, raw = tk.key, tk.value, tk.raw
 		if not ACTIONS[key] and not OPTIONS[key] then
 			local s = _suggest(key)
 			if s then
-				return nil, "unknown_key", tok,
+				return nil, "unknown_key", raw,
 					format("unknown key '%s' \226\128\148 did you mean '%s'?", key, s)
 			end
-			return nil, "unknown_key", tok,
-				format("unknown key '%s' (known: %s)", key, concat(KEY_ORDER, ", "))
+			return nil, "unknown_key", raw,
+				format("unknown key '%s' (known keys: %s)", key, concat(KEY_ORDER, ", "))
 		end
-		if ntok == 1 then
+		if value == "" then
+			return nil, "missing_value", raw,
+				format("'%s' needs a value, e.g. %s", key, EXAMPLES[key])
+		end
+		if seen[key] then
+			return nil, "duplicate_key", raw, format("'%s' given twice on this line", key)
+		end
+		seen[key] = true
+		if t == 1 then
 			if not ACTIONS[key] then
-				return nil, "no_action", tok,
+				return nil, "no_action", raw,
 					format("a directive starts with an action (stage_in, archive, exempt, stage_out), not '%s'", key)
 			end
-			d = { action = key, token = tok }
+			d = { action = key, token = raw }
 		else
-			if seen[key] then
-				return nil, "duplicate_key", tok, format("'%s' given twice on this line", key)
-			end
 			if ACTIONS[key] then
-				return nil, "multiple_actions", tok,
+				return nil, "multiple_actions", raw,
 					format("one action per line: put '%s' on its own #DATA line", key)
 			end
 			if not ALLOWED_OPTS[d.action][key] then
-				return nil, "option_not_allowed", tok,
+				return nil, "option_not_allowed", raw,
 					format("'%s' is not an option of %s (%s)", key, d.action, OPTS_TEXT[d.action])
 			end
 		end
-		seen[key] = true
-		-- the value
-		if value == "" then
-			return nil, "missing_value", tok,
-				format("'%s' needs a value, e.g. %s", key, EXAMPLES[key])
-		end
 		if find(value, "[\1-\8\10-\31\127]") then
-			return nil, "control_char", tok,
-				"control character in value: remove it (tabs are allowed only inside quotes)"
+			return nil, "control_char", raw,
+				"control character in value: remove it (a tab is allowed only inside quotes)"
+		end
+		if #value > cfg.max_path then
+			return nil, "path_too_long", raw,
+				format("path is %d bytes; the limit is %d", #value, cfg.max_path)
 		end
 		if key == "when" then
 			if value ~= "always" and value ~= "success" then
-				return nil, "bad_value", tok,
+				return nil, "bad_value", raw,
 					format("when must be 'always' or 'success', not '%s'", value)
 			end
 			d.when = value
 		elseif key == "keep" then
 			if value ~= "yes" and value ~= "no" then
-				return nil, "bad_value", tok, format("keep must be 'yes' or 'no', not '%s'", value)
+				return nil, "bad_value", raw, format("keep must be 'yes' or 'no', not '%s'", value)
 			end
 			d.keep = (value == "yes")
 		else
@@ -407,18 +451,14 @@ local function _parse_directive(cfg, line)
 			elseif key == "to" then
 				kind = (d.action == "stage_in") and "dir" or "dest"
 			else kind = "dir" end
-			local nv, code, msg = _check_value(cfg, value, kind, key)
-			if not nv then return nil, code, tok, msg end
+			local nv, c2, m2 = _check_value(cfg, value, kind, key)
+			if not nv then return nil, c2, raw, m2 end
 			if key == "to" then d.to = nv else d.path = nv end
 		end
-		i = te + 1
-	end
-	if not d then
-		return nil, "empty_directive", line,
-			"empty #DATA directive: write e.g. '#DATA archive=results/'"
 	end
 	if d.action == "stage_out" and not d.to then
-		return nil, "missing_option", d.token, "stage_out needs to=DEST, e.g. stage_out=logs/ to=/project/lab/logs"
+		return nil, "missing_option", d.token,
+			"stage_out needs to=DEST, e.g. stage_out=logs/ to=/project/lab/logs"
 	end
 	if d.action == "archive" then
 		if d.when == nil then d.when = "always" end
@@ -458,8 +498,7 @@ local function parse(script, cfg)
 		end
 	end
 	local actions, warnings, errors = res.actions, res.warnings, res.errors
-	local ndirs, seen_path = 0, {}
-	local by_kind = { exempt = {}, archive = {}, stage_out = {} }
+	local ndirs = 0
 
 	local function err(line, code, token, message)
 		errors[#errors + 1] = { line = line, code = code, token = token or "", message = message }
@@ -468,43 +507,50 @@ local function parse(script, cfg)
 		warnings[#warnings + 1] = { line = line, code = code, token = token or "", message = message }
 	end
 
+	local function printable(line)
+		return (line:gsub("[^\32-\126]", "?"))
+	end
+
 	local function directive(line, n)
 		ndirs = ndirs + 1
-		if ndirs == C.max_directives + 1 then
-			return err(n, "too_many_directives", line,
-				format("more than %d #DATA directives; the limit is %d", C.max_directives, C.max_directives))
+		if ndirs > C.max_directives then
+			if ndirs == C.max_directives + 1 then
+				err(n, "too_many_directives", line,
+					format("more than %d #DATA directives; the limit is %d: merge or remove some",
+						C.max_directives, C.max_directives))
+			end
+			return
 		end
 		if #line > C.max_line then
-			return err(n, "line_too_long", line,
+			return err(n, "line_too_long", sub(line, 1, 64) .. "...",
 				format("#DATA line is %d bytes; the limit is %d", #line, C.max_line))
 		end
 		if find(line, "\0", 1, true) then
-			return err(n, "nul_byte", line, "NUL byte in #DATA line: remove it")
+			return err(n, "nul_byte", printable(line), "NUL byte in #DATA line: remove it")
 		end
 		if not _valid_utf8(line) then
-			return err(n, "bad_utf8", line, "invalid UTF-8 in #DATA line: save the script as UTF-8")
+			return err(n, "bad_utf8", printable(line),
+				"invalid UTF-8 in #DATA line: save the script as UTF-8")
 		end
 		local d, code, tok, msg = _parse_directive(C, line)
 		if not d then return err(n, code, tok, msg) end
 		d.line = n
-		local k = d.action .. "\0" .. d.path
-		if seen_path[k] then
-			return warn(n, "duplicate_directive", d.token,
-				format("%s=%s repeats line %d: this line is ignored", d.action, d.path, seen_path[k]))
+		for _, o in ipairs(actions) do
+			if o.action == d.action and o.path == d.path then
+				return warn(n, "duplicate_directive", d.token,
+					format("%s=%s repeats line %d: this line is ignored", d.action, d.path, o.line))
+			end
 		end
-		local mine = by_kind[d.action]
-		if mine then
-			for other, lines in pairs(by_kind) do
-				local ol = lines[d.path]
-				if ol and other ~= d.action and (other == "exempt" or d.action == "exempt") then
+		if CONFLICT_WORD[d.action] then
+			for _, o in ipairs(actions) do
+				if o.path == d.path and o.action ~= d.action and CONFLICT_WORD[o.action]
+					and (o.action == "exempt" or d.action == "exempt") then
 					return err(n, "conflict", d.token,
 						format("'%s' is %s (line %d) and %s here: choose one",
-							d.path, CONFLICT_WORD[other], ol, CONFLICT_WORD[d.action]))
+							d.path, CONFLICT_WORD[o.action], o.line, CONFLICT_WORD[d.action]))
 				end
 			end
-			if not mine[d.path] then mine[d.path] = n end
 		end
-		seen_path[k] = n
 		actions[#actions + 1] = d
 	end
 
@@ -601,8 +647,7 @@ local function _json_str(s)
 	end) .. '"'
 end
 
--- extra: optional list of { key, raw JSON value } appended after "actions".
-local function plan_json(actions, extra)
+local function plan_json(actions)
 	local out = { '{"version":1,"actions":[' }
 	for i, a in ipairs(actions) do
 		local s = '{"line":' .. format("%d", a.line) .. ',"action":' .. _json_str(a.action) ..
@@ -614,11 +659,6 @@ local function plan_json(actions, extra)
 		out[#out + 1] = (i > 1 and "," or "") .. s .. "}"
 	end
 	out[#out + 1] = "]"
-	if extra then
-		for _, kv in ipairs(extra) do
-			out[#out + 1] = "," .. _json_str(kv[1]) .. ":" .. kv[2]
-		end
-	end
 	out[#out + 1] = "}"
 	return concat(out)
 end
@@ -676,17 +716,15 @@ local function _submit(job_desc, submit_uid)
 	if #res.actions == 0 then
 		return slurm.SUCCESS
 	end
-	local extra = nil
-	local held = false
+	local state, held = "none", false
 	if _has_stage_in(res.actions) then
 		if SITE.hold_stage_in then
-			held = true
-			extra = { { "stage_in", '"pending"' } }
+			state, held = "pending", true
 		else
-			extra = { { "stage_in", '"not_held"' } }
+			state = "nohold"
 		end
 	end
-	local record = RECORD_PREFIX .. plan_json(res.actions, extra)
+	local record = RECORD_PREFIX .. state .. ":" .. plan_json(res.actions)
 	if #record > SITE.max_plan_bytes then
 		_user(format("stagehand: the #DATA plan is %d bytes; this site's limit is %d: use fewer or shorter directives",
 			#record, SITE.max_plan_bytes))
@@ -715,13 +753,19 @@ local function _is_trusted(uid)
 	return false
 end
 
--- True when admin_comment holds a stagehand record whose stage-in has not
--- been released by stagehandd yet.
-local function _stage_in_pending(ac)
-	if type(ac) ~= "string" then return false end
+-- The state word of the stagehand record in admin_comment, or nil.
+local function _record_state(ac)
+	if type(ac) ~= "string" then return nil end
 	local p = find(ac, RECORD_PREFIX, 1, true)
-	if not p then return false end
-	return find(ac, '"stage_in":"pending"', p, true) ~= nil
+	if not p then return nil end
+	local _, _, st = find(ac, "^([a-z_]+):", p + #RECORD_PREFIX)
+	return st
+end
+
+-- True when the job is held by this script and stagehandd has not yet
+-- released it (state "pending").
+local function _stage_in_pending(ac)
+	return _record_state(ac) == "pending"
 end
 
 local HELD_RC = 2042 -- ESLURM_JOB_HELD: "Job is in held state, pending scheduler release"
@@ -775,6 +819,7 @@ stagehand = {
 	parse = parse,
 	plan_json = plan_json,
 	stage_in_pending = _stage_in_pending,
+	record_state = _record_state,
 }
 
 if type(slurm) == "table" and type(slurm.log_info) == "function" then
