@@ -683,20 +683,63 @@ local function _has_stage_in(actions)
 	return false
 end
 
--- Site text kept in admin_comment before our record; our record runs from
--- the first RECORD_PREFIX to the end.
-local function _site_text(ac)
-	if type(ac) ~= "string" or ac == "" then return "" end
+--[[
+The record in admin_comment (users cannot change admin_comment):
+
+  [SITE TEXT " "] ["stagehand:hold=pending " | "stagehand:hold=released "]
+  "stagehand:v1:" PLAN-JSON
+
+PLAN-JSON is exactly docs/directives.md "The plan" and runs to the end, so a
+reader takes everything after the first "stagehand:v1:". The hold marker
+exists only for jobs this script held for stage-in: "pending" until a trusted
+uid (stagehandd as root) releases the job, then "released". Text an admin
+put there before submission is kept in front.
+]]
+local HOLD_MARK = "stagehand:hold="
+
+-- Split admin_comment into site text, hold state (or nil) and the plan JSON
+-- (nil when there is no record).
+local function _split_record(ac)
+	if type(ac) ~= "string" or ac == "" then return "", nil, nil end
+	local head, plan = ac, nil
 	local p = find(ac, RECORD_PREFIX, 1, true)
-	if p then ac = sub(ac, 1, p - 1) end
-	return (ac:gsub("%s+$", ""))
+	if p then
+		head, plan = sub(ac, 1, p - 1), sub(ac, p + #RECORD_PREFIX)
+	end
+	local hold = nil
+	local q, _, word = find(head, "stagehand:hold=(%a*)%s*$")
+	if q then
+		hold = word
+		head = sub(head, 1, q - 1)
+	end
+	return (head:gsub("%s+$", "")), hold, plan
+end
+
+local function _join_record(site, hold, plan)
+	local r = RECORD_PREFIX .. plan
+	if hold then r = HOLD_MARK .. hold .. " " .. r end
+	if site ~= "" then r = site .. " " .. r end
+	return r
+end
+
+-- "pending", "released" (held for stage-in, then released), "none" (a
+-- record without a hold), or nil (no record).
+local function _record_state(ac)
+	local _, hold, plan = _split_record(ac)
+	if not plan then return nil end
+	return hold or "none"
+end
+
+-- True while the job waits for stagehandd to stage its inputs and release it.
+local function _stage_in_pending(ac)
+	return _record_state(ac) == "pending"
 end
 
 local function _submit(job_desc, submit_uid)
-	if job_desc == nil then return slurm.SUCCESS end
+	if job_desc == nil then return _rc("SUCCESS", 0) end
 	local script = job_desc.script
 	if type(script) ~= "string" or not find(script, "#DATA", 1, true) then
-		return slurm.SUCCESS
+		return _rc("SUCCESS", 0)
 	end
 	local res = parse(script, nil)
 	local suffix = " (fix the #DATA line; see 'stagehand check')"
@@ -714,17 +757,10 @@ local function _submit(job_desc, submit_uid)
 		return _rc("ERROR", -1)
 	end
 	if #res.actions == 0 then
-		return slurm.SUCCESS
+		return _rc("SUCCESS", 0)
 	end
-	local state, held = "none", false
-	if _has_stage_in(res.actions) then
-		if SITE.hold_stage_in then
-			state, held = "pending", true
-		else
-			state = "nohold"
-		end
-	end
-	local record = RECORD_PREFIX .. state .. ":" .. plan_json(res.actions)
+	local held = SITE.hold_stage_in and _has_stage_in(res.actions)
+	local record = _join_record("", held and "pending" or nil, plan_json(res.actions))
 	if #record > SITE.max_plan_bytes then
 		_user(format("stagehand: the #DATA plan is %d bytes; this site's limit is %d: use fewer or shorter directives",
 			#record, SITE.max_plan_bytes))
@@ -732,7 +768,7 @@ local function _submit(job_desc, submit_uid)
 			tostring(submit_uid), #record, SITE.max_plan_bytes)
 		return _rc("ERROR", -1)
 	end
-	local site = _site_text(job_desc.admin_comment)
+	local site = _split_record(job_desc.admin_comment)
 	if site ~= "" then record = site .. " " .. record end
 	job_desc.admin_comment = record
 	if held then
@@ -741,7 +777,7 @@ local function _submit(job_desc, submit_uid)
 	end
 	_log("log_debug", "stagehand: uid %s: %d #DATA action(s)%s", tostring(submit_uid),
 		#res.actions, held and ", held for stage-in" or "")
-	return slurm.SUCCESS
+	return _rc("SUCCESS", 0)
 end
 
 local function _is_trusted(uid)
@@ -753,32 +789,28 @@ local function _is_trusted(uid)
 	return false
 end
 
--- The state word of the stagehand record in admin_comment, or nil.
-local function _record_state(ac)
-	if type(ac) ~= "string" then return nil end
-	local p = find(ac, RECORD_PREFIX, 1, true)
-	if not p then return nil end
-	local _, _, st = find(ac, "^([a-z_]+):", p + #RECORD_PREFIX)
-	return st
-end
-
--- True when the job is held by this script and stagehandd has not yet
--- released it (state "pending").
-local function _stage_in_pending(ac)
-	return _record_state(ac) == "pending"
-end
-
 local HELD_RC = 2042 -- ESLURM_JOB_HELD: "Job is in held state, pending scheduler release"
 
 local function _modify(job_desc, job_rec, modify_uid)
-	if _is_trusted(modify_uid) then return slurm.SUCCESS end
 	local prio = job_desc.priority
 	local no_val = (type(slurm) == "table" and tonumber(slurm.NO_VAL)) or 4294967294
 	if prio == nil or prio == no_val or prio == 0 then
 		-- no priority change, or a further hold: harmless
-		return slurm.SUCCESS
+		return _rc("SUCCESS", 0)
 	end
-	if not _stage_in_pending(job_rec.admin_comment) then return slurm.SUCCESS end
+	local ac = job_rec.admin_comment
+	if not _stage_in_pending(ac) then return _rc("SUCCESS", 0) end
+	if _is_trusted(modify_uid) then
+		-- stagehandd (or an admin) releases the job: record it, so that a
+		-- later hold/release by the user is no longer refused
+		if job_desc.admin_comment == nil then
+			local site, _, plan = _split_record(ac)
+			job_desc.admin_comment = _join_record(site, "released", plan)
+		end
+		_log("log_info", "stagehand: job %s released by uid %s",
+			tostring(job_rec.job_id), tostring(modify_uid))
+		return _rc("SUCCESS", 0)
+	end
 	_log("log_info", "stagehand: refused release/priority change of job %s by uid %s: stage-in pending",
 		tostring(job_rec.job_id), tostring(modify_uid))
 	_user("stagehand: this job is held until its inputs are staged; it is released automatically (see 'stagehand status')")
@@ -791,11 +823,12 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 	_log("log_error", "stagehand: internal error in slurm_job_submit (uid %s): %s",
 		tostring(submit_uid), tostring(rc))
 	-- Fail closed for #DATA scripts (their data would not be staged or
-	-- archived as asked); fail open for every other job.
+	-- archived as asked); fail open for every other job, and when even the
+	-- script cannot be read.
 	local ok2, has = pcall(function()
 		return type(job_desc.script) == "string" and find(job_desc.script, "#DATA", 1, true) ~= nil
 	end)
-	if ok2 and not has then return slurm.SUCCESS end
+	if not (ok2 and has) then return _rc("SUCCESS", 0) end
 	pcall(_user, "stagehand: internal error while checking the #DATA lines; the job was not submitted. Please tell your administrator (details in the slurmctld log)")
 	return _rc("ESLURM_INTERNAL", 2090)
 end
@@ -807,7 +840,9 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
 		tostring(modify_uid), tostring(rc))
 	-- Fail closed only for a release of a job we hold for stage-in.
 	local ok2, pending = pcall(function() return _stage_in_pending(job_rec.admin_comment) end)
-	if ok2 and not pending then return slurm.SUCCESS end
+	if ok2 and not pending then return _rc("SUCCESS", 0) end
+	local ok3, trusted = pcall(_is_trusted, modify_uid)
+	if ok3 and trusted then return _rc("SUCCESS", 0) end
 	return _rc("ESLURM_JOB_HELD", HELD_RC)
 end
 
@@ -820,6 +855,7 @@ stagehand = {
 	plan_json = plan_json,
 	stage_in_pending = _stage_in_pending,
 	record_state = _record_state,
+	split_record = _split_record,
 }
 
 if type(slurm) == "table" and type(slurm.log_info) == "function" then
