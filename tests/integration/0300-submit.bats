@@ -6,6 +6,8 @@
 # (scripts/testbed up; JobSubmitPlugins=lua, job_submit.lua linked into the
 # test bed's etc/). Submits as shtest; never starts or stops Slurm.
 
+bats_require_minimum_version 1.5.0
+
 TB_DIR=${STAGEHAND_TESTBED_DIR:-/var/tmp/stagehand-testbed}
 export SLURM_CONF=$TB_DIR/etc/slurm.conf
 TUSER=${STAGEHAND_TEST_USER:-shtest}
@@ -69,7 +71,7 @@ job_field() {
 
 # admin_comment ID : the whole AdminComment (it may contain spaces).
 admin_comment() {
-	scontrol show job "$1" | sed -n 's/^ *AdminComment=//p' | head -n1
+	scontrol show job "$1" | sed -n 's/^ *AdminComment=//p' | head -n1 | sed 's/ $//'
 }
 
 wait_state() {
