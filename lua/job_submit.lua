@@ -566,7 +566,10 @@ local function parse(script, cfg)
 		if pos > e then
 			-- empty line: blank
 		elseif b == 35 then
-			if sub(script, pos, pos + 4) == "#DATA" and
+			local b2 = byte(script, pos + 1)
+			if b2 ~= 68 and b2 ~= 100 and b2 ~= 32 and b2 ~= 9 then
+				-- "#SBATCH", "#!": an ordinary comment, nothing to check
+			elseif b2 == 68 and sub(script, pos, pos + 4) == "#DATA" and
 				(pos + 5 > e or byte(script, pos + 5) == 32 or byte(script, pos + 5) == 9) then
 				directive(sub(script, pos, e), n)
 			else
