@@ -430,10 +430,6 @@ local function _parse_directive(cfg, line)
 			return nil, "control_char", raw,
 				"control character in value: remove it (a tab is allowed only inside quotes)"
 		end
-		if #value > cfg.max_path then
-			return nil, "path_too_long", raw,
-				format("path is %d bytes; the limit is %d", #value, cfg.max_path)
-		end
 		if key == "when" then
 			if value ~= "always" and value ~= "success" then
 				return nil, "bad_value", raw,
@@ -446,6 +442,10 @@ local function _parse_directive(cfg, line)
 			end
 			d.keep = (value == "yes")
 		else
+			if #value > cfg.max_path then
+				return nil, "path_too_long", raw,
+					format("path is %d bytes; the limit is %d", #value, cfg.max_path)
+			end
 			local kind
 			if key == "stage_in" then kind = "src"
 			elseif key == "to" then
@@ -507,33 +507,42 @@ local function parse(script, cfg)
 		warnings[#warnings + 1] = { line = line, code = code, token = token or "", message = message }
 	end
 
-	local function printable(line)
-		return (line:gsub("[^\32-\126]", "?"))
+	-- A line's text as a token: cut when over max_line, then, if it holds a
+	-- NUL byte or is not valid UTF-8, every byte outside 0x20-0x7e as '?'.
+	local function shown(line)
+		if #line > C.max_line then line = sub(line, 1, 64) .. "..." end
+		if find(line, "\0", 1, true) or not _valid_utf8(line) then
+			line = line:gsub("[^\32-\126]", "?")
+		end
+		return line
 	end
 
 	local function directive(line, n)
 		ndirs = ndirs + 1
 		if ndirs > C.max_directives then
 			if ndirs == C.max_directives + 1 then
-				err(n, "too_many_directives", line,
+				err(n, "too_many_directives", shown(line),
 					format("more than %d #DATA directives; the limit is %d: merge or remove some",
 						C.max_directives, C.max_directives))
 			end
 			return
 		end
 		if #line > C.max_line then
-			return err(n, "line_too_long", sub(line, 1, 64) .. "...",
+			return err(n, "line_too_long", shown(line),
 				format("#DATA line is %d bytes; the limit is %d", #line, C.max_line))
 		end
 		if find(line, "\0", 1, true) then
-			return err(n, "nul_byte", printable(line), "NUL byte in #DATA line: remove it")
+			return err(n, "nul_byte", shown(line), "NUL byte in #DATA line: remove it")
 		end
 		if not _valid_utf8(line) then
-			return err(n, "bad_utf8", printable(line),
+			return err(n, "bad_utf8", shown(line),
 				"invalid UTF-8 in #DATA line: save the script as UTF-8")
 		end
 		local d, code, tok, msg = _parse_directive(C, line)
-		if not d then return err(n, code, tok, msg) end
+		if not d then
+			if code == "empty_directive" then tok = shown(tok) end
+			return err(n, code, tok, msg)
+		end
 		d.line = n
 		for _, o in ipairs(actions) do
 			if o.action == d.action and o.path == d.path then
@@ -577,7 +586,7 @@ local function parse(script, cfg)
 				if k and k <= e then
 					local q = find(script, "=", k, true)
 					if q and q <= e then
-						warn(n, "case_mismatch", sub(script, pos, e),
+						warn(n, "case_mismatch", shown(sub(script, pos, e)),
 							"this looks like a #DATA directive but is not one (write '#DATA' in capitals at the start of the line): ignored")
 					end
 				end
@@ -591,7 +600,7 @@ local function parse(script, cfg)
 				if k2 and k2 <= e then
 					local q = find(script, "=", k2, true)
 					if q and q <= e then
-						warn(n, "case_mismatch", sub(script, pos, e),
+						warn(n, "case_mismatch", shown(sub(script, pos, e)),
 							"this looks like a #DATA directive but is not one (write '#DATA' in capitals at the start of the line): ignored")
 					end
 				end
@@ -625,7 +634,7 @@ local function parse(script, cfg)
 				counted_to = p + 1
 				local le = (find(script, "\n", ls, true) or len + 1) - 1
 				if byte(script, le) == 13 then le = le - 1 end
-				warn(line_no, "after_command", sub(script, ls, le),
+				warn(line_no, "after_command", shown(sub(script, ls, le)),
 					"#DATA after the first command line is ignored: move it up, next to the #SBATCH lines")
 			end
 			p = find(script, "\n#DATA", ls, true)

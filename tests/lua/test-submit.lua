@@ -243,6 +243,18 @@ do
 		S.SUCCESS, "forged text in a path does not block modify")
 end
 
+-- tokens of line-level diagnostics are shown safely ------------------------
+do
+	local long = "#DATA archive=" .. string.rep("y", 5000)
+	local r = stagehand.parse("#!/bin/bash\nsrun x\n" .. long .. "\n")
+	is(r.warnings[1] and r.warnings[1].token, long:sub(1, 64) .. "...", "after_command token of a long line is cut")
+	r = stagehand.parse("#!/bin/bash\n#data archive=\255\t\n#DATA exempt=\226\128\148\n")
+	is(r.warnings[1] and r.warnings[1].token, "#data archive=??", "invalid UTF-8 in a warning token shown as ?")
+	is(r.errors[1], nil, "valid UTF-8 in a value is accepted")
+	r = stagehand.parse("#!/bin/bash\n#DATA archive=x when=" .. string.rep("z", 5000) .. "\n", { max_line = 10000 })
+	is(r.errors[1] and r.errors[1].code, "bad_value", "a long when= value is bad_value, not path_too_long")
+end
+
 -- garbage never raises --------------------------------------------------
 do
 	local function never_raises(name, f)
