@@ -122,10 +122,10 @@ static void _print_action(const struct dsl_directive *d)
 		       d->to ? d->to : "(job's input directory)");
 		break;
 	case DSL_ARCHIVE:
-		printf("  line %d: archive %s -> %s (when %s, %s scratch copy)\n", d->line, d->path,
-		       d->to ? d->to : "(site archive)",
-		       d->when == DSL_WHEN_SUCCESS ? "the job succeeds" : "the job ends",
-		       d->keep ? "keep" : "remove");
+		printf("  line %d: archive %s -> %s (after the job %s; scratch copy %s)\n", d->line,
+		       d->path, d->to ? d->to : "(site archive)",
+		       d->when == DSL_WHEN_SUCCESS ? "succeeds" : "ends",
+		       d->keep ? "kept" : "removed once the archive copy is verified");
 		break;
 	case DSL_EXEMPT:
 		printf("  line %d: exempt %s (never archived)\n", d->line, d->path);
@@ -237,7 +237,8 @@ int cmd_check(int argc, char **argv)
 			fprintf(stderr, "stagehand check: %s: %s\n", file, err);
 			io_error = true;
 			if (files) {
-				json_t *fo = json_pack("{s:s,s:b,s:s}", "file", file, "ok", 0,
+				json_t *fo = json_pack("{s:s,s:b,s:n,s:[],s:[],s:s}", "file", file,
+						       "ok", 0, "plan", "warnings", "errors",
 						       "read_error", err);
 
 				if (fo)
