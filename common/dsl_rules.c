@@ -235,13 +235,13 @@ static char *_join(const char *const *list, size_t count)
 	size_t len = 1, i;
 	char *s, *p;
 
-	for (i = 0; list[i] && i < count; i++)
+	for (i = 0; i < count && list[i]; i++)
 		len += strlen(list[i]) + 2;
 	s = malloc(len);
 	if (!s)
 		return NULL;
 	p = s;
-	for (i = 0; list[i] && i < count; i++) {
+	for (i = 0; i < count && list[i]; i++) {
 		size_t l = strlen(list[i]);
 
 		if (i) {
