@@ -36,9 +36,9 @@ enum dsl_when {
 struct dsl_config {
 	const char *const *allowed_schemes; /* NULL-terminated, lower case; NULL = defaults */
 	const char *const *stage_in_roots;  /* NULL-terminated absolute dirs; NULL or empty = any */
-	size_t max_directives;              /* directives per script */
-	size_t max_line;                    /* bytes in one #DATA line */
-	size_t max_path;                    /* bytes in one path or URL */
+	size_t max_directives;              /* directive lines per script; 0 = default */
+	size_t max_line;                    /* bytes in one #DATA line; 0 = default */
+	size_t max_path;                    /* bytes in one path or URL; 0 = default */
 };
 
 /* One parsed directive. Strings are owned by the plan. */
