@@ -194,6 +194,11 @@ static int _lex(struct _parser *ps, int lineno, const char *line, size_t ll)
 
 	ps->ntoks = 0;
 	ps->scratchlen = 0;
+	/* values point into scratch, so it must exist even when all are empty */
+	if (!_grow((void **)&ps->scratch, &ps->capscratch, ll + 1, 1)) {
+		ps->oom = true;
+		return 1;
+	}
 	for (;;) {
 		size_t start, eq;
 		bool quote_in_key = false;

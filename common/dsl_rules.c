@@ -325,7 +325,12 @@ static int _check_path(const struct dsl__rules *r, enum dsl__role role, const ch
 	char *norm;
 	int rc;
 
-	if (v[0] == '~' || v[0] == '$')
+	/* the first character of the normalised path counts too: './~x' is '~x' */
+	size_t i = 0;
+
+	while (v[0] != '/' && i < n && (v[i] == '/' || (v[i] == '.' && (i + 1 == n || v[i + 1] == '/'))))
+		i++;
+	if (i < n && (v[i] == '~' || v[i] == '$'))
 		return dsl__fail_set(f, "bad_path",
 				     "no shell expansion in #DATA: write the full path instead of '%.*s'",
 				     (int)n, v);
