@@ -43,9 +43,9 @@ int main(void)
 	is_str(jp->dirs[0].abs, "/home/shtest/w/tmp", "relative exempt joined");
 	is_str(jp->dirs[0].policy, "exempt", "exempt policy");
 	ok(jp->dirs[0].line == 2, "line kept");
-	is_str(jp->dirs[1].abs, "/home/shtest/w/results/77", "%j expanded");
+	is_str(jp->dirs[1].abs, "/home/shtest/w/results/77", "%%j expanded");
 	is_str(jp->dirs[1].policy, "pending", "archive dir is pending");
-	is_str(jp->dirs[2].abs, "/scratch/shtest/x_my_job", "%u, %x expanded, '/' -> '_'");
+	is_str(jp->dirs[2].abs, "/scratch/shtest/x_my_job", "%%u, %%x expanded, '/' -> '_'");
 	is_str(jp->archive_env, "/home/shtest/w/results/77", "STAGEHAND_ARCHIVE_DIRS");
 	is_str(jp->exempt_env, "/home/shtest/w/tmp:/scratch/shtest/x_my_job",
 	       "STAGEHAND_EXEMPT_DIRS colon-separated");
@@ -78,7 +78,7 @@ int main(void)
 	ok(jobplan_build(s, strlen(s), NULL, &ctx, "/w/", &jp, err, sizeof(err)) == 0 &&
 	   jp != NULL, "array job plan");
 	if (jp)
-		is_str(jp->dirs[0].abs, "/w/out_4_1", "%A and %a expanded, no '//'");
+		is_str(jp->dirs[0].abs, "/w/out_4_1", "%%A and %%a expanded, no '//'");
 	jobplan_free(jp);
 	ok(jobplan_build(s, strlen(s), NULL, &ctx, NULL, &jp, err, sizeof(err)) < 0,
 	   "unknown working directory refused");
