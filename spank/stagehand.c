@@ -59,7 +59,7 @@ static struct {
 	int status;              /* wait status of the batch script */
 } g;
 
-/* Both the slurmstepd log and, in the task, the job's stderr. */
+/* slurm_error reaches both the slurmd log and the job's stderr. */
 static void _user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void _user_error(const char *fmt, ...)
 {
@@ -70,12 +70,13 @@ static void _user_error(const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	slurm_error(PFX "%s", msg);
-	dprintf(STDERR_FILENO, "stagehand: %s\n", msg);
 }
 
+/* At job end, slurm_error would also land in the job's stderr: a daemon
+ * being down is the admin's business, so it goes to the slurmd log only. */
 static void _log_warn(const char *msg)
 {
-	slurm_error(PFX "%s", msg);
+	slurm_info(PFX "%s", msg);
 }
 
 /* Read at most max bytes of path. Returns malloc'd bytes (owned) or NULL. */
@@ -413,7 +414,7 @@ static bool _drain_spool(int budget_ms)
 	if (spool_deliver(g.args.spool, g.args.socket, g.args.spool_max,
 			  g.args.end_timeout_ms, budget_ms, &st, _log_warn, err,
 			  sizeof(err)) < 0) {
-		slurm_error(PFX "%s", err);
+		slurm_info(PFX "%s", err);
 		return true;
 	}
 	if (st.delivered || st.rejected)
