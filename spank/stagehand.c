@@ -58,6 +58,9 @@ static struct {
 	char workdir[PATH_MAX];
 	bool have_status;
 	int status;              /* wait status of the batch script */
+	bool bad_args;           /* plugstack.conf arguments did not parse */
+	char fail[1024];         /* a problem found before the task started,
+				    reported (and acted on) in task_init */
 } g;
 
 /* slurm_error reaches both the slurmd log and the job's stderr. */
@@ -132,6 +135,18 @@ static char *_read_script(const char *path, size_t max, size_t *len,
 	return buf;
 }
 
+/* Remember a problem for task_init; always 0 (see g.fail). */
+static int _defer(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int _defer(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g.fail, sizeof(g.fail), fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	char err[1024];
@@ -139,18 +154,24 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 	memset(&g, 0, sizeof(g));
 	plugargs_init(&g.args);
-	if (plugargs_parse(&g.args, ac, av, err, sizeof(err)) < 0) {
-		slurm_error(PFX "plugstack.conf: %s; the plugin is disabled", err);
-		/* Refuse the step on compute nodes, so a misconfiguration is
-		 * seen at once; sbatch, srun and slurmd carry on. */
-		return spank_context() == S_CTX_REMOTE ? -1 : 0;
-	}
-	if (spank_context() != S_CTX_REMOTE)
+	bool bad = plugargs_parse(&g.args, ac, av, err, sizeof(err)) < 0;
+	if (spank_context() != S_CTX_REMOTE) {
+		if (bad && spank_context() == S_CTX_SLURMD)
+			slurm_error(PFX "plugstack.conf: %s; batch jobs on this node "
+				    "are refused until it is fixed", err);
 		return 0;
+	}
 	if (spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
 	    stepid != SLURM_BATCH_SCRIPT)
 		return 0;
 	g.batch = true;
+	g.bad_args = bad;
+	if (bad) {
+		/* Refused in task_init: failing here (or in user_init) would
+		 * make Slurm drain the node for a "launch failure". */
+		_defer("plugstack.conf: %s", err);
+		g.args.fail_on_error = true;
+	}
 	return 0;
 }
 
@@ -205,40 +226,32 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 	char **argv = NULL;
 	size_t len = 0;
 
-	if (!g.batch || spank_context() != S_CTX_REMOTE)
+	if (!g.batch || spank_context() != S_CTX_REMOTE || g.fail[0])
 		return 0;
 	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 ||
-	    argv[0] == NULL) {
-		slurm_error(PFX "cannot read the batch script path from Slurm; #DATA "
-			    "lines of this job are not handled");
-		return g.args.fail_on_error ? -1 : 0;
-	}
+	    argv[0] == NULL)
+		return _defer("cannot read the batch script path from Slurm; #DATA lines "
+			      "of this job are not handled");
 	char *script = _read_script(argv[0], g.args.max_script, &len, err, sizeof(err));
-	if (script == NULL) {
-		slurm_error(PFX "%s", err);
-		return g.args.fail_on_error ? -1 : 0;
-	}
+	if (script == NULL)
+		return _defer("%s", err);
 	if (!jobplan_has_directives(script, len)) {
 		free(script);      /* fast path: no #DATA, nothing to do */
 		return 0;
 	}
 	if (getcwd(g.workdir, sizeof(g.workdir)) == NULL) {
-		slurm_error(PFX "cannot read the working directory: %s", strerror(errno));
 		free(script);
-		return g.args.fail_on_error ? -1 : 0;
+		return _defer("cannot read the working directory: %s", strerror(errno));
 	}
 	if (_job_identity(sp, &ctx, jobname, sizeof(jobname), err, sizeof(err)) < 0) {
-		slurm_error(PFX "%s", err);
 		free(script);
-		return g.args.fail_on_error ? -1 : 0;
+		return _defer("%s", err);
 	}
 	int rc = jobplan_build(script, len, NULL, &ctx, g.workdir, &g.plan, err,
 			       sizeof(err));
 	free(script);
-	if (rc < 0) {
-		_user_error("job %lu: #DATA in %s: %s", g.job_id, argv[0], err);
-		return g.args.fail_on_error ? -1 : 0;
-	}
+	if (rc < 0)
+		return _defer("job %lu: #DATA in the batch script: %s", g.job_id, err);
 	g.active = g.plan != NULL;
 	if (g.active)
 		slurm_info(PFX "job %lu: %zu directories to prepare%s", g.job_id,
@@ -336,7 +349,16 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	char err[2048], buf[PATH_MAX + 64], num[32];
 	int rc = 0;
 
-	if (!g.active || spank_context() != S_CTX_REMOTE)
+	if (!g.batch || spank_context() != S_CTX_REMOTE)
+		return 0;
+	if (g.fail[0]) {
+		_user_error("%s", g.fail);
+		if (g.args.fail_on_error)
+			return -1;
+		slurm_error(PFX "continuing (on_error=warn)");
+		return 0;
+	}
+	if (!g.active)
 		return 0;
 	snprintf(num, sizeof(num), "%lu", g.job_id);
 	int n = snprintf(buf, sizeof(buf), "%s/%s/%lu/input", g.args.scratch, g.user,
@@ -428,7 +450,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
 	char err[1024];
 
-	if (!g.batch || spank_context() != S_CTX_REMOTE)
+	if (!g.batch || spank_context() != S_CTX_REMOTE || g.bad_args)
 		return 0;
 	if (geteuid() != 0) {
 		/* Only root may write the spool; this is not expected. */
