@@ -16,15 +16,12 @@ TB=${STAGEHAND_TESTBED_DIR:-/var/tmp/stagehand-testbed}
 export SLURM_CONF=$TB/etc/slurm.conf
 TUSER=shtest
 
-setup_file() {
+setup() {
 	[[ $(id -u) -eq 0 ]] || skip "needs root"
 	command -v sbatch >/dev/null || skip "no sbatch"
 	command -v jq >/dev/null || skip "no jq"
 	[[ -r $SLURM_CONF ]] || skip "no test bed at $TB (scripts/testbed up)"
 	scontrol ping 2>/dev/null | grep -q UP || skip "test bed slurmctld is not up"
-}
-
-setup() {
 	local line
 	line=$(grep -E '^(optional|required)[[:space:]].*stagehand\.so' "$TB/etc/plugstack.conf" 2>/dev/null | head -n1)
 	[[ -n $line ]] || skip "the test bed does not load stagehand.so (STAGEHAND_TESTBED_SPANK=1 scripts/testbed up)"
