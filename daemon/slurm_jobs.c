@@ -66,6 +66,7 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	j->work_dir = _dup(ji->work_dir);
 	j->comment = _dup(ji->comment);
 	j->plan_json = _dup(plan);
+	j->hold_pending = ji->admin_comment && strstr(ji->admin_comment, SJOB_HOLD_PENDING);
 	if ((ji->name && !j->name) || (ji->work_dir && !j->work_dir) ||
 	    (ji->comment && !j->comment) || (plan && !j->plan_json)) {
 		sjob_clear(j);

@@ -20,6 +20,8 @@
 
 /* The prefix job_submit.lua writes before the plan JSON in admin_comment. */
 #define SJOB_PLAN_PREFIX "stagehand:v1:"
+/* The marker job_submit.lua writes while the job waits for its inputs. */
+#define SJOB_HOLD_PENDING "stagehand:hold=pending"
 
 /* One job as slurmctld sees it. Strings are owned by the array. */
 struct sjob {
@@ -35,6 +37,8 @@ struct sjob {
 	char *work_dir;
 	char *comment;           /* current comment (what squeue %k shows) */
 	char *plan_json;         /* text after SJOB_PLAN_PREFIX, or NULL */
+	bool hold_pending;       /* admin_comment says stagehand:hold=pending:
+				    held by job_submit.lua until its inputs are staged */
 };
 
 /* Initialise libslurm (reads SLURM_CONF). Call once at startup. */

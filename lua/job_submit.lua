@@ -283,7 +283,20 @@ local function _check_value(cfg, v, kind, what)
 		return ls .. sub(v, sep)
 	end
 	local c1 = byte(v, 1)
-	if c1 == 126 or c1 == 36 then
+	-- the first character of the normalised path counts: './~x' is '~x'
+	local fc, i, n = c1, 1, #v
+	if c1 ~= 47 then
+		while i <= n do
+			local b = byte(v, i)
+			if b == 47 or (b == 46 and (i == n or byte(v, i + 1) == 47)) then
+				i = i + 1
+			else
+				break
+			end
+		end
+		fc = byte(v, i)
+	end
+	if fc == 126 or fc == 36 then
 		return nil, "bad_path",
 			format("no shell expansion in #DATA: write the full path instead of '%s'", v)
 	end
