@@ -31,21 +31,12 @@
 #define CHUNK (4u << 20)
 #define MAX_DEPTH 256
 
-struct _copied {
-	char *rel;
-	int64_t size;
-	int64_t started;
-	char cks[CKSUM_HEX_MAX];
-	int symlink;
-};
-
 struct _run {
 	struct xfer_ctx *ctx;
 	int null;                    /* null backend: read and checksum only */
 	char *buf;                   /* CHUNK bytes */
-	struct _copied *copied;
-	size_t ncopied, capcopied;
 	int64_t files, bytes, skipped;
+	int64_t kept, verified;      /* files left as verified before, files verified now */
 	int failures, final_failures;
 	char first_error[XFER_TEXT_MAX];
 };
@@ -96,6 +87,7 @@ static int _count(struct _run *r, int dirfd, int depth)
 			close(fd);
 		return -1;
 	}
+	rewinddir(d);	/* the dup shares its offset with dirfd */
 	while ((de = readdir(d))) {
 		struct stat st;
 
@@ -158,29 +150,6 @@ static int _tmpname(char *out, size_t outlen, const char *name, int64_t id)
 	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
-static int _add_copied(struct _run *r, const char *rel, int64_t size, int64_t started,
-		       const char *cks, int symlink)
-{
-	if (r->ncopied == r->capcopied) {
-		size_t cap = r->capcopied ? r->capcopied * 2 : 256;
-		struct _copied *c = realloc(r->copied, cap * sizeof(*c));
-
-		if (!c)
-			return -1;
-		r->copied = c;
-		r->capcopied = cap;
-	}
-	r->copied[r->ncopied].rel = strdup(rel);
-	if (!r->copied[r->ncopied].rel)
-		return -1;
-	r->copied[r->ncopied].size = size;
-	r->copied[r->ncopied].started = started;
-	r->copied[r->ncopied].symlink = symlink;
-	snprintf(r->copied[r->ncopied].cks, CKSUM_HEX_MAX, "%s", cks ? cks : "");
-	r->ncopied++;
-	return 0;
-}
-
 /* Copy sfd's data into dfd (dfd < 0: null backend), checksumming the source. */
 static int _copy_data(struct _run *r, int sfd, int dfd, int64_t *total, char *cks)
 {
@@ -198,7 +167,6 @@ static int _copy_data(struct _run *r, int sfd, int dfd, int64_t *total, char *ck
 			cksum_abort(&ck);
 			return EINTR;
 		}
-		xfer_bucket_take(r->ctx->bucket, CHUNK, r->ctx->stop);
 #ifdef HAVE_COPY_FILE_RANGE
 		if (use_cfr) {
 			loff_t in = off;
@@ -250,12 +218,90 @@ static int _copy_data(struct _run *r, int sfd, int dfd, int64_t *total, char *ck
 		}
 		if (n == 0)
 			break;
+		/* Charged after the fact: a small file costs what it moved, not a chunk. */
+		xfer_bucket_take(r->ctx->bucket, (uint64_t)n, r->ctx->stop);
 		off += n;
 	}
 	posix_fadvise(sfd, 0, 0, POSIX_FADV_DONTNEED);
 	*total = off;
 	cksum_final(&ck, cks);
 	return 0;
+}
+
+/* Read the destination back (from disk: its pages were dropped) and checksum it. */
+static int _verify_file(struct _run *r, int ddir, const char *name, char *cks)
+{
+	struct cksum ck;
+	int fd = openat(ddir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return errno;
+	if (cksum_init(&ck, r->ctx->algo) < 0) {
+		close(fd);
+		return ENOMEM;
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	while ((n = read(fd, r->buf, CHUNK)) > 0) {
+		if (_stopped(r)) {
+			cksum_abort(&ck);
+			close(fd);
+			return EINTR;
+		}
+		cksum_update(&ck, r->buf, (size_t)n);
+		xfer_bucket_take(r->ctx->bucket, (uint64_t)n, r->ctx->stop);
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+	if (n < 0) {
+		cksum_abort(&ck);
+		return errno;
+	}
+	cksum_final(&ck, cks);
+	return 0;
+}
+
+/*
+ * A file or symlink is in place: verify it now, so that what was verified
+ * survives a crash (the next attempt skips it). For archive with keep=no the
+ * source file goes only after this verification.
+ */
+static void _verified(struct _run *r, int sdir, const char *sname, int ddir, const char *name,
+		      const char *rel, int64_t size, int64_t started, const char *want, int symlink)
+{
+	char got[PATH_MAX > CKSUM_HEX_MAX ? PATH_MAX : CKSUM_HEX_MAX];
+	int e = 0;
+
+	if (r->null) {
+		snprintf(got, sizeof(got), "%s", want);
+	} else if (symlink) {
+		ssize_t n = readlinkat(ddir, name, got, sizeof(got) - 1);
+
+		if (n < 0)
+			e = errno;
+		else
+			got[n] = '\0';
+	} else {
+		e = _verify_file(r, ddir, name, got);
+	}
+	if (e == EINTR)
+		return;
+	if (e) {
+		_fail_item(r, rel, e, "cannot verify");
+		return;
+	}
+	if (strcmp(got, want) != 0) {
+		_fail_item(r, rel, EIO, "checksum mismatch after copy of");
+		return;
+	}
+	xfer_emit(r->ctx, XR_ITEM_DONE, 0, size, started, (int64_t)time(NULL),
+		  symlink ? NULL : got, rel, symlink ? "symlink" : "file");
+	if (!symlink)
+		r->verified++;
+	if (!r->null && !r->ctx->keep && strcmp(r->ctx->action, "archive") == 0 &&
+	    unlinkat(sdir, sname, 0) < 0)
+		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
+			  (long long)r->ctx->request_id, rel, strerror(errno));
 }
 
 static void _copy_file(struct _run *r, int sdir, const char *sname, int ddir, const char *name,
@@ -272,8 +318,10 @@ static void _copy_file(struct _run *r, int sdir, const char *sname, int ddir, co
 		struct stat dst;
 
 		if (fstatat(ddir, name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
-		    dst.st_size == st->st_size && _ns(&dst.st_mtim) == de->mtime_ns)
+		    dst.st_size == st->st_size && _ns(&dst.st_mtim) == de->mtime_ns) {
+			r->kept++;
 			return;
+		}
 	}
 	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, _ns(&st->st_mtim),
 		  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
@@ -331,8 +379,7 @@ static void _copy_file(struct _run *r, int sdir, const char *sname, int ddir, co
 		return;
 	}
 	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, cks, rel, NULL);
-	if (_add_copied(r, rel, total, started, cks, 0) < 0)
-		_fail_item(r, rel, ENOMEM, "out of memory");
+	_verified(r, sdir, sname, ddir, name, rel, total, started, cks, 0);
 }
 
 static void _copy_symlink(struct _run *r, int sdir, int ddir, const char *name, const char *rel,
@@ -349,7 +396,7 @@ static void _copy_symlink(struct _run *r, int sdir, int ddir, const char *name, 
 	}
 	target[n] = '\0';
 	if (r->null) {
-		_add_copied(r, rel, 0, (int64_t)time(NULL), target, 1);
+		_verified(r, sdir, name, ddir, name, rel, 0, (int64_t)time(NULL), target, 1);
 		return;
 	}
 	if (_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
@@ -373,7 +420,7 @@ static void _copy_symlink(struct _run *r, int sdir, int ddir, const char *name, 
 		_fail_item(r, rel, e, "cannot rename symlink into place");
 		return;
 	}
-	_add_copied(r, rel, 0, (int64_t)time(NULL), target, 1);
+	_verified(r, sdir, name, ddir, name, rel, 0, (int64_t)time(NULL), target, 1);
 }
 
 /* Make or open destination directory name in ddir; never through a symlink. */
@@ -403,6 +450,7 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 		_fail_item(r, *prefix ? prefix : ".", errno, "cannot read directory");
 		return;
 	}
+	rewinddir(d);	/* the dup shares its offset with sdir */
 	while ((de = readdir(d)) && !_stopped(r)) {
 		char rel[XFER_PATH_MAX];
 		struct stat st;
@@ -463,103 +511,6 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 	closedir(d);
 }
 
-/* Open rel beneath root, refusing symlinks in every component. */
-static int _open_beneath(int root, const char *rel, int flags, int parent_only,
-			 const char **leaf)
-{
-	char comp[NAME_MAX + 1];
-	const char *p = rel, *slash;
-	int cur = dup(root);
-
-	while (cur >= 0 && (slash = strchr(p, '/'))) {
-		size_t n = (size_t)(slash - p);
-		int next;
-
-		if (n == 0 || n > NAME_MAX) {
-			close(cur);
-			errno = EINVAL;
-			return -1;
-		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(cur);
-		cur = next;
-		p = slash + 1;
-	}
-	if (cur < 0 || parent_only) {
-		*leaf = p;
-		return cur;
-	}
-	{
-		int fd = openat(cur, p, flags | O_NOFOLLOW | O_CLOEXEC);
-		int e = errno;
-
-		close(cur);
-		errno = e;
-		return fd;
-	}
-}
-
-static int _verify_one(struct _run *r, int droot, const struct _copied *c, char *cks)
-{
-	struct cksum ck;
-	int fd;
-	const char *leaf;
-	ssize_t n;
-
-	if (c->symlink) {
-		char target[PATH_MAX];
-		int pfd = _open_beneath(droot, c->rel, 0, 1, &leaf);
-
-		if (pfd < 0)
-			return errno;
-		n = readlinkat(pfd, leaf, target, sizeof(target) - 1);
-		close(pfd);
-		if (n < 0)
-			return errno;
-		target[n] = '\0';
-		return strcmp(target, c->cks) == 0 ? 0 : EBADMSG;
-	}
-	fd = _open_beneath(droot, c->rel, O_RDONLY | O_NOCTTY, 0, &leaf);
-	if (fd < 0)
-		return errno;
-	if (cksum_init(&ck, r->ctx->algo) < 0) {
-		close(fd);
-		return ENOMEM;
-	}
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	while ((n = read(fd, r->buf, CHUNK)) > 0) {
-		if (_stopped(r)) {
-			cksum_abort(&ck);
-			close(fd);
-			return EINTR;
-		}
-		xfer_bucket_take(r->ctx->bucket, (uint64_t)n, r->ctx->stop);
-		cksum_update(&ck, r->buf, (size_t)n);
-	}
-	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-	close(fd);
-	if (n < 0) {
-		cksum_abort(&ck);
-		return errno;
-	}
-	cksum_final(&ck, cks);
-	return 0;
-}
-
-static void _remove_source(struct _run *r, int sroot, const char *rel)
-{
-	const char *leaf;
-	int pfd = _open_beneath(sroot, rel, 0, 1, &leaf);
-
-	if (pfd < 0 || unlinkat(pfd, leaf, 0) < 0)
-		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
-			  (long long)r->ctx->request_id, rel, strerror(errno));
-	if (pfd >= 0)
-		close(pfd);
-}
-
 static void _label(struct _run *r, int fd, const char *name, const char *value)
 {
 	char err[256];
@@ -593,9 +544,6 @@ static void _label_all(struct _run *r, int fd, const char *policy, const char *l
 static int _finish(struct _run *r, int result, const char *msg)
 {
 	xfer_emit(r->ctx, XR_RESULT, result, 0, 0, 0, NULL, NULL, msg);
-	for (size_t i = 0; i < r->ncopied; i++)
-		free(r->copied[i].rel);
-	free(r->copied);
 	free(r->buf);
 	return result;
 }
@@ -714,46 +662,21 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 			close(sparent);
 		return _finish(&r, XFER_INTERRUPTED, "interrupted; will be redone");
 	}
-	/* ---- verification pass ---- */
+	/* Every file was verified as it was copied; the final check is the count. */
 	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
-	for (size_t i = 0; i < r.ncopied && !_stopped(&r); i++) {
-		struct _copied *c = &r.copied[i];
-		char cks[CKSUM_HEX_MAX];
-		int e;
-
-		if (null) {
-			xfer_emit(ctx, XR_ITEM_DONE, 0, c->size, c->started, (int64_t)time(NULL),
-				  c->symlink ? NULL : c->cks, c->rel, c->symlink ? "symlink" : "file");
-			continue;
-		}
-		e = _verify_one(&r, droot, c, cks);
-		if (e == EBADMSG || (!e && !c->symlink && strcmp(cks, c->cks) != 0)) {
-			_fail_item(&r, c->rel, EIO, "checksum mismatch after copy of");
-			continue;
-		}
-		if (e) {
-			_fail_item(&r, c->rel, e, "cannot verify");
-			continue;
-		}
-		xfer_emit(ctx, XR_ITEM_DONE, 0, c->size, c->started, (int64_t)time(NULL),
-			  c->symlink ? NULL : cks, c->rel, c->symlink ? "symlink" : "file");
-		if (!ctx->keep && strcmp(ctx->action, "archive") == 0)
-			_remove_source(&r, sparent >= 0 ? sparent : sroot,
-				       sparent >= 0 ? base : c->rel);
-	}
-	if (_stopped(&r)) {
-		close(sroot);
-		close(droot);
-		if (sparent >= 0)
-			close(sparent);
-		return _finish(&r, XFER_INTERRUPTED, "interrupted; will be redone");
-	}
 	if (!r.failures && !null && strcmp(ctx->action, "archive") == 0)
 		_label_all(&r, sroot, "archived", ctx->dest);
 	close(sroot);
 	close(droot);
 	if (sparent >= 0)
 		close(sparent);
+	if (!r.failures && S_ISDIR(st.st_mode) && r.verified + r.kept != r.files) {
+		/* Never report done unless every file counted was verified. */
+		snprintf(msg, sizeof(msg), "the source tree changed during the transfer (%lld files "
+			 "counted, %lld verified): will be redone", (long long)r.files,
+			 (long long)(r.verified + r.kept));
+		return _finish(&r, XFER_RETRYABLE, msg);
+	}
 	if (r.failures) {
 		if (snprintf(msg, sizeof(msg), "%d of the entries failed; first: %s", r.failures,
 			     r.first_error) >= (int)sizeof(msg))
