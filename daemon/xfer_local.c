@@ -541,6 +541,22 @@ static void _label_all(struct _run *r, int fd, const char *policy, const char *l
 	_label(r, fd, XATTR_OWNER, num);
 }
 
+/* mkdir -p of path's parents (as the owner; existing components are fine). */
+static void _mkparents(const char *path)
+{
+	char buf[XFER_PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		mkdir(buf, 0755);
+		*p = '/';
+	}
+}
+
 static int _finish(struct _run *r, int result, const char *msg)
 {
 	xfer_emit(r->ctx, XR_RESULT, result, 0, 0, 0, NULL, NULL, msg);
@@ -580,6 +596,7 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 		_count(&r, sroot, 0);
 		xfer_emit(ctx, XR_TOTALS, 0, r.files, r.bytes, r.skipped, NULL, NULL, NULL);
 		if (!null) {
+			_mkparents(ctx->dest);
 			droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			if (droot < 0 && errno == ENOENT && mkdir(ctx->dest, 0700) == 0)
 				droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -617,6 +634,8 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 		} else {
 			char dir[XFER_PATH_MAX];
 			const char *db = strrchr(ctx->dest, '/');
+
+			_mkparents(ctx->dest);
 
 			snprintf(dir, sizeof(dir), "%.*s", db == ctx->dest ? 1 : (int)(db - ctx->dest),
 				 ctx->dest);
