@@ -140,7 +140,7 @@ static int _stage_in_dest(struct daemon *d, const struct sjob *j, const char *us
 		return -1;
 	}
 	if (to && to[0] != '/' && (!j->work_dir || j->work_dir[0] != '/')) {
-		snprintf(err, errlen, "the job has no absolute working directory for to=%s", to);
+		snprintf(err, errlen, "the job has no absolute working directory for to=%.200s", to);
 		return -1;
 	}
 	return 0;
