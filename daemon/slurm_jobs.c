@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -62,6 +63,12 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	j->state = ji->job_state & JOB_STATE_BASE;
 	j->priority = ji->priority;
 	j->held_admin = (ji->state_reason == WAIT_HELD);
+	j->completing = (ji->job_state & JOB_COMPLETING) != 0;
+	if (WIFSIGNALED(ji->exit_code))
+		j->exit_code = 128 + WTERMSIG(ji->exit_code);
+	else
+		j->exit_code = WEXITSTATUS(ji->exit_code);
+	j->end_time = ji->end_time;
 	j->name = _dup(ji->name);
 	j->work_dir = _dup(ji->work_dir);
 	j->comment = _dup(ji->comment);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* The prefix job_submit.lua writes before the plan JSON in admin_comment. */
 #define SJOB_PLAN_PREFIX "stagehand:v1:"
@@ -33,6 +34,9 @@ struct sjob {
 	uint32_t state;          /* JOB_* base state (state & JOB_STATE_BASE) */
 	uint32_t priority;       /* 0 = held */
 	bool held_admin;         /* state_reason is WAIT_HELD (admin hold) */
+	bool completing;         /* ended, but epilogs still run on its nodes */
+	int exit_code;           /* batch script exit code (WEXITSTATUS), or 128+signal */
+	time_t end_time;         /* 0 while it has not ended */
 	char *name;              /* job name */
 	char *work_dir;
 	char *comment;           /* current comment (what squeue %k shows) */

@@ -9,6 +9,12 @@
  * input is verified, and cancelling the transfers of a job cancelled while
  * held.
  *
+ * It is also the backstop for the end of a job: the SPANK plugin (or the
+ * epilog hook) normally reports it within milliseconds, but if that event is
+ * lost - slurmstepd killed, a spool on a node that never runs another job -
+ * the job's final record in slurmctld produces the same event once the job
+ * has left COMPLETING and a grace period has passed.
+ *
  * Everything it decides is derived again on each tick from slurmctld's job
  * list and the queue, so a restart of the daemon or of slurmctld at any
  * moment loses nothing: a job still marked hold=pending whose requests are
@@ -25,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <slurm/slurm.h>
@@ -321,6 +328,28 @@ static void _cancel_job(struct daemon *d, uint32_t job_id)
 	daemon_wake(d);
 }
 
+/* Seconds after a job's end before slurmctld's record stands in for the plugin's event. */
+#define END_GRACE_SECONDS 10
+
+static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
+{
+	char err[512], user[256];
+	int dup = 0;
+
+	if (j->completing || !j->end_time || now - j->end_time < END_GRACE_SECONDS)
+		return;
+	if (_user_name(j->uid, user, sizeof(user)) < 0)
+		snprintf(user, sizeof(user), "%u", (unsigned)j->uid);
+	if (queue_job_end(d->q, j->job_id, sjob_state_name(j->state), j->exit_code, j->uid, j->gid,
+			  user, j->work_dir, j->plan_json, (int64_t)now, &dup, err, sizeof(err)) < 0) {
+		log_err("job %u: cannot record its end from slurmctld: %s", j->job_id, err);
+		return;
+	}
+	if (!dup)
+		log_info("job %u: ended %s (exit %d) with no event from its node; "
+			 "taking slurmctld's record", j->job_id, sjob_state_name(j->state), j->exit_code);
+}
+
 static void _tick(struct daemon *d, int64_t now_ms)
 {
 	struct sjob *jobs = NULL;
@@ -357,6 +386,11 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		} else if (sjob_state_is_final(j->state) &&
 			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED))) {
 			_cancel_job(d, j->job_id);
+		} else if (sjob_state_is_final(j->state) && strcmp(hs, HS_INVALID) != 0 &&
+			   strcmp(hs, HS_CANCELLED) != 0 && j->end_time && (!qj || !qj->end_state)) {
+			/* Never ran (cancelled while pending): no outputs to archive. */
+			if (j->state != JOB_CANCELLED || qj)
+				_end_backstop(d, j, time(NULL));
 		}
 		queue_job_free(qj);
 	}
