@@ -104,12 +104,17 @@ submit_as_user() {
 	local script=$1
 	shift
 	[[ -n $dir ]] || dir=$(dirname "$script")
-	local out rc=0
-	out=$(cd "$dir" && run_as_user "$user" sbatch --parsable "$@" "$script" 2>&1) || rc=$?
+	local out errf rc=0
+	# sbatch may print notes on stderr (e.g. "job held until its inputs are
+	# staged"); only stdout carries the job id.
+	errf=$(mktemp)
+	out=$(cd "$dir" && run_as_user "$user" sbatch --parsable "$@" "$script" 2>"$errf") || rc=$?
 	if [[ $rc -ne 0 || ! ${out%%;*} =~ ^[0-9]+$ ]]; then
-		_tb_fail "sbatch $* $script as $user in $dir failed (exit $rc): $out"
+		_tb_fail "sbatch $* $script as $user in $dir failed (exit $rc): $out $(cat "$errf")"
+		rm -f "$errf"
 		return 1
 	fi
+	rm -f "$errf"
 	echo "${out%%;*}"
 }
 

@@ -1,0 +1,221 @@
+#!/usr/bin/env bats
+# The whole life of a job on the real test bed, as an ordinary user:
+# job_submit.lua holds it, stagehandd stages its inputs and releases it, the
+# SPANK plugin labels its directories, and after it ends the daemon archives
+# its outputs. Needs 'scripts/testbed up' with the Lua hook, the SPANK
+# plugin and stagehandd (all built in this tree).
+
+load helpers
+
+setup() {
+	testbed_require
+	[[ -S $STAGEHAND_SOCKET ]] || {
+		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
+		return 1
+	}
+	grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" || {
+		echo "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'" >&2
+		return 1
+	}
+	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
+	WD=$(user_workdir)
+	JOBS=()
+}
+
+teardown() {
+	cancel_jobs "${JOBS[@]}"
+}
+
+# comment JOB: what squeue -o %k shows.
+comment() {
+	squeue -h -j "$1" -o '%k' 2>/dev/null
+}
+
+comment_matches() {
+	[[ "$(comment "$1")" =~ $2 ]]
+}
+
+# label DIR: the stagehand policy label.
+label() {
+	getfattr --only-values -n user.stagehand.policy "$1" 2>/dev/null
+}
+
+label_is() {
+	[[ "$(label "$1")" == "$2" ]]
+}
+
+# A file of N MiB owned by user U at path P.
+user_file() {
+	local u=$1 p=$2 mib=$3
+	install -d -o "$u" -g "$(id -gn "$u")" "$(dirname "$p")"
+	runuser -u "$u" -- dd if=/dev/urandom of="$p" bs=1M count="$mib" status=none
+}
+
+submit() {
+	local j
+	j=$(submit_as_user "$@") || return 1
+	JOBS+=("$j")
+	echo "$j"
+}
+
+@test "happy path: held, staged as the owner, released, labelled, archived after the end" {
+	user_file shtest "$WD/proj/ref.db" 8
+	want=$(sha256sum <"$WD/proj/ref.db" | cut -d' ' -f1)
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --job-name=happy
+#SBATCH --output=$WD/out-%j.txt
+#DATA stage_in=$WD/proj/ref.db
+#DATA exempt=tmp
+#DATA archive=results
+sha256sum "\$STAGEHAND_INPUT_DIR/ref.db" | cut -d' ' -f1 > input.sha
+getfattr --only-values -n user.stagehand.policy results > label-while-running
+mkdir -p results/sub; echo data > results/sub/a.txt; echo scratch > tmp/t.txt
+EOF
+	j=$(submit -d "$WD" "$WD/job.sh")
+	wait_job_state "$j" COMPLETED 90
+	# It was held at submit and released by the daemon (as root) once staged.
+	[[ "$(job_field "$j" AdminComment)" =~ "stagehand:hold=released" ]]
+	[ "$(cat "$WD/input.sha")" = "$want" ]
+	# The input landed in the job's scratch input dir, owned by the user.
+	[ "$(stat -c %U "$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input/ref.db")" = shtest ]
+	# While the job ran its archive dir was 'pending'; the exempt dir is 'exempt'.
+	[ "$(cat "$WD/label-while-running")" = pending ]
+	label_is "$WD/tmp" exempt
+	[ "$(getfattr --only-values -n user.stagehand.job "$WD/results")" = "$j" ]
+	# After the end: archived, verified copy at the recorded location.
+	wait_for 60 label_is "$WD/results" archived
+	loc=$(getfattr --only-values -n user.stagehand.location "$WD/results")
+	[ "$loc" = "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results" ]
+	cmp "$WD/results/sub/a.txt" "$loc/sub/a.txt"
+	[ "$(stat -c %U "$loc/sub/a.txt")" = shtest ]
+	# The exempt dir was never copied.
+	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/tmp" ]
+	# The job's comment tells what happened.
+	[[ "$(job_field "$j" Comment)" =~ "inputs staged" ]]
+}
+
+@test "missing stage-in source: job stays held with the reason; fixed and retried, it runs" {
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA stage_in=$WD/later/input.dat
+cmp "\$STAGEHAND_INPUT_DIR/input.dat" "$WD/later/input.dat" && echo same > result
+EOF
+	j=$(submit -d "$WD" "$WD/job.sh")
+	wait_for 60 comment_matches "$j" "stage-in failed"
+	[[ "$(comment "$j")" =~ "No such file" ]]
+	[[ "$(comment "$j")" =~ "stagehand retry $j" ]]
+	[ "$(job_state "$j")" = PENDING ]
+	# The user cannot release it by hand.
+	run run_as_user shtest scontrol release "$j"
+	[ "$status" -ne 0 ]
+	[ "$(job_state "$j")" = PENDING ]
+	# Fix the source, retry as the user: it is staged, released and runs.
+	user_file shtest "$WD/later/input.dat" 1
+	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" retry "$j"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	wait_job_state "$j" COMPLETED 90
+	[ "$(cat "$WD/result")" = same ]
+}
+
+@test "when=success: a failing job's outputs are not archived; exempt dirs never are" {
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=results when=success
+#DATA archive=logs
+#DATA exempt=tmp
+echo r > results/r.txt; echo l > logs/l.txt; echo t > tmp/t.txt
+exit 3
+EOF
+	j=$(submit -d "$WD" "$WD/job.sh")
+	wait_job_state "$j" FAILED 60
+	wait_for 60 label_is "$WD/logs" archived
+	[ -f "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/logs/l.txt" ]
+	sleep 2
+	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results" ]
+	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/tmp" ]
+	label_is "$WD/tmp" exempt
+	[ "$(cat "$WD/tmp/t.txt")" = t ]
+}
+
+@test "daemon down at job end: the event is spooled, and the archive happens once it is back" {
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=results
+echo x > results/x.txt
+EOF
+	"$TESTBED" restart stagehandd >/dev/null
+	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")
+	kill -TERM "$pid"
+	wait_for 30 test ! -d "/proc/$pid"
+	j=$(submit -d "$WD" "$WD/job.sh")
+	wait_job_state "$j" COMPLETED 60
+	# The job did not wait for the missing daemon; its event is on disk.
+	wait_for 10 bash -c "ls '$STAGEHAND_TESTBED_SPOOL' | grep -q ."
+	label_is "$WD/results" pending
+	"$TESTBED" up >/dev/null
+	wait_for 60 label_is "$WD/results" archived
+	[ -f "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results/x.txt" ]
+}
+
+@test "daemon killed with SIGKILL during stage-in: after restart the job starts with verified inputs" {
+	user_file shtest "$WD/big/a.bin" 400
+	user_file shtest "$WD/big/b.bin" 400
+	want=$(cat "$WD"/big/*.bin | sha256sum | cut -d' ' -f1)
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA stage_in=$WD/big to=in
+cat in/*.bin | sha256sum | cut -d' ' -f1 > got.sha
+EOF
+	# Stage into the job's working dir (to=in): it lies under ScratchRoots.
+	j=$(submit -d "$WD" "$WD/job.sh")
+	wait_for 60 comment_matches "$j" "staging"
+	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")
+	kill -KILL "$pid"
+	sleep 1
+	[ "$(job_state "$j")" = PENDING ]
+	"$TESTBED" up >/dev/null
+	wait_job_state "$j" COMPLETED 180
+	[ "$(cat "$WD/got.sha")" = "$want" ]
+}
+
+@test "a second user cannot stage the first user's private file" {
+	user_file shtest "$WD/secret/key.dat" 1
+	chmod 0700 "$WD/secret"
+	WD2=$(user_workdir shtest2)
+	write_user_script shtest2 "$WD2/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD2/out-%j.txt
+#DATA stage_in=$WD/secret/key.dat
+echo ran > ran.txt
+EOF
+	j=$(submit -u shtest2 -d "$WD2" "$WD2/job.sh")
+	wait_for 60 comment_matches "$j" "stage-in failed"
+	[[ "$(comment "$j")" =~ "Permission denied" ]]
+	[ "$(job_state "$j")" = PENDING ]
+	[ ! -e "$STAGEHAND_TESTBED_SCRATCH/shtest2/$j/input/key.dat" ]
+	[ ! -e "$WD2/ran.txt" ]
+}
+
+@test "scancel of a held job cancels its transfers" {
+	install -d -o shtest -g shtest "$WD/many"
+	runuser -u shtest -- bash -c "cd '$WD/many' && for i in \$(seq 1 4000); do echo \$i > f\$i; done"
+	user_file shtest "$WD/many/big.bin" 600
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#DATA stage_in=$WD/many to=in
+echo ran > ran.txt
+EOF
+	j=$(submit -d "$WD" "$WD/job.sh")
+	wait_for 60 comment_matches "$j" "staging"
+	scancel "$j"
+	# The daemon notices and cancels the job's request.
+	wait_for 30 bash -c "curl -sf --unix-socket '$STAGEHAND_SOCKET' 'http://x/v1/requests?job=$j&all=1' |
+		jq -e '.requests | length > 0 and all(.state == \"cancelled\")' >/dev/null"
+	[ ! -e "$WD/ran.txt" ]
+}
