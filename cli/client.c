@@ -459,11 +459,16 @@ static void _submit_usage(FILE *fp)
 {
 	fprintf(fp,
 		"usage: stagehand submit (--stage-in|--archive|--stage-out) SRC DEST [--job J] [--wait] [--json]\n"
+		"       stagehand submit --label SRC [--job J]\n"
 		"Queue one transfer with stagehandd, done with your own identity.\n"
 		"  --stage-in SRC DEST   copy input SRC to DEST (SRC may be a URL the site allows)\n"
 		"  --archive SRC DEST    archive SRC to DEST, verified\n"
 		"  --stage-out SRC DEST  copy SRC to DEST (path or URL)\n"
+		"  --label SRC           archive in label mode: mark SRC for the site's HSM engine\n"
 		"  --job J               attach the request to Slurm job J\n"
+		"  --backend NAME        transfer backend: local (default) or null (read and\n"
+		"                        checksum only, write nothing; for tests and benchmarks)\n"
+		"  --no-keep             archive: remove each source file once its copy is verified\n"
 		"  --wait                follow the request until it ends; exit 0 only if it is done\n"
 		"  --interval SEC        polling interval for --wait (default 1)\n"
 		"  --json                print the daemon's answer as JSON\n"
@@ -476,31 +481,35 @@ int cmd_submit(int argc, char **argv)
 		{ "stage-in", no_argument, NULL, 'i' },
 		{ "archive", no_argument, NULL, 'a' },
 		{ "stage-out", no_argument, NULL, 'o' },
+		{ "label", no_argument, NULL, 'l' },
 		{ "job", required_argument, NULL, 'j' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "no-keep", no_argument, NULL, 'K' },
 		{ "wait", no_argument, NULL, 'w' },
 		{ "interval", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'J' },
 		COMMON_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *action = NULL;
+	const char *action = NULL, *backend = NULL;
 	unsigned long long job = 0;
-	int c, wait = 0, json_out = 0, rc;
+	int c, wait = 0, json_out = 0, rc, no_keep = 0, nargs;
 	double interval = 1.0;
 	char src[PATH_MAX + 64], dst[PATH_MAX + 64], path[64];
 	struct http *h;
 	json_t *body, *resp;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
 		switch (c) {
-		case 'i': case 'a': case 'o': {
-			const char *a = c == 'i' ? "stage_in" : c == 'a' ? "archive" : "stage_out";
+		case 'i': case 'a': case 'o': case 'l': {
+			const char *a = c == 'i' ? "stage_in" : c == 'a' ? "archive" :
+					c == 'o' ? "stage_out" : "label";
 
 			if (action && strcmp(action, a)) {
-				_errx("submit: give one of --stage-in, --archive, --stage-out");
+				_errx("submit: give one of --stage-in, --archive, --stage-out, --label");
 				return EXIT_ENV;
 			}
 			action = a;
@@ -514,6 +523,8 @@ int cmd_submit(int argc, char **argv)
 			break;
 		case 'w': wait = 1; break;
 		case 'J': json_out = 1; break;
+		case 'b': backend = optarg; break;
+		case 'K': no_keep = 1; break;
 		case 'n':
 			interval = strtod(optarg, NULL);
 			if (!(interval >= 0.1 && interval <= 3600)) {
@@ -525,21 +536,38 @@ int cmd_submit(int argc, char **argv)
 		default: _submit_usage(stderr); return EXIT_ENV;
 		}
 	}
-	if (!action || argc - optind != 2) {
-		_errx("submit: need an action and exactly SRC DEST");
+	nargs = action && !strcmp(action, "label") ? 1 : 2;
+	if (!action || argc - optind != nargs) {
+		_errx(nargs == 1 ? "submit: --label takes exactly one path"
+				 : "submit: need an action and exactly SRC DEST");
 		_submit_usage(stderr);
 		return EXIT_ENV;
 	}
-	if (_make_absolute(argv[optind], src, sizeof(src)) < 0 ||
-	    _make_absolute(argv[optind + 1], dst, sizeof(dst)) < 0)
+	if (no_keep && strcmp(action, "archive")) {
+		_errx("submit: --no-keep only applies to --archive");
 		return EXIT_ENV;
-	body = json_pack("{s:s, s:s, s:s}", "action", action, "source", src, "dest", dst);
+	}
+	if (_make_absolute(argv[optind], src, sizeof(src)) < 0 ||
+	    (nargs == 2 && _make_absolute(argv[optind + 1], dst, sizeof(dst)) < 0))
+		return EXIT_ENV;
+	body = json_pack("{s:s, s:s}", "action", action, "source", src);
 	if (!body) {
 		_errx("submit: out of memory");
 		return EXIT_ENV;
 	}
+	if (nargs == 2)
+		json_object_set_new(body, "dest", json_string(dst));
 	if (job)
 		json_object_set_new(body, "job_id", json_integer((json_int_t)job));
+	if (backend || no_keep) {
+		json_t *o = json_object();
+
+		if (backend)
+			json_object_set_new(o, "backend", json_string(backend));
+		if (no_keep)
+			json_object_set_new(o, "keep", json_false());
+		json_object_set_new(body, "options", o);
+	}
 	if (!(h = _connect())) {
 		json_decref(body);
 		return EXIT_ENV;
@@ -580,8 +608,34 @@ static void _status_usage(FILE *fp)
 		"  --watch         follow until every request has ended: progress bars on a\n"
 		"                  terminal, JSON lines (one per change) otherwise\n"
 		"  --interval SEC  polling interval for --watch (default 1)\n"
+		"  --items         with rREQ: list the request's files and their states\n"
 		"  --json          print the daemon's answer as JSON\n"
 		COMMON_HELP);
+}
+
+static void _print_items(json_t *resp)
+{
+	json_t *items = json_object_get(resp, "items"), *it;
+	size_t i;
+	char sz[24];
+
+	if (!json_is_array(items))
+		return;
+	printf("\n%-10s %-8s %-10s %s\n", "STATE", "TYPE", "SIZE", "PATH");
+	json_array_foreach(items, i, it) {
+		const char *e = json_string_value(json_object_get(it, "error"));
+		json_t *size = json_object_get(it, "size");
+
+		printf("%-10s %-8s %-10s %s%s%s\n",
+		       json_string_value(json_object_get(it, "state")) ?: "?",
+		       json_string_value(json_object_get(it, "type")) ?: "?",
+		       progress_fmt_bytes(json_is_number(size) ? json_number_value(size) : 0,
+					  sz, sizeof(sz)),
+		       json_string_value(json_object_get(it, "relpath")) ?: "?",
+		       e ? "  error: " : "", e ? e : "");
+	}
+	if (json_is_true(json_object_get(resp, "items_truncated")))
+		printf("(list truncated by the daemon)\n");
 }
 
 static int _print_status(json_t *resp, int is_job)
@@ -600,6 +654,7 @@ static int _print_status(json_t *resp, int is_job)
 	reqs = _requests_of(resp, &single);
 	progress_print_table(stdout, reqs, 0);
 	json_decref(single);
+	_print_items(resp);
 	return EXIT_OK;
 }
 
@@ -607,12 +662,13 @@ int cmd_status(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "watch", no_argument, NULL, 'w' },
+		{ "items", no_argument, NULL, 'I' },
 		{ "interval", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'J' },
 		COMMON_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
-	int c, watch = 0, json_out = 0, rc, is_job = 0;
+	int c, watch = 0, json_out = 0, rc, is_job = 0, items = 0;
 	double interval = 1.0;
 	unsigned long long id;
 	char path[64] = "/v1/requests";
@@ -620,11 +676,12 @@ int cmd_status(int argc, char **argv)
 	json_t *resp;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+hw", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hw", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
 		switch (c) {
 		case 'w': watch = 1; break;
+		case 'I': items = 1; break;
 		case 'J': json_out = 1; break;
 		case 'n':
 			interval = strtod(optarg, NULL);
@@ -644,7 +701,8 @@ int cmd_status(int argc, char **argv)
 	if (argc - optind == 1) {
 		switch (_parse_id(argv[optind], &id)) {
 		case ID_REQUEST:
-			_path_fmt(path, sizeof(path), "/v1/requests/%llu", id);
+			_path_fmt(path, sizeof(path), "/v1/requests/%llu%s", id,
+				  items && !watch ? "?items=1" : "");
 			break;
 		case ID_JOB:
 			_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
@@ -654,6 +712,10 @@ int cmd_status(int argc, char **argv)
 			_bad_id("status", argv[optind]);
 			return EXIT_ENV;
 		}
+	}
+	if (items && (argc - optind != 1 || is_job)) {
+		_errx("status: --items needs one request id, e.g. 'stagehand status r12 --items'");
+		return EXIT_ENV;
 	}
 	if (!(h = _connect()))
 		return EXIT_ENV;
@@ -696,7 +758,7 @@ int cmd_queue(int argc, char **argv)
 	size_t i;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
 		switch (c) {
@@ -773,7 +835,7 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 	struct http *h;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
 		if (c == 'h') {
@@ -810,14 +872,17 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 		_path_fmt(path, sizeof(path), "/v1/jobs/%llu/retry", id);
 		rc = _call(h, "POST", path, NULL, &resp, NULL);
 		if (rc == EXIT_OK) {
-			json_t *single, *reqs = _requests_of(resp, &single);
+			json_t *ids = json_object_get(resp, "requeued"), *v;
+			size_t i;
 
-			if (reqs)
-				printf("re-queued %zu failed request(s) of job %llu\n",
-				       json_array_size(reqs), id);
-			else
-				printf("re-queued the failed requests of job %llu\n", id);
-			json_decref(single);
+			if (json_array_size(ids) == 0) {
+				printf("job %llu has no failed requests to retry\n", id);
+			} else {
+				printf("re-queued %zu request(s) of job %llu:", json_array_size(ids), id);
+				json_array_foreach(ids, i, v)
+					printf(" r%" JSON_INTEGER_FORMAT, json_integer_value(v));
+				printf("\n");
+			}
 		}
 		json_decref(resp);
 	} else {
@@ -867,13 +932,18 @@ int cmd_retry(int argc, char **argv)
 static void _job_end_usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: stagehand job-end [JOB] --state STATE [--exit-code N] [--uid UID] [--work-dir DIR]\n"
+		"usage: stagehand job-end [JOB] --state STATE [--exit-code N] [--uid UID] [--gid GID]\n"
+		"                         [--user NAME] [--work-dir DIR] [--plan FILE]\n"
 		"Tell stagehandd that Slurm job JOB ended (root or admin; for Epilog= hooks).\n"
-		"JOB defaults to $SLURM_JOB_ID, --uid to $SLURM_JOB_UID.\n"
+		"JOB defaults to $SLURM_JOB_ID, --uid to $SLURM_JOB_UID, --gid to $SLURM_JOB_GID,\n"
+		"--user to $SLURM_JOB_USER.\n"
 		"  --state STATE     the job's end state: COMPLETED, FAILED, CANCELLED, TIMEOUT, ...\n"
 		"  --exit-code N     the job's exit code\n"
 		"  --uid UID         the job owner's uid\n"
-		"  --work-dir DIR    the job's working directory\n"
+		"  --gid GID         the job owner's primary gid\n"
+		"  --user NAME       the job owner's user name\n"
+		"  --work-dir DIR    the job's working directory (needed for relative plan paths)\n"
+		"  --plan FILE       the job's normalised #DATA plan as JSON ('-' for stdin)\n"
 		COMMON_HELP);
 }
 
@@ -884,20 +954,28 @@ int cmd_job_end(int argc, char **argv)
 		{ "exit-code", required_argument, NULL, 'x' },
 		{ "uid", required_argument, NULL, 'u' },
 		{ "work-dir", required_argument, NULL, 'd' },
+		{ "gid", required_argument, NULL, 'g' },
+		{ "user", required_argument, NULL, 'U' },
+		{ "plan", required_argument, NULL, 'p' },
 		COMMON_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *state = NULL, *job_s, *uid_s = getenv("SLURM_JOB_UID"), *work_dir = NULL;
+	const char *gid_s = getenv("SLURM_JOB_GID"), *user = getenv("SLURM_JOB_USER");
+	const char *plan_file = NULL;
+	unsigned long long gid = 0;
+	json_t *plan = NULL;
+	json_error_t jerr;
 	long exit_code = 0;
 	int c, have_exit = 0, rc;
 	unsigned long long job, uid = 0;
 	char path[64], *end;
 	const char *p;
 	struct http *h;
-	json_t *body;
+	json_t *body, *resp;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
 		switch (c) {
@@ -913,6 +991,9 @@ int cmd_job_end(int argc, char **argv)
 			break;
 		case 'u': uid_s = optarg; break;
 		case 'd': work_dir = optarg; break;
+		case 'g': gid_s = optarg; break;
+		case 'U': user = optarg; break;
+		case 'p': plan_file = optarg; break;
 		case 'h': _job_end_usage(stdout); return EXIT_OK;
 		default: _job_end_usage(stderr); return EXIT_ENV;
 		}
@@ -945,13 +1026,44 @@ int cmd_job_end(int argc, char **argv)
 			return EXIT_ENV;
 		}
 	}
+	if (gid_s && *gid_s) {
+		errno = 0;
+		gid = strtoull(gid_s, &end, 10);
+		if (errno || *end || gid > 0xfffffffeULL) {
+			_errx("job-end: gid '%s' is not a number", gid_s);
+			return EXIT_ENV;
+		}
+	}
 	if (work_dir && *work_dir != '/') {
 		_errx("job-end: --work-dir must be absolute, got '%s'", work_dir);
 		return EXIT_ENV;
 	}
+	if (plan_file) {
+		plan = !strcmp(plan_file, "-") ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
+					       : json_load_file(plan_file, JSON_REJECT_DUPLICATES, &jerr);
+		if (!plan) {
+			_errx("job-end: plan %s:%d: %s", !strcmp(plan_file, "-") ? "(stdin)" : plan_file,
+			      jerr.line, jerr.text);
+			return EXIT_ENV;
+		}
+		if (!json_is_object(plan)) {
+			_errx("job-end: plan %s must be a JSON object ({\"version\":1,\"actions\":[...]})",
+			      plan_file);
+			json_decref(plan);
+			return EXIT_ENV;
+		}
+	}
 	body = json_pack("{s:s}", "state", state);
-	if (!body)
+	if (!body) {
+		json_decref(plan);
 		return EXIT_ENV;
+	}
+	if (gid_s && *gid_s)
+		json_object_set_new(body, "gid", json_integer((json_int_t)gid));
+	if (user && *user)
+		json_object_set_new(body, "user", json_string(user));
+	if (plan)
+		json_object_set_new(body, "plan", plan);
 	if (have_exit)
 		json_object_set_new(body, "exit_code", json_integer(exit_code));
 	if (uid_s && *uid_s)
@@ -963,8 +1075,22 @@ int cmd_job_end(int argc, char **argv)
 		json_decref(body);
 		return EXIT_ENV;
 	}
-	rc = _call(h, "POST", path, body, NULL, NULL);
+	rc = _call(h, "POST", path, body, &resp, NULL);
 	json_decref(body);
+	if (rc == EXIT_OK) {
+		json_t *ids = json_object_get(resp, "requests"), *v;
+		size_t i;
+
+		if (json_is_true(json_object_get(resp, "duplicate"))) {
+			printf("job %llu: end already recorded; nothing changed\n", job);
+		} else {
+			printf("job %llu: end recorded", job);
+			json_array_foreach(ids, i, v)
+				printf("%s r%" JSON_INTEGER_FORMAT, i ? "" : "; requests", json_integer_value(v));
+			printf("\n");
+		}
+	}
+	json_decref(resp);
 	http_close(h);
 	return rc;
 }
@@ -983,7 +1109,7 @@ int cmd_health(int argc, char **argv)
 	json_t *resp;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
 		if (c == 'J') {
