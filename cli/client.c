@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -110,18 +111,19 @@ static int _common_opt(int c, const char *arg)
 }
 
 /*
- * The config file's SocketPath: "Key = value" lines, '#' comments, keys
- * case-insensitive, as stagehand.conf(5) describes. Only SocketPath matters
- * to the CLI; other keys are the daemon's. Returns 1 found, 0 not found or
- * no file (when the file is the default one), -1 error (message printed).
+ * The config file's SocketPath, read the way stagehandd reads it
+ * (stagehand.conf(5)): "Key=Value" lines, keys case-insensitive, '#' starts
+ * a comment anywhere, a key set twice is an error. Only SocketPath matters
+ * to the CLI; the daemon judges every other key. Returns 1 found, 0 not
+ * found (or the default file is absent), -1 error (message printed).
  */
 static int _conf_socket_path(char *out, size_t outlen)
 {
 	const char *path = _opt_config ? _opt_config : getenv("STAGEHAND_CONF");
 	int explicit_path = path != NULL;
-	char line[4096];
+	char line[4096 + 2];
 	FILE *fp;
-	int lineno = 0, found = 0;
+	int lineno = 0, found_line = 0;
 
 	if (!path)
 		path = CLIENT_DEFAULT_CONF;
@@ -129,28 +131,35 @@ static int _conf_socket_path(char *out, size_t outlen)
 	if (!fp) {
 		if (!explicit_path && (errno == ENOENT || errno == EACCES))
 			return 0;
-		_errx("cannot read config file %s: %s", path, strerror(errno));
+		_errx("cannot read config file %s: %s (give --socket PATH, or fix --config / STAGEHAND_CONF)",
+		      path, strerror(errno));
 		return -1;
 	}
 	while (fgets(line, sizeof(line), fp)) {
-		char *k = line, *eq, *v, *end;
+		char *k = line, *eq, *v, *end, *hash;
 
 		lineno++;
 		if (!strchr(line, '\n') && !feof(fp)) {
-			_errx("%s:%d: line longer than %zu bytes", path, lineno, sizeof(line) - 2);
+			_errx("%s:%d: line longer than 4096 bytes", path, lineno);
 			fclose(fp);
 			return -1;
 		}
+		if ((hash = strchr(line, '#')))
+			*hash = '\0';
 		while (isspace((unsigned char)*k))
 			k++;
-		if (*k == '#' || *k == '\0' || *k == '[')
-			continue;
 		if (!(eq = strchr(k, '=')))
 			continue;	/* the daemon reports malformed lines; not ours to judge */
 		for (end = eq; end > k && isspace((unsigned char)end[-1]); end--)
 			;
 		if ((size_t)(end - k) != strlen("SocketPath") || strncasecmp(k, "SocketPath", end - k))
 			continue;
+		if (found_line) {
+			_errx("%s:%d: SocketPath is already set on line %d: set it once",
+			      path, lineno, found_line);
+			fclose(fp);
+			return -1;
+		}
 		v = eq + 1;
 		while (isspace((unsigned char)*v))
 			v++;
@@ -158,30 +167,27 @@ static int _conf_socket_path(char *out, size_t outlen)
 		while (end > v && isspace((unsigned char)end[-1]))
 			end--;
 		*end = '\0';
-		if (end - v >= 2 && *v == '"' && end[-1] == '"') {
-			v++;
-			end[-1] = '\0';
-		}
 		if (*v != '/') {
-			_errx("%s:%d: SocketPath must be an absolute path, got '%s'", path, lineno, v);
+			_errx("%s:%d: SocketPath must be an absolute path, not '%s'", path, lineno, v);
 			fclose(fp);
 			return -1;
 		}
 		if (snprintf(out, outlen, "%s", v) >= (int)outlen) {
-			_errx("%s:%d: SocketPath is too long (max %zu bytes)", path, lineno, outlen - 1);
+			_errx("%s:%d: SocketPath is longer than %zu bytes (a UNIX socket limit)",
+			      path, lineno, outlen - 1);
 			fclose(fp);
 			return -1;
 		}
-		found = 1;	/* last one wins, as in the daemon */
+		found_line = lineno;
 	}
 	fclose(fp);
-	return found;
+	return found_line ? 1 : 0;
 }
 
 /* Open the daemon connection per client.h's order. NULL: message printed. */
 static struct http *_connect(void)
 {
-	char sock[256], err[512];
+	char sock[108], err[512];	/* sun_path size */
 	const char *server = _opt_server, *socket_path = _opt_socket;
 	struct http *h;
 
