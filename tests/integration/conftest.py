@@ -196,7 +196,7 @@ class Daemon:
         self.starts = 0
 
     def argv(self):
-        return [self.binary, "-F", "-f", self.conf_path]
+        return [self.binary, "-F", "-c", self.conf_path]
 
     def start(self, timeout=20):
         assert self.proc is None or self.proc.poll() is not None, "daemon already running"
