@@ -157,3 +157,57 @@ def test_bad_ids_are_usage_errors(stagehand_bin, daemon):
         p = cli(stagehand_bin, daemon, *args)
         assert p.returncode == 2, (args, p)
         assert p.stderr.startswith("stagehand: "), p.stderr
+
+
+# ---- TCP with MUNGE -----------------------------------------------------------
+
+def _free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def tcp_daemon(make_daemon):
+    import shutil
+    import subprocess
+    if not shutil.which("munge") or subprocess.run(["munge", "-n"], capture_output=True).returncode:
+        pytest.skip("munged is not running on this host (scripts/testbed up starts it)")
+    port = _free_port()
+    d = make_daemon("tcp", ListenAddress=f"127.0.0.1:{port}")
+    d.port = port
+    return d
+
+
+def test_server_option_authenticates_with_munge(stagehand_bin, tcp_daemon, test_users):
+    p = run_cli(stagehand_bin, ["--server", f"127.0.0.1:{tcp_daemon.port}", "health", "--json"],
+                user="shtest")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["uid"] == test_users["shtest"].pw_uid and doc["admin"] is False, doc
+    p = run_cli(stagehand_bin, ["health", "--json"], user="shtest2",
+                env={"STAGEHAND_SERVER": f"127.0.0.1:{tcp_daemon.port}"})
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["uid"] == test_users["shtest2"].pw_uid
+
+
+def test_tcp_without_valid_credential_is_401(tcp_daemon):
+    import http.client
+    import subprocess
+    cred = subprocess.run(["munge", "-n"], capture_output=True, text=True, check=True).stdout.strip()
+    cases = [({}, "none"), ({"X-Stagehand-Munge": "MUNGE:garbage:"}, "garbage"),
+             ({"X-Stagehand-Munge": cred}, "first use"), ({"X-Stagehand-Munge": cred}, "replay")]
+    for headers, what in cases:
+        c = http.client.HTTPConnection("127.0.0.1", tcp_daemon.port, timeout=10)
+        c.request("GET", "/v1/health", headers=headers)
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        if what == "first use":
+            assert r.status == 200, (what, r.status, body)
+        else:
+            assert r.status == 401, (what, r.status, body)
+            assert json.loads(body)["error"], body
