@@ -399,6 +399,14 @@ static int _watch(struct http *h, const char *path, double interval, int force_j
 			rc = EXIT_REFUSED;
 			break;
 		}
+		if (json_array_size(reqs) == 0) {
+			if (tty)
+				printf("no requests\n");
+			json_decref(single);
+			json_decref(resp);
+			rc = EXIT_OK;
+			break;
+		}
 		if (p) {
 			progress_draw(p, reqs, _monotonic());
 		} else {
