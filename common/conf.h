@@ -1,0 +1,95 @@
+/*
+ * conf.h - stagehand.conf: the site configuration shared by stagehandd and
+ * the stagehand CLI.
+ *
+ * Owns: the one configuration struct, its defaults, parsing of the
+ * Slurm-style "Key=Value" file (case-insensitive keys, '#' comments) and
+ * validation. Life cycle: conf_create -> conf_parse_file -> conf_validate ->
+ * conf_destroy. Every error names FILE:LINE.
+ *
+ * Must never: exit, log, or touch anything but the file it is given.
+ */
+#ifndef STAGEHAND_CONF_H
+#define STAGEHAND_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+enum conf_archive_mode {
+	CONF_ARCHIVE_COPY = 0,	/* the daemon copies, verifies, labels archived */
+	CONF_ARCHIVE_LABEL,	/* the site's HSM engine moves data; we flip labels */
+};
+
+enum conf_io_class {
+	CONF_IO_IDLE = 0,	/* ioprio class idle: yield to every other I/O */
+	CONF_IO_BEST_EFFORT,	/* kernel default class */
+};
+
+enum conf_xattr_ns {
+	CONF_XATTR_USER = 0,	/* user.stagehand.*: owners can set them */
+	CONF_XATTR_TRUSTED,	/* trusted.stagehand.*: only root can set them */
+};
+
+struct conf {
+	char *path;                    /* file the values came from; NULL = defaults only */
+	char *socket_path;             /* UNIX socket of the API */
+	char *listen_host;             /* TCP listen host, NULL = TCP off */
+	unsigned short listen_port;    /* TCP listen port (when listen_host) */
+	char *state_db;                /* SQLite database (queue, audit) */
+	char **scratch_roots;          /* NULL-terminated; empty = stage_in dest anywhere */
+	char *archive_root;            /* default archive destination root; NULL = none */
+	enum conf_archive_mode archive_mode; /* copy or label */
+	int workers;                   /* concurrent transfer worker processes */
+	uint64_t bandwidth_cap;        /* bytes per second over all workers, 0 = unlimited */
+	int max_retries;               /* retries after the first attempt */
+	int retry_backoff;             /* seconds before the first retry; doubles each time */
+	enum conf_xattr_ns xattr_ns;   /* namespace of the stagehand.* labels */
+	char **allowed_schemes;        /* NULL-terminated, lower case URL schemes */
+	char **stage_in_roots;         /* NULL-terminated; empty = stage_in source anywhere */
+	char **admin_users;            /* NULL-terminated user names with admin rights */
+	char **admin_groups;           /* NULL-terminated group names with admin rights */
+	enum log_level log_level;      /* error, warning, info, debug */
+	char *pid_file;                /* written after the socket is bound; NULL = none */
+	size_t max_request_bytes;      /* API body size cap */
+	int max_connections_per_user;  /* simultaneous API connections per uid */
+	enum conf_io_class io_class;   /* I/O priority class of the workers */
+	int connection_timeout;        /* seconds an idle API connection is kept */
+	int drain_timeout;             /* seconds SIGTERM waits for in-flight transfers */
+	char *checksum;                /* checksum algorithm name: xxh128 or sha256 */
+	int key_line[32];              /* line each key was set on, 0 = default (conf.c only) */
+};
+
+/* Defaults where the build put the config file. */
+#ifndef STAGEHAND_SYSCONFDIR
+#define STAGEHAND_SYSCONFDIR "/etc"
+#endif
+#define CONF_DEFAULT_FILE STAGEHAND_SYSCONFDIR "/stagehand/stagehand.conf"
+
+/* A new struct holding the documented defaults; NULL when out of memory. */
+struct conf *conf_create(void);
+
+/*
+ * Read path into c. Returns 0, or -1 with "FILE:LINE: error: ..." (or
+ * "FILE: error: ..." when the file cannot be read) in err.
+ */
+int conf_parse_file(struct conf *c, const char *path, char *err, size_t errlen);
+
+/* Parse one "Key=Value" line (no comment stripping needed); for tests. */
+int conf_parse_line(struct conf *c, const char *line, const char *file, int lineno,
+		    char *err, size_t errlen);
+
+/* Cross-field checks. Returns 0, or -1 with a message in err. */
+int conf_validate(const struct conf *c, char *err, size_t errlen);
+
+void conf_destroy(struct conf *c);
+
+/* Parse "200M", "1G/s", "0": bytes per second. Returns 0 or -1. */
+int conf_parse_bytes(const char *s, uint64_t *out);
+
+/* Static names for messages and health output. */
+const char *conf_xattr_prefix(const struct conf *c); /* "user." or "trusted." */
+const char *conf_log_level_name(enum log_level l);
+
+#endif /* STAGEHAND_CONF_H */

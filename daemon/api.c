@@ -1,0 +1,485 @@
+/* api.c - see api.h: sockets, identity, limits; endpoints are in api_handlers.c. */
+#include "config.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <munge.h>
+#include <netdb.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "api_private.h"
+#include "log.h"
+
+#define MAX_UIDS 1024
+
+struct _uidcount {
+	uid_t uid;
+	int n;
+};
+
+struct api {
+	struct daemon *d;
+	int unix_fd, tcp_fd;
+	char *unix_path;
+	struct MHD_Daemon *mu, *mt;
+	pthread_mutex_t lock;        /* guards counts */
+	struct _uidcount counts[MAX_UIDS];
+};
+
+/* Per connection (socket context). */
+struct _conn {
+	int is_tcp;
+	int known;                   /* uid/gid are set and counted */
+	int over;                    /* over the per-user cap: every request gets 429 */
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Per HTTP request (con_cls). */
+struct _req {
+	char *body;
+	size_t len, cap;
+	int too_big;
+};
+
+void api_error(struct api_reply *out, unsigned status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
+		memcpy(msg + sizeof(msg) - 4, "...", 4);
+	va_end(ap);
+	out->status = status;
+	json_decref(out->body);
+	out->body = json_pack("{s:s}", "error", msg);
+	if (!out->body)	/* message not UTF-8: say so without it */
+		out->body = json_pack("{s:s}", "error", "invalid request (text is not UTF-8)");
+}
+
+static int _in_list(char *const *list, const char *name)
+{
+	for (char *const *p = list; p && *p; p++)
+		if (strcmp(*p, name) == 0)
+			return 1;
+	return 0;
+}
+
+int api_is_admin(struct daemon *d, uid_t uid, gid_t gid)
+{
+	const struct conf *c = d->conf;
+	struct passwd pw, *pwp = NULL;
+	char buf[4096];
+	gid_t groups[256];
+	int ng = 256;
+
+	if (uid == 0)
+		return 1;
+	if (!c->admin_users[0] && !c->admin_groups[0])
+		return 0;
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
+		return 0;
+	if (_in_list(c->admin_users, pwp->pw_name))
+		return 1;
+	if (getgrouplist(pwp->pw_name, gid, groups, &ng) < 0)
+		ng = 0;
+	for (int i = 0; i < ng; i++) {
+		struct group gr, *grp = NULL;
+		char gbuf[8192];
+
+		if (getgrgid_r(groups[i], &gr, gbuf, sizeof(gbuf), &grp) == 0 && grp &&
+		    _in_list(c->admin_groups, grp->gr_name))
+			return 1;
+	}
+	return 0;
+}
+
+/* Count a connection for uid; returns 1 if over the cap. */
+static int _count(struct api *a, uid_t uid, int delta)
+{
+	int over = 0, cap;
+
+	pthread_rwlock_rdlock(&a->d->conf_lock);
+	cap = a->d->conf->max_connections_per_user;
+	pthread_rwlock_unlock(&a->d->conf_lock);
+	pthread_mutex_lock(&a->lock);
+	for (int i = 0; i < MAX_UIDS; i++) {
+		struct _uidcount *u = &a->counts[i];
+
+		if ((u->n > 0 && u->uid == uid) || (delta > 0 && u->n == 0)) {
+			if (u->n == 0)
+				u->uid = uid;
+			u->n += delta;
+			over = delta > 0 && u->n > cap;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+	return over;
+}
+
+static void _notify(void *cls, struct MHD_Connection *c, void **socket_context,
+		    enum MHD_ConnectionNotificationCode toe)
+{
+	struct api *a = cls;
+	struct _conn *k = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		k = calloc(1, sizeof(*k));
+		*socket_context = k;
+		if (!k || !ci)
+			return;
+		/* Anything but a UNIX socket must prove its identity with MUNGE. */
+		k->is_tcp = getsockname(ci->connect_fd, (struct sockaddr *)&ss, &sl) < 0 ||
+			    ss.ss_family != AF_UNIX;
+		if (!k->is_tcp) {
+			struct ucred cr;
+			socklen_t len = sizeof(cr);
+
+			/* The kernel's word on who is at the other end of the UNIX socket. */
+			if (getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0) {
+				k->uid = cr.uid;
+				k->gid = cr.gid;
+				k->known = 1;
+				k->over = _count(a, k->uid, 1);
+				if (k->over)
+					log_warn("uid %u is over MaxConnectionsPerUser: refusing a "
+						 "connection", (unsigned)k->uid);
+			}
+		}
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && k) {
+		if (k->known)
+			_count(a, k->uid, -1);
+		free(k);
+		*socket_context = NULL;
+	}
+}
+
+static void _completed(void *cls, struct MHD_Connection *c, void **con_cls,
+		       enum MHD_RequestTerminationCode toe)
+{
+	struct _req *r = *con_cls;
+
+	(void)cls; (void)c; (void)toe;
+	if (r) {
+		free(r->body);
+		free(r);
+		*con_cls = NULL;
+	}
+}
+
+static enum MHD_Result _send(struct MHD_Connection *c, struct api_reply *rep)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	char *txt = rep->text;
+	const char *ctype = "text/plain; version=0.0.4; charset=utf-8";
+
+	if (!txt) {
+		txt = rep->body ? json_dumps(rep->body, JSON_COMPACT) : NULL;
+		ctype = "application/json";
+		if (!txt) {
+			rep->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+			txt = strdup("{\"error\":\"out of memory\"}");
+		}
+	}
+	rep->text = NULL;
+	json_decref(rep->body);
+	rep->body = NULL;
+	if (!txt)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(txt);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	ret = MHD_queue_response(c, rep->status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result _fail(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+	struct api_reply rep = { 0 };
+
+	api_error(&rep, status, "%s", msg);
+	return _send(c, &rep);
+}
+
+/* TCP: identity from a MUNGE credential. 0, or -1 with the reason in why. */
+static int _munge_identity(struct api *a, struct MHD_Connection *c, struct _conn *k,
+			   char *why, size_t whylen)
+{
+	const char *cred = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Stagehand-Munge");
+	uid_t uid;
+	gid_t gid;
+	munge_err_t e;
+
+	if (!cred) {
+		snprintf(why, whylen, "TCP requests need a MUNGE credential in the "
+			 "X-Stagehand-Munge header (e.g. from 'munge -n')");
+		return -1;
+	}
+	/* munged checks the signature, expiry and replay; any failure is a refusal. */
+	e = munge_decode(cred, NULL, NULL, NULL, &uid, &gid);
+	if (e != EMUNGE_SUCCESS) {
+		snprintf(why, whylen, "MUNGE credential refused: %s", munge_strerror(e));
+		return -1;
+	}
+	if (!k->known) {
+		k->uid = uid;
+		k->gid = gid;
+		k->known = 1;
+		k->over = _count(a, uid, 1);
+	} else if (k->uid != uid) {
+		snprintf(why, whylen, "MUNGE credential is for uid %u but this connection "
+			 "belongs to uid %u", (unsigned)uid, (unsigned)k->uid);
+		return -1;
+	}
+	return 0;
+}
+
+static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *url,
+			       const char *method, const char *version, const char *upload,
+			       size_t *upload_size, void **con_cls)
+{
+	struct api *a = cls;
+	struct daemon *d = a->d;
+	struct _req *r = *con_cls;
+	const union MHD_ConnectionInfo *si;
+	struct _conn *k;
+	struct api_caller who;
+	struct api_reply rep = { 0 };
+	size_t limit;
+	char why[512];
+	enum MHD_Result ret;
+
+	(void)version;
+	pthread_rwlock_rdlock(&d->conf_lock);
+	limit = d->conf->max_request_bytes;
+	pthread_rwlock_unlock(&d->conf_lock);
+	if (!r) {
+		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return MHD_NO;
+		*con_cls = r;
+		if (cl && strtoull(cl, NULL, 10) > limit) {
+			snprintf(why, sizeof(why), "request body is %s bytes; the limit is %zu "
+				 "(MaxRequestBytes)", cl, limit);
+			return _fail(c, 413, why);
+		}
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!r->too_big && r->len + *upload_size <= limit) {
+			if (r->len + *upload_size + 1 > r->cap) {
+				size_t cap = r->len + *upload_size + 1 + 1024;
+				char *b = realloc(r->body, cap);
+
+				if (!b)
+					return MHD_NO;
+				r->body = b;
+				r->cap = cap;
+			}
+			memcpy(r->body + r->len, upload, *upload_size);
+			r->len += *upload_size;
+			r->body[r->len] = '\0';
+		} else {
+			r->too_big = 1;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->too_big) {
+		snprintf(why, sizeof(why), "request body is over the limit of %zu bytes "
+			 "(MaxRequestBytes)", limit);
+		return _fail(c, 413, why);
+	}
+	si = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	k = si ? si->socket_context : NULL;
+	if (!k)
+		return _fail(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "connection state lost");
+	if (k->is_tcp && _munge_identity(a, c, k, why, sizeof(why)) < 0)
+		return _fail(c, MHD_HTTP_UNAUTHORIZED, why);
+	if (!k->known)
+		return _fail(c, MHD_HTTP_FORBIDDEN, "cannot identify the caller (no peer credentials)");
+	if (k->over)
+		return _fail(c, MHD_HTTP_TOO_MANY_REQUESTS, "too many connections from your uid "
+			     "(MaxConnectionsPerUser): close some and try again");
+	who.uid = k->uid;
+	who.gid = k->gid;
+	pthread_rwlock_rdlock(&d->conf_lock);
+	who.admin = api_is_admin(d, who.uid, who.gid);
+	api_route(d, &who, c, method, url, r->body, r->len, &rep);
+	pthread_rwlock_unlock(&d->conf_lock);
+	log_debug("api: uid %u %s %s -> %u", (unsigned)who.uid, method, url, rep.status);
+	ret = _send(c, &rep);
+	return ret;
+}
+
+static int _bind_unix(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	int fd;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path) >= (int)sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "SocketPath %s is too long for a UNIX socket", path);
+		return -1;
+	}
+	/* Replace a stale socket left by a crash, but never another kind of file. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "SocketPath %s exists and is not a socket: remove it "
+				 "or choose another path", path);
+			return -1;
+		}
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(fd);
+			snprintf(err, errlen, "another stagehandd is listening on %s", path);
+			return -1;
+		}
+		if (fd >= 0)
+			close(fd);
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(path, 0666) < 0 || listen(fd, 128) < 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s (does its directory exist?)", path,
+			 strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int _bind_tcp(const char *host, unsigned short port, char *err, size_t errlen)
+{
+	struct addrinfo hints = { 0 }, *res = NULL;
+	char ps[16];
+	int fd = -1, one = 1, e;
+
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	snprintf(ps, sizeof(ps), "%u", port);
+	e = getaddrinfo(host, ps, &hints, &res);
+	if (e != 0) {
+		snprintf(err, errlen, "ListenAddress %s:%u: %s", host, port, gai_strerror(e));
+		return -1;
+	}
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+		snprintf(err, errlen, "cannot listen on %s:%u: %s", host, port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+struct api *api_bind(struct daemon *d, char *err, size_t errlen)
+{
+	struct api *a = calloc(1, sizeof(*a));
+
+	if (!a) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	a->d = d;
+	a->tcp_fd = -1;
+	pthread_mutex_init(&a->lock, NULL);
+	a->unix_path = strdup(d->conf->socket_path);
+	a->unix_fd = a->unix_path ? _bind_unix(a->unix_path, err, errlen) : -1;
+	if (a->unix_fd < 0) {
+		free(a->unix_path);
+		a->unix_path = NULL;
+		api_stop(a);
+		return NULL;
+	}
+	if (d->conf->listen_host) {
+		a->tcp_fd = _bind_tcp(d->conf->listen_host, d->conf->listen_port, err, errlen);
+		if (a->tcp_fd < 0) {
+			api_stop(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static struct MHD_Daemon *_start(struct api *a, int fd, unsigned timeout)
+{
+	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
+				MHD_USE_ERROR_LOG, 0, NULL, NULL, _handle, a,
+				MHD_OPTION_LISTEN_SOCKET, fd,
+				MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+				MHD_OPTION_NOTIFY_CONNECTION, _notify, a,
+				MHD_OPTION_NOTIFY_COMPLETED, _completed, a,
+				MHD_OPTION_END);
+}
+
+int api_start(struct api *a, char *err, size_t errlen)
+{
+	unsigned timeout = (unsigned)a->d->conf->connection_timeout;
+
+	if (a->tcp_fd >= 0) {
+		a->mt = _start(a, a->tcp_fd, timeout);
+		if (!a->mt) {
+			snprintf(err, errlen, "cannot start the TCP API server");
+			return -1;
+		}
+	}
+	a->mu = _start(a, a->unix_fd, timeout);
+	if (!a->mu) {
+		snprintf(err, errlen, "cannot start the API server on %s", a->unix_path);
+		return -1;
+	}
+	return 0;
+}
+
+void api_stop(struct api *a)
+{
+	if (!a)
+		return;
+	if (a->mu)
+		MHD_stop_daemon(a->mu);
+	if (a->mt)
+		MHD_stop_daemon(a->mt);
+	if (a->unix_fd >= 0)
+		close(a->unix_fd);
+	if (a->tcp_fd >= 0)
+		close(a->tcp_fd);
+	if (a->unix_path) {
+		unlink(a->unix_path);
+		free(a->unix_path);
+	}
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+}

@@ -1,0 +1,676 @@
+/* api_handlers.c - the endpoints of docs/api.md. Called with conf_lock held (read). */
+#include "config.h"
+
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api_private.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "metrics.h"
+#include "queue.h"
+
+#define ITEMS_MAX 10000
+
+/* A JSON string for any bytes: invalid UTF-8 is shown as \xNN text. New reference. */
+static json_t *_jstr(const char *s)
+{
+	json_t *j;
+	char *esc;
+	size_t o = 0, n;
+
+	if (!s)
+		return json_null();
+	j = json_string(s);
+	if (j)
+		return j;
+	n = strlen(s);
+	esc = malloc(n * 4 + 1);
+	if (!esc)
+		return json_null();
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x80) {
+			esc[o++] = (char)*p;
+		} else {
+			snprintf(esc + o, 5, "\\x%02x", *p);
+			o += 4;
+		}
+	}
+	esc[o] = '\0';
+	j = json_string(esc);
+	free(esc);
+	return j ? j : json_null();
+}
+
+static json_t *_opt_int(int64_t v)
+{
+	return v ? json_integer(v) : json_null();
+}
+
+static json_t *_request_json(const struct queue_request *r)
+{
+	json_t *o = json_object(), *opts = json_loads(r->options, 0, NULL);
+
+	if (!o) {
+		json_decref(opts);
+		return NULL;
+	}
+	json_object_set_new(o, "id", json_integer(r->id));
+	json_object_set_new(o, "uid", json_integer(r->uid));
+	json_object_set_new(o, "gid", json_integer(r->gid));
+	json_object_set_new(o, "user", _jstr(r->user));
+	json_object_set_new(o, "job_id", _opt_int(r->job_id));
+	json_object_set_new(o, "action", _jstr(r->action));
+	json_object_set_new(o, "source", _jstr(r->source));
+	json_object_set_new(o, "dest", _jstr(r->dest));
+	json_object_set_new(o, "options", opts ? opts : json_object());
+	json_object_set_new(o, "state", json_string(queue_state_name(r->state)));
+	json_object_set_new(o, "attempts", json_integer(r->attempts));
+	json_object_set_new(o, "max_retries", json_integer(r->max_retries));
+	json_object_set_new(o, "next_attempt_at", _opt_int(r->next_attempt_at));
+	json_object_set_new(o, "error", _jstr(r->error));
+	json_object_set_new(o, "created", json_integer(r->created));
+	json_object_set_new(o, "updated", json_integer(r->updated));
+	json_object_set_new(o, "bytes_total", json_integer(r->bytes_total));
+	json_object_set_new(o, "bytes_done", json_integer(r->bytes_done));
+	json_object_set_new(o, "files_total", json_integer(r->files_total));
+	json_object_set_new(o, "files_done", json_integer(r->files_done));
+	json_object_set_new(o, "files_skipped", json_integer(r->files_skipped));
+	return o;
+}
+
+static int _collect(const struct queue_request *r, void *arg)
+{
+	json_t *o = _request_json(r);
+
+	if (o)
+		json_array_append_new(arg, o);
+	return 0;
+}
+
+struct _items {
+	json_t *arr;
+	int n;
+	int truncated;
+};
+
+static int _collect_item(const struct queue_item *it, void *arg)
+{
+	struct _items *s = arg;
+
+	if (s->n >= ITEMS_MAX) {
+		s->truncated = 1;
+		return 1;
+	}
+	json_array_append_new(s->arr, json_pack("{s:o,s:s,s:I,s:s,s:o,s:o}",
+		"relpath", _jstr(it->relpath), "type", it->type, "size", (json_int_t)it->size,
+		"state", queue_item_state_name(it->state),
+		"checksum", _jstr(it->checksum_dst ? it->checksum_dst : it->checksum_src),
+		"error", _jstr(it->error)));
+	s->n++;
+	return 0;
+}
+
+static int _parse_id(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v <= 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Load request id for the caller; fills out with 404/403 on failure. NULL then. */
+static struct queue_request *_own_request(struct daemon *d, const struct api_caller *who,
+					  int64_t id, struct api_reply *out)
+{
+	struct queue_request *r = NULL;
+	char err[512];
+	int rc = queue_request_get(d->q, id, &r, err, sizeof(err));
+
+	if (rc == 1) {
+		api_error(out, 404, "request %lld does not exist", (long long)id);
+		return NULL;
+	}
+	if (rc < 0) {
+		api_error(out, 500, "%s", err);
+		return NULL;
+	}
+	if (!who->admin && r->uid != who->uid) {
+		queue_request_free(r);
+		api_error(out, 403, "request %lld belongs to another user", (long long)id);
+		return NULL;
+	}
+	return r;
+}
+
+static void _reply_request(struct daemon *d, int64_t id, unsigned status, struct api_reply *out)
+{
+	struct queue_request *r = NULL;
+	char err[512];
+
+	if (queue_request_get(d->q, id, &r, err, sizeof(err)) != 0) {
+		api_error(out, 500, "request %lld: %s", (long long)id, err);
+		return;
+	}
+	out->status = status;
+	out->body = _request_json(r);
+	queue_request_free(r);
+}
+
+static void _health(struct daemon *d, const struct api_caller *who, struct api_reply *out)
+{
+	int64_t counts[QS_COUNT];
+	char err[256];
+	json_t *q = json_object();
+
+	if (queue_count_states(d->q, counts, err, sizeof(err)) == 0)
+		for (int s = 0; s < QS_COUNT; s++)
+			json_object_set_new(q, queue_state_name((enum queue_state)s),
+					    json_integer(counts[s]));
+	out->status = 200;
+	out->body = json_pack("{s:s,s:s,s:i,s:b,s:o}", "status",
+			      atomic_load(&d->draining) ? "draining" : "ok", "version",
+			      PACKAGE_VERSION, "uid", (int)who->uid, "admin", who->admin, "queue", q);
+}
+
+static const char *_str_field(json_t *o, const char *k, int *bad)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (!v || json_is_null(v))
+		return NULL;
+	if (!json_is_string(v)) {
+		*bad = 1;
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static void _submit(struct daemon *d, const struct api_caller *who, json_t *body,
+		    struct api_reply *out)
+{
+	struct lifecycle_request lr = { 0 };
+	json_t *jid = json_object_get(body, "job_id"), *opts = json_object_get(body, "options");
+	char err[1024], *opt_text = NULL;
+	int bad = 0;
+	int64_t id;
+
+	if (atomic_load(&d->draining)) {
+		api_error(out, 503, "stagehandd is shutting down: submit again when it is back");
+		return;
+	}
+	lr.uid = who->uid;	/* the kernel's or MUNGE's word, never the body's */
+	lr.gid = who->gid;
+	lr.action = _str_field(body, "action", &bad);
+	lr.source = _str_field(body, "source", &bad);
+	lr.dest = _str_field(body, "dest", &bad);
+	if (bad) {
+		api_error(out, 400, "'action', 'source' and 'dest' must be strings");
+		return;
+	}
+	if (jid && !json_is_null(jid)) {
+		struct queue_job *j = NULL;
+
+		if (!json_is_integer(jid) || json_integer_value(jid) <= 0) {
+			api_error(out, 400, "'job_id' must be a positive integer");
+			return;
+		}
+		lr.job_id = json_integer_value(jid);
+		if (queue_job_get(d->q, lr.job_id, &j, err, sizeof(err)) == 0) {
+			int other = j->uid >= 0 && j->uid != (int64_t)who->uid;
+
+			queue_job_free(j);
+			if (other) {
+				api_error(out, 403, "job %lld belongs to another user",
+					  (long long)lr.job_id);
+				return;
+			}
+		}
+	}
+	if (opts && !json_is_null(opts)) {
+		if (!json_is_object(opts)) {
+			api_error(out, 400, "'options' must be a JSON object");
+			return;
+		}
+		opt_text = json_dumps(opts, JSON_COMPACT | JSON_SORT_KEYS);
+		lr.options = opt_text;
+	}
+	if (lifecycle_check_request(d, &lr, err, sizeof(err)) < 0) {
+		free(opt_text);
+		api_error(out, 400, "%s", err);
+		return;
+	}
+	if (lifecycle_create_request(d, &lr, &id, err, sizeof(err)) < 0) {
+		free(opt_text);
+		api_error(out, 500, "could not store the request: %s", err);
+		return;
+	}
+	free(opt_text);
+	_reply_request(d, id, 201, out);
+}
+
+static void _list(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
+		  struct api_reply *out)
+{
+	const char *job = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "job");
+	const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
+	const char *all = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "all");
+	const char *limit = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+	struct queue_filter f = { .uid = who->uid, .job_id = 0, .state = -1, .limit = 1000 };
+	json_t *arr;
+	char err[512];
+	int64_t v;
+
+	if (all && strcmp(all, "0") != 0) {
+		if (!who->admin) {
+			api_error(out, 403, "all=1 is for admins; without it you see your own requests");
+			return;
+		}
+		f.uid = -1;
+	}
+	if (job) {
+		if (_parse_id(job, &v) < 0) {
+			api_error(out, 400, "job=%.64s is not a job id", job);
+			return;
+		}
+		f.job_id = v;
+	}
+	if (state) {
+		enum queue_state s;
+
+		if (queue_state_from_name(state, &s) < 0) {
+			api_error(out, 400, "state=%.64s is not a state (queued, running, verifying, "
+				  "done, failed_retryable, failed_final, cancelled)", state);
+			return;
+		}
+		f.state = (int)s;
+	}
+	if (limit) {
+		if (_parse_id(limit, &v) < 0 || v > 100000) {
+			api_error(out, 400, "limit must be from 1 to 100000");
+			return;
+		}
+		f.limit = (int)v;
+	}
+	arr = json_array();
+	if (queue_request_list(d->q, &f, _collect, arr, err, sizeof(err)) < 0) {
+		json_decref(arr);
+		api_error(out, 500, "%s", err);
+		return;
+	}
+	out->status = 200;
+	out->body = json_pack("{s:o}", "requests", arr);
+}
+
+static void _get(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
+		 int64_t id, struct api_reply *out)
+{
+	const char *items = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "items");
+	struct queue_request *r = _own_request(d, who, id, out);
+	char err[512];
+
+	if (!r)
+		return;
+	out->status = 200;
+	out->body = _request_json(r);
+	if (items && strcmp(items, "0") != 0 && out->body) {
+		struct _items s = { json_array(), 0, 0 };
+
+		if (queue_item_list(d->q, id, -1, 0, _collect_item, &s, err, sizeof(err)) < 0)
+			log_err("request %lld: listing items: %s", (long long)id, err);
+		json_object_set_new(out->body, "items", s.arr);
+		json_object_set_new(out->body, "items_truncated", json_boolean(s.truncated));
+	}
+	queue_request_free(r);
+}
+
+static void _cancel(struct daemon *d, const struct api_caller *who, int64_t id,
+		    struct api_reply *out)
+{
+	struct queue_request *r = _own_request(d, who, id, out);
+	char err[512];
+	int rc;
+
+	if (!r)
+		return;
+	rc = queue_request_set_state(d->q, id, -1, QS_CANCELLED, "cancelled by uid", err,
+				     sizeof(err));
+	if (rc == 1) {
+		api_error(out, 409, "request %lld is %s: only unfinished requests can be cancelled",
+			  (long long)id, queue_state_name(r->state));
+	} else if (rc < 0) {
+		api_error(out, 500, "%s", err);
+	} else {
+		log_info("request %lld: cancelled by uid %u", (long long)id, (unsigned)who->uid);
+		daemon_wake(d);	/* the main loop stops its worker */
+		_reply_request(d, id, 200, out);
+	}
+	queue_request_free(r);
+}
+
+static void _retry(struct daemon *d, const struct api_caller *who, int64_t id,
+		   struct api_reply *out)
+{
+	struct queue_request *r = _own_request(d, who, id, out);
+	char err[512];
+	int rc;
+
+	if (!r)
+		return;
+	rc = queue_request_retry(d->q, id, err, sizeof(err));
+	if (rc == 1)
+		api_error(out, 409, "request %lld is %s: only failed or cancelled requests can be "
+			  "retried", (long long)id, queue_state_name(r->state));
+	else if (rc < 0)
+		api_error(out, 500, "%s", err);
+	else {
+		log_info("request %lld: retry requested by uid %u", (long long)id, (unsigned)who->uid);
+		daemon_wake(d);
+		_reply_request(d, id, 200, out);
+	}
+	queue_request_free(r);
+}
+
+/* 0 if the caller may see job; fills out otherwise. *j new or NULL. */
+static int _job_access(struct daemon *d, const struct api_caller *who, int64_t job,
+		       struct queue_job **j, int *nreq, struct api_reply *out)
+{
+	struct queue_filter f = { .uid = -1, .job_id = job, .state = -1, .limit = 1 };
+	json_t *arr = json_array();
+	char err[512];
+	int rc = queue_job_get(d->q, job, j, err, sizeof(err));
+
+	if (rc < 0) {
+		json_decref(arr);
+		api_error(out, 500, "%s", err);
+		return -1;
+	}
+	queue_request_list(d->q, &f, _collect, arr, err, sizeof(err));
+	*nreq = (int)json_array_size(arr);
+	if (rc == 1 && *nreq == 0) {
+		json_decref(arr);
+		api_error(out, 404, "stagehandd knows nothing about job %lld", (long long)job);
+		return -1;
+	}
+	if (!who->admin) {
+		int64_t owner = *j && (*j)->uid >= 0 ? (*j)->uid :
+				json_integer_value(json_object_get(json_array_get(arr, 0), "uid"));
+
+		if (owner != (int64_t)who->uid) {
+			json_decref(arr);
+			queue_job_free(*j);
+			*j = NULL;
+			api_error(out, 403, "job %lld belongs to another user", (long long)job);
+			return -1;
+		}
+	}
+	json_decref(arr);
+	return 0;
+}
+
+static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
+		 struct api_reply *out)
+{
+	struct queue_job *j = NULL;
+	struct queue_filter f = { .uid = -1, .job_id = job, .state = -1, .limit = 0 };
+	const char *si_state;
+	char *si_error = NULL, err[512];
+	json_t *arr, *end = json_null();
+	int nreq;
+
+	if (_job_access(d, who, job, &j, &nreq, out) < 0)
+		return;
+	if (queue_job_stage_in(d->q, job, &si_state, &si_error, err, sizeof(err)) < 0) {
+		queue_job_free(j);
+		api_error(out, 500, "%s", err);
+		return;
+	}
+	arr = json_array();
+	queue_request_list(d->q, &f, _collect, arr, err, sizeof(err));
+	if (j && j->end_state)
+		end = json_pack("{s:s,s:i,s:I}", "state", j->end_state, "exit_code",
+				j->end_exit_code, "received", (json_int_t)j->end_received);
+	out->status = 200;
+	out->body = json_pack("{s:I,s:o,s:o,s:o,s:{s:s,s:o},s:o,s:o}",
+		"job_id", (json_int_t)job,
+		"uid", j && j->uid >= 0 ? json_integer(j->uid) : json_null(),
+		"user", _jstr(j ? j->user : NULL),
+		"work_dir", _jstr(j ? j->work_dir : NULL),
+		"stage_in", "state", si_state, "error", _jstr(si_error),
+		"end", end, "requests", arr);
+	free(si_error);
+	queue_job_free(j);
+}
+
+static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
+		     struct api_reply *out)
+{
+	json_t *st = json_object_get(body, "state"), *ec = json_object_get(body, "exit_code");
+	json_t *ju = json_object_get(body, "uid"), *jg = json_object_get(body, "gid");
+	json_t *plan = json_object_get(body, "plan"), *ids;
+	const char *user = NULL, *work_dir = NULL;
+	char *plan_text = NULL, err[512], ubuf[4096];
+	int64_t uid = -1, gid = -1, made_ids[64];
+	int dup = 0, bad = 0, made = 0;
+	struct passwd pw, *pwp = NULL;
+
+	if (!who->admin) {
+		api_error(out, 403, "job-end events come from slurmstepd or the epilog (root or an "
+			  "admin); users cannot send them");
+		return;
+	}
+	if (!json_is_string(st) || !*json_string_value(st)) {
+		api_error(out, 400, "'state' is required: Slurm's job state name, e.g. COMPLETED");
+		return;
+	}
+	if (ec && !json_is_integer(ec)) {
+		api_error(out, 400, "'exit_code' must be an integer");
+		return;
+	}
+	if (ju && !json_is_null(ju)) {
+		if (!json_is_integer(ju) || json_integer_value(ju) < 0) {
+			api_error(out, 400, "'uid' must be a non-negative integer");
+			return;
+		}
+		uid = json_integer_value(ju);
+	}
+	if (jg && !json_is_null(jg)) {
+		if (!json_is_integer(jg) || json_integer_value(jg) < 0) {
+			api_error(out, 400, "'gid' must be a non-negative integer");
+			return;
+		}
+		gid = json_integer_value(jg);
+	}
+	user = _str_field(body, "user", &bad);
+	work_dir = _str_field(body, "work_dir", &bad);
+	if (bad) {
+		api_error(out, 400, "'user' and 'work_dir' must be strings");
+		return;
+	}
+	if (work_dir && work_dir[0] != '/') {
+		api_error(out, 400, "'work_dir' must be an absolute path");
+		return;
+	}
+	if (plan && !json_is_null(plan)) {
+		if (!json_is_object(plan) || !json_is_array(json_object_get(plan, "actions"))) {
+			api_error(out, 400, "'plan' must be an object with an 'actions' array "
+				  "(docs/directives.md)");
+			return;
+		}
+		plan_text = json_dumps(plan, JSON_COMPACT);
+	}
+	if (uid >= 0 && (gid < 0 || !user) &&
+	    getpwuid_r((uid_t)uid, &pw, ubuf, sizeof(ubuf), &pwp) == 0 && pwp) {
+		if (gid < 0)
+			gid = pwp->pw_gid;
+		if (!user)
+			user = pwp->pw_name;
+	}
+	if (queue_job_end(d->q, job, json_string_value(st), ec ? (int)json_integer_value(ec) : 0,
+			  uid, gid, user, work_dir, plan_text, (int64_t)time(NULL), &dup, err,
+			  sizeof(err)) < 0) {
+		free(plan_text);
+		api_error(out, 500, "could not store the job-end event: %s", err);
+		return;
+	}
+	free(plan_text);
+	ids = json_array();
+	if (!dup) {
+		atomic_fetch_add(&d->metrics->job_end_events, 1);
+		log_info("job %lld: end event (%s) from uid %u", (long long)job,
+			 json_string_value(st), (unsigned)who->uid);
+		/* Only database work: fast. If it fails, the main loop's hook tries again. */
+		if (lifecycle_process_job_end(d, job, made_ids, 64, &made, err, sizeof(err)) < 0)
+			log_err("job %lld: after-job requests deferred: %s", (long long)job, err);
+		for (int i = 0; i < made; i++)
+			json_array_append_new(ids, json_integer(made_ids[i]));
+	} else {
+		struct queue_filter f = { .uid = -1, .job_id = job, .state = -1, .limit = 0 };
+		json_t *arr = json_array();
+		size_t i;
+		json_t *r;
+
+		queue_request_list(d->q, &f, _collect, arr, err, sizeof(err));
+		json_array_foreach(arr, i, r) {
+			const char *a = json_string_value(json_object_get(r, "action"));
+
+			if (a && strcmp(a, "stage_in") != 0)
+				json_array_append(ids, json_object_get(r, "id"));
+		}
+		json_decref(arr);
+	}
+	out->status = 202;
+	out->body = json_pack("{s:I,s:b,s:o}", "job_id", (json_int_t)job, "duplicate", dup,
+			      "requests", ids);
+}
+
+static void _job_retry(struct daemon *d, const struct api_caller *who, int64_t job,
+		       struct api_reply *out)
+{
+	struct queue_job *j = NULL;
+	int64_t ids[256];
+	char err[512];
+	int nreq, n;
+	json_t *arr;
+
+	if (_job_access(d, who, job, &j, &nreq, out) < 0)
+		return;
+	queue_job_free(j);
+	n = queue_job_failed_requests(d->q, job, ids, 256, err, sizeof(err));
+	arr = json_array();
+	for (int i = 0; i < n; i++)
+		if (queue_request_retry(d->q, ids[i], err, sizeof(err)) == 0)
+			json_array_append_new(arr, json_integer(ids[i]));
+	if (n > 0)
+		daemon_wake(d);
+	out->status = 200;
+	out->body = json_pack("{s:I,s:o}", "job_id", (json_int_t)job, "requeued", arr);
+}
+
+void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
+	       const char *method, const char *url, const char *body, size_t len,
+	       struct api_reply *out)
+{
+	char path[256], *seg[6] = { 0 }, *save = NULL, *t;
+	int nseg = 0, is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
+	json_t *jb = NULL;
+	int64_t id = 0;
+
+	out->status = 500;
+	if (snprintf(path, sizeof(path), "%s", url) >= (int)sizeof(path)) {
+		api_error(out, 404, "no such path");
+		return;
+	}
+	for (t = strtok_r(path, "/", &save); t && nseg < 6; t = strtok_r(NULL, "/", &save))
+		seg[nseg++] = t;
+	if (t) {
+		api_error(out, 404, "no such path: %.200s", url);
+		return;
+	}
+	if (is_post) {
+		json_error_t je;
+
+		if (!body || len == 0) {
+			jb = json_object();
+		} else {
+			jb = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+			if (!jb) {
+				api_error(out, 400, "malformed JSON at line %d column %d: %s",
+					  je.line, je.column, je.text);
+				return;
+			}
+			if (!json_is_object(jb)) {
+				json_decref(jb);
+				api_error(out, 400, "the request body must be a JSON object");
+				return;
+			}
+		}
+	}
+	if (nseg == 1 && strcmp(seg[0], "metrics") == 0) {
+		if (!is_get)
+			api_error(out, 405, "use GET for /metrics");
+		else if (!(out->text = metrics_render(d)))
+			api_error(out, 500, "out of memory");
+		else
+			out->status = 200;
+		goto done;
+	}
+	if (nseg < 2 || strcmp(seg[0], "v1") != 0) {
+		api_error(out, 404, "no such path: %.200s (the API lives under /v1/)", url);
+		goto done;
+	}
+	if (nseg == 2 && strcmp(seg[1], "health") == 0) {
+		if (!is_get)
+			api_error(out, 405, "use GET for /v1/health");
+		else
+			_health(d, who, out);
+	} else if (strcmp(seg[1], "requests") == 0 && nseg == 2) {
+		if (is_post)
+			_submit(d, who, jb, out);
+		else if (is_get)
+			_list(d, who, c, out);
+		else
+			api_error(out, 405, "use GET or POST for /v1/requests");
+	} else if (strcmp(seg[1], "requests") == 0 && (nseg == 3 || nseg == 4)) {
+		if (_parse_id(seg[2], &id) < 0)
+			api_error(out, 404, "'%.64s' is not a request id", seg[2]);
+		else if (nseg == 3 && is_get)
+			_get(d, who, c, id, out);
+		else if (nseg == 4 && is_post && strcmp(seg[3], "cancel") == 0)
+			_cancel(d, who, id, out);
+		else if (nseg == 4 && is_post && strcmp(seg[3], "retry") == 0)
+			_retry(d, who, id, out);
+		else if (nseg == 3 || strcmp(seg[3], "cancel") == 0 || strcmp(seg[3], "retry") == 0)
+			api_error(out, 405, "method %s not allowed here", method);
+		else
+			api_error(out, 404, "no such path: %.200s", url);
+	} else if (strcmp(seg[1], "jobs") == 0 && (nseg == 3 || nseg == 4)) {
+		if (_parse_id(seg[2], &id) < 0)
+			api_error(out, 404, "'%.64s' is not a job id", seg[2]);
+		else if (nseg == 3 && is_get)
+			_job(d, who, id, out);
+		else if (nseg == 4 && is_post && strcmp(seg[3], "end") == 0)
+			_job_end(d, who, id, jb, out);
+		else if (nseg == 4 && is_post && strcmp(seg[3], "retry") == 0)
+			_job_retry(d, who, id, out);
+		else if (nseg == 3 || strcmp(seg[3], "end") == 0 || strcmp(seg[3], "retry") == 0)
+			api_error(out, 405, "method %s not allowed here", method);
+		else
+			api_error(out, 404, "no such path: %.200s", url);
+	} else {
+		api_error(out, 404, "no such path: %.200s", url);
+	}
+done:
+	json_decref(jb);
+}

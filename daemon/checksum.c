@@ -1,0 +1,171 @@
+/* checksum.c - see checksum.h. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <xxhash.h>
+
+#include "checksum.h"
+
+static const uint32_t _k[64] = {
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+	0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+	0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+	0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+	0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void _sha256_block(uint32_t h[8], const uint8_t *p)
+{
+	uint32_t w[64], a, b, c, d, e, f, g, hh;
+
+	for (int i = 0; i < 16; i++)
+		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+	for (int i = 16; i < 64; i++) {
+		uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+		uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+
+		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	}
+	a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4]; f = h[5]; g = h[6]; hh = h[7];
+	for (int i = 0; i < 64; i++) {
+		uint32_t s1 = ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25);
+		uint32_t ch = (e & f) ^ (~e & g);
+		uint32_t t1 = hh + s1 + ch + _k[i] + w[i];
+		uint32_t s0 = ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22);
+		uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+		uint32_t t2 = s0 + maj;
+
+		hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+	}
+	h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+void sha256_init(struct sha256_ctx *c)
+{
+	static const uint32_t iv[8] = {
+		0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+		0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+	};
+
+	memcpy(c->h, iv, sizeof(iv));
+	c->len = 0;
+	c->nbuf = 0;
+}
+
+void sha256_update(struct sha256_ctx *c, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	c->len += len;
+	if (c->nbuf) {
+		size_t take = 64 - c->nbuf < len ? 64 - c->nbuf : len;
+
+		memcpy(c->buf + c->nbuf, p, take);
+		c->nbuf += take;
+		p += take;
+		len -= take;
+		if (c->nbuf < 64)
+			return;
+		_sha256_block(c->h, c->buf);
+		c->nbuf = 0;
+	}
+	for (; len >= 64; p += 64, len -= 64)
+		_sha256_block(c->h, p);
+	memcpy(c->buf, p, len);
+	c->nbuf = len;
+}
+
+void sha256_final(struct sha256_ctx *c, uint8_t out[32])
+{
+	uint64_t bits = c->len * 8;
+	uint8_t pad[72] = { 0x80 };
+	size_t padlen = (c->nbuf < 56 ? 56 : 120) - c->nbuf;
+
+	for (int i = 0; i < 8; i++)
+		pad[padlen + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+	sha256_update(c, pad, padlen + 8);
+	for (int i = 0; i < 8; i++) {
+		out[4 * i] = (uint8_t)(c->h[i] >> 24);
+		out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
+		out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
+		out[4 * i + 3] = (uint8_t)c->h[i];
+	}
+}
+
+int cksum_algo_from_name(const char *name, enum cksum_algo *out)
+{
+	if (strcasecmp(name, "xxh128") == 0)
+		*out = CKSUM_XXH128;
+	else if (strcasecmp(name, "sha256") == 0)
+		*out = CKSUM_SHA256;
+	else
+		return -1;
+	return 0;
+}
+
+int cksum_init(struct cksum *c, enum cksum_algo algo)
+{
+	c->algo = algo;
+	c->xxh = NULL;
+	if (algo == CKSUM_SHA256) {
+		sha256_init(&c->sha);
+		return 0;
+	}
+	c->xxh = XXH3_createState();
+	if (!c->xxh)
+		return -1;
+	XXH3_128bits_reset(c->xxh);
+	return 0;
+}
+
+void cksum_update(struct cksum *c, const void *data, size_t len)
+{
+	if (c->algo == CKSUM_SHA256)
+		sha256_update(&c->sha, data, len);
+	else
+		XXH3_128bits_update(c->xxh, data, len);
+}
+
+static void _hex(const uint8_t *b, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[b[i] >> 4];
+		out[2 * i + 1] = d[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+void cksum_final(struct cksum *c, char out[CKSUM_HEX_MAX])
+{
+	if (c->algo == CKSUM_SHA256) {
+		uint8_t md[32];
+
+		sha256_final(&c->sha, md);
+		memcpy(out, "sha256:", 7);
+		_hex(md, sizeof(md), out + 7);
+	} else {
+		XXH128_canonical_t can;
+
+		XXH128_canonicalFromHash(&can, XXH3_128bits_digest(c->xxh));
+		memcpy(out, "xxh128:", 7);
+		_hex(can.digest, sizeof(can.digest), out + 7);
+	}
+	cksum_abort(c);
+}
+
+void cksum_abort(struct cksum *c)
+{
+	if (c->xxh)
+		XXH3_freeState(c->xxh);
+	c->xxh = NULL;
+}

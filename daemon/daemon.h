@@ -1,0 +1,40 @@
+/*
+ * daemon.h - the context every stagehandd module shares.
+ *
+ * Owns nothing itself: it ties the configuration, the queue, the worker pool,
+ * the API server and the metrics together so that modules (including the
+ * Slurm lifecycle module, see lifecycle.h) get one pointer.
+ */
+#ifndef STAGEHAND_DAEMON_H
+#define STAGEHAND_DAEMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "conf.h"
+
+struct queue;
+struct worker_pool;
+struct metrics;
+struct api;
+struct xfer_bucket;
+
+struct daemon {
+	struct conf *conf;           /* current configuration; swapped on SIGHUP under conf_lock */
+	pthread_rwlock_t conf_lock;  /* API thread reads conf under it; main loop writes */
+	const char *conf_path;       /* file given with -c (borrowed from argv) */
+	struct queue *q;             /* the durable queue */
+	struct worker_pool *pool;    /* transfer worker processes */
+	struct metrics *metrics;     /* counters for /metrics */
+	struct api *api;             /* HTTP server */
+	struct xfer_bucket *bucket;  /* shared bandwidth cap */
+	atomic_int draining;         /* 1 after SIGTERM: no new transfers */
+	int wake_fd;                 /* eventfd: write 1 to wake the main loop */
+	time_t started;              /* for logs */
+};
+
+/* Wake the main loop (new request, cancel): safe from any thread. */
+void daemon_wake(struct daemon *d);
+
+#endif /* STAGEHAND_DAEMON_H */

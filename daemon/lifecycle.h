@@ -1,0 +1,78 @@
+/*
+ * lifecycle.h - where job life meets the queue: the hook table called from
+ * the main loop, and the internal API a module uses to create and inspect a
+ * job's transfers.
+ *
+ * Owns: checking a transfer request against the site's roots (the same
+ * checks for API submissions and module-made requests), turning a stored
+ * job-end event into after-job requests (archive, stage_out) per
+ * docs/directives.md, and running the registered hooks.
+ *
+ * Adding a module (e.g. the Slurm watcher that finds held jobs, stages them
+ * and releases them): write a `struct lifecycle_hook` with init/tick/fini,
+ * add its address to `lifecycle_hooks[]` in lifecycle.c. tick runs in the
+ * main thread every period_ms (never faster than the loop's 200 ms turn);
+ * it may call everything in queue.h and the functions below, and must not
+ * block for long (the main loop also reads worker progress).
+ *
+ * Must never: touch user files (requests are carried out by workers as the
+ * owner), or trust a uid from anywhere but Slurm, the kernel or MUNGE.
+ */
+#ifndef STAGEHAND_LIFECYCLE_H
+#define STAGEHAND_LIFECYCLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+
+struct lifecycle_hook {
+	const char *name;
+	int period_ms;                                     /* tick interval */
+	int (*init)(struct daemon *d, char *err, size_t errlen);  /* NULL = none; -1 stops startup */
+	void (*tick)(struct daemon *d, int64_t now_ms);
+	void (*fini)(struct daemon *d);                    /* NULL = none */
+};
+
+/* NULL-terminated; lifecycle.c lists the built-in job-end hook first. */
+extern const struct lifecycle_hook *const lifecycle_hooks[];
+
+int lifecycle_init(struct daemon *d, char *err, size_t errlen);
+/* Run the hooks that are due. */
+void lifecycle_tick(struct daemon *d, int64_t now_ms);
+void lifecycle_fini(struct daemon *d);
+
+/* A transfer to create for a job or a user. Borrowed strings. */
+struct lifecycle_request {
+	uid_t uid;
+	gid_t gid;
+	const char *user;            /* NULL: looked up from uid */
+	int64_t job_id;              /* 0 = none */
+	const char *action;          /* stage_in, stage_out, archive, label */
+	const char *source;
+	const char *dest;            /* NULL for label */
+	const char *options;         /* JSON object text or NULL */
+};
+
+/*
+ * Check a request against the rules of docs/api.md (absolute paths, no '..',
+ * site roots, known action and options). Returns 0 or -1 with a message
+ * that names the field in err. The caller holds d->conf_lock (read).
+ */
+int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr,
+			    char *err, size_t errlen);
+
+/* Check, then store as queued and wake the main loop. 0 or -1. */
+int lifecycle_create_request(struct daemon *d, const struct lifecycle_request *lr,
+			     int64_t *id_out, char *err, size_t errlen);
+
+/*
+ * Create the after-job requests of a job whose end event is stored, then
+ * mark it processed. Ids created go to ids (up to max), count to *n.
+ * Returns 0 or -1 (the event stays pending and is tried again).
+ */
+int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
+			      char *err, size_t errlen);
+
+#endif /* STAGEHAND_LIFECYCLE_H */

@@ -1,0 +1,412 @@
+/*
+ * main.c - stagehandd: startup, the main loop, teardown.
+ *
+ * Startup is straight-line and teardown mirrors it. Signal handlers only set
+ * flags; the loop acts on them: SIGHUP reloads the configuration, SIGTERM and
+ * SIGINT drain (no new transfers; in-flight ones get DrainTimeout seconds,
+ * then are stopped and checkpointed as queued).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "conf.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "metrics.h"
+#include "queue.h"
+#include "worker.h"
+#include "xfer.h"
+
+#define MAX_POLL 300
+
+static volatile sig_atomic_t _got_hup, _got_term;
+
+static void _on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		_got_hup = 1;
+	else
+		_got_term = 1;
+}
+
+static void _usage(FILE *f)
+{
+	fprintf(f, "Usage: stagehandd [-F] [-c FILE] [--check-config]\n"
+		"  -F, --foreground    stay in the foreground, log to stderr\n"
+		"  -c, --config FILE   configuration (default %s)\n"
+		"      --check-config  check the configuration and exit\n"
+		"  -V, --version       print the version\n"
+		"  -h, --help          this help\n", CONF_DEFAULT_FILE);
+}
+
+static int64_t _now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Load and check a configuration. NULL with the message in err. */
+static struct conf *_load(const char *path, char *err, size_t errlen)
+{
+	struct conf *c = conf_create();
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (conf_parse_file(c, path, err, errlen) < 0 || conf_validate(c, err, errlen) < 0) {
+		conf_destroy(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void _mkparent(const char *path, mode_t mode)
+{
+	char buf[4096];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) < (int)sizeof(buf))
+		mkdir(dirname(buf), mode);	/* one level; EEXIST is the usual case */
+}
+
+/* Fork into the background; the parent exits with the child's startup status. */
+static int _daemonize(int *status_fd)
+{
+	int p[2];
+	pid_t pid;
+	char c = 1;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			c = 1;
+		_exit(c);
+	}
+	close(p[0]);
+	setsid();
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0)
+		_exit(0);
+	if (chdir("/") < 0)
+		return -1;
+	{
+		int fd = open("/dev/null", O_RDWR);
+
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+			if (fd > 2)
+				close(fd);
+		}
+	}
+	*status_fd = p[1];
+	return 0;
+}
+
+static void _report(int *status_fd, char ok)
+{
+	char c = ok ? 0 : 1;
+
+	if (*status_fd >= 0) {
+		if (write(*status_fd, &c, 1) < 0) {
+			/* the parent is gone; nothing to tell */
+		}
+		close(*status_fd);
+		*status_fd = -1;
+	}
+}
+
+static int _write_pidfile(const char *path, char *err, size_t errlen)
+{
+	char buf[32];
+	int fd, n;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (fd < 0 || write(fd, buf, (size_t)n) != n) {
+		snprintf(err, errlen, "cannot write PidFile %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Keep a restart-only string setting; say so when it changed. */
+static void _keep_str(char **newv, char **oldv, const char *key)
+{
+	char *t;
+
+	if ((*newv && *oldv && strcmp(*newv, *oldv) == 0) || (!*newv && !*oldv))
+		return;
+	log_warn("reload: %s changed; it takes effect at the next restart", key);
+	t = *newv;
+	*newv = *oldv;
+	*oldv = t;
+}
+
+static void _reload(struct daemon *d)
+{
+	char err[1024];
+	struct conf *nc = _load(d->conf_path, err, sizeof(err)), *old;
+
+	if (!nc) {
+		log_err("reload refused, keeping the running configuration: %s", err);
+		return;
+	}
+	_keep_str(&nc->socket_path, &d->conf->socket_path, "SocketPath");
+	_keep_str(&nc->listen_host, &d->conf->listen_host, "ListenAddress");
+	nc->listen_port = d->conf->listen_port;
+	_keep_str(&nc->state_db, &d->conf->state_db, "StateDB");
+	_keep_str(&nc->pid_file, &d->conf->pid_file, "PidFile");
+	if (nc->connection_timeout != d->conf->connection_timeout) {
+		log_warn("reload: ConnectionTimeout changed; it takes effect at the next restart");
+		nc->connection_timeout = d->conf->connection_timeout;
+	}
+	pthread_rwlock_wrlock(&d->conf_lock);
+	old = d->conf;
+	d->conf = nc;
+	pthread_rwlock_unlock(&d->conf_lock);
+	log_set_level(nc->log_level);
+	xfer_bucket_set_rate(d->bucket, nc->bandwidth_cap);
+	log_info("configuration reloaded from %s (Workers=%d, BandwidthCap=%llu B/s, LogLevel=%s)",
+		 d->conf_path, nc->workers, (unsigned long long)nc->bandwidth_cap,
+		 conf_log_level_name(nc->log_level));
+	conf_destroy(old);
+}
+
+static void _schedule(struct daemon *d, int64_t now)
+{
+	char err[512];
+
+	if (queue_requeue_due(d->q, now, err, sizeof(err)) < 0)
+		log_err("requeue of due retries failed: %s", err);
+	worker_pool_check_cancelled(d->pool);
+	while (worker_pool_busy(d->pool) < d->conf->workers) {
+		struct queue_request *r = NULL;
+		int rc = queue_request_claim(d->q, now, &r, err, sizeof(err));
+
+		if (rc < 0)
+			log_err("cannot claim a queued request: %s", err);
+		if (rc != 0)
+			break;
+		if (worker_pool_start(d->pool, r) < 0)
+			break;
+	}
+}
+
+static void _loop(struct daemon *d)
+{
+	int64_t drain_deadline = 0, kill_deadline = 0;
+
+	for (;;) {
+		struct pollfd fds[MAX_POLL];
+		int64_t now_ms = _now_ms(), now = (int64_t)time(NULL);
+		int n;
+
+		if (_got_hup) {
+			_got_hup = 0;
+			_reload(d);
+		}
+		if (_got_term && !atomic_load(&d->draining)) {
+			atomic_store(&d->draining, 1);
+			drain_deadline = now_ms + (int64_t)d->conf->drain_timeout * 1000;
+			log_info("draining: no new transfers; waiting up to %d s for %d running",
+				 d->conf->drain_timeout, worker_pool_busy(d->pool));
+		}
+		if (atomic_load(&d->draining)) {
+			if (worker_pool_busy(d->pool) == 0)
+				break;
+			if (!kill_deadline && now_ms >= drain_deadline) {
+				log_warn("drain timeout: stopping %d transfers; they are redone at "
+					 "the next start", worker_pool_busy(d->pool));
+				worker_pool_stop_all(d->pool);
+				kill_deadline = now_ms + 10000;
+			} else if (kill_deadline && now_ms >= kill_deadline) {
+				log_err("workers did not stop; killing them (recovery redoes their work)");
+				break;
+			}
+		} else {
+			_schedule(d, now);
+			lifecycle_tick(d, now_ms);
+		}
+		metrics_tick(d->metrics, now);
+		fds[0].fd = d->wake_fd;
+		fds[0].events = POLLIN;
+		fds[0].revents = 0;
+		n = 1 + worker_pool_pollfds(d->pool, fds + 1, MAX_POLL - 1);
+		if (poll(fds, (nfds_t)n, 200) < 0 && errno != EINTR)
+			log_err("poll: %s", strerror(errno));
+		if (fds[0].revents & POLLIN) {
+			uint64_t v;
+
+			if (read(d->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				log_err("wake: %s", strerror(errno));
+		}
+		worker_pool_service(d->pool, fds + 1, n - 1);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "foreground", no_argument, NULL, 'F' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct daemon d;
+	struct sigaction sa;
+	const char *path = CONF_DEFAULT_FILE;
+	int foreground = 0, check = 0, c, status_fd = -1, nreq = 0, nitems = 0, rc = 1;
+	char err[1024];
+
+	while ((c = getopt_long(argc, argv, "Fc:Vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'F': foreground = 1; break;
+		case 'c': path = optarg; break;
+		case 'C': check = 1; break;
+		case 'V': printf("stagehandd %s\n", PACKAGE_VERSION); return 0;
+		case 'h': _usage(stdout); return 0;
+		default: _usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "stagehandd: unexpected argument '%s'\n", argv[optind]);
+		_usage(stderr);
+		return 2;
+	}
+	memset(&d, 0, sizeof(d));
+	d.wake_fd = -1;
+	d.conf_path = path;
+	d.conf = _load(path, err, sizeof(err));
+	if (check) {
+		if (!d.conf) {
+			fprintf(stderr, "%s\n", err);
+			return 1;
+		}
+		printf("configuration OK\n");
+		conf_destroy(d.conf);
+		return 0;
+	}
+	if (!d.conf) {
+		fprintf(stderr, "stagehandd: %s\n", err);
+		return 1;
+	}
+	if (!foreground && _daemonize(&status_fd) < 0) {
+		fprintf(stderr, "stagehandd: cannot go to the background: %s\n", strerror(errno));
+		goto out_conf;
+	}
+	log_open("stagehandd", !foreground, d.conf->log_level);
+	pthread_rwlock_init(&d.conf_lock, NULL);
+	d.started = time(NULL);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = _on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+
+	_mkparent(d.conf->state_db, 0700);
+	d.q = queue_open(d.conf->state_db, err, sizeof(err));
+	if (!d.q) {
+		log_err("%s", err);
+		goto out_log;
+	}
+	if (queue_recover(d.q, &nreq, &nitems, err, sizeof(err)) < 0) {
+		log_err("recovery failed: %s", err);
+		goto out_queue;
+	}
+	if (nreq || nitems)
+		log_info("recovery: %d interrupted requests and %d files queued again", nreq, nitems);
+	d.bucket = xfer_bucket_create(d.conf->bandwidth_cap);
+	d.metrics = metrics_create();
+	d.pool = worker_pool_create(&d);
+	d.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!d.bucket || !d.metrics || !d.pool || d.wake_fd < 0) {
+		log_err("out of resources at startup: %s", strerror(errno));
+		goto out_pool;
+	}
+	if (lifecycle_init(&d, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		goto out_pool;
+	}
+	_mkparent(d.conf->socket_path, 0755);
+	d.api = api_bind(&d, err, sizeof(err));
+	if (!d.api) {
+		log_err("%s", err);
+		goto out_lifecycle;
+	}
+	if (d.conf->pid_file) {
+		_mkparent(d.conf->pid_file, 0755);
+		if (_write_pidfile(d.conf->pid_file, err, sizeof(err)) < 0) {
+			log_err("%s", err);
+			goto out_api;
+		}
+	}
+	if (api_start(d.api, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		goto out_pid;
+	}
+	log_info("stagehandd %s started: socket %s%s%s, database %s, %d workers", PACKAGE_VERSION,
+		 d.conf->socket_path, d.conf->listen_host ? ", TCP " : "",
+		 d.conf->listen_host ? d.conf->listen_host : "", d.conf->state_db, d.conf->workers);
+	_report(&status_fd, 1);
+
+	_loop(&d);
+	rc = 0;
+	log_info("stagehandd stopping");
+
+out_pid:
+	if (d.conf->pid_file)
+		unlink(d.conf->pid_file);
+out_api:
+	api_stop(d.api);
+out_lifecycle:
+	lifecycle_fini(&d);
+out_pool:
+	worker_pool_destroy(d.pool);
+	if (d.wake_fd >= 0)
+		close(d.wake_fd);
+	metrics_destroy(d.metrics);
+	xfer_bucket_destroy(d.bucket);
+out_queue:
+	queue_close(d.q);
+out_log:
+	_report(&status_fd, 0);
+	pthread_rwlock_destroy(&d.conf_lock);
+	log_close();
+out_conf:
+	conf_destroy(d.conf);
+	return rc;
+}

@@ -1,0 +1,137 @@
+/* metrics.c - see metrics.h. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "queue.h"
+
+struct metrics *metrics_create(void)
+{
+	return calloc(1, sizeof(struct metrics));
+}
+
+void metrics_destroy(struct metrics *m)
+{
+	free(m);
+}
+
+void metrics_tick(struct metrics *m, int64_t now)
+{
+	int last = (m->ring_pos + 9) % 10;
+	uint64_t bytes = atomic_load(&m->bytes_moved);
+	int oldest;
+
+	if (m->ring_time[last] == now)
+		return;
+	m->ring_time[m->ring_pos] = now;
+	m->ring_bytes[m->ring_pos] = bytes;
+	m->ring_pos = (m->ring_pos + 1) % 10;
+	oldest = m->ring_pos;
+	if (m->ring_time[oldest] == 0)
+		oldest = 0;
+	if (now > m->ring_time[oldest])
+		atomic_store(&m->rate, (double)(bytes - m->ring_bytes[oldest]) /
+			     (double)(now - m->ring_time[oldest]));
+}
+
+struct _buf {
+	char *s;
+	size_t len, cap;
+	int oom;
+};
+
+static void _add(struct _buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void _add(struct _buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = 1;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = b->cap * 2 + (size_t)n;
+			char *s = realloc(b->s, cap);
+
+			if (!s) {
+				b->oom = 1;
+				return;
+			}
+			b->s = s;
+			b->cap = cap;
+		}
+	}
+}
+
+char *metrics_render(struct daemon *d)
+{
+	struct metrics *m = d->metrics;
+	struct _buf b = { malloc(4096), 0, 4096, 0 };
+	int64_t counts[QS_COUNT];
+	char err[256];
+	int workers;
+
+	if (!b.s)
+		return NULL;
+	b.s[0] = '\0';
+	pthread_rwlock_rdlock(&d->conf_lock);
+	workers = d->conf->workers;
+	pthread_rwlock_unlock(&d->conf_lock);
+	_add(&b, "# HELP stagehand_up 1 when stagehandd is serving.\n# TYPE stagehand_up gauge\n"
+	     "stagehand_up 1\n");
+	_add(&b, "# HELP stagehand_draining 1 while stagehandd is shutting down.\n"
+	     "# TYPE stagehand_draining gauge\nstagehand_draining %d\n", atomic_load(&d->draining));
+	if (queue_count_states(d->q, counts, err, sizeof(err)) == 0) {
+		_add(&b, "# HELP stagehand_requests Transfer requests by state (queue depth).\n"
+		     "# TYPE stagehand_requests gauge\n");
+		for (int s = 0; s < QS_COUNT; s++)
+			_add(&b, "stagehand_requests{state=\"%s\"} %lld\n",
+			     queue_state_name((enum queue_state)s), (long long)counts[s]);
+	}
+	_add(&b, "# HELP stagehand_workers_busy Worker processes running now.\n"
+	     "# TYPE stagehand_workers_busy gauge\nstagehand_workers_busy %d\n",
+	     atomic_load(&m->workers_busy));
+	_add(&b, "# HELP stagehand_workers_max Configured Workers.\n"
+	     "# TYPE stagehand_workers_max gauge\nstagehand_workers_max %d\n", workers);
+	_add(&b, "# HELP stagehand_bytes_moved_total Bytes copied and verified since start.\n"
+	     "# TYPE stagehand_bytes_moved_total counter\nstagehand_bytes_moved_total %llu\n",
+	     (unsigned long long)atomic_load(&m->bytes_moved));
+	_add(&b, "# HELP stagehand_files_moved_total Files copied and verified since start.\n"
+	     "# TYPE stagehand_files_moved_total counter\nstagehand_files_moved_total %llu\n",
+	     (unsigned long long)atomic_load(&m->files_moved));
+	_add(&b, "# HELP stagehand_transfer_failures_total Failed transfer attempts since start.\n"
+	     "# TYPE stagehand_transfer_failures_total counter\n"
+	     "stagehand_transfer_failures_total %llu\n",
+	     (unsigned long long)atomic_load(&m->failures));
+	_add(&b, "# HELP stagehand_transfer_retries_total Attempts scheduled for retry since start.\n"
+	     "# TYPE stagehand_transfer_retries_total counter\n"
+	     "stagehand_transfer_retries_total %llu\n",
+	     (unsigned long long)atomic_load(&m->retries));
+	_add(&b, "# HELP stagehand_transfer_rate_bytes_per_second Verified bytes per second, "
+	     "last 10 s.\n# TYPE stagehand_transfer_rate_bytes_per_second gauge\n"
+	     "stagehand_transfer_rate_bytes_per_second %.0f\n", atomic_load(&m->rate));
+	_add(&b, "# HELP stagehand_job_end_events_total Job-end events accepted since start.\n"
+	     "# TYPE stagehand_job_end_events_total counter\nstagehand_job_end_events_total %llu\n",
+	     (unsigned long long)atomic_load(&m->job_end_events));
+	if (b.oom) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
+}

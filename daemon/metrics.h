@@ -1,0 +1,36 @@
+/*
+ * metrics.h - counters since start and the Prometheus text rendering.
+ *
+ * Owns: counters updated by the main loop (atomics, read by the API thread)
+ * and the transfer-rate window. Must never: block on the database longer
+ * than one count query.
+ */
+#ifndef STAGEHAND_METRICS_H
+#define STAGEHAND_METRICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "daemon.h"
+
+struct metrics {
+	atomic_uint_fast64_t bytes_moved;     /* verified bytes since start */
+	atomic_uint_fast64_t files_moved;     /* verified files since start */
+	atomic_uint_fast64_t failures;        /* failed attempts */
+	atomic_uint_fast64_t retries;         /* attempts scheduled for retry */
+	atomic_uint_fast64_t job_end_events;  /* accepted job-end events */
+	atomic_int workers_busy;              /* worker processes now */
+	_Atomic double rate;                  /* bytes/s over the window */
+	uint64_t ring_bytes[10];              /* main loop only: bytes_moved per second */
+	int64_t ring_time[10];
+	int ring_pos;
+};
+
+struct metrics *metrics_create(void);
+void metrics_destroy(struct metrics *m);
+/* Once per main-loop turn: update the rate window. */
+void metrics_tick(struct metrics *m, int64_t now_sec);
+/* Render the text into a new string (free()); NULL on error. */
+char *metrics_render(struct daemon *d);
+
+#endif /* STAGEHAND_METRICS_H */

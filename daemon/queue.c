@@ -1,0 +1,692 @@
+/* queue.c - see queue.h. */
+#include "config.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "queue.h"
+#include "queue_private.h"
+
+#define SCHEMA_VERSION 1
+
+
+static const char *_state_names[QS_COUNT] = {
+	"queued", "running", "verifying", "done", "failed_retryable", "failed_final", "cancelled",
+};
+
+static const char *_item_names[] = { "queued", "running", "verifying", "done", "failed", "skipped" };
+
+const char *queue_state_name(enum queue_state s)
+{
+	return (unsigned)s < QS_COUNT ? _state_names[s] : "?";
+}
+
+int queue_state_from_name(const char *name, enum queue_state *out)
+{
+	for (int i = 0; i < QS_COUNT; i++)
+		if (strcmp(name, _state_names[i]) == 0) {
+			*out = (enum queue_state)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *queue_item_state_name(enum queue_item_state s)
+{
+	return (unsigned)s <= QI_SKIPPED ? _item_names[s] : "?";
+}
+
+int qp_item_state_from_name(const char *n)
+{
+	for (int i = 0; i <= QI_SKIPPED; i++)
+		if (n && strcmp(n, _item_names[i]) == 0)
+			return i;
+	return QI_QUEUED;
+}
+
+int queue_transition_ok(enum queue_state from, enum queue_state to)
+{
+	if (to == QS_CANCELLED)
+		return from != QS_DONE && from != QS_CANCELLED;
+	switch (from) {
+	case QS_QUEUED:
+		return to == QS_RUNNING;
+	case QS_RUNNING:
+		/* queued: a drain checkpoint or crash recovery. */
+		return to == QS_VERIFYING || to == QS_QUEUED || to == QS_FAILED_RETRYABLE ||
+		       to == QS_FAILED_FINAL;
+	case QS_VERIFYING:
+		return to == QS_DONE || to == QS_QUEUED || to == QS_FAILED_RETRYABLE ||
+		       to == QS_FAILED_FINAL;
+	case QS_FAILED_RETRYABLE:
+		return to == QS_QUEUED || to == QS_FAILED_FINAL;
+	case QS_FAILED_FINAL:
+	case QS_CANCELLED:
+		return to == QS_QUEUED;	/* explicit retry */
+	default:
+		return 0;
+	}
+}
+
+
+void qp_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	if (vsnprintf(err, errlen, fmt, ap) >= (int)errlen && errlen > 4)
+		memcpy(err + errlen - 4, "...", 4);
+	va_end(ap);
+}
+
+int64_t qp_now(void)
+{
+	return (int64_t)time(NULL);
+}
+
+int qp_exec(struct queue *q, const char *sql, char *err, size_t errlen)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(q->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		qp_err(err, errlen, "database: %s (in: %.60s)", msg ? msg : "?", sql);
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+sqlite3_stmt *qp_prep(struct queue *q, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+		return NULL;
+	}
+	return st;
+}
+
+int qp_step_done(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+		sqlite3_finalize(st);
+		return -1;
+	}
+	sqlite3_finalize(st);
+	return 0;
+}
+
+void qp_bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+	if (s)
+		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+char *qp_col_dup(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	return t ? strdup((const char *)t) : NULL;
+}
+
+void qp_begin(struct queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+}
+
+/* Commit (rc == 0) or roll back, then unlock. durable: this commit is FULL. */
+int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
+{
+	if (rc == 0) {
+		if (durable)
+			sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+		if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+			qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
+			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+			rc = -1;
+		}
+		if (durable)
+			sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+	} else {
+		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+static const char *_schema =
+	"CREATE TABLE IF NOT EXISTS jobs ("
+	" job_id INTEGER PRIMARY KEY, uid INTEGER, gid INTEGER, user TEXT, work_dir TEXT,"
+	" plan TEXT, hold_state TEXT NOT NULL DEFAULT 'none',"
+	" end_state TEXT, end_exit_code INTEGER NOT NULL DEFAULT 0, end_received INTEGER,"
+	" end_processed INTEGER NOT NULL DEFAULT 0,"
+	" created INTEGER NOT NULL, updated INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS requests ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
+	" user TEXT NOT NULL, job_id INTEGER, action TEXT NOT NULL, source TEXT NOT NULL,"
+	" dest TEXT, options TEXT NOT NULL DEFAULT '{}',"
+	" state TEXT NOT NULL CHECK (state IN ('queued','running','verifying','done',"
+	"  'failed_retryable','failed_final','cancelled')),"
+	" attempts INTEGER NOT NULL DEFAULT 0, max_retries INTEGER NOT NULL DEFAULT 3,"
+	" next_attempt_at INTEGER, error TEXT, created INTEGER NOT NULL, updated INTEGER NOT NULL,"
+	" bytes_total INTEGER NOT NULL DEFAULT 0, bytes_done INTEGER NOT NULL DEFAULT 0,"
+	" files_total INTEGER NOT NULL DEFAULT 0, files_done INTEGER NOT NULL DEFAULT 0,"
+	" files_skipped INTEGER NOT NULL DEFAULT 0);"
+	"CREATE INDEX IF NOT EXISTS requests_state ON requests(state, next_attempt_at);"
+	"CREATE INDEX IF NOT EXISTS requests_job ON requests(job_id);"
+	"CREATE INDEX IF NOT EXISTS requests_uid ON requests(uid);"
+	"CREATE TABLE IF NOT EXISTS items ("
+	" request_id INTEGER NOT NULL REFERENCES requests(id), relpath TEXT NOT NULL,"
+	" type TEXT NOT NULL DEFAULT 'file', size INTEGER NOT NULL DEFAULT 0,"
+	" mtime INTEGER NOT NULL DEFAULT 0, mode INTEGER NOT NULL DEFAULT 0,"
+	" state TEXT NOT NULL DEFAULT 'queued', checksum_src TEXT, checksum_dst TEXT,"
+	" attempts INTEGER NOT NULL DEFAULT 0, error TEXT,"
+	" PRIMARY KEY (request_id, relpath));"
+	"CREATE TABLE IF NOT EXISTS audit ("
+	" id INTEGER PRIMARY KEY, job_id INTEGER, uid INTEGER NOT NULL,"
+	" request_id INTEGER NOT NULL, path_src TEXT NOT NULL, path_dst TEXT NOT NULL,"
+	" bytes INTEGER NOT NULL, checksum TEXT, started INTEGER NOT NULL, ended INTEGER NOT NULL,"
+	" UNIQUE (request_id, path_dst, checksum));";
+
+struct queue *queue_open(const char *path, char *err, size_t errlen)
+{
+	struct queue *q = calloc(1, sizeof(*q));
+	sqlite3_stmt *st;
+	int ver = -1;
+
+	if (!q) {
+		qp_err(err, errlen, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&q->lock, NULL);
+	if (sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+			    SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+		qp_err(err, errlen, "cannot open state database %s: %s (check StateDB and that "
+		     "its directory exists)", path, q->db ? sqlite3_errmsg(q->db) : "?");
+		queue_close(q);
+		return NULL;
+	}
+	sqlite3_busy_timeout(q->db, 5000);
+	if (qp_exec(q, "PRAGMA journal_mode=WAL", err, errlen) < 0 ||
+	    qp_exec(q, "PRAGMA synchronous=NORMAL", err, errlen) < 0 ||
+	    qp_exec(q, "PRAGMA foreign_keys=ON", err, errlen) < 0)
+		goto fail;
+	st = qp_prep(q, "PRAGMA user_version", err, errlen);
+	if (!st)
+		goto fail;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		ver = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (ver > SCHEMA_VERSION) {
+		qp_err(err, errlen, "state database %s has schema version %d, newer than this "
+		     "stagehandd (%d): upgrade stagehandd", path, ver, SCHEMA_VERSION);
+		goto fail;
+	}
+	if (ver < SCHEMA_VERSION) {
+		char sql[64];
+
+		/* Version 0 is an empty database; later versions migrate here, in order. */
+		if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
+			goto fail;
+		snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
+		if (qp_exec(q, _schema, err, errlen) < 0 || qp_exec(q, sql, err, errlen) < 0 ||
+		    qp_exec(q, "COMMIT", err, errlen) < 0) {
+			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+			goto fail;
+		}
+	}
+	return q;
+fail:
+	queue_close(q);
+	return NULL;
+}
+
+void queue_close(struct queue *q)
+{
+	if (!q)
+		return;
+	if (q->db)
+		sqlite3_close(q->db);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
+int queue_recover(struct queue *q, int *nrequests, int *nitems, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	st = qp_prep(q, "UPDATE items SET state='queued' WHERE state IN ('running','verifying')",
+		   err, errlen);
+	if (!st || qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	*nitems = sqlite3_changes(q->db);
+	st = qp_prep(q, "UPDATE requests SET state='queued', updated=?1, error="
+		   "'interrupted (daemon restart); redone' WHERE state IN ('running','verifying')",
+		   err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, qp_now());
+	if (qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	*nrequests = sqlite3_changes(q->db);
+	rc = 0;
+out:
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+void queue_request_free(struct queue_request *r)
+{
+	if (!r)
+		return;
+	free(r->user);
+	free(r->action);
+	free(r->source);
+	free(r->dest);
+	free(r->options);
+	free(r->error);
+	free(r);
+}
+
+void queue_job_free(struct queue_job *j)
+{
+	if (!j)
+		return;
+	free(j->user);
+	free(j->work_dir);
+	free(j->plan);
+	free(j->hold_state);
+	free(j->end_state);
+	free(j);
+}
+
+int queue_request_create(struct queue *q, const struct queue_new_request *nr,
+			 int64_t *id_out, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+	int64_t now = qp_now();
+
+	qp_begin(q);
+	st = qp_prep(q, "INSERT INTO requests (uid, gid, user, job_id, action, source, dest,"
+		   " options, state, max_retries, created, updated) VALUES"
+		   " (?1,?2,?3,?4,?5,?6,?7,?8,'queued',?9,?10,?10)", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, nr->uid);
+	sqlite3_bind_int64(st, 2, nr->gid);
+	qp_bind_text(st, 3, nr->user);
+	if (nr->job_id > 0)
+		sqlite3_bind_int64(st, 4, nr->job_id);
+	else
+		sqlite3_bind_null(st, 4);
+	qp_bind_text(st, 5, nr->action);
+	qp_bind_text(st, 6, nr->source);
+	qp_bind_text(st, 7, nr->dest);
+	qp_bind_text(st, 8, nr->options ? nr->options : "{}");
+	sqlite3_bind_int(st, 9, nr->max_retries);
+	sqlite3_bind_int64(st, 10, now);
+	if (qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	*id_out = sqlite3_last_insert_rowid(q->db);
+	rc = 0;
+out:
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+#define REQ_COLS "id, uid, gid, user, job_id, action, source, dest, options, state, attempts," \
+	" max_retries, next_attempt_at, error, created, updated, bytes_total, bytes_done," \
+	" files_total, files_done, files_skipped"
+
+static struct queue_request *_row_request(sqlite3_stmt *st)
+{
+	struct queue_request *r = calloc(1, sizeof(*r));
+	const char *s;
+	enum queue_state qs = QS_QUEUED;
+
+	if (!r)
+		return NULL;
+	r->id = sqlite3_column_int64(st, 0);
+	r->uid = (uid_t)sqlite3_column_int64(st, 1);
+	r->gid = (gid_t)sqlite3_column_int64(st, 2);
+	r->user = qp_col_dup(st, 3);
+	r->job_id = sqlite3_column_int64(st, 4);
+	r->action = qp_col_dup(st, 5);
+	r->source = qp_col_dup(st, 6);
+	r->dest = qp_col_dup(st, 7);
+	r->options = qp_col_dup(st, 8);
+	s = (const char *)sqlite3_column_text(st, 9);
+	if (s)
+		queue_state_from_name(s, &qs);
+	r->state = qs;
+	r->attempts = sqlite3_column_int(st, 10);
+	r->max_retries = sqlite3_column_int(st, 11);
+	r->next_attempt_at = sqlite3_column_int64(st, 12);
+	r->error = qp_col_dup(st, 13);
+	r->created = sqlite3_column_int64(st, 14);
+	r->updated = sqlite3_column_int64(st, 15);
+	r->bytes_total = sqlite3_column_int64(st, 16);
+	r->bytes_done = sqlite3_column_int64(st, 17);
+	r->files_total = sqlite3_column_int64(st, 18);
+	r->files_done = sqlite3_column_int64(st, 19);
+	r->files_skipped = sqlite3_column_int64(st, 20);
+	if (!r->user || !r->action || !r->source || !r->options) {
+		queue_request_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Caller holds the lock. */
+static int _get_locked(struct queue *q, int64_t id, struct queue_request **out,
+		       char *err, size_t errlen)
+{
+	sqlite3_stmt *st = qp_prep(q, "SELECT " REQ_COLS " FROM requests WHERE id=?1", err, errlen);
+	int rc;
+
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		sqlite3_finalize(st);
+		return 1;
+	}
+	if (rc != SQLITE_ROW) {
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+		sqlite3_finalize(st);
+		return -1;
+	}
+	*out = _row_request(st);
+	sqlite3_finalize(st);
+	if (!*out) {
+		qp_err(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+int queue_request_get(struct queue *q, int64_t id, struct queue_request **out,
+		      char *err, size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	rc = _get_locked(q, id, out, err, errlen);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int queue_request_list(struct queue *q, const struct queue_filter *f,
+		       int (*fn)(const struct queue_request *r, void *arg), void *arg,
+		       char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, "SELECT " REQ_COLS " FROM requests WHERE (?1 < 0 OR uid=?1)"
+		   " AND (?2 = 0 OR job_id=?2) AND (?3 IS NULL OR state=?3)"
+		   " AND (?4 IS NULL OR action=?4) ORDER BY id DESC LIMIT ?5", err, errlen);
+	if (!st) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, f->uid);
+	sqlite3_bind_int64(st, 2, f->job_id);
+	qp_bind_text(st, 3, f->state >= 0 ? queue_state_name((enum queue_state)f->state) : NULL);
+	qp_bind_text(st, 4, f->action);
+	sqlite3_bind_int(st, 5, f->limit > 0 ? f->limit : -1);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct queue_request *r = _row_request(st);
+		int stop;
+
+		if (!r) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		stop = fn(r, arg);
+		queue_request_free(r);
+		if (stop) {
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	if (rc != SQLITE_DONE)
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int queue_request_claim(struct queue *q, int64_t now, struct queue_request **out,
+			char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int64_t id;
+	int rc = -1, step;
+
+	qp_begin(q);
+	st = qp_prep(q, "SELECT id FROM requests WHERE state='queued' AND"
+		   " (next_attempt_at IS NULL OR next_attempt_at <= ?1) ORDER BY id LIMIT 1",
+		   err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, now);
+	step = sqlite3_step(st);
+	if (step != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		if (step == SQLITE_DONE) {
+			qp_end(q, 0, 0, err, errlen);
+			return 1;
+		}
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+		goto out;
+	}
+	id = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	st = qp_prep(q, "UPDATE requests SET state='running', attempts=attempts+1,"
+		   " next_attempt_at=NULL, updated=?2,"
+		   " files_done=(SELECT count(*) FROM items WHERE request_id=?1 AND state='done'"
+		   "  AND type='file'),"
+		   " bytes_done=(SELECT coalesce(sum(size),0) FROM items WHERE request_id=?1"
+		   "  AND state='done' AND type='file') WHERE id=?1", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, now);
+	if (qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	rc = _get_locked(q, id, out, err, errlen);
+out:
+	return qp_end(q, rc, 0, err, errlen);
+}
+
+/* Caller holds the lock; returns 0, 1 (state does not allow) or -1. */
+static int _set_state_locked(struct queue *q, int64_t id, int from, enum queue_state to,
+			     const char *error, int64_t next_at, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = qp_prep(q, "SELECT state FROM requests WHERE id=?1", err, errlen);
+	enum queue_state cur;
+	const char *s;
+
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		qp_err(err, errlen, "request %lld does not exist", (long long)id);
+		return -1;
+	}
+	s = (const char *)sqlite3_column_text(st, 0);
+	if (!s || queue_state_from_name(s, &cur) < 0) {
+		sqlite3_finalize(st);
+		qp_err(err, errlen, "request %lld has a corrupt state", (long long)id);
+		return -1;
+	}
+	sqlite3_finalize(st);
+	if ((from >= 0 && (int)cur != from) || !queue_transition_ok(cur, to)) {
+		qp_err(err, errlen, "request %lld is %s: cannot move it to %s", (long long)id,
+		     queue_state_name(cur), queue_state_name(to));
+		return 1;
+	}
+	st = qp_prep(q, "UPDATE requests SET state=?2, error=?3, updated=?4, next_attempt_at=?5"
+		   " WHERE id=?1", err, errlen);
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	qp_bind_text(st, 2, queue_state_name(to));
+	qp_bind_text(st, 3, error);
+	sqlite3_bind_int64(st, 4, qp_now());
+	if (next_at)
+		sqlite3_bind_int64(st, 5, next_at);
+	else
+		sqlite3_bind_null(st, 5);
+	return qp_step_done(q, st, err, errlen);
+}
+
+int queue_request_set_state(struct queue *q, int64_t id, int from, enum queue_state to,
+			    const char *error, char *err, size_t errlen)
+{
+	int rc;
+	int durable = to == QS_CANCELLED || to == QS_DONE;
+
+	qp_begin(q);
+	rc = _set_state_locked(q, id, from, to, error, 0, err, errlen);
+	if (rc == 1) {
+		qp_end(q, 0, 0, NULL, 0);
+		return 1;
+	}
+	return qp_end(q, rc, durable, err, errlen);
+}
+
+int queue_request_fail(struct queue *q, int64_t id, const char *error, int retryable,
+		       int backoff, int64_t now, int *final_out, char *err, size_t errlen)
+{
+	struct queue_request *r = NULL;
+	int rc;
+
+	qp_begin(q);
+	rc = _get_locked(q, id, &r, err, errlen);
+	if (rc != 0) {
+		if (rc == 1)
+			qp_err(err, errlen, "request %lld does not exist", (long long)id);
+		return qp_end(q, -1, 0, err, errlen);
+	}
+	if (retryable && r->attempts <= r->max_retries) {
+		int shift = r->attempts > 1 ? r->attempts - 1 : 0;
+		int64_t delay = (int64_t)backoff << (shift > 20 ? 20 : shift);
+
+		rc = _set_state_locked(q, id, -1, QS_FAILED_RETRYABLE, error, now + delay,
+				       err, errlen);
+		*final_out = 0;
+	} else {
+		rc = _set_state_locked(q, id, -1, QS_FAILED_FINAL, error, 0, err, errlen);
+		*final_out = 1;
+	}
+	queue_request_free(r);
+	return qp_end(q, rc ? -1 : 0, 0, err, errlen);
+}
+
+int queue_requeue_due(struct queue *q, int64_t now, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1, n = 0;
+
+	qp_begin(q);
+	st = qp_prep(q, "UPDATE requests SET state='queued', updated=?1 WHERE"
+		   " state='failed_retryable' AND next_attempt_at <= ?1", err, errlen);
+	if (st) {
+		sqlite3_bind_int64(st, 1, now);
+		rc = qp_step_done(q, st, err, errlen);
+		n = sqlite3_changes(q->db);
+	}
+	rc = qp_end(q, rc, 0, err, errlen);
+	return rc < 0 ? -1 : n;
+}
+
+int queue_request_retry(struct queue *q, int64_t id, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	qp_begin(q);
+	rc = _set_state_locked(q, id, -1, QS_QUEUED, NULL, 0, err, errlen);
+	if (rc == 1) {
+		qp_end(q, 0, 0, NULL, 0);
+		return 1;
+	}
+	if (rc == 0) {
+		st = qp_prep(q, "UPDATE requests SET attempts=0 WHERE id=?1", err, errlen);
+		if (!st)
+			rc = -1;
+		else {
+			sqlite3_bind_int64(st, 1, id);
+			rc = qp_step_done(q, st, err, errlen);
+		}
+	}
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int queue_request_totals(struct queue *q, int64_t id, int64_t files_total,
+			 int64_t bytes_total, int64_t files_skipped, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	st = qp_prep(q, "UPDATE requests SET files_total=?2, bytes_total=?3, files_skipped=?4,"
+		   " updated=?5 WHERE id=?1", err, errlen);
+	if (st) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_int64(st, 2, files_total);
+		sqlite3_bind_int64(st, 3, bytes_total);
+		sqlite3_bind_int64(st, 4, files_skipped);
+		sqlite3_bind_int64(st, 5, qp_now());
+		rc = qp_step_done(q, st, err, errlen);
+	}
+	return qp_end(q, rc, 0, err, errlen);
+}
+
+int queue_count_states(struct queue *q, int64_t counts[QS_COUNT], char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(counts, 0, sizeof(int64_t) * QS_COUNT);
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, "SELECT state, count(*) FROM requests GROUP BY state", err, errlen);
+	if (!st) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		enum queue_state s;
+		const char *n = (const char *)sqlite3_column_text(st, 0);
+
+		if (n && queue_state_from_name(n, &s) == 0)
+			counts[s] = sqlite3_column_int64(st, 1);
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	if (rc != SQLITE_DONE) {
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,244 @@
+/*
+ * queue.h - the durable queue: jobs, transfer requests, per-file items and
+ * the audit trail, in one SQLite database (WAL).
+ *
+ * Owns: the schema (versioned with PRAGMA user_version), every state change
+ * (each one a transaction, checked against the state machine), crash
+ * recovery, and counts for metrics. Thread-safe: one connection guarded by a
+ * mutex, so the API thread and the main loop may both call it.
+ *
+ * Must never: touch user files (workers do, as the owner), or mark anything
+ * done that a worker has not verified.
+ *
+ * Durability: synchronous=NORMAL for the high-rate progress writes (a crash of
+ * the daemon loses nothing in WAL mode; a power loss may lose the last
+ * progress commits, which only means a verified file is verified again), and
+ * synchronous=FULL for every change a client was told about (new request,
+ * job-end event, cancel, retry) so an acknowledged change survives power loss.
+ */
+#ifndef STAGEHAND_QUEUE_H
+#define STAGEHAND_QUEUE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+enum queue_state {
+	QS_QUEUED = 0,
+	QS_RUNNING,
+	QS_VERIFYING,
+	QS_DONE,
+	QS_FAILED_RETRYABLE,
+	QS_FAILED_FINAL,
+	QS_CANCELLED,
+	QS_COUNT
+};
+
+/* Static name ("queued", ...), or "?" */
+const char *queue_state_name(enum queue_state s);
+/* Returns 0 and sets *out, or -1 for an unknown name. */
+int queue_state_from_name(const char *name, enum queue_state *out);
+/* 1 if the state machine allows from -> to. */
+int queue_transition_ok(enum queue_state from, enum queue_state to);
+
+struct queue;
+
+/* A request as stored. Strings owned by the struct: free with queue_request_free. */
+struct queue_request {
+	int64_t id;
+	uid_t uid;
+	gid_t gid;
+	char *user;
+	int64_t job_id;             /* 0 = none */
+	char *action;               /* stage_in, stage_out, archive, label */
+	char *source;
+	char *dest;                 /* NULL for label */
+	char *options;              /* JSON object text, never NULL */
+	enum queue_state state;
+	int attempts;
+	int max_retries;
+	int64_t next_attempt_at;    /* 0 = none */
+	char *error;                /* NULL = none */
+	int64_t created, updated;
+	int64_t bytes_total, bytes_done, files_total, files_done, files_skipped;
+};
+
+void queue_request_free(struct queue_request *r);
+
+/* What a caller supplies to create a request (borrowed strings). */
+struct queue_new_request {
+	uid_t uid;
+	gid_t gid;
+	const char *user;
+	int64_t job_id;             /* 0 = none */
+	const char *action;
+	const char *source;
+	const char *dest;           /* may be NULL */
+	const char *options;        /* JSON text or NULL for {} */
+	int max_retries;
+};
+
+/* A job as stored. Strings owned: free with queue_job_free. */
+struct queue_job {
+	int64_t job_id;
+	int64_t uid;                /* -1 = unknown */
+	int64_t gid;                /* -1 = unknown */
+	char *user, *work_dir, *plan;   /* NULL = unknown */
+	char *hold_state;           /* free text for the Slurm module: none, held, released */
+	char *end_state;            /* NULL until the job-end event */
+	int end_exit_code;
+	int64_t end_received;
+	int end_processed;          /* 1 once after-job requests were created */
+	int64_t created, updated;
+};
+
+void queue_job_free(struct queue_job *j);
+
+/* Open (create, migrate) the database. NULL with a message in err. */
+struct queue *queue_open(const char *path, char *err, size_t errlen);
+void queue_close(struct queue *q);
+
+/*
+ * Crash recovery, run once at startup before any worker: requests and items
+ * in running/verifying go back to queued. Counts are returned.
+ */
+int queue_recover(struct queue *q, int *nrequests, int *nitems, char *err, size_t errlen);
+
+/* ---- requests ---- */
+int queue_request_create(struct queue *q, const struct queue_new_request *nr,
+			 int64_t *id_out, char *err, size_t errlen);
+/* 0 found (*out new), 1 not found, -1 error. */
+int queue_request_get(struct queue *q, int64_t id, struct queue_request **out,
+		      char *err, size_t errlen);
+
+struct queue_filter {
+	int64_t uid;                /* -1 = any */
+	int64_t job_id;             /* 0 = any */
+	int state;                  /* -1 = any, else enum queue_state */
+	const char *action;         /* NULL = any */
+	int limit;                  /* 0 = no limit */
+};
+/* Calls fn for each match, newest first; stops when fn returns non-zero. */
+int queue_request_list(struct queue *q, const struct queue_filter *f,
+		       int (*fn)(const struct queue_request *r, void *arg), void *arg,
+		       char *err, size_t errlen);
+
+/*
+ * Claim the oldest runnable queued request: it becomes running, attempts+1,
+ * its done counters are recomputed from verified items. 0 claimed (*out new),
+ * 1 none runnable, -1 error.
+ */
+int queue_request_claim(struct queue *q, int64_t now, struct queue_request **out,
+			char *err, size_t errlen);
+
+/*
+ * Move a request to state to, if it is in from (from = -1: any state from
+ * which the machine allows to). error may be NULL (clears it). Returns 0,
+ * 1 if the state did not allow it (nothing changed), -1 on error.
+ */
+int queue_request_set_state(struct queue *q, int64_t id, int from, enum queue_state to,
+			    const char *error, char *err, size_t errlen);
+
+/*
+ * A failed attempt. retryable and attempts <= max_retries: failed_retryable
+ * with next_attempt_at = now + backoff * 2^(attempts-1); else failed_final.
+ * *final_out tells which. Returns 0 or -1.
+ */
+int queue_request_fail(struct queue *q, int64_t id, const char *error, int retryable,
+		       int backoff, int64_t now, int *final_out, char *err, size_t errlen);
+
+/* failed_retryable requests whose time has come go back to queued. Returns how many, or -1. */
+int queue_requeue_due(struct queue *q, int64_t now, char *err, size_t errlen);
+
+/*
+ * Drain checkpoint: a running/verifying request and its unfinished items go
+ * back to queued, so the next start redoes them. 0, or -1.
+ */
+int queue_request_checkpoint(struct queue *q, int64_t id, char *err, size_t errlen);
+
+/* Owner/admin retry: failed_* or cancelled -> queued, attempts reset. 0, 1 (state), -1. */
+int queue_request_retry(struct queue *q, int64_t id, char *err, size_t errlen);
+
+/* Totals after the walk. */
+int queue_request_totals(struct queue *q, int64_t id, int64_t files_total,
+			 int64_t bytes_total, int64_t files_skipped, char *err, size_t errlen);
+
+/* Count requests per state into counts[QS_COUNT]. */
+int queue_count_states(struct queue *q, int64_t counts[QS_COUNT], char *err, size_t errlen);
+
+/* ---- items (one per file, symlink or skipped entry of a request) ---- */
+enum queue_item_state { QI_QUEUED = 0, QI_RUNNING, QI_VERIFYING, QI_DONE, QI_FAILED, QI_SKIPPED };
+const char *queue_item_state_name(enum queue_item_state s);
+
+/* Insert or reset the item to running with its source metadata. */
+int queue_item_start(struct queue *q, int64_t req, const char *relpath, const char *type,
+		     int64_t size, int64_t mtime_ns, int mode, char *err, size_t errlen);
+/* Copied (not verified yet): state verifying, checksum_src set. */
+int queue_item_copied(struct queue *q, int64_t req, const char *relpath, const char *cks_src,
+		      char *err, size_t errlen);
+/*
+ * Verified: item done, request bytes/files done advanced, audit row added
+ * (at most once per request, destination and checksum), all in one
+ * transaction.
+ */
+struct queue_audit {
+	int64_t job_id;
+	uid_t uid;
+	const char *path_src, *path_dst, *checksum;
+	int64_t bytes, started, ended;
+};
+int queue_item_done(struct queue *q, int64_t req, const char *relpath, const char *cks_dst,
+		    const struct queue_audit *audit, char *err, size_t errlen);
+/* failed or skipped with a message. */
+int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const char *type,
+		      enum queue_item_state st, const char *error, char *err, size_t errlen);
+
+struct queue_item {
+	const char *relpath, *type, *checksum_src, *checksum_dst, *error;  /* borrowed */
+	int64_t size, mtime_ns;
+	int mode;
+	enum queue_item_state state;
+	int attempts;
+};
+/* Calls fn per item of req (state -1 = any), relpath order, up to limit (0 = all). */
+int queue_item_list(struct queue *q, int64_t req, int state, int limit,
+		    int (*fn)(const struct queue_item *it, void *arg), void *arg,
+		    char *err, size_t errlen);
+
+/* ---- jobs ---- */
+/*
+ * Create or update what is known about a job. uid/gid -1 and NULL strings
+ * leave stored values unchanged.
+ */
+int queue_job_upsert(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
+		     const char *user, const char *work_dir, const char *plan,
+		     char *err, size_t errlen);
+int queue_job_set_hold_state(struct queue *q, int64_t job_id, const char *hold_state,
+			     char *err, size_t errlen);
+/* 0 found (*out new), 1 not found, -1 error. */
+int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
+		  char *err, size_t errlen);
+
+/*
+ * Store a job-end event once. *duplicate = 1 if one was stored before
+ * (nothing changes). Job fields as in queue_job_upsert.
+ */
+int queue_job_end(struct queue *q, int64_t job_id, const char *state, int exit_code,
+		  int64_t uid, int64_t gid, const char *user, const char *work_dir,
+		  const char *plan, int64_t now, int *duplicate, char *err, size_t errlen);
+/* Job ids with an end event whose requests are not created yet (up to max). */
+int queue_job_ends_pending(struct queue *q, int64_t *ids, int max, char *err, size_t errlen);
+int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t errlen);
+
+/*
+ * Summary of a job's stage_in requests: "none", "pending", "staging",
+ * "ready" or "failed" (static string into *state), and the first error
+ * (new string or NULL) for failed.
+ */
+int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char **error,
+		       char *err, size_t errlen);
+
+/* Ids of a job's failed_* requests (up to max); returns the count or -1. */
+int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int max,
+			      char *err, size_t errlen);
+
+#endif /* STAGEHAND_QUEUE_H */

@@ -1,0 +1,486 @@
+/* queue_jobs.c - items, audit and jobs of the durable queue (see queue.h). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "queue.h"
+#include "queue_private.h"
+
+int queue_item_start(struct queue *q, int64_t req, const char *relpath, const char *type,
+		     int64_t size, int64_t mtime_ns, int mode, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	st = qp_prep(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
+		     " attempts) VALUES (?1,?2,?3,?4,?5,?6,'running',1)"
+		     " ON CONFLICT (request_id, relpath) DO UPDATE SET type=?3, size=?4, mtime=?5,"
+		     " mode=?6, state='running', attempts=attempts+1, checksum_src=NULL,"
+		     " checksum_dst=NULL, error=NULL", err, errlen);
+	if (st) {
+		sqlite3_bind_int64(st, 1, req);
+		qp_bind_text(st, 2, relpath);
+		qp_bind_text(st, 3, type);
+		sqlite3_bind_int64(st, 4, size);
+		sqlite3_bind_int64(st, 5, mtime_ns);
+		sqlite3_bind_int(st, 6, mode);
+		rc = qp_step_done(q, st, err, errlen);
+	}
+	return qp_end(q, rc, 0, err, errlen);
+}
+
+int queue_item_copied(struct queue *q, int64_t req, const char *relpath, const char *cks_src,
+		      char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	st = qp_prep(q, "UPDATE items SET state='verifying', checksum_src=?3 WHERE request_id=?1"
+		     " AND relpath=?2 AND state='running'", err, errlen);
+	if (st) {
+		sqlite3_bind_int64(st, 1, req);
+		qp_bind_text(st, 2, relpath);
+		qp_bind_text(st, 3, cks_src);
+		rc = qp_step_done(q, st, err, errlen);
+		if (rc == 0 && sqlite3_changes(q->db) != 1) {
+			qp_err(err, errlen, "request %lld: item '%s' was not running",
+			       (long long)req, relpath);
+			rc = -1;
+		}
+	}
+	return qp_end(q, rc, 0, err, errlen);
+}
+
+int queue_item_done(struct queue *q, int64_t req, const char *relpath, const char *cks_dst,
+		    const struct queue_audit *a, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+	int64_t size = 0;
+	int is_file = 0;
+
+	qp_begin(q);
+	/*
+	 * Only an item that was copied (verifying) and whose destination checksum
+	 * equals the source's may become done: the comparison is done here as well
+	 * as in the worker, so nothing is marked done unverified.
+	 */
+	st = qp_prep(q, "SELECT size, type, checksum_src FROM items WHERE request_id=?1 AND"
+		     " relpath=?2 AND state IN ('verifying','running')", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, req);
+	qp_bind_text(st, 2, relpath);
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		sqlite3_finalize(st);
+		qp_err(err, errlen, "request %lld: item '%s' is not being copied", (long long)req,
+		       relpath);
+		goto out;
+	}
+	size = sqlite3_column_int64(st, 0);
+	is_file = sqlite3_column_text(st, 1) &&
+		  strcmp((const char *)sqlite3_column_text(st, 1), "file") == 0;
+	if (is_file && (!cks_dst || !sqlite3_column_text(st, 2) ||
+			strcmp((const char *)sqlite3_column_text(st, 2), cks_dst) != 0)) {
+		sqlite3_finalize(st);
+		qp_err(err, errlen, "request %lld: item '%s': destination checksum does not match "
+		       "the source", (long long)req, relpath);
+		goto out;
+	}
+	sqlite3_finalize(st);
+	st = qp_prep(q, "UPDATE items SET state='done', checksum_dst=?3, error=NULL"
+		     " WHERE request_id=?1 AND relpath=?2", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, req);
+	qp_bind_text(st, 2, relpath);
+	qp_bind_text(st, 3, cks_dst);
+	if (qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	if (is_file) {
+		st = qp_prep(q, "UPDATE requests SET files_done=files_done+1,"
+			     " bytes_done=bytes_done+?2, updated=?3 WHERE id=?1", err, errlen);
+		if (!st)
+			goto out;
+		sqlite3_bind_int64(st, 1, req);
+		sqlite3_bind_int64(st, 2, size);
+		sqlite3_bind_int64(st, 3, qp_now());
+		if (qp_step_done(q, st, err, errlen) < 0)
+			goto out;
+	}
+	if (a) {
+		/* The unique key makes a redo after a crash add no second row. */
+		st = qp_prep(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id, path_src,"
+			     " path_dst, bytes, checksum, started, ended) VALUES"
+			     " (?1,?2,?3,?4,?5,?6,?7,?8,?9)", err, errlen);
+		if (!st)
+			goto out;
+		if (a->job_id > 0)
+			sqlite3_bind_int64(st, 1, a->job_id);
+		else
+			sqlite3_bind_null(st, 1);
+		sqlite3_bind_int64(st, 2, a->uid);
+		sqlite3_bind_int64(st, 3, req);
+		qp_bind_text(st, 4, a->path_src);
+		qp_bind_text(st, 5, a->path_dst);
+		sqlite3_bind_int64(st, 6, a->bytes);
+		qp_bind_text(st, 7, a->checksum);
+		sqlite3_bind_int64(st, 8, a->started);
+		sqlite3_bind_int64(st, 9, a->ended);
+		if (qp_step_done(q, st, err, errlen) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	return qp_end(q, rc, 0, err, errlen);
+}
+
+int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const char *type,
+		      enum queue_item_state state, const char *error, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	st = qp_prep(q, "INSERT INTO items (request_id, relpath, type, state, error, attempts)"
+		     " VALUES (?1,?2,?3,?4,?5,1) ON CONFLICT (request_id, relpath) DO UPDATE"
+		     " SET state=?4, error=?5", err, errlen);
+	if (st) {
+		sqlite3_bind_int64(st, 1, req);
+		qp_bind_text(st, 2, relpath);
+		qp_bind_text(st, 3, type ? type : "file");
+		qp_bind_text(st, 4, queue_item_state_name(state));
+		qp_bind_text(st, 5, error);
+		rc = qp_step_done(q, st, err, errlen);
+	}
+	return qp_end(q, rc, 0, err, errlen);
+}
+
+int queue_item_list(struct queue *q, int64_t req, int state, int limit,
+		    int (*fn)(const struct queue_item *it, void *arg), void *arg,
+		    char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, "SELECT relpath, type, size, mtime, mode, state, checksum_src,"
+		     " checksum_dst, attempts, error FROM items WHERE request_id=?1 AND"
+		     " (?2 IS NULL OR state=?2) ORDER BY relpath LIMIT ?3", err, errlen);
+	if (!st) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, req);
+	qp_bind_text(st, 2, state >= 0 ? queue_item_state_name((enum queue_item_state)state) : NULL);
+	sqlite3_bind_int(st, 3, limit > 0 ? limit : -1);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct queue_item it = {
+			.relpath = (const char *)sqlite3_column_text(st, 0),
+			.type = (const char *)sqlite3_column_text(st, 1),
+			.size = sqlite3_column_int64(st, 2),
+			.mtime_ns = sqlite3_column_int64(st, 3),
+			.mode = sqlite3_column_int(st, 4),
+			.state = (enum queue_item_state)qp_item_state_from_name(
+				(const char *)sqlite3_column_text(st, 5)),
+			.checksum_src = (const char *)sqlite3_column_text(st, 6),
+			.checksum_dst = (const char *)sqlite3_column_text(st, 7),
+			.attempts = sqlite3_column_int(st, 8),
+			.error = (const char *)sqlite3_column_text(st, 9),
+		};
+
+		if (!it.relpath || !it.type)
+			continue;
+		if (fn(&it, arg)) {
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	if (rc != SQLITE_DONE)
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Caller holds the lock. */
+static int _job_upsert_locked(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
+			      const char *user, const char *work_dir, const char *plan,
+			      char *err, size_t errlen)
+{
+	sqlite3_stmt *st = qp_prep(q,
+		"INSERT INTO jobs (job_id, uid, gid, user, work_dir, plan, created, updated)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) ON CONFLICT (job_id) DO UPDATE SET"
+		" uid=coalesce(?2, uid), gid=coalesce(?3, gid), user=coalesce(?4, user),"
+		" work_dir=coalesce(?5, work_dir), plan=coalesce(?6, plan), updated=?7",
+		err, errlen);
+
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, job_id);
+	if (uid >= 0)
+		sqlite3_bind_int64(st, 2, uid);
+	else
+		sqlite3_bind_null(st, 2);
+	if (gid >= 0)
+		sqlite3_bind_int64(st, 3, gid);
+	else
+		sqlite3_bind_null(st, 3);
+	qp_bind_text(st, 4, user);
+	qp_bind_text(st, 5, work_dir);
+	qp_bind_text(st, 6, plan);
+	sqlite3_bind_int64(st, 7, qp_now());
+	return qp_step_done(q, st, err, errlen);
+}
+
+int queue_job_upsert(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
+		     const char *user, const char *work_dir, const char *plan,
+		     char *err, size_t errlen)
+{
+	int rc;
+
+	qp_begin(q);
+	rc = _job_upsert_locked(q, job_id, uid, gid, user, work_dir, plan, err, errlen);
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int queue_job_set_hold_state(struct queue *q, int64_t job_id, const char *hold_state,
+			     char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) == 0 &&
+	    (st = qp_prep(q, "UPDATE jobs SET hold_state=?2 WHERE job_id=?1", err, errlen))) {
+		sqlite3_bind_int64(st, 1, job_id);
+		qp_bind_text(st, 2, hold_state);
+		rc = qp_step_done(q, st, err, errlen);
+	}
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
+		  char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	struct queue_job *j;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
+		     " end_exit_code, end_received, end_processed, created, updated FROM jobs"
+		     " WHERE job_id=?1", err, errlen);
+	if (!st) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, job_id);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		if (rc != SQLITE_DONE)
+			qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+		sqlite3_finalize(st);
+		pthread_mutex_unlock(&q->lock);
+		return rc == SQLITE_DONE ? 1 : -1;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->job_id = sqlite3_column_int64(st, 0);
+		j->uid = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
+		j->gid = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
+		j->user = qp_col_dup(st, 3);
+		j->work_dir = qp_col_dup(st, 4);
+		j->plan = qp_col_dup(st, 5);
+		j->hold_state = qp_col_dup(st, 6);
+		j->end_state = qp_col_dup(st, 7);
+		j->end_exit_code = sqlite3_column_int(st, 8);
+		j->end_received = sqlite3_column_int64(st, 9);
+		j->end_processed = sqlite3_column_int(st, 10);
+		j->created = sqlite3_column_int64(st, 11);
+		j->updated = sqlite3_column_int64(st, 12);
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	if (!j) {
+		qp_err(err, errlen, "out of memory");
+		return -1;
+	}
+	*out = j;
+	return 0;
+}
+
+int queue_job_end(struct queue *q, int64_t job_id, const char *state, int exit_code,
+		  int64_t uid, int64_t gid, const char *user, const char *work_dir,
+		  const char *plan, int64_t now, int *duplicate, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	*duplicate = 0;
+	qp_begin(q);
+	st = qp_prep(q, "SELECT end_state FROM jobs WHERE job_id=?1", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, job_id);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		*duplicate = 1;
+	sqlite3_finalize(st);
+	if (*duplicate) {
+		rc = 0;
+		goto out;
+	}
+	if (_job_upsert_locked(q, job_id, uid, gid, user, work_dir, plan, err, errlen) < 0)
+		goto out;
+	st = qp_prep(q, "UPDATE jobs SET end_state=?2, end_exit_code=?3, end_received=?4,"
+		     " end_processed=0 WHERE job_id=?1", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, job_id);
+	qp_bind_text(st, 2, state);
+	sqlite3_bind_int(st, 3, exit_code);
+	sqlite3_bind_int64(st, 4, now);
+	rc = qp_step_done(q, st, err, errlen);
+out:
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int queue_job_ends_pending(struct queue *q, int64_t *ids, int max, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int n = 0, rc;
+
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, "SELECT job_id FROM jobs WHERE end_state IS NOT NULL AND"
+		     " end_processed=0 ORDER BY end_received LIMIT ?1", err, errlen);
+	if (!st) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	sqlite3_bind_int(st, 1, max);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max)
+		ids[n++] = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	st = qp_prep(q, "UPDATE jobs SET end_processed=1, updated=?2 WHERE job_id=?1", err, errlen);
+	if (st) {
+		sqlite3_bind_int64(st, 1, job_id);
+		sqlite3_bind_int64(st, 2, qp_now());
+		rc = qp_step_done(q, st, err, errlen);
+	}
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char **error,
+		       char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int64_t n[QS_COUNT] = { 0 }, total = 0;
+	int rc;
+
+	*error = NULL;
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, "SELECT state, count(*), max(error) FROM requests WHERE job_id=?1 AND"
+		     " action='stage_in' GROUP BY state", err, errlen);
+	if (!st) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, job_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		enum queue_state s;
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+
+		if (!name || queue_state_from_name(name, &s) < 0)
+			continue;
+		n[s] = sqlite3_column_int64(st, 1);
+		total += n[s];
+		if ((s == QS_FAILED_FINAL || s == QS_CANCELLED) && !*error) {
+			const char *e = (const char *)sqlite3_column_text(st, 2);
+
+			*error = strdup(e ? e : s == QS_CANCELLED ? "cancelled" : "failed");
+		}
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	if (rc != SQLITE_DONE) {
+		free(*error);
+		*error = NULL;
+		qp_err(err, errlen, "database error reading job %lld", (long long)job_id);
+		return -1;
+	}
+	if (total == 0)
+		*state = "none";
+	else if (n[QS_FAILED_FINAL] || n[QS_CANCELLED])
+		*state = "failed";
+	else if (n[QS_DONE] == total)
+		*state = "ready";
+	else if (n[QS_QUEUED] == total)
+		*state = "pending";
+	else
+		*state = "staging";
+	if (strcmp(*state, "failed") != 0) {
+		free(*error);
+		*error = NULL;
+	}
+	return 0;
+}
+
+int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int max,
+			      char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int n = 0;
+
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, "SELECT id FROM requests WHERE job_id=?1 AND state IN"
+		     " ('failed_retryable','failed_final') ORDER BY id LIMIT ?2", err, errlen);
+	if (!st) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, job_id);
+	sqlite3_bind_int(st, 2, max);
+	while (sqlite3_step(st) == SQLITE_ROW && n < max)
+		ids[n++] = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+int queue_request_checkpoint(struct queue *q, int64_t id, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	st = qp_prep(q, "UPDATE items SET state='queued' WHERE request_id=?1 AND"
+		     " state IN ('running','verifying')", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, id);
+	if (qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	st = qp_prep(q, "UPDATE requests SET state='queued', updated=?2, error="
+		     "'interrupted by shutdown; will be redone' WHERE id=?1 AND"
+		     " state IN ('running','verifying')", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, qp_now());
+	rc = qp_step_done(q, st, err, errlen);
+out:
+	return qp_end(q, rc, 1, err, errlen);
+}

@@ -1,0 +1,201 @@
+/* test_queue.c - the state machine, transactions, recovery and the audit trail. */
+#include "config.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "queue.h"
+#include "tap.h"
+
+static char _dir[] = "/tmp/test_queue_XXXXXX";
+static char _db[300];
+
+static int64_t _create(struct queue *q, const char *action, int64_t job, int retries)
+{
+	struct queue_new_request nr = { 1001, 1001, "alice", job, action, "/src", "/dst", NULL, retries };
+	int64_t id = 0;
+	char err[256];
+
+	if (queue_request_create(q, &nr, &id, err, sizeof(err)) < 0)
+		printf("# create: %s\n", err);
+	return id;
+}
+
+static enum queue_state _state(struct queue *q, int64_t id)
+{
+	struct queue_request *r = NULL;
+	enum queue_state s = QS_COUNT;
+
+	if (queue_request_get(q, id, &r, NULL, 0) == 0) {
+		s = r->state;
+		queue_request_free(r);
+	}
+	return s;
+}
+
+static int _audit_rows(int64_t req)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int n = -1;
+
+	sqlite3_open(_db, &db);
+	sqlite3_prepare_v2(db, "SELECT count(*) FROM audit WHERE request_id=?1", -1, &st, NULL);
+	sqlite3_bind_int64(st, 1, req);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+int main(void)
+{
+	struct queue *q;
+	struct queue_request *r = NULL;
+	char err[512], *e = NULL;
+	const char *st;
+	int64_t id, id2, counts[QS_COUNT], jobs[4];
+	int final, nr, ni, dup;
+	struct queue_audit au = { 7, 1001, "/src/f", "/dst/f", "xxh128:aa", 10, 1, 2 };
+
+	if (!mkdtemp(_dir))
+		return 77;
+	snprintf(_db, sizeof(_db), "%s/q.db", _dir);
+
+	/* The state machine as a table. */
+	ok(queue_transition_ok(QS_QUEUED, QS_RUNNING), "queued -> running");
+	ok(!queue_transition_ok(QS_QUEUED, QS_DONE), "queued -/-> done (no done without running)");
+	ok(!queue_transition_ok(QS_RUNNING, QS_DONE), "running -/-> done (must verify first)");
+	ok(queue_transition_ok(QS_RUNNING, QS_VERIFYING) && queue_transition_ok(QS_VERIFYING, QS_DONE),
+	   "running -> verifying -> done");
+	ok(!queue_transition_ok(QS_DONE, QS_CANCELLED) && !queue_transition_ok(QS_DONE, QS_QUEUED),
+	   "done is terminal");
+	ok(queue_transition_ok(QS_FAILED_FINAL, QS_QUEUED) && queue_transition_ok(QS_CANCELLED, QS_QUEUED),
+	   "failed_final and cancelled may be retried");
+	ok(queue_transition_ok(QS_RUNNING, QS_CANCELLED) && queue_transition_ok(QS_QUEUED, QS_CANCELLED),
+	   "unfinished requests may be cancelled");
+
+	q = queue_open(_db, err, sizeof(err));
+	ok(q != NULL, "open creates the database (%s)", q ? "ok" : err);
+	if (!q)
+		return tap_done();
+	id = _create(q, "stage_in", 7, 2);
+	ok(id > 0 && _state(q, id) == QS_QUEUED, "new request is queued");
+	ok(queue_request_set_state(q, id, -1, QS_DONE, NULL, err, sizeof(err)) == 1 &&
+	   _state(q, id) == QS_QUEUED, "queued -> done refused, nothing changed");
+
+	ok(queue_request_claim(q, 100, &r, err, sizeof(err)) == 0 && r->id == id &&
+	   r->state == QS_RUNNING && r->attempts == 1, "claim: running, attempt 1");
+	queue_request_free(r);
+	ok(queue_request_claim(q, 100, &r, err, sizeof(err)) == 1, "nothing else to claim");
+
+	/* Items: nothing is done without a matching checksum. */
+	ok(queue_item_start(q, id, "a/f", "file", 10, 5, 0644, err, sizeof(err)) == 0, "item start");
+	ok(queue_item_done(q, id, "a/f", "xxh128:bb", &au, err, sizeof(err)) < 0,
+	   "item done refused before a source checksum is known");
+	ok(queue_item_copied(q, id, "a/f", "xxh128:aa", err, sizeof(err)) == 0, "item copied");
+	ok(queue_item_done(q, id, "a/f", "xxh128:bb", &au, err, sizeof(err)) < 0 &&
+	   strstr(err, "does not match"), "item done refused on checksum mismatch");
+	ok(queue_item_done(q, id, "a/f", "xxh128:aa", &au, err, sizeof(err)) == 0, "item verified");
+	ok(queue_request_get(q, id, &r, err, sizeof(err)) == 0 && r->files_done == 1 &&
+	   r->bytes_done == 10, "request counters advanced");
+	queue_request_free(r);
+	ok(_audit_rows(id) == 1, "one audit row");
+
+	/* A second file left half-done by a crash. */
+	queue_item_start(q, id, "b", "file", 3, 5, 0644, err, sizeof(err));
+	queue_item_copied(q, id, "b", "xxh128:cc", err, sizeof(err));
+	queue_request_set_state(q, id, QS_RUNNING, QS_VERIFYING, NULL, err, sizeof(err));
+	queue_close(q);
+	q = queue_open(_db, err, sizeof(err));
+	ok(q && queue_recover(q, &nr, &ni, err, sizeof(err)) == 0 && nr == 1 && ni == 1,
+	   "recovery after reopen: 1 request, 1 item back to queued");
+	ok(_state(q, id) == QS_QUEUED, "verifying request is queued again");
+	ok(queue_request_claim(q, 200, &r, err, sizeof(err)) == 0 && r->attempts == 2 &&
+	   r->files_done == 1 && r->bytes_done == 10, "reclaimed: attempt 2, verified work kept");
+	queue_request_free(r);
+	/* The redo of an already-audited file must not duplicate the audit row. */
+	queue_item_start(q, id, "a/f", "file", 10, 5, 0644, err, sizeof(err));
+	queue_item_copied(q, id, "a/f", "xxh128:aa", err, sizeof(err));
+	ok(queue_item_done(q, id, "a/f", "xxh128:aa", &au, err, sizeof(err)) == 0 &&
+	   _audit_rows(id) == 1, "redone file: still one audit row");
+
+	/* Failure, backoff, final. */
+	ok(queue_request_fail(q, id, "disk full", 1, 30, 1000, &final, err, sizeof(err)) == 0 &&
+	   !final && _state(q, id) == QS_FAILED_RETRYABLE, "retryable failure");
+	ok(queue_request_get(q, id, &r, err, sizeof(err)) == 0 && r->next_attempt_at == 1000 + 60,
+	   "backoff doubles: attempt 2 waits 60 s");
+	queue_request_free(r);
+	ok(queue_requeue_due(q, 1059, err, sizeof(err)) == 0 && _state(q, id) == QS_FAILED_RETRYABLE,
+	   "not requeued before its time");
+	ok(queue_requeue_due(q, 1060, err, sizeof(err)) == 1 && _state(q, id) == QS_QUEUED,
+	   "requeued when due");
+	queue_request_claim(q, 1060, &r, err, sizeof(err));
+	queue_request_free(r);
+	ok(queue_request_fail(q, id, "disk full", 1, 30, 1100, &final, err, sizeof(err)) == 0 &&
+	   final && _state(q, id) == QS_FAILED_FINAL, "out of retries: failed_final");
+	ok(queue_request_retry(q, id, err, sizeof(err)) == 0 && _state(q, id) == QS_QUEUED,
+	   "retry of failed_final: queued");
+	ok(queue_request_get(q, id, &r, err, sizeof(err)) == 0 && r->attempts == 0, "retry resets attempts");
+	queue_request_free(r);
+	ok(queue_request_retry(q, id, err, sizeof(err)) == 1, "retry of a queued request refused");
+
+	/* Permission-type failures are final at once. */
+	id2 = _create(q, "stage_in", 7, 3);
+	queue_request_claim(q, 2000, &r, err, sizeof(err));
+	queue_request_free(r);
+	queue_request_claim(q, 2000, &r, err, sizeof(err));
+	queue_request_free(r);
+	ok(queue_request_fail(q, id2, "Permission denied", 0, 30, 2000, &final, err, sizeof(err)) == 0 &&
+	   final, "non-retryable failure is final");
+
+	/* Job summary and cancel. */
+	ok(queue_job_stage_in(q, 7, &st, &e, err, sizeof(err)) == 0 && strcmp(st, "failed") == 0 &&
+	   e && strstr(e, "Permission denied"), "job stage_in summary: failed with the error");
+	free(e);
+	ok(queue_request_set_state(q, id, -1, QS_CANCELLED, "by test", err, sizeof(err)) == 0 &&
+	   _state(q, id) == QS_CANCELLED, "cancel a queued request");
+	ok(queue_job_stage_in(q, 99, &st, &e, err, sizeof(err)) == 0 && strcmp(st, "none") == 0,
+	   "unknown job: none");
+
+	/* Job-end events: stored once. */
+	ok(queue_job_end(q, 7, "COMPLETED", 0, 1001, 1001, "alice", "/w", "{}", 3000, &dup, err,
+			 sizeof(err)) == 0 && !dup, "job end stored");
+	ok(queue_job_end(q, 7, "FAILED", 1, 1001, 1001, "alice", "/w", "{}", 3001, &dup, err,
+			 sizeof(err)) == 0 && dup, "second job end is a duplicate");
+	ok(queue_job_ends_pending(q, jobs, 4, err, sizeof(err)) == 1 && jobs[0] == 7, "one pending end");
+	ok(queue_job_end_processed(q, 7, err, sizeof(err)) == 0 &&
+	   queue_job_ends_pending(q, jobs, 4, err, sizeof(err)) == 0, "processed end not pending");
+	{
+		struct queue_job *j = NULL;
+
+		ok(queue_job_get(q, 7, &j, err, sizeof(err)) == 0 && strcmp(j->end_state, "COMPLETED") == 0,
+		   "the first event's state is kept");
+		queue_job_free(j);
+	}
+	ok(queue_count_states(q, counts, err, sizeof(err)) == 0 && counts[QS_CANCELLED] == 1 &&
+	   counts[QS_FAILED_FINAL] == 1, "counts by state");
+
+	/* Drain checkpoint. */
+	id = _create(q, "archive", 8, 3);
+	queue_request_claim(q, 4000, &r, err, sizeof(err));
+	queue_request_free(r);
+	queue_item_start(q, id, "x", "file", 1, 1, 0600, err, sizeof(err));
+	ok(queue_request_checkpoint(q, id, err, sizeof(err)) == 0 && _state(q, id) == QS_QUEUED,
+	   "checkpoint: running -> queued");
+	queue_close(q);
+	{
+		static const char *const sfx[] = { "", "-wal", "-shm" };
+		char p[320];
+
+		for (int i = 0; i < 3; i++) {
+			snprintf(p, sizeof(p), "%s%s", _db, sfx[i]);
+			unlink(p);
+		}
+		rmdir(_dir);
+	}
+	return tap_done();
+}

@@ -1,0 +1,243 @@
+/*
+ * test_walk.c - the local backend's tree walk: symlinks are recreated, never
+ * followed; specials are skipped; a symlink planted in the destination is not
+ * written through; copies are verified.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "xfer.h"
+
+static char _dir[] = "/tmp/test_walk_XXXXXX";
+
+struct _seen {
+	int result;
+	int skipped, failed, done, files_total;
+	char failed_path[XFER_PATH_MAX + 1];
+};
+
+static volatile sig_atomic_t _stop;
+
+/* Run backend be for source -> dest in a child; collect what it reports. */
+static void _run(const struct xfer_backend *be, const char *action, const char *src,
+		 const char *dst, struct _seen *s)
+{
+	int sv[2];
+	pid_t pid;
+	static char buf[1 << 20];
+	size_t len = 0;
+	ssize_t n;
+
+	memset(s, 0, sizeof(*s));
+	s->result = -1;
+	socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+	pid = fork();
+	if (pid == 0) {
+		struct xfer_ctx ctx = { 0 };
+
+		close(sv[0]);
+		ctx.request_id = 1;
+		ctx.uid = getuid();
+		ctx.action = action;
+		ctx.source = src;
+		ctx.dest = dst;
+		ctx.keep = 1;
+		ctx.chan = sv[1];
+		ctx.algo = CKSUM_XXH128;
+		ctx.xattr_ns = "user.";
+		ctx.stop = &_stop;
+		be->run(&ctx);
+		_exit(0);
+	}
+	close(sv[1]);
+	while ((n = read(sv[0], buf + len, sizeof(buf) - len)) > 0)
+		len += (size_t)n;
+	close(sv[0]);
+	waitpid(pid, NULL, 0);
+	for (size_t off = 0; off < len;) {
+		struct xfer_rec rec;
+		static char path[XFER_PATH_MAX + 1], text[XFER_TEXT_MAX + 1];
+		ssize_t used = xfer_parse(buf + off, len - off, &rec, path, text);
+
+		if (used <= 0)
+			break;
+		off += (size_t)used;
+		switch (rec.type) {
+		case XR_RESULT: s->result = rec.code; break;
+		case XR_ITEM_SKIPPED: s->skipped++; break;
+		case XR_ITEM_DONE: s->done++; break;
+		case XR_TOTALS: s->files_total = (int)rec.a; break;
+		case XR_ITEM_FAILED:
+			s->failed++;
+			snprintf(s->failed_path, sizeof(s->failed_path), "%s", path);
+			break;
+		default: break;
+		}
+	}
+}
+
+static void _write(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd >= 0) {
+		if (write(fd, text, strlen(text)) < 0)
+			perror(path);
+		close(fd);
+	}
+}
+
+static int _same(const char *a, const char *b)
+{
+	char x[4096], y[4096];
+	int fa = open(a, O_RDONLY | O_NOFOLLOW), fb = open(b, O_RDONLY | O_NOFOLLOW);
+	ssize_t na = fa >= 0 ? read(fa, x, sizeof(x)) : -1, nb = fb >= 0 ? read(fb, y, sizeof(y)) : -2;
+
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return na == nb && na >= 0 && memcmp(x, y, (size_t)na) == 0;
+}
+
+static int _is_link_to(const char *path, const char *target)
+{
+	char buf[4096];
+	struct stat st;
+	ssize_t n;
+
+	if (lstat(path, &st) < 0 || !S_ISLNK(st.st_mode))
+		return 0;
+	n = readlink(path, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return 0;
+	buf[n] = '\0';
+	return strcmp(buf, target) == 0;
+}
+
+static int _exists(const char *p)
+{
+	struct stat st;
+
+	return lstat(p, &st) == 0;
+}
+
+int main(void)
+{
+	char p[64][512];
+	struct _seen s;
+	struct stat st;
+
+	if (!mkdtemp(_dir))
+		return 77;
+#define P(i, ...) snprintf(p[i], sizeof(p[i]), __VA_ARGS__)
+	P(0, "%s/src", _dir);
+	P(1, "%s/src/sub", _dir);
+	P(2, "%s/outside", _dir);
+	P(3, "%s/outside/secret", _dir);
+	P(4, "%s/src/data", _dir);
+	P(5, "%s/src/sub/inner", _dir);
+	P(6, "%s/src/link_out", _dir);
+	P(7, "%s/src/dirlink", _dir);
+	P(8, "%s/src/fifo", _dir);
+	P(9, "%s/dst", _dir);
+	mkdir(p[0], 0755);
+	mkdir(p[1], 0750);
+	mkdir(p[2], 0755);
+	_write(p[3], "SECRET outside the tree\n");
+	_write(p[4], "some data\n");
+	_write(p[5], "inner file\n");
+	chmod(p[5], 0600);
+	if (symlink(p[3], p[6]) < 0 || symlink(p[2], p[7]) < 0 || mkfifo(p[8], 0644) < 0)
+		return 77;
+
+	_run(&xfer_backend_local, "stage_in", p[0], p[9], &s);
+	ok(s.result == XFER_OK, "tree copied (result %d, failed %d %s)", s.result, s.failed, s.failed_path);
+	ok(s.files_total == 2, "walk counted 2 regular files (symlinks and FIFO not counted)");
+	ok(s.done == 4, "2 files + 2 symlinks verified (%d)", s.done);
+	ok(s.skipped == 1, "FIFO skipped with a record");
+	P(10, "%s/dst/data", _dir);
+	P(11, "%s/dst/sub/inner", _dir);
+	P(12, "%s/dst/link_out", _dir);
+	P(13, "%s/dst/dirlink", _dir);
+	P(14, "%s/dst/fifo", _dir);
+	P(15, "%s/dst/dirlink/secret", _dir);
+	ok(_same(p[4], p[10]) && _same(p[5], p[11]), "file contents copied");
+	ok(stat(p[11], &st) == 0 && (st.st_mode & 07777) == 0600, "file mode kept");
+	ok(stat(p[1], &st) == 0 && stat(p[11], &st) == 0, "subdirectory created");
+	ok(_is_link_to(p[12], p[3]), "symlink to a file outside recreated as a symlink, not followed");
+	ok(_is_link_to(p[13], p[2]), "symlink to a directory outside recreated, not descended");
+	ok(!_exists(p[14]), "no FIFO in the destination");
+	{
+		/* Nothing outside was read into the copy: no regular file holds the secret. */
+		struct stat l;
+
+		ok(lstat(p[15], &l) < 0 || !S_ISREG(l.st_mode) || _is_link_to(p[13], p[2]),
+		   "the outside directory's file is not copied as a regular file");
+	}
+
+	/* A destination subdirectory replaced by a symlink to elsewhere. */
+	P(20, "%s/dst2", _dir);
+	P(21, "%s/dst2/sub", _dir);
+	P(22, "%s/trap", _dir);
+	P(23, "%s/trap/inner", _dir);
+	mkdir(p[20], 0755);
+	mkdir(p[22], 0755);
+	if (symlink(p[22], p[21]) < 0)
+		return 77;
+	_run(&xfer_backend_local, "stage_in", p[0], p[20], &s);
+	ok(s.result != XFER_OK, "copy refused to write through a planted symlink (result %d)", s.result);
+	ok(s.failed >= 1 && strcmp(s.failed_path, "sub") == 0, "failure names 'sub' (%s)", s.failed_path);
+	ok(!_exists(p[23]), "nothing written into the symlink's target");
+
+	/* Single file into an existing directory; and under a new name. */
+	P(30, "%s/one", _dir);
+	P(31, "%s/one/data", _dir);
+	P(32, "%s/renamed", _dir);
+	mkdir(p[30], 0755);
+	_run(&xfer_backend_local, "stage_in", p[4], p[30], &s);
+	ok(s.result == XFER_OK && _same(p[4], p[31]), "file into an existing directory");
+	_run(&xfer_backend_local, "stage_in", p[4], p[32], &s);
+	ok(s.result == XFER_OK && _same(p[4], p[32]), "file to a new name");
+
+	/* Null backend: reads and verifies nothing into the destination. */
+	P(40, "%s/nulldst", _dir);
+	_run(&xfer_backend_null, "stage_in", p[0], p[40], &s);
+	ok(s.result == XFER_OK && s.done == 4 && !_exists(p[40]), "null backend writes nothing");
+
+	/* Missing source: final failure. */
+	P(41, "%s/nope", _dir);
+	_run(&xfer_backend_local, "stage_in", p[41], p[40], &s);
+	ok(s.result == XFER_FINAL, "missing source is a final failure");
+
+	{
+		char err[128];
+
+		ok(xfer_backend_select("/x", NULL, err, sizeof(err)) == &xfer_backend_local,
+		   "paths use the local backend");
+		ok(xfer_backend_select("/x", "null", err, sizeof(err)) == &xfer_backend_null,
+		   "backend chosen by name");
+		ok(xfer_backend_select("gopher://x", NULL, err, sizeof(err)) == NULL &&
+		   strstr(err, "gopher"), "unknown scheme refused: %s", err);
+	}
+	{
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			execlp("rm", "rm", "-rf", _dir, (char *)NULL);
+			_exit(127);
+		}
+		waitpid(pid, NULL, 0);
+	}
+	return tap_done();
+}

@@ -1,0 +1,584 @@
+/* worker.c - see worker.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "worker.h"
+#include "xattr.h"
+#include "xfer.h"
+
+#define BUF_MAX (2 * (sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX))
+#define MAX_FDS 16
+
+struct _worker {
+	pid_t pid;
+	int chan;                    /* -1 after EOF */
+	struct queue_request *req;   /* owned */
+	char buf[BUF_MAX];
+	size_t len;
+	int fds[MAX_FDS];            /* label fds received, in order */
+	int nfds;
+	int result;                  /* enum xfer_result, -1 = none received */
+	char msg[XFER_TEXT_MAX + 1];
+	int cancelled;               /* stopped by cancel: request already cancelled */
+	int stopped;                 /* stopped by drain: checkpoint as queued */
+	int exited, status;
+};
+
+struct worker_pool {
+	struct daemon *d;
+	struct _worker *w;           /* conf->workers slots can change on reload: grow only */
+	int nslots;
+	int busy;
+};
+
+struct worker_pool *worker_pool_create(struct daemon *d)
+{
+	struct worker_pool *p = calloc(1, sizeof(*p));
+
+	if (p)
+		p->d = d;
+	return p;
+}
+
+int worker_pool_busy(const struct worker_pool *p)
+{
+	return p->busy;
+}
+
+static void _close_fds(struct _worker *w)
+{
+	for (int i = 0; i < w->nfds; i++)
+		close(w->fds[i]);
+	w->nfds = 0;
+}
+
+void worker_pool_destroy(struct worker_pool *p)
+{
+	if (!p)
+		return;
+	for (int i = 0; i < p->nslots; i++) {
+		struct _worker *w = &p->w[i];
+
+		if (w->pid > 0) {
+			kill(w->pid, SIGKILL);
+			waitpid(w->pid, NULL, 0);
+		}
+		if (w->chan >= 0)
+			close(w->chan);
+		_close_fds(w);
+		queue_request_free(w->req);
+	}
+	free(p->w);
+	free(p);
+}
+
+/* ---- the worker process ---- */
+
+static volatile sig_atomic_t _stop;
+
+static void _on_term(int sig)
+{
+	(void)sig;
+	_stop = 1;
+}
+
+static int _ioprio_idle(void)
+{
+	/* IOPRIO_WHO_PROCESS = 1, IOPRIO_CLASS_IDLE = 3, class shift 13. */
+	return (int)syscall(SYS_ioprio_set, 1, 0, 3 << 13);
+}
+
+static void _child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
+		   const gid_t *groups, int ngroups, const struct xfer_done_ent *done,
+		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
+		   int idle)
+{
+	struct sigaction sa;
+	struct xfer_ctx ctx;
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	sigset_t all;
+	char msg[256];
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.chan = chan;
+	/* Signals: defaults, but SIGTERM asks for a clean stop. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &sa, NULL);
+	sa.sa_handler = _on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	/* Nothing of the daemon's stays open: database, sockets, other workers. */
+	if (chan != 3) {
+		dup2(chan, 3);
+		close(chan);
+		ctx.chan = chan = 3;
+	}
+	syscall(SYS_close_range, 4, ~0U, 0);
+	if (idle)
+		_ioprio_idle();
+	if (setgroups((size_t)ngroups, groups) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
+	    setresuid(r->uid, r->uid, r->uid) < 0 || getresuid(&ru, &eu, &su) < 0 ||
+	    getresgid(&rg, &eg, &sg) < 0 || ru != r->uid || eu != r->uid || su != r->uid ||
+	    rg != r->gid || eg != r->gid || sg != r->gid || (r->uid != 0 && setuid(0) == 0)) {
+		snprintf(msg, sizeof(msg), "worker could not switch to uid %u gid %u: %s",
+			 (unsigned)r->uid, (unsigned)r->gid, strerror(errno));
+		xfer_emit(&ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL, msg);
+		_exit(1);
+	}
+	/* Credentials changed: set the parent-death signal now (a uid change clears it). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	umask(077);
+	ctx.request_id = r->id;
+	ctx.job_id = r->job_id;
+	ctx.uid = r->uid;
+	ctx.action = r->action;
+	ctx.source = r->source;
+	ctx.dest = r->dest;
+	ctx.keep = keep;
+	ctx.algo = algo;
+	ctx.bucket = d->bucket;
+	ctx.xattr_ns = conf_xattr_prefix(d->conf);
+	ctx.label_via_daemon = d->conf->xattr_ns == CONF_XATTR_TRUSTED;
+	ctx.done = done;
+	ctx.ndone = ndone;
+	ctx.stop = &_stop;
+	be->run(&ctx);
+	_exit(0);
+}
+
+/* ---- daemon side ---- */
+
+struct _doneset {
+	struct xfer_done_ent *e;
+	size_t n, cap;
+};
+
+static int _collect_done(const struct queue_item *it, void *arg)
+{
+	struct _doneset *s = arg;
+
+	if (strcmp(it->type, "file") != 0)
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct xfer_done_ent *e = realloc(s->e, cap * sizeof(*e));
+
+		if (!e)
+			return 1;
+		s->e = e;
+		s->cap = cap;
+	}
+	s->e[s->n].relpath = strdup(it->relpath);
+	if (!s->e[s->n].relpath)
+		return 1;
+	s->e[s->n].size = it->size;
+	s->e[s->n].mtime_ns = it->mtime_ns;
+	s->n++;
+	return 0;
+}
+
+static void _free_done(struct _doneset *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->e[i].relpath);
+	free(s->e);
+}
+
+static void _settle(struct worker_pool *p, struct _worker *w);
+
+int worker_pool_start(struct worker_pool *p, struct queue_request *r)
+{
+	struct daemon *d = p->d;
+	struct _doneset ds = { 0 };
+	const struct xfer_backend *be;
+	enum cksum_algo algo = CKSUM_XXH128;
+	gid_t groups[256];
+	int ngroups = 256, sv[2], keep = 1, slot = -1, final;
+	char err[512], name[64];
+	const char *bname = NULL;
+	json_t *opts;
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+	pid_t pid;
+
+	for (int i = 0; i < p->nslots; i++)
+		if (p->w[i].pid == 0 && p->w[i].chan < 0)
+			slot = i;
+	if (slot < 0) {
+		struct _worker *nw = realloc(p->w, (size_t)(p->nslots + 1) * sizeof(*nw));
+
+		if (!nw)
+			goto fail_mem;
+		p->w = nw;
+		slot = p->nslots++;
+		memset(&p->w[slot], 0, sizeof(p->w[slot]));
+		p->w[slot].chan = -1;
+	}
+	opts = json_loads(r->options, 0, NULL);
+	if (opts) {
+		json_t *b = json_object_get(opts, "backend"), *k = json_object_get(opts, "keep");
+
+		if (json_is_string(b) && snprintf(name, sizeof(name), "%s", json_string_value(b)) <
+		    (int)sizeof(name))
+			bname = name;
+		if (json_is_false(k))
+			keep = 0;
+		json_decref(opts);
+	}
+	be = xfer_backend_select(r->source, bname, err, sizeof(err));
+	if (!be) {
+		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
+		queue_request_free(r);
+		return 0;
+	}
+	cksum_algo_from_name(d->conf->checksum, &algo);
+	/* Groups are looked up here, before fork: the worker only makes syscalls. */
+	if (getpwuid_r(r->uid, &pw, pwbuf, sizeof(pwbuf), &pwp) != 0 || !pwp ||
+	    getgrouplist(pwp->pw_name, r->gid, groups, &ngroups) < 0) {
+		groups[0] = r->gid;
+		ngroups = 1;
+	}
+	if (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, &ds, err, sizeof(err)) < 0) {
+		log_err("request %lld: cannot read resume state: %s", (long long)r->id, err);
+		_free_done(&ds);
+		ds = (struct _doneset){ 0 };
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_err("request %lld: socketpair: %s", (long long)r->id, strerror(errno));
+		_free_done(&ds);
+		goto fail_retry;
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_err("request %lld: fork: %s", (long long)r->id, strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		_free_done(&ds);
+		goto fail_retry;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		_child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
+		       d->conf->io_class == CONF_IO_IDLE);
+	}
+	close(sv[1]);
+	_free_done(&ds);
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	{
+		struct _worker *w = &p->w[slot];
+
+		memset(w, 0, sizeof(*w));
+		w->pid = pid;
+		w->chan = sv[0];
+		w->req = r;
+		w->result = -1;
+	}
+	p->busy++;
+	atomic_store(&d->metrics->workers_busy, p->busy);
+	log_info("request %lld: worker %d started as uid %u (%s %s -> %s, attempt %d, %s backend)",
+		 (long long)r->id, (int)pid, (unsigned)r->uid, r->action, r->source,
+		 r->dest ? r->dest : "-", r->attempts, be->name);
+	return 0;
+fail_mem:
+	log_err("request %lld: out of memory starting a worker", (long long)r->id);
+fail_retry:
+	queue_request_fail(d->q, r->id, "could not start a worker process; see the daemon log",
+			   1, d->conf->retry_backoff, time(NULL), &final, NULL, 0);
+	queue_request_free(r);
+	return -1;
+}
+
+int worker_pool_pollfds(const struct worker_pool *p, struct pollfd *fds, int max)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->nslots && n < max; i++)
+		if (p->w[i].chan >= 0) {
+			fds[n].fd = p->w[i].chan;
+			fds[n].events = POLLIN;
+			fds[n].revents = 0;
+			n++;
+		}
+	return n;
+}
+
+static void _label_fd(struct daemon *d, struct _worker *w, const char *name, const char *value)
+{
+	static const char *const ok[] = { XATTR_POLICY, XATTR_LOCATION, XATTR_JOB, XATTR_OWNER, NULL };
+	char err[256];
+	int fd, allowed = 0;
+
+	if (w->nfds == 0) {
+		log_warn("request %lld: label record without a file descriptor", (long long)w->req->id);
+		return;
+	}
+	fd = w->fds[0];
+	memmove(w->fds, w->fds + 1, (size_t)(--w->nfds) * sizeof(int));
+	for (int i = 0; ok[i]; i++)
+		allowed |= strcmp(ok[i], name) == 0;
+	/* The fd was opened by the worker as the owner: no path is resolved here. */
+	if (!allowed)
+		log_warn("request %lld: worker asked for unknown label '%s'", (long long)w->req->id, name);
+	else if (xattr_set_label(fd, conf_xattr_prefix(d->conf), name, value, err, sizeof(err)) < 0)
+		log_warn("request %lld: %s on %s", (long long)w->req->id, err, w->req->source);
+	close(fd);
+}
+
+static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_rec *rec,
+		   const char *path, const char *text)
+{
+	struct daemon *d = p->d;
+	struct queue_request *r = w->req;
+	char err[512];
+	int rc = 0;
+
+	switch (rec->type) {
+	case XR_TOTALS:
+		rc = queue_request_totals(d->q, r->id, rec->a, rec->b, rec->c, err, sizeof(err));
+		break;
+	case XR_ITEM_START:
+		rc = queue_item_start(d->q, r->id, path, text, rec->a, rec->b, (int)rec->c,
+				      err, sizeof(err));
+		break;
+	case XR_ITEM_COPIED:
+		rc = queue_item_copied(d->q, r->id, path, rec->cks, err, sizeof(err));
+		break;
+	case XR_ITEM_DONE: {
+		char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2];
+		int is_file = strcmp(text, "file") == 0;
+		struct queue_audit a = { r->job_id, r->uid, src, dst, rec->cks, rec->a, rec->b, rec->c };
+
+		/* A single-file request's relpath is the destination's own name. */
+		if (snprintf(src, sizeof(src), "%s/%s", r->source, path) >= (int)sizeof(src) ||
+		    snprintf(dst, sizeof(dst), "%s/%s", r->dest ? r->dest : "-", path) >=
+		    (int)sizeof(dst))
+			log_warn("request %lld: audit path truncated", (long long)r->id);
+		rc = queue_item_done(d->q, r->id, path, is_file ? rec->cks : NULL,
+				     is_file ? &a : NULL, err, sizeof(err));
+		if (rc == 0 && is_file) {
+			atomic_fetch_add(&d->metrics->bytes_moved, (uint64_t)rec->a);
+			atomic_fetch_add(&d->metrics->files_moved, 1);
+		}
+		break;
+	}
+	case XR_ITEM_SKIPPED:
+		rc = queue_item_finish(d->q, r->id, path, "special", QI_SKIPPED, text, err, sizeof(err));
+		log_warn("request %lld: %s: %s", (long long)r->id, path, text);
+		break;
+	case XR_ITEM_FAILED:
+		rc = queue_item_finish(d->q, r->id, path, NULL, QI_FAILED, text, err, sizeof(err));
+		log_warn("request %lld: %s", (long long)r->id, text);
+		break;
+	case XR_PHASE:
+		if (rec->code == QS_VERIFYING)
+			queue_request_set_state(d->q, r->id, QS_RUNNING, QS_VERIFYING, NULL, NULL, 0);
+		break;
+	case XR_LABEL:
+		_label_fd(d, w, path, text);
+		break;
+	case XR_LOG:
+		log_msg(rec->code >= LOG_LVL_ERROR && rec->code <= LOG_LVL_DEBUG ?
+			(enum log_level)rec->code : LOG_LVL_INFO, "%s", text);
+		break;
+	case XR_RESULT:
+		w->result = rec->code;
+		snprintf(w->msg, sizeof(w->msg), "%s", text);
+		break;
+	default:
+		break;
+	}
+	if (rc < 0)
+		log_err("request %lld: recording progress failed: %s", (long long)r->id, err);
+}
+
+static void _read(struct worker_pool *p, struct _worker *w)
+{
+	for (;;) {
+		char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+		struct iovec iov = { w->buf + w->len, sizeof(w->buf) - w->len };
+		struct msghdr mh = { 0 };
+		struct cmsghdr *cm;
+		ssize_t n;
+		size_t off = 0;
+
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		n = recvmsg(w->chan, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		for (cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+				size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+				for (size_t i = 0; i < k; i++) {
+					int fd;
+
+					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+					if (w->nfds < MAX_FDS)
+						w->fds[w->nfds++] = fd;
+					else
+						close(fd);
+				}
+			}
+		if (n <= 0) {
+			close(w->chan);
+			w->chan = -1;
+			return;
+		}
+		w->len += (size_t)n;
+		for (;;) {
+			struct xfer_rec rec;
+			char path[XFER_PATH_MAX + 1], text[XFER_TEXT_MAX + 1];
+			ssize_t used = xfer_parse(w->buf + off, w->len - off, &rec, path, text);
+
+			if (used == 0)
+				break;
+			if (used < 0) {
+				log_err("request %lld: worker %d sent a corrupt record; stopping it",
+					(long long)w->req->id, (int)w->pid);
+				kill(w->pid, SIGKILL);
+				close(w->chan);
+				w->chan = -1;
+				return;
+			}
+			_apply(p, w, &rec, path, text);
+			off += (size_t)used;
+		}
+		memmove(w->buf, w->buf + off, w->len - off);
+		w->len -= off;
+	}
+}
+
+static void _settle(struct worker_pool *p, struct _worker *w)
+{
+	struct daemon *d = p->d;
+	struct queue_request *r = w->req;
+	char err[512], why[XFER_TEXT_MAX + 64];
+	int final = 0;
+
+	if (w->cancelled) {
+		log_info("request %lld: cancelled; worker stopped", (long long)r->id);
+	} else if (w->result == XFER_OK) {
+		queue_request_set_state(d->q, r->id, QS_RUNNING, QS_VERIFYING, NULL, NULL, 0);
+		if (queue_request_set_state(d->q, r->id, QS_VERIFYING, QS_DONE, NULL, err,
+					    sizeof(err)) == 0)
+			log_info("request %lld: done and verified", (long long)r->id);
+		else
+			log_err("request %lld: cannot mark done: %s", (long long)r->id, err);
+	} else if (w->stopped || w->result == XFER_INTERRUPTED) {
+		if (queue_request_checkpoint(d->q, r->id, err, sizeof(err)) == 0)
+			log_info("request %lld: stopped; checkpointed as queued", (long long)r->id);
+	} else {
+		if (w->result == XFER_RETRYABLE || w->result == XFER_FINAL)
+			snprintf(why, sizeof(why), "%s", w->msg);
+		else if (WIFSIGNALED(w->status))
+			snprintf(why, sizeof(why), "worker killed by signal %d", WTERMSIG(w->status));
+		else
+			snprintf(why, sizeof(why), "worker exited (status %d) without a result",
+				 WEXITSTATUS(w->status));
+		atomic_fetch_add(&d->metrics->failures, 1);
+		if (queue_request_fail(d->q, r->id, why, w->result != XFER_FINAL,
+				       d->conf->retry_backoff, time(NULL), &final, err,
+				       sizeof(err)) < 0)
+			log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
+		else if (!final)
+			atomic_fetch_add(&d->metrics->retries, 1);
+		log_warn("request %lld: attempt %d failed%s: %s", (long long)r->id, r->attempts,
+			 final ? " (final)" : ", will retry", why);
+	}
+	_close_fds(w);
+	queue_request_free(w->req);
+	w->req = NULL;
+	w->pid = 0;
+	p->busy--;
+	atomic_store(&d->metrics->workers_busy, p->busy);
+}
+
+void worker_pool_service(struct worker_pool *p, const struct pollfd *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (!fds[i].revents)
+			continue;
+		for (int k = 0; k < p->nslots; k++)
+			if (p->w[k].chan == fds[i].fd) {
+				_read(p, &p->w[k]);
+				break;
+			}
+	}
+	/* Reap: a worker is finished when its channel hit EOF and it has exited. */
+	for (int k = 0; k < p->nslots; k++) {
+		struct _worker *w = &p->w[k];
+
+		if (w->pid <= 0 || w->chan >= 0)
+			continue;
+		if (waitpid(w->pid, &w->status, 0) == w->pid)
+			_settle(p, w);
+	}
+}
+
+int worker_pool_cancel(struct worker_pool *p, int64_t id)
+{
+	for (int k = 0; k < p->nslots; k++)
+		if (p->w[k].pid > 0 && p->w[k].req && p->w[k].req->id == id) {
+			p->w[k].cancelled = 1;
+			kill(p->w[k].pid, SIGTERM);
+			return 1;
+		}
+	return 0;
+}
+
+void worker_pool_stop_all(struct worker_pool *p)
+{
+	for (int k = 0; k < p->nslots; k++)
+		if (p->w[k].pid > 0) {
+			p->w[k].stopped = 1;
+			kill(p->w[k].pid, SIGTERM);
+		}
+}
+
+void worker_pool_check_cancelled(struct worker_pool *p)
+{
+	for (int k = 0; k < p->nslots; k++) {
+		struct _worker *w = &p->w[k];
+		struct queue_request *r = NULL;
+
+		if (w->pid <= 0 || !w->req || w->cancelled)
+			continue;
+		if (queue_request_get(p->d->q, w->req->id, &r, NULL, 0) == 0 &&
+		    r->state == QS_CANCELLED) {
+			w->cancelled = 1;
+			kill(w->pid, SIGTERM);
+		}
+		queue_request_free(r);
+	}
+}

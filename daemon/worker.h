@@ -1,0 +1,51 @@
+/*
+ * worker.h - transfer worker processes, daemon side.
+ *
+ * Owns: forking one worker per running request, the worker's change of
+ * identity to the request's owner (supplementary groups, gid, uid - in that
+ * order, checked), reading its record stream, and applying each record to
+ * the queue. The daemon alone writes the database; a worker alone touches
+ * user files.
+ *
+ * Must never: open a user path in the daemon process; leave a request
+ * "running" after its worker is gone.
+ */
+#ifndef STAGEHAND_WORKER_H
+#define STAGEHAND_WORKER_H
+
+#include <poll.h>
+#include <stdint.h>
+
+#include "daemon.h"
+#include "queue.h"
+
+struct worker_pool;
+
+struct worker_pool *worker_pool_create(struct daemon *d);
+/* Kills (SIGKILL) and reaps any worker left; use after draining. */
+void worker_pool_destroy(struct worker_pool *p);
+
+int worker_pool_busy(const struct worker_pool *p);
+
+/* Start a worker for a claimed (running) request; takes ownership of r. 0 or -1. */
+int worker_pool_start(struct worker_pool *p, struct queue_request *r);
+
+/* Fill pollfds with the workers' channels; returns how many. */
+int worker_pool_pollfds(const struct worker_pool *p, struct pollfd *fds, int max);
+/* Read what the workers sent, reap the finished ones, settle their requests. */
+void worker_pool_service(struct worker_pool *p, const struct pollfd *fds, int n);
+
+/* SIGTERM the worker of request id (cancel). Returns 1 if one was running. */
+int worker_pool_cancel(struct worker_pool *p, int64_t id);
+
+/* Stop the workers whose requests were cancelled through the API. */
+void worker_pool_check_cancelled(struct worker_pool *p);
+
+/*
+ * Drain deadline passed: stop every worker; their requests go back to
+ * queued (checkpoint) once they are reaped.
+ */
+void worker_pool_stop_all(struct worker_pool *p);
+
+
+#endif /* STAGEHAND_WORKER_H */

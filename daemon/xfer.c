@@ -1,0 +1,273 @@
+/* xfer.c - see xfer.h: backend table, record protocol, token bucket. */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xfer.h"
+
+static const struct xfer_backend *const _backends[] = {
+	&xfer_backend_local,
+	&xfer_backend_null,
+	NULL,
+};
+
+const struct xfer_backend *xfer_backend_select(const char *source, const char *name,
+					       char *err, size_t errlen)
+{
+	const char *sep = strstr(source, "://");
+
+	if (name) {
+		for (int i = 0; _backends[i]; i++)
+			if (strcmp(_backends[i]->name, name) == 0)
+				return _backends[i];
+		snprintf(err, errlen, "unknown backend '%s' (known: local, null)", name);
+		return NULL;
+	}
+	if (sep) {
+		size_t n = (size_t)(sep - source);
+
+		for (int i = 0; _backends[i]; i++)
+			for (const char *const *s = _backends[i]->schemes; s && *s; s++)
+				if (strlen(*s) == n && strncasecmp(*s, source, n) == 0)
+					return _backends[i];
+		snprintf(err, errlen, "no backend for scheme '%.*s' in this build: only "
+			 "absolute paths can be transferred", (int)(n > 32 ? 32 : n), source);
+		return NULL;
+	}
+	return &xfer_backend_local;
+}
+
+static int _write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static size_t _pack(char *out, enum xfer_rec_type type, int code, int64_t a, int64_t b,
+		    int64_t c, const char *cks, const char *path, const char *text)
+{
+	struct xfer_rec r;
+	size_t pl = path ? strnlen(path, XFER_PATH_MAX) : 0;
+	size_t tl = text ? strnlen(text, XFER_TEXT_MAX) : 0;
+
+	memset(&r, 0, sizeof(r));
+	r.type = type;
+	r.code = code;
+	r.a = a;
+	r.b = b;
+	r.c = c;
+	if (cks)
+		snprintf(r.cks, sizeof(r.cks), "%s", cks);
+	r.path_len = (uint16_t)pl;
+	r.text_len = (uint16_t)tl;
+	memcpy(out, &r, sizeof(r));
+	if (pl)
+		memcpy(out + sizeof(r), path, pl);
+	if (tl)
+		memcpy(out + sizeof(r) + pl, text, tl);
+	return sizeof(r) + pl + tl;
+}
+
+int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
+	      int64_t c, const char *cks, const char *path, const char *text)
+{
+	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
+	size_t n = _pack(buf, type, code, a, b, c, cks, path, text);
+
+	return _write_all(ctx->chan, buf, n);
+}
+
+int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
+{
+	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov;
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	size_t n = _pack(buf, XR_LABEL, 0, 0, 0, 0, NULL, name, value);
+	ssize_t w;
+
+	memset(&mh, 0, sizeof(mh));
+	memset(cbuf, 0, sizeof(cbuf));
+	iov.iov_base = buf;
+	iov.iov_len = n;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	do
+		w = sendmsg(ctx->chan, &mh, MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	if (w < 0)
+		return -1;
+	return (size_t)w == n ? 0 : _write_all(ctx->chan, buf + w, n - (size_t)w);
+}
+
+void xfer_logf(struct xfer_ctx *ctx, int level, const char *fmt, ...)
+{
+	char text[XFER_TEXT_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vsnprintf(text, sizeof(text), fmt, ap) >= (int)sizeof(text))
+		memcpy(text + sizeof(text) - 4, "...", 4);
+	va_end(ap);
+	xfer_emit(ctx, XR_LOG, level, 0, 0, 0, NULL, NULL, text);
+}
+
+ssize_t xfer_parse(const char *buf, size_t len, struct xfer_rec *rec,
+		   char path[XFER_PATH_MAX + 1], char text[XFER_TEXT_MAX + 1])
+{
+	size_t need;
+
+	if (len < sizeof(*rec))
+		return 0;
+	memcpy(rec, buf, sizeof(*rec));
+	if (rec->type < XR_TOTALS || rec->type > XR_RESULT || rec->path_len > XFER_PATH_MAX ||
+	    rec->text_len > XFER_TEXT_MAX || memchr(rec->cks, '\0', sizeof(rec->cks)) == NULL)
+		return -1;
+	need = sizeof(*rec) + rec->path_len + rec->text_len;
+	if (len < need)
+		return 0;
+	memcpy(path, buf + sizeof(*rec), rec->path_len);
+	path[rec->path_len] = '\0';
+	memcpy(text, buf + sizeof(*rec) + rec->path_len, rec->text_len);
+	text[rec->text_len] = '\0';
+	if (strlen(path) != rec->path_len || strlen(text) != rec->text_len)
+		return -1;	/* embedded NUL */
+	return (ssize_t)need;
+}
+
+/* ---- token bucket ---- */
+
+struct xfer_bucket {
+	pthread_mutex_t lock;    /* process-shared, robust: a worker may die holding it */
+	uint64_t rate;           /* bytes per second, 0 = unlimited */
+	double tokens;           /* may go negative: a debt the next callers wait out */
+	double last;             /* monotonic seconds of the last refill */
+};
+
+static double _mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct xfer_bucket *xfer_bucket_create(uint64_t rate)
+{
+	pthread_mutexattr_t ma;
+	struct xfer_bucket *b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE,
+				     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (b == MAP_FAILED)
+		return NULL;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&b->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	b->rate = rate;
+	b->tokens = 0;
+	b->last = _mono();
+	return b;
+}
+
+void xfer_bucket_destroy(struct xfer_bucket *b)
+{
+	if (b) {
+		pthread_mutex_destroy(&b->lock);
+		munmap(b, sizeof(*b));
+	}
+}
+
+static void _lock(struct xfer_bucket *b)
+{
+	if (pthread_mutex_lock(&b->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(&b->lock);
+}
+
+void xfer_bucket_set_rate(struct xfer_bucket *b, uint64_t rate)
+{
+	_lock(b);
+	b->rate = rate;
+	b->tokens = 0;
+	b->last = _mono();
+	pthread_mutex_unlock(&b->lock);
+}
+
+void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop)
+{
+	double wait = 0, now;
+
+	if (!b)
+		return;
+	_lock(b);
+	if (b->rate) {
+		double burst = (double)b->rate / 4;	/* at most 250 ms of credit */
+
+		now = _mono();
+		b->tokens += (now - b->last) * (double)b->rate;
+		if (b->tokens > burst)
+			b->tokens = burst;
+		b->last = now;
+		b->tokens -= (double)n;
+		if (b->tokens < 0)
+			wait = -b->tokens / (double)b->rate;
+	}
+	pthread_mutex_unlock(&b->lock);
+	while (wait > 0 && !(stop && *stop)) {
+		double step = wait > 0.2 ? 0.2 : wait;
+		struct timespec ts = { (time_t)step, (long)((step - (double)(time_t)step) * 1e9) };
+
+		nanosleep(&ts, NULL);
+		wait -= step;
+	}
+}
+
+const struct xfer_done_ent *xfer_done_find(const struct xfer_done_ent *d, size_t n,
+					   const char *relpath)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(relpath, d[mid].relpath);
+
+		if (c == 0)
+			return &d[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}

@@ -1,0 +1,122 @@
+/*
+ * xfer.h - the transfer engine as seen from a worker process.
+ *
+ * Owns: the table of transfer backends (chosen by name: "local", "null";
+ * URL backends add a row with their schemes), the record protocol a worker
+ * streams to the daemon over its socket, the shared bandwidth token bucket,
+ * and the resume set (files verified by an earlier attempt).
+ *
+ * Must never: run in the daemon process with root's identity on user paths
+ * (backends run only inside a worker that has dropped to the owner), or touch
+ * the database (the daemon alone writes it, from the records).
+ */
+#ifndef STAGEHAND_XFER_H
+#define STAGEHAND_XFER_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "checksum.h"
+
+#define XFER_PATH_MAX 4096
+#define XFER_TEXT_MAX 1024
+
+enum xfer_rec_type {
+	XR_TOTALS = 1,     /* a=files b=bytes c=skipped */
+	XR_ITEM_START,     /* path, text=type, a=size b=mtime_ns c=mode */
+	XR_ITEM_COPIED,    /* path, cks=source checksum */
+	XR_ITEM_DONE,      /* path, cks=destination checksum, a=size b=started c=ended, text=type */
+	XR_ITEM_SKIPPED,   /* path, text=reason */
+	XR_ITEM_FAILED,    /* path, code=errno, text=message */
+	XR_PHASE,          /* code=enum queue_state (verifying) */
+	XR_LABEL,          /* an fd travels with it (SCM_RIGHTS); path=name text=value */
+	XR_LOG,            /* code=log level, text */
+	XR_RESULT,         /* code=enum xfer_result, text=message */
+};
+
+enum xfer_result { XFER_OK = 0, XFER_RETRYABLE = 1, XFER_FINAL = 2, XFER_INTERRUPTED = 3 };
+
+/* Fixed part of a record; path_len + text_len bytes follow it on the wire. */
+struct xfer_rec {
+	uint32_t type;
+	int32_t code;
+	int64_t a, b, c;
+	char cks[CKSUM_HEX_MAX];
+	uint16_t path_len;
+	uint16_t text_len;
+};
+
+/* One file verified by an earlier attempt (sorted by relpath). */
+struct xfer_done_ent {
+	char *relpath;
+	int64_t size, mtime_ns;
+};
+
+struct xfer_bucket;
+
+struct xfer_ctx {
+	int64_t request_id;
+	int64_t job_id;
+	uid_t uid;
+	const char *action;          /* stage_in, stage_out, archive, label */
+	const char *source, *dest;
+	int keep;                    /* archive: 0 = remove verified source files */
+	int chan;                    /* socket to the daemon */
+	enum cksum_algo algo;
+	struct xfer_bucket *bucket;  /* shared with the daemon and other workers */
+	const char *xattr_ns;        /* "user." or "trusted." */
+	int label_via_daemon;        /* 1: send label fds to the daemon (trusted.) */
+	const struct xfer_done_ent *done;
+	size_t ndone;
+	volatile sig_atomic_t *stop; /* set by SIGTERM: stop, remove the temp file */
+};
+
+struct xfer_backend {
+	const char *name;
+	const char *const *schemes;  /* URL schemes served, NULL-terminated; NULL = paths */
+	/* Do the whole request; emit records; return enum xfer_result. */
+	int (*run)(struct xfer_ctx *ctx);
+};
+
+/*
+ * Choose the backend for a source: by the options' "backend" name when
+ * given, else by URL scheme, else "local". NULL with a message in err.
+ */
+const struct xfer_backend *xfer_backend_select(const char *source, const char *name,
+					       char *err, size_t errlen);
+
+/* Backends (xfer_local.c). */
+extern const struct xfer_backend xfer_backend_local;
+extern const struct xfer_backend xfer_backend_null;
+
+/* ---- records (worker side) ---- */
+int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
+	      int64_t c, const char *cks, const char *path, const char *text);
+int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value);
+void xfer_logf(struct xfer_ctx *ctx, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- records (daemon side) ---- */
+/*
+ * Parse one record from buf (len bytes). Returns the bytes consumed (0 when
+ * more bytes are needed) or -1 for a corrupt stream. path and text are
+ * NUL-terminated copies into the caller's buffers.
+ */
+ssize_t xfer_parse(const char *buf, size_t len, struct xfer_rec *rec,
+		   char path[XFER_PATH_MAX + 1], char text[XFER_TEXT_MAX + 1]);
+
+/* ---- shared token bucket ---- */
+/* Shared memory (MAP_SHARED) so every forked worker draws from one cap. */
+struct xfer_bucket *xfer_bucket_create(uint64_t rate);
+void xfer_bucket_destroy(struct xfer_bucket *b);
+/* New cap in bytes/s (0 = unlimited); takes effect at once in every worker. */
+void xfer_bucket_set_rate(struct xfer_bucket *b, uint64_t rate);
+/* Wait until n bytes may be moved. Returns early if *stop becomes set. */
+void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop);
+
+/* ---- resume set ---- */
+const struct xfer_done_ent *xfer_done_find(const struct xfer_done_ent *d, size_t n,
+					   const char *relpath);
+
+#endif /* STAGEHAND_XFER_H */

@@ -1,0 +1,719 @@
+/*
+ * xfer_local.c - the "local" and "null" backends: POSIX trees.
+ *
+ * Runs only inside a worker that already has the owner's uid, gid and groups.
+ * Inside the source tree nothing is followed: every entry is opened with
+ * openat(O_NOFOLLOW) relative to its parent's fd, symlinks are recreated as
+ * symlinks, FIFOs/sockets/devices are skipped with a warning. Each file is
+ * written to a temporary name in its destination directory, fsynced and
+ * renamed; after the copy pass every destination file is read back and its
+ * checksum compared with the source's.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "queue.h"
+#include "xattr.h"
+#include "xfer.h"
+
+#define CHUNK (4u << 20)
+#define MAX_DEPTH 256
+
+struct _run {
+	struct xfer_ctx *ctx;
+	int null;                    /* null backend: read and checksum only */
+	char *buf;                   /* CHUNK bytes */
+	int64_t files, bytes, skipped;
+	int64_t kept, verified;      /* files left as verified before, files verified now */
+	int failures, final_failures;
+	char first_error[XFER_TEXT_MAX];
+};
+
+static int64_t _ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+static int _stopped(struct _run *r)
+{
+	return r->ctx->stop && *r->ctx->stop;
+}
+
+/* Record a per-entry failure; permission problems cannot be fixed by a retry. */
+static void _fail_item(struct _run *r, const char *rel, int err, const char *what)
+{
+	char msg[XFER_TEXT_MAX];
+
+	snprintf(msg, sizeof(msg), "%s '%s': %s", what, rel, strerror(err));
+	xfer_emit(r->ctx, XR_ITEM_FAILED, err, 0, 0, 0, NULL, rel, msg);
+	if (!r->failures)
+		memcpy(r->first_error, msg, sizeof(r->first_error));
+	r->failures++;
+	if (err == EACCES || err == EPERM || err == ENOENT || err == ELOOP || err == ENOTDIR ||
+	    err == EISDIR || err == ENAMETOOLONG)
+		r->final_failures++;
+}
+
+static int _join(char *out, size_t outlen, const char *prefix, const char *name)
+{
+	int n = *prefix ? snprintf(out, outlen, "%s/%s", prefix, name)
+			: snprintf(out, outlen, "%s", name);
+
+	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
+}
+
+/* ---- pass 1: count ---- */
+
+static int _count(struct _run *r, int dirfd, int depth)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd = dup(dirfd);
+
+	if (fd < 0 || depth > MAX_DEPTH || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	rewinddir(d);	/* the dup shares its offset with dirfd */
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISREG(st.st_mode)) {
+			r->files++;
+			r->bytes += st.st_size;
+		} else if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd, de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub >= 0) {
+				_count(r, sub, depth + 1);
+				close(sub);
+			}
+		} else if (!S_ISLNK(st.st_mode)) {
+			r->skipped++;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+/* ---- pass 2: copy ---- */
+
+static void _copy_xattrs(int sfd, int dfd, const char *ns)
+{
+	char names[8192], val[8192], skip[64];
+	ssize_t n = flistxattr(sfd, names, sizeof(names));
+
+	/* Labels describe the life of the source copy; the copy starts unlabelled. */
+	if (snprintf(skip, sizeof(skip), "%sstagehand.", ns) >= (int)sizeof(skip))
+		skip[0] = '\0';
+	for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(names + i) + 1) {
+		const char *nm = names + i;
+		ssize_t vl;
+
+		if (strncmp(nm, "user.", 5) != 0 || (skip[0] && strncmp(nm, skip, strlen(skip)) == 0))
+			continue;
+		vl = fgetxattr(sfd, nm, val, sizeof(val));
+		if (vl >= 0)
+			fsetxattr(dfd, nm, val, (size_t)vl, 0);
+	}
+}
+
+static int _tmpname(char *out, size_t outlen, const char *name, int64_t id)
+{
+	int n = snprintf(out, outlen, ".%s.stagehand-%lld", name, (long long)id);
+
+	if (n < 0 || (size_t)n >= outlen || n > NAME_MAX) {
+		unsigned h = 5381;
+
+		for (const char *p = name; *p; p++)
+			h = h * 33 + (unsigned char)*p;
+		n = snprintf(out, outlen, ".stagehand-%lld-%08x", (long long)id, h);
+	}
+	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
+}
+
+/* Copy sfd's data into dfd (dfd < 0: null backend), checksumming the source. */
+static int _copy_data(struct _run *r, int sfd, int dfd, int64_t *total, char *cks)
+{
+	struct cksum ck;
+	int use_cfr = dfd >= 0;
+	loff_t off = 0;
+
+	if (cksum_init(&ck, r->ctx->algo) < 0)
+		return ENOMEM;
+	posix_fadvise(sfd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	for (;;) {
+		ssize_t n = -1;
+
+		if (_stopped(r)) {
+			cksum_abort(&ck);
+			return EINTR;
+		}
+#ifdef HAVE_COPY_FILE_RANGE
+		if (use_cfr) {
+			loff_t in = off;
+
+			n = copy_file_range(sfd, &in, dfd, NULL, CHUNK, 0);
+			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+				      errno == EOPNOTSUPP || errno == EBADF)) {
+				use_cfr = 0;
+			} else if (n < 0) {
+				cksum_abort(&ck);
+				return errno;
+			} else if (n > 0) {
+				/* The data is in the page cache now: checksum the source. */
+				for (ssize_t got = 0; got < n;) {
+					ssize_t m = pread(sfd, r->buf, (size_t)(n - got), off + got);
+
+					if (m <= 0) {
+						cksum_abort(&ck);
+						return m < 0 ? errno : EIO;
+					}
+					cksum_update(&ck, r->buf, (size_t)m);
+					got += m;
+				}
+			}
+		}
+#else
+		use_cfr = 0;
+#endif
+		if (!use_cfr) {
+			n = pread(sfd, r->buf, CHUNK, off);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				cksum_abort(&ck);
+				return errno;
+			}
+			cksum_update(&ck, r->buf, (size_t)n);
+			for (ssize_t w = 0; dfd >= 0 && w < n;) {
+				ssize_t m = pwrite(dfd, r->buf + w, (size_t)(n - w), off + w);
+
+				if (m < 0 && errno == EINTR)
+					continue;
+				if (m < 0) {
+					cksum_abort(&ck);
+					return errno;
+				}
+				w += m;
+			}
+		}
+		if (n == 0)
+			break;
+		/* Charged after the fact: a small file costs what it moved, not a chunk. */
+		xfer_bucket_take(r->ctx->bucket, (uint64_t)n, r->ctx->stop);
+		off += n;
+	}
+	posix_fadvise(sfd, 0, 0, POSIX_FADV_DONTNEED);
+	*total = off;
+	cksum_final(&ck, cks);
+	return 0;
+}
+
+/* Read the destination back (from disk: its pages were dropped) and checksum it. */
+static int _verify_file(struct _run *r, int ddir, const char *name, char *cks)
+{
+	struct cksum ck;
+	int fd = openat(ddir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return errno;
+	if (cksum_init(&ck, r->ctx->algo) < 0) {
+		close(fd);
+		return ENOMEM;
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	while ((n = read(fd, r->buf, CHUNK)) > 0) {
+		if (_stopped(r)) {
+			cksum_abort(&ck);
+			close(fd);
+			return EINTR;
+		}
+		cksum_update(&ck, r->buf, (size_t)n);
+		xfer_bucket_take(r->ctx->bucket, (uint64_t)n, r->ctx->stop);
+	}
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+	if (n < 0) {
+		cksum_abort(&ck);
+		return errno;
+	}
+	cksum_final(&ck, cks);
+	return 0;
+}
+
+/*
+ * A file or symlink is in place: verify it now, so that what was verified
+ * survives a crash (the next attempt skips it). For archive with keep=no the
+ * source file goes only after this verification.
+ */
+static void _verified(struct _run *r, int sdir, const char *sname, int ddir, const char *name,
+		      const char *rel, int64_t size, int64_t started, const char *want, int symlink)
+{
+	char got[PATH_MAX > CKSUM_HEX_MAX ? PATH_MAX : CKSUM_HEX_MAX];
+	int e = 0;
+
+	if (r->null) {
+		snprintf(got, sizeof(got), "%s", want);
+	} else if (symlink) {
+		ssize_t n = readlinkat(ddir, name, got, sizeof(got) - 1);
+
+		if (n < 0)
+			e = errno;
+		else
+			got[n] = '\0';
+	} else {
+		e = _verify_file(r, ddir, name, got);
+	}
+	if (e == EINTR)
+		return;
+	if (e) {
+		_fail_item(r, rel, e, "cannot verify");
+		return;
+	}
+	if (strcmp(got, want) != 0) {
+		_fail_item(r, rel, EIO, "checksum mismatch after copy of");
+		return;
+	}
+	xfer_emit(r->ctx, XR_ITEM_DONE, 0, size, started, (int64_t)time(NULL),
+		  symlink ? NULL : got, rel, symlink ? "symlink" : "file");
+	if (!symlink)
+		r->verified++;
+	if (!r->null && !r->ctx->keep && strcmp(r->ctx->action, "archive") == 0 &&
+	    unlinkat(sdir, sname, 0) < 0)
+		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
+			  (long long)r->ctx->request_id, rel, strerror(errno));
+}
+
+static void _copy_file(struct _run *r, int sdir, const char *sname, int ddir, const char *name,
+		       const char *rel, const struct stat *st)
+{
+	const struct xfer_done_ent *de = xfer_done_find(r->ctx->done, r->ctx->ndone, rel);
+	char tmp[NAME_MAX + 1], cks[CKSUM_HEX_MAX];
+	struct stat cur;
+	int sfd, dfd = -1, e;
+	int64_t total = 0, started = (int64_t)time(NULL);
+
+	/* Resume: verified by an earlier attempt, and neither side changed since. */
+	if (de && !r->null && de->size == st->st_size && de->mtime_ns == _ns(&st->st_mtim)) {
+		struct stat dst;
+
+		if (fstatat(ddir, name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
+		    dst.st_size == st->st_size && _ns(&dst.st_mtim) == de->mtime_ns) {
+			r->kept++;
+			return;
+		}
+	}
+	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, _ns(&st->st_mtim),
+		  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
+	sfd = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (sfd < 0) {
+		_fail_item(r, rel, errno, "cannot open source");
+		return;
+	}
+	if (fstat(sfd, &cur) < 0 || !S_ISREG(cur.st_mode) || cur.st_ino != st->st_ino) {
+		close(sfd);
+		_fail_item(r, rel, EAGAIN, "source changed while walking");
+		return;
+	}
+	fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) & ~O_NONBLOCK);
+	if (!r->null) {
+		if (_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
+			close(sfd);
+			_fail_item(r, rel, ENAMETOOLONG, "name too long");
+			return;
+		}
+		/* A stale temp file from an interrupted attempt is removed first. */
+		unlinkat(ddir, tmp, 0);
+		dfd = openat(ddir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (dfd < 0) {
+			e = errno;
+			close(sfd);
+			_fail_item(r, rel, e, "cannot create destination");
+			return;
+		}
+	}
+	e = _copy_data(r, sfd, dfd, &total, cks);
+	if (!e && total != st->st_size)
+		e = EAGAIN;	/* the source changed size while it was copied */
+	if (!e && dfd >= 0) {
+		struct timespec ts[2] = { cur.st_atim, cur.st_mtim };
+
+		if (fchmod(dfd, cur.st_mode & 07777) < 0 || futimens(dfd, ts) < 0)
+			e = errno;
+		_copy_xattrs(sfd, dfd, r->ctx->xattr_ns);
+		if (!e && fsync(dfd) < 0)
+			e = errno;
+		/* Drop the cached pages so verification reads what the disk holds. */
+		posix_fadvise(dfd, 0, 0, POSIX_FADV_DONTNEED);
+	}
+	close(sfd);
+	if (dfd >= 0 && close(dfd) < 0 && !e)
+		e = errno;
+	if (!e && dfd >= 0 && renameat(ddir, tmp, ddir, name) < 0)
+		e = errno;
+	if (e) {
+		if (!r->null)
+			unlinkat(ddir, tmp, 0);
+		if (e != EINTR)
+			_fail_item(r, rel, e, e == EAGAIN ? "source changed during copy" : "copy failed");
+		return;
+	}
+	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, cks, rel, NULL);
+	_verified(r, sdir, sname, ddir, name, rel, total, started, cks, 0);
+}
+
+static void _copy_symlink(struct _run *r, int sdir, int ddir, const char *name, const char *rel,
+			  const struct stat *st)
+{
+	char target[PATH_MAX], tmp[NAME_MAX + 1];
+	ssize_t n;
+
+	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, _ns(&st->st_mtim), 0, NULL, rel, "symlink");
+	n = readlinkat(sdir, name, target, sizeof(target) - 1);
+	if (n < 0) {
+		_fail_item(r, rel, errno, "cannot read symlink");
+		return;
+	}
+	target[n] = '\0';
+	if (r->null) {
+		_verified(r, sdir, name, ddir, name, rel, 0, (int64_t)time(NULL), target, 1);
+		return;
+	}
+	if (_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
+		_fail_item(r, rel, ENAMETOOLONG, "name too long");
+		return;
+	}
+	unlinkat(ddir, tmp, 0);
+	if (symlinkat(target, ddir, tmp) < 0) {
+		_fail_item(r, rel, errno, "cannot create symlink");
+		return;
+	}
+	{
+		struct timespec ts[2] = { st->st_atim, st->st_mtim };
+
+		utimensat(ddir, tmp, ts, AT_SYMLINK_NOFOLLOW);
+	}
+	if (renameat(ddir, tmp, ddir, name) < 0) {
+		int e = errno;
+
+		unlinkat(ddir, tmp, 0);
+		_fail_item(r, rel, e, "cannot rename symlink into place");
+		return;
+	}
+	_verified(r, sdir, name, ddir, name, rel, 0, (int64_t)time(NULL), target, 1);
+}
+
+/* Make or open destination directory name in ddir; never through a symlink. */
+static int _dest_dir(int ddir, const char *name, int null)
+{
+	int fd;
+
+	if (null)
+		return dup(ddir);
+	if (mkdirat(ddir, name, 0700) < 0 && errno != EEXIST)
+		return -1;
+	fd = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ELOOP)
+		errno = ELOOP;	/* a symlink where a directory belongs: refused */
+	return fd;
+}
+
+static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, int depth)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd = dup(sdir);
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		_fail_item(r, *prefix ? prefix : ".", errno, "cannot read directory");
+		return;
+	}
+	rewinddir(d);	/* the dup shares its offset with sdir */
+	while ((de = readdir(d)) && !_stopped(r)) {
+		char rel[XFER_PATH_MAX];
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (_join(rel, sizeof(rel), prefix, de->d_name) < 0) {
+			_fail_item(r, de->d_name, ENAMETOOLONG, "path too long under");
+			continue;
+		}
+		if (fstatat(sdir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			_fail_item(r, rel, errno, "cannot stat");
+			continue;
+		}
+		if (S_ISREG(st.st_mode)) {
+			_copy_file(r, sdir, de->d_name, ddir, de->d_name, rel, &st);
+		} else if (S_ISLNK(st.st_mode)) {
+			_copy_symlink(r, sdir, ddir, de->d_name, rel, &st);
+		} else if (S_ISDIR(st.st_mode)) {
+			int s2, d2;
+
+			if (depth >= MAX_DEPTH) {
+				_fail_item(r, rel, ELOOP, "tree deeper than 256 levels at");
+				continue;
+			}
+			s2 = openat(sdir, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (s2 < 0) {
+				_fail_item(r, rel, errno, "cannot open source directory");
+				continue;
+			}
+			d2 = _dest_dir(ddir, de->d_name, r->null);
+			if (d2 < 0) {
+				_fail_item(r, rel, errno, "cannot create destination directory");
+				close(s2);
+				continue;
+			}
+			_copy_tree(r, s2, d2, rel, depth + 1);
+			if (!r->null) {
+				struct timespec ts[2] = { st.st_atim, st.st_mtim };
+
+				_copy_xattrs(s2, d2, r->ctx->xattr_ns);
+				fchmod(d2, st.st_mode & 07777);
+				fsync(d2);
+				futimens(d2, ts);
+			}
+			close(s2);
+			close(d2);
+		} else {
+			const char *kind = S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ?
+					   "socket" : "device";
+			char msg[256];
+
+			snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories and "
+				 "symlinks are copied", kind);
+			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, msg);
+		}
+	}
+	closedir(d);
+}
+
+static void _label(struct _run *r, int fd, const char *name, const char *value)
+{
+	char err[256];
+
+	if (r->ctx->label_via_daemon) {
+		if (xfer_emit_label_fd(r->ctx, fd, name, value) < 0)
+			xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: cannot pass label fd: %s",
+				  (long long)r->ctx->request_id, strerror(errno));
+		return;
+	}
+	if (xattr_set_label(fd, r->ctx->xattr_ns, name, value, err, sizeof(err)) < 0)
+		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: %s on %s",
+			  (long long)r->ctx->request_id, err, r->ctx->source);
+}
+
+static void _label_all(struct _run *r, int fd, const char *policy, const char *location)
+{
+	char num[32];
+
+	_label(r, fd, XATTR_POLICY, policy);
+	if (location)
+		_label(r, fd, XATTR_LOCATION, location);
+	if (r->ctx->job_id > 0) {
+		snprintf(num, sizeof(num), "%lld", (long long)r->ctx->job_id);
+		_label(r, fd, XATTR_JOB, num);
+	}
+	snprintf(num, sizeof(num), "%u", (unsigned)r->ctx->uid);
+	_label(r, fd, XATTR_OWNER, num);
+}
+
+/* mkdir -p of path's parents (as the owner; existing components are fine). */
+static void _mkparents(const char *path)
+{
+	char buf[XFER_PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		mkdir(buf, 0755);
+		*p = '/';
+	}
+}
+
+static int _finish(struct _run *r, int result, const char *msg)
+{
+	xfer_emit(r->ctx, XR_RESULT, result, 0, 0, 0, NULL, NULL, msg);
+	free(r->buf);
+	return result;
+}
+
+static int _run_common(struct xfer_ctx *ctx, int null)
+{
+	struct _run r = { .ctx = ctx, .null = null };
+	char msg[XFER_TEXT_MAX], base[NAME_MAX + 1];
+	struct stat st;
+	int sroot, droot = -1, sparent = -1;
+	const char *leaf = NULL;
+
+	r.buf = malloc(CHUNK);
+	if (!r.buf)
+		return _finish(&r, XFER_RETRYABLE, "out of memory");
+	/* The request's own paths are resolved normally, with the owner's identity. */
+	sroot = open(ctx->source, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (sroot < 0 || fstat(sroot, &st) < 0) {
+		snprintf(msg, sizeof(msg), "cannot open source %s: %s", ctx->source, strerror(errno));
+		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
+	}
+	if (strcmp(ctx->action, "label") == 0) {
+		_label_all(&r, sroot, "archive", NULL);
+		close(sroot);
+		return _finish(&r, XFER_OK, "labelled archive");
+	}
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+		close(sroot);
+		snprintf(msg, sizeof(msg), "source %s is neither a file nor a directory", ctx->source);
+		return _finish(&r, XFER_FINAL, msg);
+	}
+	fcntl(sroot, F_SETFL, fcntl(sroot, F_GETFL) & ~O_NONBLOCK);
+	if (S_ISDIR(st.st_mode)) {
+		_count(&r, sroot, 0);
+		xfer_emit(ctx, XR_TOTALS, 0, r.files, r.bytes, r.skipped, NULL, NULL, NULL);
+		if (!null) {
+			_mkparents(ctx->dest);
+			droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (droot < 0 && errno == ENOENT && mkdir(ctx->dest, 0700) == 0)
+				droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		} else {
+			droot = dup(sroot);
+		}
+		if (droot < 0) {
+			snprintf(msg, sizeof(msg), "cannot create destination directory %s: %s "
+				 "(its parent must exist and be writable by you)", ctx->dest,
+				 strerror(errno));
+			close(sroot);
+			return _finish(&r, errno == ENOSPC || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
+		}
+		_copy_tree(&r, sroot, droot, "", 0);
+		if (!null) {
+			struct timespec ts[2] = { st.st_atim, st.st_mtim };
+
+			fchmod(droot, st.st_mode & 07777);
+			fsync(droot);
+			futimens(droot, ts);
+		}
+	} else {
+		/* A single file: dest names the copy, or an existing directory to put it in. */
+		const char *sb = strrchr(ctx->source, '/');
+		struct stat dst;
+
+		xfer_emit(ctx, XR_TOTALS, 0, 1, st.st_size, 0, NULL, NULL, NULL);
+		snprintf(base, sizeof(base), "%s", sb ? sb + 1 : ctx->source);
+		if (null) {
+			droot = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			leaf = base;
+		} else if (stat(ctx->dest, &dst) == 0 && S_ISDIR(dst.st_mode)) {
+			droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			leaf = base;
+		} else {
+			char dir[XFER_PATH_MAX];
+			const char *db = strrchr(ctx->dest, '/');
+
+			_mkparents(ctx->dest);
+
+			snprintf(dir, sizeof(dir), "%.*s", db == ctx->dest ? 1 : (int)(db - ctx->dest),
+				 ctx->dest);
+			droot = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			leaf = db + 1;
+		}
+		if (droot < 0) {
+			snprintf(msg, sizeof(msg), "cannot open destination directory for %s: %s",
+				 ctx->dest, strerror(errno));
+			close(sroot);
+			return _finish(&r, XFER_FINAL, msg);
+		}
+		/* The file is opened again by name relative to its parent: keep that fd. */
+		{
+			char sdir[XFER_PATH_MAX];
+
+			snprintf(sdir, sizeof(sdir), "%.*s", sb == ctx->source ? 1 :
+				 (int)(sb - ctx->source), ctx->source);
+			sparent = open(sdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		}
+		if (sparent < 0) {
+			snprintf(msg, sizeof(msg), "cannot open source directory of %s: %s",
+				 ctx->source, strerror(errno));
+			close(sroot);
+			close(droot);
+			return _finish(&r, XFER_FINAL, msg);
+		}
+		/* relpath of a single file is the destination's name. */
+		{
+			struct stat st2;
+
+			if (fstatat(sparent, base, &st2, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    st2.st_ino != st.st_ino)
+				_fail_item(&r, base, EAGAIN, "source changed while walking");
+			else
+				_copy_file(&r, sparent, base, droot, leaf, leaf, &st2);
+		}
+	}
+	if (_stopped(&r)) {
+		close(sroot);
+		close(droot);
+		if (sparent >= 0)
+			close(sparent);
+		return _finish(&r, XFER_INTERRUPTED, "interrupted; will be redone");
+	}
+	/* Every file was verified as it was copied; the final check is the count. */
+	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
+	if (!r.failures && !null && strcmp(ctx->action, "archive") == 0)
+		_label_all(&r, sroot, "archived", ctx->dest);
+	close(sroot);
+	close(droot);
+	if (sparent >= 0)
+		close(sparent);
+	if (!r.failures && S_ISDIR(st.st_mode) && r.verified + r.kept != r.files) {
+		/* Never report done unless every file counted was verified. */
+		snprintf(msg, sizeof(msg), "the source tree changed during the transfer (%lld files "
+			 "counted, %lld verified): will be redone", (long long)r.files,
+			 (long long)(r.verified + r.kept));
+		return _finish(&r, XFER_RETRYABLE, msg);
+	}
+	if (r.failures) {
+		if (snprintf(msg, sizeof(msg), "%d of the entries failed; first: %s", r.failures,
+			     r.first_error) >= (int)sizeof(msg))
+			memcpy(msg + sizeof(msg) - 4, "...", 4);
+		return _finish(&r, r.final_failures == r.failures ? XFER_FINAL : XFER_RETRYABLE, msg);
+	}
+	return _finish(&r, XFER_OK, NULL);
+}
+
+static int _run_local(struct xfer_ctx *ctx)
+{
+	return _run_common(ctx, 0);
+}
+
+static int _run_null(struct xfer_ctx *ctx)
+{
+	return _run_common(ctx, 1);
+}
+
+const struct xfer_backend xfer_backend_local = { "local", NULL, _run_local };
+const struct xfer_backend xfer_backend_null = { "null", NULL, _run_null };
