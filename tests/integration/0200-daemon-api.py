@@ -2,6 +2,7 @@
 
 Against a real daemon on a private socket (see conftest.py). Run as root.
 """
+import json
 import math
 import os
 import re
@@ -9,7 +10,7 @@ import socket
 
 import pytest
 
-from conftest import sha256_file, user_dir
+from conftest import as_identity, owned_dir, sha256_file
 
 STATES = ("queued", "running", "verifying", "done", "failed_retryable", "failed_final", "cancelled")
 
@@ -24,16 +25,15 @@ def small_src(base_dir, test_users):
     """One small tree per test user, readable only by its owner."""
     out = {}
     for u in ("shtest", "shtest2"):
-        d = user_dir(base_dir, "src", u)
-        os.chmod(d, 0o700)
+        d = owned_dir(os.path.join(base_dir, "src", u), u, 0o700)
         for i in range(5):
             p = os.path.join(d, f"f{i}.dat")
             with open(p, "wb") as f:
                 f.write(os.urandom(1000 + i))
             os.chown(p, test_users[u].pw_uid, test_users[u].pw_gid)
         out[u] = d
-    user_dir(base_dir, "scratch", "shtest")
-    user_dir(base_dir, "scratch", "shtest2")
+    owned_dir(os.path.join(base_dir, "scratch", "shtest"), "shtest")
+    owned_dir(os.path.join(base_dir, "scratch", "shtest2"), "shtest2")
     return out
 
 
@@ -82,17 +82,53 @@ def test_malformed_json_is_400_with_message(daemon, raw):
     ({"action": "stage_in", "source": "/a/../etc/shadow", "dest": "/b"}, "source"),
     ({"action": "stage_in", "source": "/a", "dest": "/b", "options": {"bogus": 1}}, "bogus"),
 ])
-def test_invalid_fields_are_400_naming_the_field(daemon, body, field):
+def test_invalid_fields_are_400_naming_the_field(daemon, base_dir, body, field):
+    if body.get("dest") == "/b":  # inside ScratchRoots, so only the field under test is wrong
+        body = dict(body, dest=os.path.join(base_dir, "scratch", "shtest", "b"))
     st, doc, text, _ = daemon.api.post("/v1/requests", body, as_user="shtest")
     assert st == 400, f"{body}: HTTP {st}: {text}"
     assert field in _error_of(doc, text), f"message does not name '{field}': {doc['error']}"
 
 
+def _raw_exchange(sock_path, data, as_user=None):
+    """Send raw bytes (ignoring a peer that stops reading), return the reply."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    if as_user:
+        with as_identity(as_user):
+            s.connect(sock_path)
+    else:
+        s.connect(sock_path)
+    try:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon answered early and closed: read what it said
+        reply = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            reply += chunk
+    finally:
+        s.close()
+    return reply
+
+
 def test_oversized_body_is_413(daemon):
-    big = b'{"action":"stage_in","source":"/' + b"a" * 70000 + b'","dest":"/b"}'
-    st, doc, text, _ = daemon.api.call("POST", "/v1/requests", raw=big, as_user="shtest")
-    assert st == 413, f"HTTP {st}: {text[:200]}"
-    _error_of(doc, text)
+    body = b'{"action":"stage_in","source":"/' + b"a" * 200000 + b'","dest":"/b"}'
+    req = (b"POST /v1/requests HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+           b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    reply = _raw_exchange(daemon.sock, req, as_user="shtest")
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n")[0]
+    assert status_line.startswith(b"HTTP/1.1 413"), reply[:300]
+    doc = json.loads(payload.decode())
+    _error_of(doc, payload)
+    assert "MaxRequestBytes" in doc["error"] or "65536" in doc["error"], doc
     # ... and the daemon is still fine.
     assert daemon.api.get("/v1/health")[0] == 200
 

@@ -354,6 +354,15 @@ def user_dir(base, user, *parts):
     return path
 
 
+def owned_dir(path, user, mode=0o755):
+    """Create path (missing parents as root, mode 0755); the leaf owned by user."""
+    pw = pwd.getpwnam(user)
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+    os.chmod(path, mode)
+    return path
+
+
 def chown_tree(root, user):
     pw = pwd.getpwnam(user)
     for d, dirs, files in os.walk(root):
