@@ -99,6 +99,14 @@ int client_global_option(int argc, char **argv)
 	return used;
 }
 
+/* getopt's '?': say which argument, in our voice, and point at --help. */
+static int _bad_option(const char *cmd, const char *arg)
+{
+	_errx("%s: bad option '%s': unknown, or missing its value (see 'stagehand %s --help')",
+	      cmd, arg, cmd);
+	return EXIT_ENV;
+}
+
 /* Returns 1 if c was a common option (handled), 0 otherwise. */
 static int _common_opt(int c, const char *arg)
 {
@@ -514,9 +522,12 @@ int cmd_submit(int argc, char **argv)
 	json_t *body, *resp;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 'i': case 'a': case 'o': case 'l': {
 			const char *a = c == 'i' ? "stage_in" : c == 'a' ? "archive" :
@@ -690,9 +701,12 @@ int cmd_status(int argc, char **argv)
 	json_t *resp;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hw", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 'w': watch = 1; break;
 		case 'I': items = 1; break;
@@ -772,9 +786,12 @@ int cmd_queue(int argc, char **argv)
 	size_t i;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 's':
 			state = optarg;
@@ -849,9 +866,12 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 	struct http *h;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
 		if (c == 'h') {
 			if (is_cancel)
 				printf("usage: stagehand cancel rREQ|JOB\n"
@@ -989,9 +1009,12 @@ int cmd_job_end(int argc, char **argv)
 	json_t *body, *resp;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 's': state = optarg; break;
 		case 'x':
@@ -1123,9 +1146,12 @@ int cmd_health(int argc, char **argv)
 	json_t *resp;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		if (_common_opt(c, optarg))
 			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
 		if (c == 'J') {
 			json_out = 1;
 		} else if (c == 'h') {
