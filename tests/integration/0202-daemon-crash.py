@@ -104,6 +104,8 @@ def test_kill9_ten_times_then_complete(make_daemon, dataset):
             checker.check(rid, relpath, f"the database after kill {k + 1}")
         d.start()
 
+    print(f"{mid_transfer_kills}/{KILLS} kills mid-transfer; {len(checker.verified)} files "
+          f"checked complete when first reported done")
     assert mid_transfer_kills >= KILLS // 2, \
         f"only {mid_transfer_kills} of {KILLS} kills hit a running transfer; the test proves little"
     for rid, (src, dest) in reqs.items():
