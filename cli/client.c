@@ -25,10 +25,10 @@
 #include "http.h"
 #include "progress.h"
 
-#ifndef SH_SYSCONFDIR
-#define SH_SYSCONFDIR "/etc"
+#ifndef STAGEHAND_SYSCONFDIR
+#define STAGEHAND_SYSCONFDIR "/etc"
 #endif
-#define CLIENT_DEFAULT_CONF SH_SYSCONFDIR "/stagehand/stagehand.conf"
+#define CLIENT_DEFAULT_CONF STAGEHAND_SYSCONFDIR "/stagehand/stagehand.conf"
 
 enum { EXIT_OK = 0, EXIT_REFUSED = 1, EXIT_ENV = 2 };
 
