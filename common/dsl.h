@@ -36,9 +36,9 @@ enum dsl_when {
 struct dsl_config {
 	const char *const *allowed_schemes; /* NULL-terminated, lower case; NULL = defaults */
 	const char *const *stage_in_roots;  /* NULL-terminated absolute dirs; NULL or empty = any */
-	size_t max_directives;              /* directives per script */
-	size_t max_line;                    /* bytes in one #DATA line */
-	size_t max_path;                    /* bytes in one path or URL */
+	size_t max_directives;              /* directive lines per script; 0 = default */
+	size_t max_line;                    /* bytes in one #DATA line; 0 = default */
+	size_t max_path;                    /* bytes in one path or URL; 0 = default */
 };
 
 /* One parsed directive. Strings are owned by the plan. */
@@ -109,8 +109,10 @@ struct dsl_expand_ctx {
 
 /*
  * Expand %j %u %x %A %a %% in tmpl into out (outlen bytes). '/' in the user
- * or job name becomes '_'. The result is re-checked: a '..' component or an
- * empty result is an error. Returns 0, or -1 with a message in err.
+ * or job name becomes '_'. The result is re-checked and normalised: a '..'
+ * component, a control character or an empty result (or '/') is an error.
+ * A URL (anything containing "://") is copied unchanged: URLs are not
+ * pattern-expanded. Returns 0, or -1 with a message in err.
  */
 int dsl_expand(const char *tmpl, const struct dsl_expand_ctx *ctx,
 	       char *out, size_t outlen, char *err, size_t errlen);

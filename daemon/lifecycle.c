@@ -10,7 +10,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "dsl.h"
 #include "lifecycle.h"
+#include "slurm_watch.h"
 #include "log.h"
 #include "queue.h"
 
@@ -204,50 +206,14 @@ int lifecycle_create_request(struct daemon *d, const struct lifecycle_request *l
 	return 0;
 }
 
-/* Expand %j %u %x %A %a %% (docs/directives.md) for the job-end case. */
+/* Expand the patterns of a plan value (the SPANK plugin usually has already). */
 static int _expand(const char *in, int64_t job_id, const char *user, char *out, size_t outlen,
 		   char *err, size_t errlen)
 {
-	size_t o = 0;
+	struct dsl_expand_ctx ctx = { .job_id = (unsigned long)job_id, .user = user,
+				      .job_name = NULL, .array_job_id = 0, .array_task_id = -1 };
 
-	for (const char *p = in; *p; p++) {
-		char tmp[64];
-		const char *rep = tmp;
-
-		if (*p != '%') {
-			tmp[0] = *p;
-			tmp[1] = '\0';
-		} else {
-			switch (p[1]) {
-			case 'j': case 'A':
-				snprintf(tmp, sizeof(tmp), "%lld", (long long)job_id);
-				break;
-			case 'a': rep = "0"; break;
-			case 'x': rep = "job"; break;
-			case '%': rep = "%"; break;
-			case 'u':
-				snprintf(tmp, sizeof(tmp), "%s", user);
-				for (char *t = tmp; *t; t++)
-					if (*t == '/')
-						*t = '_';
-				break;
-			default:
-				snprintf(err, errlen, "unknown pattern '%%%c' in '%.200s'",
-					 p[1] ? p[1] : ' ', in);
-				return -1;
-			}
-			p++;
-		}
-		for (; *rep; rep++) {
-			if (o + 1 >= outlen) {
-				snprintf(err, errlen, "path too long after expanding '%.200s'", in);
-				return -1;
-			}
-			out[o++] = *rep;
-		}
-	}
-	out[o] = '\0';
-	return 0;
+	return dsl_expand(in, &ctx, out, outlen, err, errlen);
 }
 
 static int _resolve(const char *path, const char *work_dir, char *out, size_t outlen,
@@ -402,6 +368,7 @@ static const struct lifecycle_hook _job_end_hook = {
 
 const struct lifecycle_hook *const lifecycle_hooks[] = {
 	&_job_end_hook,
+	&slurm_watch_hook,
 	NULL,
 };
 

@@ -101,6 +101,9 @@ static int _daemonize(int *status_fd)
 		close(p[1]);
 		if (read(p[0], &c, 1) != 1)
 			c = 1;
+		if (c)
+			fprintf(stderr, "stagehandd: startup failed; the reason is in syslog "
+				"(or run with -F to see it here)\n");
 		_exit(c);
 	}
 	close(p[0]);

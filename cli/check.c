@@ -1,0 +1,285 @@
+/*
+ * check.c - 'stagehand check': validate the #DATA directives of batch
+ * scripts offline, with the same parser (common/dsl.c) that the submit-time
+ * check is held to. Prints compiler-style diagnostics
+ * ("job.sh:4: error: ... [code]") or one JSON document (--json).
+ *
+ * Exit status: 0 every script is valid, 1 some script has errors, 2 usage
+ * error or a script could not be read.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "dsl.h"
+
+/* A batch script larger than this is surely not one (sbatch's own cap is lower). */
+#define CHECK_MAX_SCRIPT (64u * 1024 * 1024)
+
+struct check_opts {
+	bool json;
+	bool quiet;
+};
+
+static void _usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: stagehand check [--json] [--quiet] SCRIPT...\n"
+		"\n"
+		"Check the #DATA directives of batch scripts without submitting them.\n"
+		"SCRIPT '-' reads standard input.\n"
+		"\n"
+		"  --json     print one JSON document: {\"files\":[{\"file\",\"ok\",\"plan\",\n"
+		"             \"warnings\",\"errors\"}]}\n"
+		"  --quiet    print only errors and warnings, no summary for valid scripts\n"
+		"  --help     show this help\n"
+		"\n"
+		"Exit status: 0 all scripts valid, 1 a script has errors, 2 usage error or\n"
+		"unreadable script. The grammar is described in stagehand-directives(7).\n");
+}
+
+/* Read a whole file (or stdin for "-"). Returns a new buffer, or NULL with err set. */
+static char *_slurp(const char *path, size_t *len, char *err, size_t errlen)
+{
+	FILE *fp = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+
+	if (!fp) {
+		snprintf(err, errlen, "cannot open: %s", strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		size_t got;
+
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16384;
+			char *nb;
+
+			if (cap >= CHECK_MAX_SCRIPT) {
+				snprintf(err, errlen, "larger than %u MiB: not a batch script",
+					 CHECK_MAX_SCRIPT / (1024 * 1024));
+				goto fail;
+			}
+			nb = realloc(buf, nc);
+			if (!nb) {
+				snprintf(err, errlen, "out of memory");
+				goto fail;
+			}
+			buf = nb;
+			cap = nc;
+		}
+		got = fread(buf + n, 1, cap - n, fp);
+		n += got;
+		if (got == 0) {
+			if (ferror(fp)) {
+				snprintf(err, errlen, "cannot read: %s", strerror(errno));
+				goto fail;
+			}
+			break;
+		}
+	}
+	if (fp != stdin)
+		fclose(fp);
+	*len = n;
+	return buf;
+fail:
+	if (fp != stdin)
+		fclose(fp);
+	free(buf);
+	return NULL;
+}
+
+static const char *_name(const char *path)
+{
+	return strcmp(path, "-") ? path : "<stdin>";
+}
+
+/* Errors and warnings merged in line order (errors first on one line). */
+static void _print_diags(const char *file, const struct dsl_plan *p)
+{
+	size_t ie = 0, iw = 0;
+
+	while (ie < p->nerrors || iw < p->nwarnings) {
+		bool err = iw >= p->nwarnings ||
+			   (ie < p->nerrors && p->errors[ie].line <= p->warnings[iw].line);
+		const struct dsl_diag *d = err ? &p->errors[ie++] : &p->warnings[iw++];
+
+		printf("%s:%d: %s: %s [%s]\n", file, d->line, err ? "error" : "warning",
+		       d->message, d->code);
+	}
+}
+
+static void _print_action(const struct dsl_directive *d)
+{
+	switch (d->action) {
+	case DSL_STAGE_IN:
+		printf("  line %d: stage in %s -> %s\n", d->line, d->path,
+		       d->to ? d->to : "(job's input directory)");
+		break;
+	case DSL_ARCHIVE:
+		printf("  line %d: archive %s -> %s (after the job %s; scratch copy %s)\n", d->line,
+		       d->path, d->to ? d->to : "(site archive)",
+		       d->when == DSL_WHEN_SUCCESS ? "succeeds" : "ends",
+		       d->keep ? "kept" : "removed once the archive copy is verified");
+		break;
+	case DSL_EXEMPT:
+		printf("  line %d: exempt %s (never archived)\n", d->line, d->path);
+		break;
+	case DSL_STAGE_OUT:
+		printf("  line %d: stage out %s -> %s\n", d->line, d->path, d->to ? d->to : "?");
+		break;
+	}
+}
+
+static void _print_text(const char *file, const struct dsl_plan *p, const struct check_opts *o)
+{
+	size_t i;
+
+	_print_diags(file, p);
+	if (p->nerrors) {
+		printf("%s: %zu error%s, %zu warning%s: the job would be rejected\n", file,
+		       p->nerrors, p->nerrors == 1 ? "" : "s",
+		       p->nwarnings, p->nwarnings == 1 ? "" : "s");
+		return;
+	}
+	if (o->quiet)
+		return;
+	if (p->ndirs == 0) {
+		printf("%s: no #DATA directives%s\n", file,
+		       p->nwarnings ? " in effect" : "");
+		return;
+	}
+	printf("%s: %zu directive%s OK%s\n", file, p->ndirs, p->ndirs == 1 ? "" : "s",
+	       p->nwarnings ? " (see warnings)" : "");
+	for (i = 0; i < p->ndirs; i++)
+		_print_action(&p->dirs[i]);
+}
+
+static json_t *_file_json(const char *file, const struct dsl_plan *p)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "file", json_string(file));
+	json_object_set_new(o, "ok", json_boolean(p->nerrors == 0));
+	json_object_set_new(o, "plan", p->nerrors ? json_null() : dsl_plan_to_json(p));
+	json_object_set_new(o, "warnings", dsl_diags_to_json(p->warnings, p->nwarnings));
+	json_object_set_new(o, "errors", dsl_diags_to_json(p->errors, p->nerrors));
+	return o;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	struct check_opts o = { false, false };
+	json_t *files = NULL;
+	const char **scripts;
+	int i, nscripts = 0, nstdin = 0;
+	bool io_error = false, any_error = false, dashdash = false;
+
+	/* options may come anywhere before "--"; everything else names a script */
+	scripts = calloc((size_t)argc, sizeof(*scripts));
+	if (!scripts) {
+		fprintf(stderr, "stagehand check: out of memory\n");
+		return 2;
+	}
+	for (i = 1; i < argc; i++) {
+		if (!dashdash && !strcmp(argv[i], "--")) {
+			dashdash = true;
+		} else if (dashdash || argv[i][0] != '-' || argv[i][1] == '\0') {
+			scripts[nscripts++] = argv[i];
+			if (!strcmp(argv[i], "-"))
+				nstdin++;
+		} else if (!strcmp(argv[i], "--json")) {
+			o.json = true;
+		} else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+			o.quiet = true;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			_usage(stdout);
+			free(scripts);
+			return 0;
+		} else {
+			fprintf(stderr, "stagehand check: unknown option '%s'\n", argv[i]);
+			_usage(stderr);
+			free(scripts);
+			return 2;
+		}
+	}
+	if (nscripts == 0) {
+		fprintf(stderr, "stagehand check: no script given (use '-' for standard input)\n");
+		_usage(stderr);
+		free(scripts);
+		return 2;
+	}
+	if (nstdin > 1) {
+		fprintf(stderr, "stagehand check: '-' (standard input) given more than once\n");
+		free(scripts);
+		return 2;
+	}
+	if (o.json && !(files = json_array())) {
+		fprintf(stderr, "stagehand check: out of memory\n");
+		free(scripts);
+		return 2;
+	}
+	for (i = 0; i < nscripts; i++) {
+		const char *file = _name(scripts[i]);
+		char err[256];
+		size_t len = 0;
+		char *buf = _slurp(scripts[i], &len, err, sizeof(err));
+		struct dsl_plan *p;
+
+		if (!buf) {
+			fprintf(stderr, "stagehand check: %s: %s\n", file, err);
+			io_error = true;
+			if (files) {
+				json_t *fo = json_pack("{s:s,s:b,s:n,s:[],s:[],s:s}", "file", file,
+						       "ok", 0, "plan", "warnings", "errors",
+						       "read_error", err);
+
+				if (fo)
+					json_array_append_new(files, fo);
+			}
+			continue;
+		}
+		p = dsl_parse(buf, len, NULL);
+		free(buf);
+		if (!p) {
+			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
+			io_error = true;
+			continue;
+		}
+		if (p->nerrors)
+			any_error = true;
+		if (files) {
+			json_t *fo = _file_json(file, p);
+
+			if (!fo || json_array_append_new(files, fo)) {
+				fprintf(stderr, "stagehand check: out of memory\n");
+				io_error = true;
+			}
+		} else {
+			_print_text(file, p, &o);
+		}
+		dsl_plan_free(p);
+	}
+	if (files) {
+		json_t *doc = json_pack("{s:o}", "files", files);
+
+		if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF) {
+			fprintf(stderr, "stagehand check: cannot write the JSON result\n");
+			io_error = true;
+		}
+		json_decref(doc);
+	}
+	if (fflush(stdout) == EOF) {
+		fprintf(stderr, "stagehand check: cannot write output: %s\n", strerror(errno));
+		io_error = true;
+	}
+	free(scripts);
+	return io_error ? 2 : any_error ? 1 : 0;
+}

@@ -1,0 +1,232 @@
+/* slurm_jobs.c - see slurm_jobs.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include "slurm_jobs.h"
+
+/* squeue shows the comment in one line; keep it short and printable. */
+#define SJOB_COMMENT_MAX 240
+
+static char *_dup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+void sjob_init(void)
+{
+	slurm_init(NULL);
+}
+
+void sjob_fini(void)
+{
+	slurm_fini();
+}
+
+static void _err_slurm(char *err, size_t errlen, const char *what, uint32_t job_id)
+{
+	int e = slurm_get_errno();
+
+	if (job_id)
+		snprintf(err, errlen, "%s job %u: %s", what, job_id, slurm_strerror(e));
+	else
+		snprintf(err, errlen, "%s: %s", what, slurm_strerror(e));
+}
+
+static const char *_plan_text(const char *admin_comment)
+{
+	const char *p;
+
+	if (!admin_comment)
+		return NULL;
+	p = strstr(admin_comment, SJOB_PLAN_PREFIX);
+	return p ? p + strlen(SJOB_PLAN_PREFIX) : NULL;
+}
+
+static int _fill(struct sjob *j, const slurm_job_info_t *ji)
+{
+	const char *plan = _plan_text(ji->admin_comment);
+
+	memset(j, 0, sizeof(*j));
+	j->job_id = ji->job_id;
+	j->array_job_id = ji->array_job_id;
+	j->array_task_id = ji->array_task_id;
+	j->uid = ji->user_id;
+	j->gid = ji->group_id;
+	j->state = ji->job_state & JOB_STATE_BASE;
+	j->priority = ji->priority;
+	j->held_admin = (ji->state_reason == WAIT_HELD);
+	j->completing = (ji->job_state & JOB_COMPLETING) != 0;
+	if (WIFSIGNALED(ji->exit_code))
+		j->exit_code = 128 + WTERMSIG(ji->exit_code);
+	else
+		j->exit_code = WEXITSTATUS(ji->exit_code);
+	j->end_time = ji->end_time;
+	j->name = _dup(ji->name);
+	j->work_dir = _dup(ji->work_dir);
+	j->comment = _dup(ji->comment);
+	j->plan_json = _dup(plan);
+	j->hold_pending = ji->admin_comment && strstr(ji->admin_comment, SJOB_HOLD_PENDING);
+	if ((ji->name && !j->name) || (ji->work_dir && !j->work_dir) ||
+	    (ji->comment && !j->comment) || (plan && !j->plan_json)) {
+		sjob_clear(j);
+		return -1;
+	}
+	return 0;
+}
+
+void sjob_clear(struct sjob *j)
+{
+	if (!j)
+		return;
+	free(j->name);
+	free(j->work_dir);
+	free(j->comment);
+	free(j->plan_json);
+	memset(j, 0, sizeof(*j));
+}
+
+void sjob_free(struct sjob *jobs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sjob_clear(&jobs[i]);
+	free(jobs);
+}
+
+int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen)
+{
+	job_info_msg_t *msg = NULL;
+	struct sjob *jobs;
+	size_t cnt = 0;
+	uint32_t i;
+
+	*out = NULL;
+	*n = 0;
+	if (slurm_load_jobs(0, &msg, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
+		_err_slurm(err, errlen, "cannot list jobs from slurmctld", 0);
+		return -1;
+	}
+	jobs = calloc(msg->record_count ? msg->record_count : 1, sizeof(*jobs));
+	if (!jobs) {
+		slurm_free_job_info_msg(msg);
+		snprintf(err, errlen, "out of memory listing %u jobs", msg->record_count);
+		return -1;
+	}
+	for (i = 0; i < msg->record_count; i++) {
+		const slurm_job_info_t *ji = &msg->job_array[i];
+
+		if (!_plan_text(ji->admin_comment))
+			continue;
+		if (_fill(&jobs[cnt], ji) < 0) {
+			sjob_free(jobs, cnt);
+			slurm_free_job_info_msg(msg);
+			snprintf(err, errlen, "out of memory reading job %u", ji->job_id);
+			return -1;
+		}
+		cnt++;
+	}
+	slurm_free_job_info_msg(msg);
+	*out = jobs;
+	*n = cnt;
+	return 0;
+}
+
+int sjob_get(uint32_t job_id, struct sjob *out, char *err, size_t errlen)
+{
+	job_info_msg_t *msg = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (slurm_load_job(&msg, job_id, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
+		if (slurm_get_errno() == ESLURM_INVALID_JOB_ID)
+			return 0;
+		_err_slurm(err, errlen, "cannot read", job_id);
+		return -1;
+	}
+	if (msg->record_count < 1) {
+		slurm_free_job_info_msg(msg);
+		return 0;
+	}
+	rc = _fill(out, &msg->job_array[0]) < 0 ? -1 : 1;
+	if (rc < 0)
+		snprintf(err, errlen, "out of memory reading job %u", job_id);
+	slurm_free_job_info_msg(msg);
+	return rc;
+}
+
+bool sjob_state_is_final(uint32_t state)
+{
+	return (state & JOB_STATE_BASE) >= JOB_COMPLETE;
+}
+
+const char *sjob_state_name(uint32_t state)
+{
+	/* libslurm's job_state_string is not in the public headers. */
+	static const char *const names[] = {
+		[JOB_PENDING] = "PENDING",     [JOB_RUNNING] = "RUNNING",
+		[JOB_SUSPENDED] = "SUSPENDED", [JOB_COMPLETE] = "COMPLETED",
+		[JOB_CANCELLED] = "CANCELLED", [JOB_FAILED] = "FAILED",
+		[JOB_TIMEOUT] = "TIMEOUT",     [JOB_NODE_FAIL] = "NODE_FAIL",
+		[JOB_PREEMPTED] = "PREEMPTED", [JOB_BOOT_FAIL] = "BOOT_FAIL",
+		[JOB_DEADLINE] = "DEADLINE",   [JOB_OOM] = "OUT_OF_MEMORY",
+	};
+	uint32_t b = state & JOB_STATE_BASE;
+
+	if (b < sizeof(names) / sizeof(names[0]) && names[b])
+		return names[b];
+	return "UNKNOWN";
+}
+
+static int _update(job_desc_msg_t *d, const char *what, char *err, size_t errlen)
+{
+	if (slurm_update_job(d) != SLURM_SUCCESS) {
+		_err_slurm(err, errlen, what, d->job_id);
+		return -1;
+	}
+	return 0;
+}
+
+int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t errlen)
+{
+	job_desc_msg_t d;
+	char buf[SJOB_COMMENT_MAX + 1];
+	size_t i;
+
+	/* Keep the comment one printable line: squeue prints it verbatim. */
+	for (i = 0; comment[i] && i < SJOB_COMMENT_MAX; i++)
+		buf[i] = ((unsigned char)comment[i] < 0x20 || comment[i] == 0x7f) ? ' ' : comment[i];
+	buf[i] = '\0';
+	slurm_init_job_desc_msg(&d);
+	d.job_id = job_id;
+	d.comment = buf;
+	return _update(&d, "cannot set the comment of", err, errlen);
+}
+
+int sjob_hold(uint32_t job_id, char *err, size_t errlen)
+{
+	job_desc_msg_t d;
+
+	slurm_init_job_desc_msg(&d);
+	d.job_id = job_id;
+	d.priority = 0;
+	return _update(&d, "cannot hold", err, errlen);
+}
+
+int sjob_release(uint32_t job_id, char *err, size_t errlen)
+{
+	job_desc_msg_t d;
+
+	slurm_init_job_desc_msg(&d);
+	d.job_id = job_id;
+	d.priority = INFINITE;
+	return _update(&d, "cannot release", err, errlen);
+}

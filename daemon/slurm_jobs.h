@@ -1,0 +1,77 @@
+/*
+ * slurm_jobs.h - what stagehandd needs from slurmctld, through libslurm.
+ *
+ * Owns: listing jobs that carry a stagehand plan (recorded at submit time by
+ * lua/job_submit.lua in the job's admin_comment), and the three changes the
+ * daemon makes to a job: its comment (progress/failure shown by squeue -o %k
+ * and scontrol), an admin hold (priority 0) and a release (priority INFINITE).
+ *
+ * Identity comes from here: uid, gid and work_dir are slurmctld's record of
+ * the job, never a client's word. Must never: block for long (every call is
+ * one RPC to slurmctld with libslurm's own timeouts), touch user data.
+ */
+#ifndef STAGEHAND_SLURM_JOBS_H
+#define STAGEHAND_SLURM_JOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* The prefix job_submit.lua writes before the plan JSON in admin_comment. */
+#define SJOB_PLAN_PREFIX "stagehand:v1:"
+/* The marker job_submit.lua writes while the job waits for its inputs. */
+#define SJOB_HOLD_PENDING "stagehand:hold=pending"
+
+/* One job as slurmctld sees it. Strings are owned by the array. */
+struct sjob {
+	uint32_t job_id;
+	uint32_t array_job_id;   /* 0 if not an array task */
+	uint32_t array_task_id;  /* NO_VAL if not an array task */
+	uid_t uid;
+	gid_t gid;
+	uint32_t state;          /* JOB_* base state (state & JOB_STATE_BASE) */
+	uint32_t priority;       /* 0 = held */
+	bool held_admin;         /* state_reason is WAIT_HELD (admin hold) */
+	bool completing;         /* ended, but epilogs still run on its nodes */
+	int exit_code;           /* batch script exit code (WEXITSTATUS), or 128+signal */
+	time_t end_time;         /* 0 while it has not ended */
+	char *name;              /* job name */
+	char *work_dir;
+	char *comment;           /* current comment (what squeue %k shows) */
+	char *plan_json;         /* text after SJOB_PLAN_PREFIX, or NULL */
+	bool hold_pending;       /* admin_comment says stagehand:hold=pending:
+				    held by job_submit.lua until its inputs are staged */
+};
+
+/* Initialise libslurm (reads SLURM_CONF). Call once at startup. */
+void sjob_init(void);
+void sjob_fini(void);
+
+/*
+ * All jobs that carry a stagehand plan, in any state slurmctld still
+ * remembers. *out is a new array of *n jobs; free with sjob_free.
+ * Returns 0, or -1 with err filled (slurmctld unreachable, ...).
+ */
+int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen);
+
+/* One job by id. Returns 1 found, 0 unknown to slurmctld, -1 error. */
+int sjob_get(uint32_t job_id, struct sjob *out, char *err, size_t errlen);
+
+void sjob_free(struct sjob *jobs, size_t n);
+void sjob_clear(struct sjob *job);
+
+/* Is state a terminal one (COMPLETED, CANCELLED, FAILED, TIMEOUT, ...)? */
+bool sjob_state_is_final(uint32_t state);
+/* "PENDING", "RUNNING", ... - static string. */
+const char *sjob_state_name(uint32_t state);
+
+/* Set the job's comment (truncated to a safe length). 0 or -1 with err. */
+int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t errlen);
+/* Hold as admin (priority 0): the user can no longer release it. */
+int sjob_hold(uint32_t job_id, char *err, size_t errlen);
+/* Release (priority INFINITE): the scheduler may start it. */
+int sjob_release(uint32_t job_id, char *err, size_t errlen);
+
+#endif /* STAGEHAND_SLURM_JOBS_H */

@@ -1,0 +1,406 @@
+/*
+ * slurm_watch.c - the daemon's side of a job's life before it runs.
+ *
+ * Owns: finding jobs that job_submit.lua held for stage-in (their plan and
+ * the "stagehand:hold=pending" marker live in admin_comment), creating their
+ * stage_in requests with the identity slurmctld recorded (uid, gid, work
+ * dir - never a client's word), showing progress and failures in the job's
+ * comment (squeue -o %k, scontrol show job), releasing the job once every
+ * input is verified, and cancelling the transfers of a job cancelled while
+ * held.
+ *
+ * It is also the backstop for the end of a job: the SPANK plugin (or the
+ * epilog hook) normally reports it within milliseconds, but if that event is
+ * lost - slurmstepd killed, a spool on a node that never runs another job -
+ * the job's final record in slurmctld produces the same event once the job
+ * has left COMPLETING and a grace period has passed.
+ *
+ * Everything it decides is derived again on each tick from slurmctld's job
+ * list and the queue, so a restart of the daemon or of slurmctld at any
+ * moment loses nothing: a job still marked hold=pending whose requests are
+ * done is simply released on the next tick.
+ *
+ * Must never: release a job whose inputs are not all verified, start or
+ * cancel a job itself, touch user files (workers do, as the owner).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <slurm/slurm.h>
+
+#include "daemon.h"
+#include "dsl.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "queue.h"
+#include "slurm_jobs.h"
+#include "slurm_watch.h"
+
+/* hold_state values kept in the queue's jobs table (queue_job.hold_state). */
+#define HS_STAGING   "staging"    /* requests created, waiting for them */
+#define HS_FAILED    "failed"     /* a request failed for good: job stays held */
+#define HS_INVALID   "invalid"    /* the recorded plan was refused */
+#define HS_RELEASED  "released"   /* inputs verified, job released */
+#define HS_CANCELLED "cancelled"  /* job ended while held: transfers cancelled */
+
+static int _slurm_ok;         /* libslurm initialised */
+static int64_t _last_err_ms;  /* rate limit for "slurmctld unreachable" */
+
+static int _init(struct daemon *d, char *err, size_t errlen)
+{
+	sjob_init();
+	_slurm_ok = 1;
+	return 0;
+}
+
+static void _fini(struct daemon *d)
+{
+	if (_slurm_ok)
+		sjob_fini();
+	_slurm_ok = 0;
+}
+
+static int _user_name(uid_t uid, char *buf, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char tmp[4096];
+
+	if (getpwuid_r(uid, &pw, tmp, sizeof(tmp), &res) != 0 || !res)
+		return -1;
+	return snprintf(buf, len, "%s", pw.pw_name) >= (int)len ? -1 : 0;
+}
+
+/* Job comment, only when it changed: each update is an RPC to slurmctld. */
+static void _comment(const struct sjob *j, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void _comment(const struct sjob *j, const char *fmt, ...)
+{
+	char buf[512], err[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);  /* a cut comment is still useful */
+	va_end(ap);
+	if (j->comment && strcmp(j->comment, buf) == 0)
+		return;
+	if (sjob_set_comment(j->job_id, buf, err, sizeof(err)) < 0)
+		log_warn("job %u: %s", j->job_id, err);
+}
+
+static void _set_hold_state(struct daemon *d, uint32_t job_id, const char *hs)
+{
+	char err[256];
+
+	if (queue_job_set_hold_state(d->q, job_id, hs, err, sizeof(err)) < 0)
+		log_err("job %u: cannot record hold state %s: %s", job_id, hs, err);
+}
+
+/* Grammar settings from the daemon's config, so a plan is checked by the site's rules. */
+static void _dsl_config(struct daemon *d, struct dsl_config *dc)
+{
+	dsl_config_init(dc);
+	dc->allowed_schemes = (const char *const *)d->conf->allowed_schemes;
+	dc->stage_in_roots = (const char *const *)d->conf->stage_in_roots;
+}
+
+static const char *_basename(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s && s[1] ? s + 1 : p;
+}
+
+/*
+ * Where a stage_in lands: to= absolute as is, relative under the job's
+ * working directory; no to= in the job's scratch input directory
+ * (ScratchRoots[0]/USER/JOBID/input/NAME, the STAGEHAND_INPUT_DIR the SPANK
+ * plugin exports).
+ */
+static int _stage_in_dest(struct daemon *d, const struct sjob *j, const char *user,
+			  const char *src, const char *to, char *out, size_t outlen,
+			  char *err, size_t errlen)
+{
+	int n;
+
+	if (to && to[0] == '/')
+		n = snprintf(out, outlen, "%s", to);
+	else if (to)
+		n = snprintf(out, outlen, "%s/%s", j->work_dir ? j->work_dir : "", to);
+	else if (d->conf->scratch_roots && d->conf->scratch_roots[0])
+		n = snprintf(out, outlen, "%s/%s/%u/input/%s", d->conf->scratch_roots[0], user,
+			     j->job_id, _basename(src));
+	else {
+		snprintf(err, errlen, "the site has no ScratchRoots for inputs without to=; "
+			 "add to=DEST to the stage_in line");
+		return -1;
+	}
+	if (n < 0 || (size_t)n >= outlen) {
+		snprintf(err, errlen, "stage-in destination is too long");
+		return -1;
+	}
+	if (to && to[0] != '/' && (!j->work_dir || j->work_dir[0] != '/')) {
+		snprintf(err, errlen, "the job has no absolute working directory for to=%.200s", to);
+		return -1;
+	}
+	return 0;
+}
+
+/* Create the stage_in requests of a newly seen held job. */
+static void _start_staging(struct daemon *d, const struct sjob *j)
+{
+	char err[512], user[256], src[4096], to[4096], dest[8192];
+	struct dsl_config dc;
+	struct dsl_plan *plan;
+	struct dsl_expand_ctx ctx;
+	json_error_t jerr;
+	json_t *pj;
+	size_t i, nreq = 0;
+
+	if (_user_name(j->uid, user, sizeof(user)) < 0) {
+		_comment(j, "stagehand: stage-in failed: uid %u has no user name on the staging host "
+			 "- ask your admin", (unsigned)j->uid);
+		return;  /* tried again next tick (the name service may be back) */
+	}
+	if (queue_job_upsert(d->q, j->job_id, j->uid, j->gid, user, j->work_dir, j->plan_json,
+			     err, sizeof(err)) < 0) {
+		log_err("job %u: cannot record job: %s", j->job_id, err);
+		return;
+	}
+	pj = json_loads(j->plan_json, 0, &jerr);
+	/* Ticks run in the main thread, the only writer of d->conf: no lock. */
+	_dsl_config(d, &dc);
+	plan = pj ? dsl_plan_from_json(pj, &dc, err, sizeof(err)) : NULL;
+	if (!pj)
+		snprintf(err, sizeof(err), "not JSON: %s", jerr.text);
+	if (!plan) {
+		json_decref(pj);
+		log_err("job %u: recorded plan refused: %s", j->job_id, err);
+		_comment(j, "stagehand: stage-in refused: recorded plan is invalid (%s) - ask your admin",
+			 err);
+		_set_hold_state(d, j->job_id, HS_INVALID);
+		return;
+	}
+	json_decref(pj);
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.job_id = j->job_id;
+	ctx.user = user;
+	ctx.job_name = j->name;
+	ctx.array_job_id = j->array_job_id;
+	ctx.array_task_id = j->array_job_id ? (long)j->array_task_id : -1;
+	for (i = 0; i < plan->ndirs; i++) {
+		const struct dsl_directive *dir = &plan->dirs[i];
+		struct lifecycle_request lr;
+		int64_t id;
+
+		if (dir->action != DSL_STAGE_IN)
+			continue;
+		if (dsl_expand(dir->path, &ctx, src, sizeof(src), err, sizeof(err)) < 0 ||
+		    (dir->to && dsl_expand(dir->to, &ctx, to, sizeof(to), err, sizeof(err)) < 0) ||
+		    _stage_in_dest(d, j, user, src, dir->to ? to : NULL, dest, sizeof(dest),
+				   err, sizeof(err)) < 0)
+			goto refused;
+		memset(&lr, 0, sizeof(lr));
+		lr.uid = j->uid;
+		lr.gid = j->gid;
+		lr.user = user;
+		lr.job_id = j->job_id;
+		lr.action = "stage_in";
+		lr.source = src;
+		lr.dest = dest;
+		if (lifecycle_create_request(d, &lr, &id, err, sizeof(err)) < 0)
+			goto refused;
+		log_info("job %u: stage-in request %lld: %s -> %s", j->job_id, (long long)id, src, dest);
+		nreq++;
+		continue;
+refused:
+		log_warn("job %u: stage-in refused (line %d): %s", j->job_id, dir->line, err);
+		_comment(j, "stagehand: stage-in refused (script line %d): %s - fix the #DATA line "
+			 "and resubmit", dir->line, err);
+		_set_hold_state(d, j->job_id, HS_FAILED);
+		dsl_plan_free(plan);
+		return;
+	}
+	dsl_plan_free(plan);
+	_set_hold_state(d, j->job_id, HS_STAGING);
+	_comment(j, "stagehand: staging %zu input%s", nreq, nreq == 1 ? "" : "s");
+}
+
+struct progress {
+	int64_t files_total, files_done, bytes_total, bytes_done;
+};
+
+static int _sum(const struct queue_request *r, void *arg)
+{
+	struct progress *p = arg;
+
+	if (strcmp(r->action, "stage_in") != 0)
+		return 0;
+	p->files_total += r->files_total;
+	p->files_done += r->files_done;
+	p->bytes_total += r->bytes_total;
+	p->bytes_done += r->bytes_done;
+	return 0;
+}
+
+static void _human(int64_t b, char *buf, size_t len)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int i = 0;
+
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+/* A held job whose requests exist: release, report failure, or show progress. */
+static void _follow(struct daemon *d, const struct sjob *j)
+{
+	struct queue_filter f = { .uid = -1, .job_id = j->job_id, .state = -1, .limit = 0 };
+	struct progress p = { 0 };
+	const char *state = NULL;
+	char *error = NULL;
+	char err[256], hb[32], ht[32];
+
+	if (queue_job_stage_in(d->q, j->job_id, &state, &error, err, sizeof(err)) < 0) {
+		log_err("job %u: %s", j->job_id, err);
+		return;
+	}
+	queue_request_list(d->q, &f, _sum, &p, err, sizeof(err));
+	_human(p.bytes_done, hb, sizeof(hb));
+	_human(p.bytes_total, ht, sizeof(ht));
+	if (strcmp(state, "ready") == 0 || strcmp(state, "none") == 0) {
+		if (sjob_release(j->job_id, err, sizeof(err)) < 0) {
+			log_warn("job %u: inputs staged but %s (tried again)", j->job_id, err);
+		} else {
+			log_info("job %u: inputs staged (%lld files, %s): released", j->job_id,
+				 (long long)p.files_done, hb);
+			_comment(j, "stagehand: inputs staged (%lld files, %s); released",
+				 (long long)p.files_done, hb);
+			_set_hold_state(d, j->job_id, HS_RELEASED);
+		}
+	} else if (strcmp(state, "failed") == 0) {
+		_comment(j, "stagehand: stage-in failed: %s - fix it and run 'stagehand retry %u'",
+			 error ? error : "unknown error", j->job_id);
+		_set_hold_state(d, j->job_id, HS_FAILED);
+	} else {
+		int pct = p.bytes_total > 0 ? (int)(100 * p.bytes_done / p.bytes_total) : 0;
+
+		_comment(j, "stagehand: staging %lld/%lld files (%d%%, %s of %s)",
+			 (long long)p.files_done, (long long)p.files_total, pct, hb, ht);
+		_set_hold_state(d, j->job_id, HS_STAGING);
+	}
+	free(error);
+}
+
+static int _cancel_one(const struct queue_request *r, void *arg)
+{
+	struct daemon *d = arg;
+	char err[256];
+
+	if (r->state == QS_DONE || r->state == QS_FAILED_FINAL || r->state == QS_CANCELLED)
+		return 0;
+	if (queue_request_set_state(d->q, r->id, -1, QS_CANCELLED, "job cancelled while held",
+				    err, sizeof(err)) == 0)
+		log_info("job %lld: request %lld cancelled (job ended while held)",
+			 (long long)r->job_id, (long long)r->id);
+	return 0;
+}
+
+static void _cancel_job(struct daemon *d, uint32_t job_id)
+{
+	struct queue_filter f = { .uid = -1, .job_id = job_id, .state = -1,
+				  .action = "stage_in", .limit = 0 };
+	char err[256];
+
+	queue_request_list(d->q, &f, _cancel_one, d, err, sizeof(err));
+	_set_hold_state(d, job_id, HS_CANCELLED);
+	daemon_wake(d);
+}
+
+/* Seconds after a job's end before slurmctld's record stands in for the plugin's event. */
+#define END_GRACE_SECONDS 10
+
+static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
+{
+	char err[512], user[256];
+	int dup = 0;
+
+	if (j->completing || !j->end_time || now - j->end_time < END_GRACE_SECONDS)
+		return;
+	if (_user_name(j->uid, user, sizeof(user)) < 0)
+		snprintf(user, sizeof(user), "%u", (unsigned)j->uid);
+	if (queue_job_end(d->q, j->job_id, sjob_state_name(j->state), j->exit_code, j->uid, j->gid,
+			  user, j->work_dir, j->plan_json, (int64_t)now, &dup, err, sizeof(err)) < 0) {
+		log_err("job %u: cannot record its end from slurmctld: %s", j->job_id, err);
+		return;
+	}
+	if (!dup)
+		log_info("job %u: ended %s (exit %d) with no event from its node; "
+			 "taking slurmctld's record", j->job_id, sjob_state_name(j->state), j->exit_code);
+}
+
+static void _tick(struct daemon *d, int64_t now_ms)
+{
+	struct sjob *jobs = NULL;
+	size_t n = 0, i;
+	char err[512];
+
+	if (sjob_list(&jobs, &n, err, sizeof(err)) < 0) {
+		/* slurmctld down or restarting: nothing is lost, try next tick. */
+		if (now_ms - _last_err_ms > 60000) {
+			log_warn("%s (retrying)", err);
+			_last_err_ms = now_ms;
+		}
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		const struct sjob *j = &jobs[i];
+		struct queue_job *qj = NULL;
+		const char *hs;
+
+		if (!j->plan_json)
+			continue;
+		if (queue_job_get(d->q, j->job_id, &qj, err, sizeof(err)) < 0) {
+			log_err("job %u: %s", j->job_id, err);
+			continue;
+		}
+		hs = qj && qj->hold_state ? qj->hold_state : "none";
+		if (j->state == JOB_PENDING && j->hold_pending) {
+			if (!qj || !strcmp(hs, "none") || !strcmp(hs, HS_CANCELLED))
+				_start_staging(d, j);
+			else if (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED) ||
+				 !strcmp(hs, HS_RELEASED))
+				_follow(d, j);
+			/* HS_INVALID: stays held with its comment until cancelled. */
+		} else if (sjob_state_is_final(j->state) &&
+			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED))) {
+			_cancel_job(d, j->job_id);
+		} else if (sjob_state_is_final(j->state) && strcmp(hs, HS_INVALID) != 0 &&
+			   strcmp(hs, HS_CANCELLED) != 0 && j->end_time && (!qj || !qj->end_state)) {
+			/* Never ran (cancelled while pending): no outputs to archive. */
+			if (j->state != JOB_CANCELLED || qj)
+				_end_backstop(d, j, time(NULL));
+		}
+		queue_job_free(qj);
+	}
+	sjob_free(jobs, n);
+}
+
+const struct lifecycle_hook slurm_watch_hook = {
+	.name = "slurm",
+	.period_ms = 2000,
+	.init = _init,
+	.tick = _tick,
+	.fini = _fini,
+};

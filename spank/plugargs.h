@@ -1,0 +1,44 @@
+/*
+ * plugargs.h - the stagehand.so arguments from plugstack.conf.
+ *
+ * Owns: defaults, strict parsing and validation of "key=value" words.
+ * Must never: log, exit or touch the filesystem (the caller decides what an
+ * error means in its SPANK context).
+ */
+#ifndef STAGEHAND_PLUGARGS_H
+#define STAGEHAND_PLUGARGS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PLUGARGS_DEFAULT_SOCKET "/run/stagehand/stagehandd.sock"
+#define PLUGARGS_DEFAULT_SPOOL "/var/spool/stagehand"
+#define PLUGARGS_DEFAULT_SCRATCH "/scratch"
+
+struct plugargs {
+	char socket[108];      /* daemon's UNIX socket (sun_path limit) */
+	bool fail_on_error;    /* on_error=fail: a job whose inputs are not
+				  confirmed, or whose directories cannot be
+				  made, does not start; warn: it starts */
+	int timeout_ms;        /* stage-in confirmation request budget */
+	int end_timeout_ms;    /* job-end event request budget (slurmstepd
+				  waits for it, so keep it short) */
+	int spool_max;         /* spooled events delivered per job end */
+	char spool[PATH_MAX];  /* root-only directory for undelivered events */
+	char xattr_ns[16];     /* xattr namespace of the labels ("user") */
+	char scratch[PATH_MAX];/* site scratch root: input dir lives below */
+	size_t max_script;     /* bytes of batch script read at most */
+};
+
+/* Fill a with the documented defaults. */
+void plugargs_init(struct plugargs *a);
+
+/*
+ * Parse ac words of argv ("key=value") over the values already in a.
+ * Returns 0, or -1 with the first offending word and the reason in err;
+ * a is then partly updated and must not be used.
+ */
+int plugargs_parse(struct plugargs *a, int ac, char **av, char *err, size_t errlen);
+
+#endif /* STAGEHAND_PLUGARGS_H */

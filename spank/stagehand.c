@@ -1,0 +1,504 @@
+/*
+ * stagehand.c - the SPANK plugin: stagehand in the job's own context.
+ *
+ * Owns, for the batch step of a job whose script has #DATA lines:
+ *   user_init  (slurmstepd, job owner's euid, in the working directory):
+ *              read the batch script, build the expanded plan;
+ *   task_init  (the task, as the job owner, just before exec): create and
+ *              label the declared directories, export STAGEHAND_*, confirm
+ *              that stage-in is complete;
+ *   task_exit  (slurmstepd, root): remember the script's wait status;
+ *   exit       (slurmstepd, root): tell stagehandd the job ended, or spool
+ *              the event; deliver older spooled events first.
+ * Must never: crash or exit slurmstepd, block it longer than the configured
+ * timeouts, act on steps other than the batch step, or touch user data as
+ * root (the directories are made in the task, as the owner). See
+ * docs/spank.md.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+
+#include "jobdir.h"
+#include "jobplan.h"
+#include "plugargs.h"
+#include "spool.h"
+#include "uhttp.h"
+
+SPANK_PLUGIN(stagehand, 1);
+
+#define PFX "stagehand: "
+
+/* State of this slurmstepd (one job step); task_init sees a forked copy. */
+static struct {
+	bool active;             /* batch step of a job with a plan */
+	bool batch;              /* this is the batch step */
+	struct plugargs args;
+	struct jobplan *plan;    /* owned */
+	unsigned long job_id;
+	uid_t uid;
+	gid_t gid;
+	char user[256];
+	char workdir[PATH_MAX];
+	bool have_status;
+	int status;              /* wait status of the batch script */
+	bool bad_args;           /* plugstack.conf arguments did not parse */
+	char fail[1024];         /* a problem found before the task started,
+				    reported (and acted on) in task_init */
+} g;
+
+/* slurm_error reaches both the slurmd log and the job's stderr. */
+static void _user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void _user_error(const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	slurm_error(PFX "%s", msg);
+}
+
+/* At job end, slurm_error would also land in the job's stderr: a daemon
+ * being down is the admin's business, so it goes to the slurmd log only. */
+static void _log_warn(const char *msg)
+{
+	slurm_info(PFX "%s", msg);
+}
+
+/* Read at most max bytes of path. Returns malloc'd bytes (owned) or NULL. */
+static char *_read_script(const char *path, size_t max, size_t *len,
+			  char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open the batch script %s: %s", path,
+			 strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "the batch script %s is not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	if ((size_t)st.st_size > max) {
+		snprintf(err, errlen, "the batch script %s is %lld bytes, over the %zu "
+			 "bytes this plugin reads (max_script_kb=)", path,
+			 (long long)st.st_size, max);
+		close(fd);
+		return NULL;
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	size_t off = 0;
+	if (buf == NULL) {
+		snprintf(err, errlen, "out of memory");
+		close(fd);
+		return NULL;
+	}
+	while (off < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + off, (size_t)st.st_size - off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(err, errlen, "cannot read the batch script %s: %s", path,
+				 strerror(errno));
+			free(buf);
+			close(fd);
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		off += (size_t)r;
+	}
+	close(fd);
+	buf[off] = '\0';
+	*len = off;
+	return buf;
+}
+
+/* Remember a problem for task_init; always 0 (see g.fail). */
+static int _defer(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int _defer(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g.fail, sizeof(g.fail), fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	char err[1024];
+	uint32_t stepid = 0;
+
+	memset(&g, 0, sizeof(g));
+	plugargs_init(&g.args);
+	bool bad = plugargs_parse(&g.args, ac, av, err, sizeof(err)) < 0;
+	if (spank_context() != S_CTX_REMOTE) {
+		if (bad && spank_context() == S_CTX_SLURMD)
+			slurm_error(PFX "plugstack.conf: %s; batch jobs on this node "
+				    "are refused until it is fixed", err);
+		return 0;
+	}
+	if (spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
+	    stepid != SLURM_BATCH_SCRIPT)
+		return 0;
+	g.batch = true;
+	g.bad_args = bad;
+	if (bad) {
+		/* Refused in task_init: failing here (or in user_init) would
+		 * make Slurm drain the node for a "launch failure". */
+		_defer("plugstack.conf: %s", err);
+		g.args.fail_on_error = true;
+	}
+	return 0;
+}
+
+/* Fill the expansion context and the job's identity. */
+static int _job_identity(spank_t sp, struct dsl_expand_ctx *ctx, char *jobname,
+			 size_t jnlen, char *err, size_t errlen)
+{
+	uint32_t jid = 0, arr = 0, task = 0;
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096];
+
+	if (spank_get_item(sp, S_JOB_ID, &jid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_UID, &g.uid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_GID, &g.gid) != ESPANK_SUCCESS) {
+		snprintf(err, errlen, "cannot read the job id, uid or gid from Slurm");
+		return -1;
+	}
+	g.job_id = jid;
+	if (getpwuid_r(g.uid, &pw, pwbuf, sizeof(pwbuf), &res) != 0 || res == NULL) {
+		snprintf(err, errlen, "job %lu: no passwd entry for uid %lu (needed for %%u)",
+			 g.job_id, (unsigned long)g.uid);
+		return -1;
+	}
+	snprintf(g.user, sizeof(g.user), "%s", pw.pw_name);
+	if (spank_getenv(sp, "SLURM_JOB_NAME", jobname, (int)jnlen) != ESPANK_SUCCESS)
+		jobname[0] = '\0';
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->job_id = g.job_id;
+	ctx->user = g.user;
+	ctx->job_name = jobname;
+	ctx->array_job_id = 0;
+	ctx->array_task_id = -1;
+	if (spank_get_item(sp, S_JOB_ARRAY_ID, &arr) == ESPANK_SUCCESS && arr != 0 &&
+	    arr != NO_VAL &&
+	    spank_get_item(sp, S_JOB_ARRAY_TASK_ID, &task) == ESPANK_SUCCESS &&
+	    task != NO_VAL) {
+		ctx->array_job_id = arr;
+		ctx->array_task_id = (long)task;
+	}
+	return 0;
+}
+
+/*
+ * slurmstepd has dropped to the job owner and changed to the working
+ * directory: read the script and decide whether there is anything to do.
+ */
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	char err[1024], jobname[1024];
+	struct dsl_expand_ctx ctx;
+	int argc = 0;
+	char **argv = NULL;
+	size_t len = 0;
+
+	if (!g.batch || spank_context() != S_CTX_REMOTE || g.fail[0])
+		return 0;
+	if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 ||
+	    argv[0] == NULL)
+		return _defer("cannot read the batch script path from Slurm; #DATA lines "
+			      "of this job are not handled");
+	char *script = _read_script(argv[0], g.args.max_script, &len, err, sizeof(err));
+	if (script == NULL)
+		return _defer("%s", err);
+	if (!jobplan_has_directives(script, len)) {
+		free(script);      /* fast path: no #DATA, nothing to do */
+		return 0;
+	}
+	if (getcwd(g.workdir, sizeof(g.workdir)) == NULL) {
+		free(script);
+		return _defer("cannot read the working directory: %s", strerror(errno));
+	}
+	if (_job_identity(sp, &ctx, jobname, sizeof(jobname), err, sizeof(err)) < 0) {
+		free(script);
+		return _defer("%s", err);
+	}
+	int rc = jobplan_build(script, len, NULL, &ctx, g.workdir, &g.plan, err,
+			       sizeof(err));
+	free(script);
+	if (rc < 0)
+		return _defer("job %lu: #DATA in the batch script: %s", g.job_id, err);
+	g.active = g.plan != NULL;
+	if (g.active)
+		slurm_info(PFX "job %lu: %zu directories to prepare%s", g.job_id,
+			   g.plan->ndirs, g.plan->has_stage_in ? ", stage-in to confirm" : "");
+	return 0;
+}
+
+static int _setenv(spank_t sp, const char *k, const char *v)
+{
+	if (spank_setenv(sp, k, v ? v : "", 1) != ESPANK_SUCCESS) {
+		slurm_error(PFX "job %lu: cannot set %s in the job environment", g.job_id, k);
+		return -1;
+	}
+	return 0;
+}
+
+/* The job's directories: made and labelled as the job owner. */
+static int _make_dirs(char *err, size_t errlen)
+{
+	int base = open(g.workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (base < 0) {
+		snprintf(err, errlen, "cannot open the working directory %s: %s", g.workdir,
+			 strerror(errno));
+		return -1;
+	}
+	size_t wl = strlen(g.workdir);
+	for (size_t i = 0; i < g.plan->ndirs; i++) {
+		const struct jobplan_dir *d = &g.plan->dirs[i];
+		char e[1024];
+		/* Below the working directory: walk from its descriptor, so only
+		 * the part the user wrote is checked for links. */
+		const char *rel = d->abs;
+		if (strncmp(d->abs, g.workdir, wl) == 0 && d->abs[wl] == '/')
+			rel = d->abs + wl + 1;
+		int fd = jobdir_open(base, rel, e, sizeof(e));
+		if (fd < 0) {
+			snprintf(err, errlen, "#DATA line %d: %s", d->line, e);
+			close(base);
+			return -1;
+		}
+		if (jobdir_label(fd, g.args.xattr_ns, d->policy, g.job_id, g.uid, e,
+				 sizeof(e)) < 0) {
+			snprintf(err, errlen, "#DATA line %d: %s: %s", d->line, d->abs, e);
+			close(fd);
+			close(base);
+			return -1;
+		}
+		close(fd);
+	}
+	close(base);
+	return 0;
+}
+
+/* Ask the daemon whether stage-in finished. 0 ready, -1 not (err says). */
+static int _confirm_stage_in(char *err, size_t errlen)
+{
+	char path[64], e[512];
+	struct uhttp_resp resp;
+	json_error_t jerr;
+
+	snprintf(path, sizeof(path), "/v1/jobs/%lu", g.job_id);
+	if (uhttp_request(g.args.socket, "GET", path, NULL, g.args.timeout_ms, &resp, e,
+			  sizeof(e)) < 0) {
+		snprintf(err, errlen, "job %lu: cannot confirm stage-in with stagehandd "
+			 "(%s); the inputs may be missing — contact your admin", g.job_id, e);
+		return -1;
+	}
+	json_t *j = resp.status == 200 ? json_loads(resp.body, 0, &jerr) : NULL;
+	const char *st = json_string_value(json_object_get(json_object_get(j,
+								 "stage_in"), "state"));
+	int rc = 0;
+	if (resp.status != 200) {
+		snprintf(err, errlen, "job %lu: stagehandd answered HTTP %d when asked "
+			 "about stage-in (%.200s) — contact your admin", g.job_id,
+			 resp.status, resp.body ? resp.body : "");
+		rc = -1;
+	} else if (st == NULL) {
+		snprintf(err, errlen, "job %lu: stagehandd's answer about stage-in has "
+			 "no stage_in.state — contact your admin", g.job_id);
+		rc = -1;
+	} else if (strcmp(st, "ready") != 0) {
+		snprintf(err, errlen, "job %lu: stage-in not complete (state %.32s); the "
+			 "job was started before its inputs were ready — contact your admin",
+			 g.job_id, st);
+		rc = -1;
+	}
+	json_decref(j);
+	uhttp_resp_free(&resp);
+	return rc;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	char err[2048], buf[PATH_MAX + 64], num[32];
+	int rc = 0;
+
+	if (!g.batch || spank_context() != S_CTX_REMOTE)
+		return 0;
+	if (g.fail[0]) {
+		_user_error("%s", g.fail);
+		if (g.args.fail_on_error)
+			return -1;
+		slurm_error(PFX "continuing (on_error=warn)");
+		return 0;
+	}
+	if (!g.active)
+		return 0;
+	snprintf(num, sizeof(num), "%lu", g.job_id);
+	int n = snprintf(buf, sizeof(buf), "%s/%s/%lu/input", g.args.scratch, g.user,
+			 g.job_id);
+	if (n < 0 || (size_t)n >= sizeof(buf)) {
+		_user_error("job %lu: scratch path too long", g.job_id);
+		return g.args.fail_on_error ? -1 : 0;
+	}
+	if (_setenv(sp, "STAGEHAND_JOB_ID", num) < 0 ||
+	    _setenv(sp, "STAGEHAND_ARCHIVE_DIRS", g.plan->archive_env) < 0 ||
+	    _setenv(sp, "STAGEHAND_EXEMPT_DIRS", g.plan->exempt_env) < 0 ||
+	    _setenv(sp, "STAGEHAND_INPUT_DIR", buf) < 0)
+		rc = -1;
+	if (_make_dirs(err, sizeof(err)) < 0) {
+		_user_error("job %lu: %s", g.job_id, err);
+		rc = -1;
+	}
+	if (g.plan->has_stage_in && _confirm_stage_in(err, sizeof(err)) < 0) {
+		_user_error("%s", err);
+		rc = -1;
+	}
+	if (rc < 0 && !g.args.fail_on_error) {
+		slurm_error(PFX "job %lu: continuing (on_error=warn)", g.job_id);
+		rc = 0;
+	}
+	return rc;
+}
+
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	int status = 0;
+
+	if (!g.batch || spank_context() != S_CTX_REMOTE)
+		return 0;
+	if (spank_get_item(sp, S_TASK_EXIT_STATUS, &status) == ESPANK_SUCCESS) {
+		g.status = status;
+		g.have_status = true;
+	}
+	return 0;
+}
+
+/* The end event body (new reference), as in docs/api.md. */
+static json_t *_end_event(void)
+{
+	const char *state = "FAILED";
+	int code = 1, sig = 0;
+	char host[256] = "";
+
+	if (g.have_status) {
+		if (WIFEXITED(g.status)) {
+			code = WEXITSTATUS(g.status);
+			state = code == 0 ? "COMPLETED" : "FAILED";
+		} else if (WIFSIGNALED(g.status)) {
+			sig = WTERMSIG(g.status);
+			code = 0;
+			/* scancel and the time limit end the script with SIGTERM
+			 * or SIGKILL; anything else is the job's own failure. */
+			state = (sig == SIGTERM || sig == SIGKILL || sig == SIGINT ||
+				 sig == SIGHUP) ? "CANCELLED" : "FAILED";
+		}
+	}
+	(void)gethostname(host, sizeof(host) - 1);
+	return json_pack("{s:s, s:i, s:i, s:I, s:I, s:s, s:s, s:s, s:s, s:O}",
+			 "state", state, "exit_code", code, "signal", sig,
+			 "uid", (json_int_t)g.uid, "gid", (json_int_t)g.gid,
+			 "user", g.user, "work_dir", g.workdir, "node", host,
+			 "source", "spank", "plan", g.plan->plan);
+}
+
+/* Deliver older spooled events; true if the daemon looked reachable. */
+static bool _drain_spool(int budget_ms)
+{
+	struct spool_stats st;
+	char err[1024];
+
+	if (spool_deliver(g.args.spool, g.args.socket, g.args.spool_max,
+			  g.args.end_timeout_ms, budget_ms, &st, _log_warn, err,
+			  sizeof(err)) < 0) {
+		slurm_info(PFX "%s", err);
+		return true;
+	}
+	if (st.delivered || st.rejected)
+		slurm_info(PFX "delivered %d spooled job-end event(s), set aside %d, "
+			   "%d left", st.delivered, st.rejected, st.left);
+	return !st.daemon_down;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	char err[1024];
+
+	if (!g.batch || spank_context() != S_CTX_REMOTE || g.bad_args)
+		return 0;
+	if (geteuid() != 0) {
+		/* Only root may write the spool; this is not expected. */
+		if (g.active)
+			slurm_error(PFX "job %lu: slurm_spank_exit runs as uid %lu, not "
+				    "root; job-end event not sent", g.job_id,
+				    (unsigned long)geteuid());
+		goto out;
+	}
+	/* Older events first: one timeout at most when the daemon is down. */
+	bool reachable = _drain_spool(2 * g.args.end_timeout_ms);
+	if (!g.active)
+		goto out;
+
+	json_t *ev = _end_event();
+	if (ev == NULL) {
+		slurm_error(PFX "job %lu: cannot build the job-end event (out of memory?)",
+			    g.job_id);
+		goto out;
+	}
+	enum spool_send r = SPOOL_RETRY;
+	if (reachable) {
+		r = spool_send_event(g.args.socket, g.job_id, ev, g.args.end_timeout_ms,
+				     err, sizeof(err));
+	} else {
+		snprintf(err, sizeof(err), "stagehandd did not answer for older events");
+	}
+	if (r == SPOOL_SENT) {
+		slurm_info(PFX "job %lu: job-end event delivered", g.job_id);
+	} else {
+		char e2[1024];
+		if (spool_prepare_dir(g.args.spool, e2, sizeof(e2)) < 0 ||
+		    spool_write(g.args.spool, g.job_id, ev, e2, sizeof(e2)) < 0) {
+			slurm_error(PFX "job %lu: job-end event LOST: not delivered (%s) "
+				    "and not spooled (%s); run 'stagehand job-end %lu' by "
+				    "hand", g.job_id, err, e2, g.job_id);
+		} else if (r == SPOOL_REJECTED) {
+			spool_set_aside(g.args.spool, g.job_id, _log_warn, err);
+		} else {
+			slurm_info(PFX "job %lu: job-end event spooled in %s (%s); it is "
+				   "sent at a later job end on this node", g.job_id,
+				   g.args.spool, err);
+		}
+	}
+	json_decref(ev);
+out:
+	jobplan_free(g.plan);
+	g.plan = NULL;
+	g.active = false;
+	return 0;     /* never fail the step or drain the node at job end */
+}

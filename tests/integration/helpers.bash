@@ -1,0 +1,177 @@
+# Shared helpers for the integration tests (bats, run as root against the
+# single-node Slurm test bed from scripts/testbed). Load with:
+#
+#   load helpers
+#   setup_file() { testbed_require; }
+#
+# Functions (all fail the test with a message that says what went wrong):
+#   testbed_env                 export SLURM_CONF and STAGEHAND_TESTBED_* (from "scripts/testbed env")
+#   testbed_require             testbed_env + fail unless slurmctld answers and the node is usable
+#   user_workdir [USER]         new empty directory owned by USER under the scratch area; prints it
+#   write_user_script USER PATH write stdin to PATH, owned by USER, mode 0755
+#   run_as_user USER CMD...     run CMD as USER with SLURM_CONF set (login-like HOME/USER)
+#   submit_as_user [-u USER] [-d DIR] SCRIPT [SBATCH_ARGS...]
+#                               sbatch SCRIPT as USER (default shtest) from DIR (default the
+#                               script's directory); prints the job id
+#   job_field JOB FIELD         one field of "scontrol show job JOB" (e.g. JobState, UserId, Reason)
+#   job_state JOB               JobState of JOB
+#   wait_job_state JOB STATES [TIMEOUT]
+#                               wait until JobState is one of STATES ("COMPLETED" or
+#                               "RUNNING|COMPLETED"); fails at once if the job reaches another
+#                               final state; default timeout 60s; prints the state reached
+#   wait_for TIMEOUT CMD...     poll CMD every 0.2s until it succeeds
+#   cancel_jobs JOB...          scancel, ignoring jobs already gone
+#   testbed_logs                print the tail of the slurmctld and slurmd logs (for diagnostics)
+#
+# Variables after testbed_env: SLURM_CONF, STAGEHAND_TESTBED_DIR, _SCRATCH, _ARCHIVE, _LOGDIR,
+# _NODE, _PARTITION; TESTBED_USER=shtest, TESTBED_USER2=shtest2; STAGEHAND_SRC_DIR (source tree)
+# and STAGEHAND_BUILD_DIR (build tree, default the source tree).
+
+: "${STAGEHAND_SRC_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${STAGEHAND_BUILD_DIR:=$STAGEHAND_SRC_DIR}"
+export STAGEHAND_SRC_DIR STAGEHAND_BUILD_DIR
+TESTBED=$STAGEHAND_SRC_DIR/scripts/testbed
+TESTBED_USER=shtest
+TESTBED_USER2=shtest2
+
+# Final job states: once there, a job never changes state again.
+_TB_FINAL_STATES='COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED|SPECIAL_EXIT|REVOKED'
+
+_tb_fail() {
+	printf '%s\n' "$*" >&2
+	return 1
+}
+
+testbed_env() {
+	local env_out
+	env_out=$("$TESTBED" env) || _tb_fail "'$TESTBED env' failed" || return 1
+	eval "$env_out"
+}
+
+testbed_require() {
+	testbed_env || return 1
+	[[ $(id -u) -eq 0 ]] || _tb_fail "integration tests must run as root (they submit jobs as $TESTBED_USER via runuser)" || return 1
+	[[ -r $SLURM_CONF ]] || _tb_fail "no test bed config at $SLURM_CONF: run 'scripts/testbed up' first" || return 1
+	scontrol ping 2>/dev/null | grep -q 'is UP' ||
+		_tb_fail "slurmctld of the test bed ($SLURM_CONF) does not answer: run 'scripts/testbed up' ('scripts/testbed status' tells more)" || return 1
+	local st
+	st=$(sinfo -h -N -n "$STAGEHAND_TESTBED_NODE" -o '%T' 2>/dev/null | head -n1)
+	case $st in
+	idle | mixed | allocated | completing) ;;
+	*) _tb_fail "test bed node $STAGEHAND_TESTBED_NODE is '${st:-unknown}', not usable: run 'scripts/testbed up'" || return 1 ;;
+	esac
+}
+
+testbed_logs() {
+	local f
+	for f in "$STAGEHAND_TESTBED_LOGDIR"/slurmctld.log "$STAGEHAND_TESTBED_LOGDIR"/slurmd.log; do
+		echo "--- tail of $f ---"
+		tail -n 30 "$f" 2>/dev/null || true
+	done
+}
+
+user_workdir() {
+	local user=${1:-$TESTBED_USER} base dir
+	base=$STAGEHAND_TESTBED_SCRATCH/$user
+	install -d -o "$user" -g "$(id -gn "$user")" -m 0755 "$base" || return 1
+	dir=$(mktemp -d "$base/${BATS_TEST_NAME:-test}.XXXXXX") || return 1
+	chown "$user:$(id -gn "$user")" "$dir" || return 1
+	echo "$dir"
+}
+
+write_user_script() {
+	local user=$1 path=$2
+	cat >"$path" || return 1
+	chown "$user:$(id -gn "$user")" "$path" && chmod 0755 "$path"
+}
+
+run_as_user() {
+	local user=$1 home
+	shift
+	home=$(getent passwd "$user" | cut -d: -f6)
+	runuser -u "$user" -- env HOME="$home" USER="$user" LOGNAME="$user" SLURM_CONF="$SLURM_CONF" "$@"
+}
+
+submit_as_user() {
+	local user=$TESTBED_USER dir=""
+	while [[ $# -gt 0 ]]; do
+		case $1 in
+		-u) user=$2; shift 2 ;;
+		-d) dir=$2; shift 2 ;;
+		*) break ;;
+		esac
+	done
+	local script=$1
+	shift
+	[[ -n $dir ]] || dir=$(dirname "$script")
+	local out rc=0
+	out=$(cd "$dir" && run_as_user "$user" sbatch --parsable "$@" "$script" 2>&1) || rc=$?
+	if [[ $rc -ne 0 || ! ${out%%;*} =~ ^[0-9]+$ ]]; then
+		_tb_fail "sbatch $* $script as $user in $dir failed (exit $rc): $out"
+		return 1
+	fi
+	echo "${out%%;*}"
+}
+
+job_field() {
+	local job=$1 field=$2 line
+	line=$(scontrol -o show job "$job" 2>&1) || _tb_fail "scontrol show job $job: $line" || return 1
+	# Values may contain spaces: a field runs until the next " Key=".
+	awk -v f="$field" '
+	{
+		n = split($0, t, " "); val = ""; found = 0
+		for (i = 1; i <= n; i++) {
+			if (found) {
+				if (t[i] ~ /^[A-Za-z][A-Za-z0-9_:\/]*=/) break
+				val = val " " t[i]
+			} else if (index(t[i], f "=") == 1) {
+				val = substr(t[i], length(f) + 2); found = 1
+			}
+		}
+		if (!found) exit 1
+		print val
+	}' <<<"$line" || _tb_fail "job $job has no field $field" || return 1
+}
+
+job_state() {
+	job_field "$1" JobState
+}
+
+wait_job_state() {
+	local job=$1 want=$2 timeout=${3:-60} st="" i
+	for ((i = 0; i < timeout * 5; i++)); do
+		st=$(job_state "$job" 2>/dev/null) || st=""
+		if [[ -n $st && $st =~ ^($want)$ ]]; then
+			echo "$st"
+			return 0
+		fi
+		if [[ -n $st && $st =~ ^($_TB_FINAL_STATES)$ ]]; then
+			break
+		fi
+		sleep 0.2
+	done
+	{
+		echo "job $job: expected state $want within ${timeout}s, got '${st:-unknown}'"
+		scontrol show job "$job" 2>&1 || true
+		testbed_logs
+	} >&2
+	return 1
+}
+
+wait_for() {
+	local timeout=$1 i
+	shift
+	for ((i = 0; i < timeout * 5; i++)); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	_tb_fail "timed out after ${timeout}s waiting for: $*"
+}
+
+cancel_jobs() {
+	local j
+	for j in "$@"; do
+		[[ -n $j ]] && scancel "$j" 2>/dev/null
+	done
+	return 0
+}

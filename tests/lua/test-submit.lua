@@ -1,0 +1,318 @@
+--[[
+test-submit.lua - behaviour of slurm_job_submit and slurm_job_modify in
+lua/job_submit.lua under a stub `slurm` table. Prints TAP.
+
+  lua test-submit.lua [--script PATH/job_submit.lua]
+]]
+local here = (arg[0]:match("^(.*)/[^/]*$") or ".")
+package.path = here .. "/?.lua;" .. package.path
+local json = require("json")
+local stub = require("stub_slurm")
+
+local script_path = here .. "/../../lua/job_submit.lua"
+if arg[1] == "--script" then script_path = arg[2] end
+
+local before = {}
+for k in pairs(_G) do before[k] = true end
+slurm = stub.slurm
+dofile(script_path)
+local S = slurm
+
+local n, failed = 0, 0
+local function ok(cond, name, detail)
+	n = n + 1
+	if cond then
+		print(string.format("ok %d - %s", n, name))
+	else
+		failed = failed + 1
+		print(string.format("not ok %d - %s", n, name))
+		if detail then print("#   " .. tostring(detail):gsub("\n", "\n#   ")) end
+	end
+end
+local function is(got, exp, name)
+	ok(got == exp, name, string.format("expected %s, got %s", tostring(exp), tostring(got)))
+end
+
+local PREFIX = "stagehand:v1:"
+local HELD = 2042
+
+-- A job_desc like the plugin's: unset fields are nil, priority NO_VAL.
+local function desc(script, extra)
+	local d = { script = script, priority = S.NO_VAL }
+	for k, v in pairs(extra or {}) do d[k] = v end
+	return d
+end
+local function copy(t)
+	local c = {}
+	for k, v in pairs(t) do c[k] = v end
+	return c
+end
+local function user_text()
+	return table.concat(stub.user, "\n")
+end
+
+local HEAD = "#!/bin/bash\n#SBATCH -n 1\n"
+
+-- globals ---------------------------------------------------------------
+do
+	local added = {}
+	for k in pairs(_G) do
+		if not before[k] and k ~= "slurm" then added[#added + 1] = k end
+	end
+	table.sort(added)
+	is(table.concat(added, ","), "slurm_job_modify,slurm_job_submit,stagehand",
+		"the script defines only slurm_job_submit, slurm_job_modify and stagehand")
+end
+
+-- no #DATA --------------------------------------------------------------
+do
+	stub.reset()
+	local d = desc(HEAD .. "# data is in /scratch\n#data archive=x\nsrun hostname\n")
+	local orig = copy(d)
+	is(slurm_job_submit(d, {}, 1000), S.SUCCESS, "script without #DATA is accepted")
+	local same = true
+	for k, v in pairs(orig) do if d[k] ~= v then same = false end end
+	for k in pairs(d) do if orig[k] == nil then same = false end end
+	ok(same, "script without #DATA: job_desc untouched")
+	is(#stub.user, 0, "script without #DATA: nothing said to the user")
+	stub.reset()
+	is(slurm_job_submit(desc(nil), {}, 1000), S.SUCCESS, "no script (salloc/srun) is accepted")
+	is(slurm_job_submit(desc(42), {}, 1000), S.SUCCESS, "non-string script is accepted")
+end
+
+-- rejection -------------------------------------------------------------
+do
+	stub.reset()
+	local script = HEAD .. "#DATA archive=results/\n#DATA archvie=out\n#DATA exempt=../x\nsrun ./a\n"
+	local d = desc(script, { admin_comment = "site note" })
+	local rc = slurm_job_submit(d, {}, 1000)
+	is(rc, S.ERROR, "bad script rejected with slurm.ERROR")
+	local u = user_text()
+	ok(u:find("stagehand: line 4: unknown key 'archvie' \226\128\148 did you mean 'archive'?", 1, true),
+		"line 4 error says what and suggests the key", u)
+	ok(u:find("stagehand: line 5: '..' is not allowed in paths", 1, true), "line 5 error reported too", u)
+	ok(u:find("(fix the #DATA line; see 'stagehand check')", 1, true), "error says what to do", u)
+	local per_line = 0
+	for _, l in ipairs(stub.user) do
+		if l:find("^stagehand: line %d+: ") then per_line = per_line + 1 end
+	end
+	is(per_line, 2, "one log_user line per error")
+	local all_prefixed = true
+	for _, l in ipairs(stub.user) do
+		if not l:find("^stagehand: ") then all_prefixed = false end
+	end
+	ok(all_prefixed, "every user message starts with 'stagehand: '", u)
+	is(d.admin_comment, "site note", "rejected job: admin_comment untouched")
+	is(d.priority, S.NO_VAL, "rejected job: priority untouched")
+	ok(#stub.info >= 1 and stub.info[#stub.info]:find("^stagehand: rejected"), "rejection logged to slurmctld",
+		stub.info[#stub.info])
+end
+
+-- accepted without stage_in ---------------------------------------------
+do
+	stub.reset()
+	local d = desc(HEAD .. "#DATA archive=results/ when=success\n#DATA exempt=tmp//\nsrun ./a\n")
+	is(slurm_job_submit(d, {}, 1000), S.SUCCESS, "valid directives accepted")
+	is(d.priority, S.NO_VAL, "no stage_in: not held")
+	local ac = d.admin_comment or ""
+	is(ac:sub(1, #PREFIX + 1), PREFIX .. "{", "admin_comment is stagehand:v1: followed by the plan")
+	local okj, plan = pcall(json.decode, ac:sub(#PREFIX + 1))
+	ok(okj and plan.version == 1 and #plan.actions == 2, "admin_comment holds the plan as JSON", ac)
+	if okj then
+		local a1, a2 = plan.actions[1], plan.actions[2]
+		ok(a1.line == 3 and a1.action == "archive" and a1.path == "results" and a1.to == json.null
+			and a1.when == "success" and a1.keep == true, "archive action recorded with defaults")
+		ok(a2.line == 4 and a2.action == "exempt" and a2.path == "tmp" and a2.to == nil,
+			"exempt action normalised, no 'to'")
+	end
+	is(stagehand.record_state(ac), "none", "record state none")
+	is(#stub.user, 0, "clean script: nothing said to the user")
+end
+
+-- accepted with stage_in: held -----------------------------------------
+local held_comment
+do
+	stub.reset()
+	local d = desc(HEAD .. "#DATA stage_in=/archive/ref.fa to=inputs\n#DATA archive=out\nsrun ./a\n")
+	is(slurm_job_submit(d, {}, 1000), S.SUCCESS, "stage_in script accepted")
+	is(d.priority, 0, "stage_in: held with priority 0")
+	is(stagehand.record_state(d.admin_comment), "pending", "record state pending")
+	ok(d.admin_comment:find("^stagehand:hold=pending stagehand:v1:{"), "hold marker before the plan",
+		d.admin_comment)
+	local okj, plan = pcall(json.decode, d.admin_comment:sub(#"stagehand:hold=pending stagehand:v1:" + 1))
+	ok(okj and plan.actions[1].action == "stage_in" and plan.actions[1].to == "inputs",
+		"text after stagehand:v1: is exactly the plan JSON", plan)
+	ok(stagehand.stage_in_pending(d.admin_comment), "stage_in_pending() sees it")
+	ok(user_text():find("held until its stage_in inputs are staged", 1, true), "user told why it is held",
+		user_text())
+	held_comment = d.admin_comment
+end
+
+-- hold disabled ---------------------------------------------------------
+do
+	stub.reset()
+	stagehand.site.hold_stage_in = false
+	local d = desc(HEAD .. "#DATA stage_in=/archive/ref.fa\n")
+	is(slurm_job_submit(d, {}, 1000), S.SUCCESS, "hold off: accepted")
+	is(d.priority, S.NO_VAL, "hold off: not held")
+	is(stagehand.record_state(d.admin_comment), "none", "hold off: no hold marker")
+	stagehand.site.hold_stage_in = true
+end
+
+-- warnings --------------------------------------------------------------
+do
+	stub.reset()
+	local d = desc(HEAD .. "#Data archive=x\n#DATA exempt=tmp\nsrun ./a\n#DATA archive=late\n")
+	is(slurm_job_submit(d, {}, 1000), S.SUCCESS, "warnings do not reject")
+	local u = user_text()
+	ok(u:find("stagehand: line 3: warning:", 1, true) and u:find("stagehand: line 6: warning:", 1, true),
+		"each warning shown with its line", u)
+	ok(d.admin_comment and d.admin_comment:find('"path":"tmp"', 1, true)
+		and not d.admin_comment:find("late", 1, true), "ignored lines are not in the plan")
+	stub.reset()
+	d = desc(HEAD .. "#DATA archive=late_only\n", {})
+	d.script = "#!/bin/bash\nsrun ./a\n#DATA archive=x\n"
+	is(slurm_job_submit(d, {}, 1000), S.SUCCESS, "only ignored directives: accepted")
+	is(d.admin_comment, nil, "only ignored directives: no record")
+end
+
+-- admin_comment already set ---------------------------------------------
+do
+	stub.reset()
+	local d = desc(HEAD .. "#DATA exempt=tmp\n", { admin_comment = "billing=A12  " })
+	slurm_job_submit(d, {}, 0)
+	ok(d.admin_comment:find("^billing=A12 stagehand:v1:{"), "site text kept before the record",
+		d.admin_comment)
+	d = desc(HEAD .. "#DATA exempt=tmp\n",
+		{ admin_comment = "x stagehand:hold=pending stagehand:v1:{\"version\":1,\"actions\":[]}" })
+	slurm_job_submit(d, {}, 0)
+	ok(d.admin_comment:find("^x stagehand:v1:{") and
+		select(2, d.admin_comment:gsub("stagehand:v1:", "")) == 1, "an older record is replaced",
+		d.admin_comment)
+end
+
+-- plan size limit -------------------------------------------------------
+do
+	stub.reset()
+	local saved = stagehand.site.max_plan_bytes
+	stagehand.site.max_plan_bytes = 120
+	local d = desc(HEAD .. "#DATA archive=a_long_directory_name_one\n#DATA archive=a_long_directory_name_two\n")
+	is(slurm_job_submit(d, {}, 1000), S.ERROR, "plan over max_plan_bytes rejected")
+	ok(user_text():find("this site's limit is 120", 1, true), "size error names the limit", user_text())
+	is(d.admin_comment, nil, "oversized plan not recorded")
+	stagehand.site.max_plan_bytes = saved
+end
+
+-- slurm_job_modify ------------------------------------------------------
+do
+	local rec = { job_id = 17, admin_comment = held_comment, priority = 0 }
+	stub.reset()
+	is(slurm_job_modify({ priority = S.INFINITE }, rec, {}, 1000), HELD,
+		"user release of a held stage-in job refused with ESLURM_JOB_HELD")
+	ok(stub.info[1] and stub.info[1]:find("job 17 by uid 1000", 1, true), "refusal logged", stub.info[1])
+	is(slurm_job_modify({ priority = 5000 }, rec, {}, 1000), HELD, "user priority= refused too")
+	local rel = { priority = S.INFINITE }
+	is(slurm_job_modify(rel, rec, {}, 0), S.SUCCESS, "root release allowed")
+	is(stagehand.record_state(rel.admin_comment), "released", "root release marks the record released")
+	is(select(3, stagehand.split_record(rel.admin_comment)), select(3, stagehand.split_record(held_comment)),
+		"root release keeps the plan as it was")
+	is(slurm_job_modify({ priority = S.INFINITE }, { job_id = 17, admin_comment = rel.admin_comment }, {}, 1000),
+		S.SUCCESS, "after the release a user hold/release is allowed again")
+	local rel2 = { priority = S.INFINITE, admin_comment = "set by admin" }
+	slurm_job_modify(rel2, rec, {}, 0)
+	is(rel2.admin_comment, "set by admin", "an admin_comment given in the same update is left alone")
+	local sitec = { job_id = 21, admin_comment = "note " .. held_comment }
+	local rel3 = { priority = S.INFINITE }
+	slurm_job_modify(rel3, sitec, {}, 0)
+	ok(rel3.admin_comment and rel3.admin_comment:find("^note stagehand:hold=released stagehand:v1:{"),
+		"release keeps site text", rel3.admin_comment)
+	is(slurm_job_modify({ priority = S.NO_VAL, time_limit = 10 }, rec, {}, 1000), S.SUCCESS,
+		"user change without priority allowed")
+	is(slurm_job_modify({ priority = 0 }, rec, {}, 1000), S.SUCCESS, "user hold (priority 0) allowed")
+	table.insert(stagehand.site.trusted_uids, 64030)
+	is(slurm_job_modify({ priority = S.INFINITE }, rec, {}, 64030), S.SUCCESS, "trusted uid (SlurmUser) allowed")
+	table.remove(stagehand.site.trusted_uids)
+	is(slurm_job_modify({ priority = S.INFINITE }, { job_id = 19 }, {}, 1000), S.SUCCESS,
+		"job without a record: allowed")
+	-- a user path that spells a pending record must not make a job look held
+	stub.reset()
+	local d = desc(HEAD .. '#DATA exempt="stagehand:hold=pending stagehand:v1:x"\n')
+	slurm_job_submit(d, {}, 1000)
+	is(stagehand.record_state(d.admin_comment), "none", "user text cannot forge the record state")
+	is(slurm_job_modify({ priority = S.INFINITE }, { job_id = 20, admin_comment = d.admin_comment }, {}, 1000),
+		S.SUCCESS, "forged text in a path does not block modify")
+end
+
+-- tokens of line-level diagnostics are shown safely ------------------------
+do
+	local long = "#DATA archive=" .. string.rep("y", 5000)
+	local r = stagehand.parse("#!/bin/bash\nsrun x\n" .. long .. "\n")
+	is(r.warnings[1] and r.warnings[1].token, long:sub(1, 64) .. "...", "after_command token of a long line is cut")
+	r = stagehand.parse("#!/bin/bash\n#data archive=\255\t\n#DATA exempt=\226\128\148\n")
+	is(r.warnings[1] and r.warnings[1].token, "#data archive=??", "invalid UTF-8 in a warning token shown as ?")
+	is(r.errors[1], nil, "valid UTF-8 in a value is accepted")
+	r = stagehand.parse("#!/bin/bash\n#DATA archive=x when=" .. string.rep("z", 5000) .. "\n", { max_line = 10000 })
+	is(r.errors[1] and r.errors[1].code, "bad_value", "a long when= value is bad_value, not path_too_long")
+end
+
+-- garbage never raises --------------------------------------------------
+do
+	local function never_raises(name, f)
+		local okc, res = pcall(f)
+		ok(okc and type(res) == "number", name .. " returns a code without raising", res)
+	end
+	never_raises("submit(nil)", function() return slurm_job_submit(nil, nil, nil) end)
+	never_raises("modify(nil)", function() return slurm_job_modify(nil, nil, nil, nil) end)
+	never_raises("modify with nil job_rec", function()
+		return slurm_job_modify({ priority = S.INFINITE }, nil, nil, 1000)
+	end)
+	local huge = HEAD .. "#DATA archive=" .. string.rep("x", 100000) .. "\n" .. string.rep("echo hello\n", 200000)
+	never_raises("huge script", function() return slurm_job_submit(desc(huge), {}, 1000) end)
+	local bin = {}
+	math.randomseed(7)
+	for i = 1, 4000 do bin[i] = string.char(math.random(0, 255)) end
+	local binary = "#DATA " .. table.concat(bin) .. "\n#DATA archive=\0\255\n" .. table.concat(bin)
+	never_raises("binary script", function() return slurm_job_submit(desc(binary), {}, 1000) end)
+	never_raises("percent signs in messages", function()
+		return slurm_job_submit(desc(HEAD .. "#DATA %s%d%n=%s\n#DATA archive=%q%\n"), {}, 1000)
+	end)
+	-- an internal failure: fail closed for #DATA scripts ...
+	stub.reset()
+	local broken = setmetatable({}, {
+		__index = function(_, k) if k == "script" then return HEAD .. "#DATA exempt=tmp\n" end end,
+		__newindex = function() error("field not writable") end,
+	})
+	is(slurm_job_submit(broken, {}, 1000), 2090, "internal error with #DATA: rejected (ESLURM_INTERNAL)")
+	ok(stub.errors[1] and stub.errors[1]:find("^stagehand: internal error"), "internal error logged",
+		stub.errors[1])
+	ok(user_text():find("tell your administrator", 1, true), "user asked to contact the admin", user_text())
+	-- ... and open for the others
+	local unreadable = setmetatable({}, { __index = function() error("boom") end })
+	is(slurm_job_submit(unreadable, {}, 1000), S.SUCCESS, "unreadable job_desc: accepted (fail open)")
+	-- random mutations of a valid script
+	local base = HEAD .. '#DATA stage_in=https://x.org/a to="in put"\n#DATA archive=out when=success keep=no\n'
+		.. "#DATA stage_out=logs to=/p/%j\n#DATA exempt=./tmp/\nsrun ./a\n"
+	stub.reset()
+	local raised = 0
+	local pieces = { "\0", "\"", "\\", "=", " ", "\t", "#", "%", "..", "/", "://", "\r", "\n", "\255", "\226\128", "~" }
+	for _ = 1, 3000 do
+		local s = base
+		for _ = 1, math.random(1, 6) do
+			local p = math.random(1, #s)
+			s = s:sub(1, p - 1) .. pieces[math.random(#pieces)] .. s:sub(p + math.random(0, 2))
+		end
+		local okp, res = pcall(stagehand.parse, s)
+		if not okp or type(res) ~= "table" then raised = raised + 1 end
+		local okc, rc = pcall(slurm_job_submit, desc(s), {}, 1000)
+		if not okc or type(rc) ~= "number" then raised = raised + 1 end
+	end
+	is(raised, 0, "3000 mutated scripts: parser and submit never raise")
+	is(#stub.errors, 0, "mutated scripts: no internal errors logged")
+end
+
+print("1.." .. n)
+if failed > 0 then
+	print(string.format("# %d of %d tests failed (%s)", failed, n, _VERSION))
+	os.exit(1)
+end
+print(string.format("# all %d tests passed (%s)", n, _VERSION))

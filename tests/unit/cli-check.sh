@@ -1,0 +1,87 @@
+#!/bin/sh
+# cli-check.sh - 'stagehand check' on the shipped examples (TAP).
+# Needs STAGEHAND_BIN (the built cli/stagehand) and STAGEHAND_EXAMPLES
+# (the examples/ folder); tests/Makefile.am sets both.
+
+bin=${STAGEHAND_BIN:-../cli/stagehand}
+ex=${STAGEHAND_EXAMPLES:-../examples}
+tmp=${TMPDIR:-/tmp}/stagehand-check-test.$$
+mkdir "$tmp" || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+n=0
+fails=0
+ok() {  # ok COND-STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $n - $2"
+	else
+		echo "not ok $n - $2"
+		fails=$((fails + 1))
+		sed 's/^/# /' "$tmp/out" 2>/dev/null
+	fi
+}
+
+count=0
+for s in "$ex"/*.sh; do
+	[ -f "$s" ] || continue
+	count=$((count + 1))
+	"$bin" check "$s" > "$tmp/out" 2>&1
+	rc=$?
+	grep -q "directives\{0,1\} OK" "$tmp/out"
+	ok $((rc + $?)) "valid example $(basename "$s"): exit 0 and a summary"
+done
+[ "$count" -ge 3 ]
+ok $? "at least 3 valid examples found in $ex ($count)"
+
+"$bin" check "$ex"/*.sh > "$tmp/out" 2>&1
+ok $? "all valid examples in one run: exit 0"
+
+"$bin" check "$ex/bad/typo.sh" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ]
+ok $? "bad/typo.sh: exit 1 (got $rc)"
+grep -q "typo.sh:4: error: unknown key 'archvie'.*did you mean 'archive'?.*\[unknown_key\]" "$tmp/out"
+ok $? "bad/typo.sh: line 4 and 'did you mean' in the diagnostic"
+
+"$bin" check "$ex/bad/typo.sh" "$ex"/*.sh > "$tmp/out" 2>&1
+ok $(( $? == 1 ? 0 : 1 )) "one bad script among good ones: exit 1"
+
+"$bin" check --json "$ex/bad/typo.sh" > "$tmp/out" 2>&1
+rc=$?
+grep -q '"code": "unknown_key"' "$tmp/out" && grep -q '"ok": false' "$tmp/out" && [ $rc -eq 1 ]
+ok $? "--json: errors as JSON, exit 1"
+
+"$bin" check --json "$ex"/*.sh > "$tmp/out" 2>&1
+rc=$?
+grep -q '"ok": true' "$tmp/out" && grep -q '"actions"' "$tmp/out" && [ $rc -eq 0 ]
+ok $? "--json: valid plans, exit 0"
+
+"$bin" check "$tmp/does-not-exist.sh" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "does-not-exist.sh: cannot open: No such file or directory" "$tmp/out"
+ok $? "unreadable script: exit 2, names the file and the reason"
+
+"$bin" check > "$tmp/out" 2>&1
+ok $(( $? == 2 ? 0 : 1 )) "no script: usage error, exit 2"
+
+"$bin" check --bogus "$ex/bad/typo.sh" > "$tmp/out" 2>&1
+ok $(( $? == 2 ? 0 : 1 )) "unknown option: exit 2"
+
+"$bin" check --help > "$tmp/out" 2>&1
+rc=$?
+grep -q "usage: stagehand check" "$tmp/out" && [ $rc -eq 0 ]
+ok $? "--help: usage, exit 0"
+
+printf '#!/bin/bash\n#DATA archive=out\necho\n#DATA exempt=tmp\n' | "$bin" check - > "$tmp/out" 2>&1
+rc=$?
+grep -q "<stdin>:4: warning: .*\[after_command\]" "$tmp/out" && grep -q "<stdin>: 1 directive OK" "$tmp/out" && [ $rc -eq 0 ]
+ok $? "stdin: warning printed, still valid, exit 0"
+
+printf '#DATA exempt=x\n' | "$bin" check --quiet - > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ ! -s "$tmp/out" ]
+ok $? "--quiet: nothing printed for a valid script"
+
+echo "1..$n"
+[ $fails -eq 0 ]
