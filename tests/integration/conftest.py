@@ -5,8 +5,9 @@ private socket, database and config under a temporary directory in
 /var/tmp, and torn down afterwards. Nothing here talks to the system daemon
 or to /run/stagehand.
 
-Binaries: $STAGEHANDD and $STAGEHAND, else the in-tree builds
-(daemon/stagehandd, cli/stagehand). Test users: shtest and shtest2 (created
+Binaries: $STAGEHANDD and $STAGEHAND, else daemon/stagehandd and
+cli/stagehand under $STAGEHAND_BUILD_DIR (set by 'make integration') or the
+source tree. Test users: shtest and shtest2 (created
 by scripts/testbed; created here with useradd -m if missing).
 
 Run: sudo python3 -m pytest -v tests/integration/0200-daemon*.py
@@ -46,7 +47,8 @@ def pytest_collect_file(file_path, parent):
 # ---- helpers ------------------------------------------------------------------
 
 def _find_binary(env, relpath):
-    path = os.environ.get(env) or os.path.join(REPO, relpath)
+    build = os.environ.get("STAGEHAND_BUILD_DIR") or REPO
+    path = os.environ.get(env) or os.path.join(build, relpath)
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         pytest.skip(f"{relpath} not built (or set ${env}): build with 'make' first")
     return path
@@ -191,6 +193,16 @@ class Daemon:
         with open(self.conf_path, "w") as f:
             for k, v in self.conf.items():
                 f.write(f"{k}={v}\n")
+        # stagehandd's Slurm watcher needs a slurm.conf, but these daemons must
+        # never hold, stage or release the test bed's real jobs (the test bed
+        # runs its own daemon): give them a private cluster with no controller
+        # listening, so every Slurm call fails at once and is only logged.
+        self.slurm_conf = os.path.join(self.dir, "slurm.conf")
+        with open(self.slurm_conf, "w") as f:
+            f.write("ClusterName=stagehand-it\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
+                    "MessageTimeout=1\nNodeName=localhost CPUs=1 State=UNKNOWN\n"
+                    "PartitionName=none Nodes=localhost\n")
+        self.env = dict(os.environ, SLURM_CONF=self.slurm_conf)
         self.proc = None
         self.api = Api(self.sock)
         self.starts = 0
@@ -206,7 +218,8 @@ class Daemon:
         # Own session: the daemon and its workers form one process group,
         # which teardown (and a crash test, as systemd would) kills as a whole.
         self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=self.env)
         log.close()
         self.starts += 1
         end = time.monotonic() + timeout
