@@ -211,3 +211,49 @@ def test_tcp_without_valid_credential_is_401(tcp_daemon):
         else:
             assert r.status == 401, (what, r.status, body)
             assert json.loads(body)["error"], body
+
+
+def test_job_end_with_plan_creates_owner_requests(stagehand_bin, daemon, base_dir, test_users):
+    """An epilog's job-end with the job's plan: after-job transfers run as the owner."""
+    from conftest import owned_dir
+    job = 880002
+    work = owned_dir(os.path.join(base_dir, "shtest", "job-work"), "shtest")
+    out = owned_dir(os.path.join(work, "out"), "shtest")
+    res = owned_dir(os.path.join(work, "results"), "shtest")
+    for d, n in ((out, 3), (res, 4)):
+        for i in range(n):
+            with open(os.path.join(d, f"r{i}"), "wb") as f:
+                f.write(os.urandom(2000 + i))
+    chown_tree(work, "shtest")
+    dest_root = owned_dir(os.path.join(base_dir, "shtest", "job-dest"), "shtest")
+    plan = {"version": 1, "actions": [
+        {"line": 3, "action": "archive", "path": "results", "to": os.path.join(dest_root, "arch"),
+         "when": "success", "keep": True},
+        {"line": 4, "action": "stage_out", "path": "out", "to": os.path.join(dest_root, "so")}]}
+    plan_path = os.path.join(base_dir, "plan.json")
+    with open(plan_path, "w") as f:
+        json.dump(plan, f)
+    p = cli(stagehand_bin, daemon, "job-end", str(job), "--state", "COMPLETED", "--exit-code", "0",
+            "--uid", str(test_users["shtest"].pw_uid), "--work-dir", work, "--plan", plan_path,
+            user=None)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"job {job}: end recorded"), p.stdout
+    # The main loop turns the event into requests shortly after.
+    import time
+    end = time.monotonic() + 30
+    while True:
+        st, doc, text, _ = daemon.api.get(f"/v1/jobs/{job}")
+        if st == 200 and len(doc["requests"]) >= 2:
+            break
+        assert time.monotonic() < end, f"no requests for job {job}: {st} {text}"
+        time.sleep(0.2)
+    for r in doc["requests"]:
+        assert r["uid"] == test_users["shtest"].pw_uid, r
+        done = daemon.api.wait(r["id"], timeout=120)
+        assert done["state"] == "done", done
+    assert tree_digest(os.path.join(dest_root, "so")) == tree_digest(out)
+    assert tree_digest(os.path.join(dest_root, "arch")) == tree_digest(res)
+    # The user sees the job through the CLI.
+    p = cli(stagehand_bin, daemon, "status", str(job), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["end"]["state"] == "COMPLETED"
