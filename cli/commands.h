@@ -9,4 +9,13 @@
 
 int cmd_check(int argc, char **argv);
 
+/* Daemon clients (client.c). */
+int cmd_submit(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_queue(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_retry(int argc, char **argv);
+int cmd_job_end(int argc, char **argv);
+int cmd_health(int argc, char **argv);
+
 #endif

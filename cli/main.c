@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "client.h"
 #include "commands.h"
 
 struct command {
@@ -18,13 +19,20 @@ struct command {
 
 static const struct command _commands[] = {
 	{ "check", cmd_check, "validate #DATA directives in batch scripts (offline)" },
+	{ "submit", cmd_submit, "queue a stage-in, archive or stage-out transfer" },
+	{ "status", cmd_status, "show your requests, a job's (JOB) or one request (rN)" },
+	{ "queue", cmd_queue, "list every user's requests (admins)" },
+	{ "cancel", cmd_cancel, "cancel a request (rN) or a job's unfinished requests" },
+	{ "retry", cmd_retry, "re-queue a failed request (rN) or a job's failed requests" },
+	{ "job-end", cmd_job_end, "tell the daemon a job ended (epilog hooks; root)" },
+	{ "health", cmd_health, "ask whether stagehandd is up" },
 };
 
 static void _usage(FILE *fp)
 {
 	size_t i;
 
-	fprintf(fp, "usage: stagehand COMMAND [ARGS...]\n\ncommands:\n");
+	fprintf(fp, "usage: stagehand [--socket PATH | --server HOST:PORT] [--config FILE] COMMAND [ARGS...]\n\ncommands:\n");
 	for (i = 0; i < sizeof(_commands) / sizeof(_commands[0]); i++)
 		fprintf(fp, "  %-10s %s\n", _commands[i].name, _commands[i].summary);
 	fprintf(fp, "\n'stagehand COMMAND --help' describes one command; see stagehand(1).\n");
@@ -33,6 +41,16 @@ static void _usage(FILE *fp)
 int main(int argc, char **argv)
 {
 	size_t i;
+	int n;
+
+	/* Daemon selection may come before the command as well as after it. */
+	while (argc > 1 && (n = client_global_option(argc - 1, argv + 1)) != 0) {
+		if (n < 0)
+			return 2;
+		argv[n] = argv[0];
+		argv += n;
+		argc -= n;
+	}
 
 	if (argc < 2) {
 		_usage(stderr);

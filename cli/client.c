@@ -1,0 +1,1194 @@
+/*
+ * client.c - the daemon-client subcommands: submit, status, queue, cancel,
+ * retry, job-end, health. See client.h for daemon selection and the id
+ * syntax, docs/api.md for the calls, stagehand(1) for the user's view.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "client.h"
+#include "commands.h"
+#include "http.h"
+#include "progress.h"
+
+#ifndef STAGEHAND_SYSCONFDIR
+#define STAGEHAND_SYSCONFDIR "/etc"
+#endif
+#define CLIENT_DEFAULT_CONF STAGEHAND_SYSCONFDIR "/stagehand/stagehand.conf"
+
+enum { EXIT_OK = 0, EXIT_REFUSED = 1, EXIT_ENV = 2 };
+
+/* Daemon selection from the command line (global or per subcommand). */
+static const char *_opt_socket;
+static const char *_opt_server;
+static const char *_opt_config;
+
+/* Long-option codes shared by every subcommand. */
+enum { OPT_SOCKET = 1000, OPT_SERVER, OPT_CONFIG, OPT_HELP };
+#define COMMON_LONGOPTS \
+	{ "socket", required_argument, NULL, OPT_SOCKET }, \
+	{ "server", required_argument, NULL, OPT_SERVER }, \
+	{ "config", required_argument, NULL, OPT_CONFIG }, \
+	{ "help", no_argument, NULL, 'h' }
+
+#define COMMON_HELP \
+	"daemon selection:\n" \
+	"  --socket PATH       UNIX socket of stagehandd (env STAGEHAND_SOCKET)\n" \
+	"  --server HOST:PORT  TCP address, authenticated with MUNGE (env STAGEHAND_SERVER)\n" \
+	"  --config FILE       config file to read SocketPath from (env STAGEHAND_CONF)\n"
+
+static void _errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void _errx(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("stagehand: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int client_global_option(int argc, char **argv)
+{
+	static const struct { const char *name; const char **slot; } opts[] = {
+		{ "--socket", &_opt_socket },
+		{ "--server", &_opt_server },
+		{ "--config", &_opt_config },
+	};
+	size_t i, len;
+	int used = 0;
+
+	for (i = 0; i < sizeof(opts) / sizeof(opts[0]) && !used; i++) {
+		len = strlen(opts[i].name);
+		if (strncmp(argv[0], opts[i].name, len))
+			continue;
+		if (argv[0][len] == '=') {
+			*opts[i].slot = argv[0] + len + 1;
+			used = 1;
+		} else if (argv[0][len] == '\0') {
+			if (argc < 2) {
+				_errx("option '%s' needs a value", opts[i].name);
+				return -1;
+			}
+			*opts[i].slot = argv[1];
+			used = 2;
+		} else {
+			continue;
+		}
+		/* --socket and --server exclude each other; the later one wins. */
+		if (opts[i].slot == &_opt_socket)
+			_opt_server = NULL;
+		else if (opts[i].slot == &_opt_server)
+			_opt_socket = NULL;
+	}
+	return used;
+}
+
+/* getopt's '?': say which argument, in our voice, and point at --help. */
+static int _bad_option(const char *cmd, const char *arg)
+{
+	_errx("%s: bad option '%s': unknown, or missing its value (see 'stagehand %s --help')",
+	      cmd, arg, cmd);
+	return EXIT_ENV;
+}
+
+/* Returns 1 if c was a common option (handled), 0 otherwise. */
+static int _common_opt(int c, const char *arg)
+{
+	switch (c) {
+	case OPT_SOCKET: _opt_socket = arg; _opt_server = NULL; return 1;
+	case OPT_SERVER: _opt_server = arg; _opt_socket = NULL; return 1;
+	case OPT_CONFIG: _opt_config = arg; return 1;
+	default: return 0;
+	}
+}
+
+/*
+ * The config file's SocketPath, read the way stagehandd reads it
+ * (stagehand.conf(5)): "Key=Value" lines, keys case-insensitive, '#' starts
+ * a comment anywhere, a key set twice is an error. Only SocketPath matters
+ * to the CLI; the daemon judges every other key. Returns 1 found, 0 not
+ * found (or the default file is absent), -1 error (message printed).
+ */
+static int _conf_socket_path(char *out, size_t outlen)
+{
+	const char *path = _opt_config ? _opt_config : getenv("STAGEHAND_CONF");
+	int explicit_path = path != NULL;
+	char line[4096 + 2];
+	FILE *fp;
+	int lineno = 0, found_line = 0;
+
+	if (!path)
+		path = CLIENT_DEFAULT_CONF;
+	fp = fopen(path, "re");
+	if (!fp) {
+		if (!explicit_path && (errno == ENOENT || errno == EACCES))
+			return 0;
+		_errx("cannot read config file %s: %s (give --socket PATH, or fix --config / STAGEHAND_CONF)",
+		      path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), fp)) {
+		char *k = line, *eq, *v, *end, *hash;
+
+		lineno++;
+		if (!strchr(line, '\n') && !feof(fp)) {
+			_errx("%s:%d: line longer than 4096 bytes", path, lineno);
+			fclose(fp);
+			return -1;
+		}
+		if ((hash = strchr(line, '#')))
+			*hash = '\0';
+		while (isspace((unsigned char)*k))
+			k++;
+		if (!(eq = strchr(k, '=')))
+			continue;	/* the daemon reports malformed lines; not ours to judge */
+		for (end = eq; end > k && isspace((unsigned char)end[-1]); end--)
+			;
+		if ((size_t)(end - k) != strlen("SocketPath") || strncasecmp(k, "SocketPath", end - k))
+			continue;
+		if (found_line) {
+			_errx("%s:%d: SocketPath is already set on line %d: set it once",
+			      path, lineno, found_line);
+			fclose(fp);
+			return -1;
+		}
+		v = eq + 1;
+		while (isspace((unsigned char)*v))
+			v++;
+		end = v + strlen(v);
+		while (end > v && isspace((unsigned char)end[-1]))
+			end--;
+		*end = '\0';
+		if (*v != '/') {
+			_errx("%s:%d: SocketPath must be an absolute path, not '%s'", path, lineno, v);
+			fclose(fp);
+			return -1;
+		}
+		if (snprintf(out, outlen, "%s", v) >= (int)outlen) {
+			_errx("%s:%d: SocketPath is longer than %zu bytes (a UNIX socket limit)",
+			      path, lineno, outlen - 1);
+			fclose(fp);
+			return -1;
+		}
+		found_line = lineno;
+	}
+	fclose(fp);
+	return found_line ? 1 : 0;
+}
+
+/* Open the daemon connection per client.h's order. NULL: message printed. */
+static struct http *_connect(void)
+{
+	char sock[108], err[512];	/* sun_path size */
+	const char *server = _opt_server, *socket_path = _opt_socket;
+	struct http *h;
+
+	if (!server && !socket_path) {
+		const char *es = getenv("STAGEHAND_SOCKET"), *ev = getenv("STAGEHAND_SERVER");
+
+		if (es && *es)
+			socket_path = es;
+		else if (ev && *ev)
+			server = ev;
+	}
+	if (!server && !socket_path) {
+		int rc = _conf_socket_path(sock, sizeof(sock));
+
+		if (rc < 0)
+			return NULL;
+		socket_path = rc ? sock : CLIENT_DEFAULT_SOCKET;
+	}
+	h = http_open(socket_path, server, err, sizeof(err));
+	if (!h)
+		_errx("%s", err);
+	return h;
+}
+
+/*
+ * One call. On a 2xx answer returns EXIT_OK with *resp a new reference (or
+ * NULL). Otherwise prints the daemon's "error" message (or the transport
+ * failure) and returns EXIT_REFUSED / EXIT_ENV; *status, if given, says
+ * which HTTP status came back (0 for none).
+ */
+static int _call(struct http *h, const char *method, const char *path, json_t *body,
+		 json_t **resp, long *status_out)
+{
+	char err[1024], *raw = NULL;
+	long status = 0;
+	json_t *r = NULL;
+
+	if (resp)
+		*resp = NULL;
+	if (status_out)
+		*status_out = 0;
+	if (http_call(h, method, path, body, &status, &r, &raw, err, sizeof(err)) < 0) {
+		_errx("%s", err);
+		return EXIT_ENV;
+	}
+	if (status_out)
+		*status_out = status;
+	if (status >= 200 && status < 300) {
+		free(raw);
+		if (resp)
+			*resp = r;
+		else
+			json_decref(r);
+		return EXIT_OK;
+	}
+	if (json_is_string(json_object_get(r, "error")))
+		_errx("%s", json_string_value(json_object_get(r, "error")));
+	else
+		_errx("stagehandd at %s answered HTTP %ld to %s %s%s%.200s", http_target(h), status,
+		      method, path, raw && *raw ? ": " : "", raw ? raw : "");
+	free(raw);
+	json_decref(r);
+	return EXIT_REFUSED;
+}
+
+static void _print_json(json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+	if (s) {
+		puts(s);
+		free(s);
+	}
+}
+
+static void _print_json_line(json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	if (s) {
+		puts(s);
+		free(s);
+	}
+	fflush(stdout);
+}
+
+/* Ids: "r123" (or "R123") is a request, "123" a Slurm job id. */
+enum id_kind { ID_BAD, ID_REQUEST, ID_JOB };
+
+static enum id_kind _parse_id(const char *s, unsigned long long *out)
+{
+	enum id_kind kind = ID_JOB;
+	char *end;
+
+	if (*s == 'r' || *s == 'R') {
+		kind = ID_REQUEST;
+		s++;
+	}
+	if (!isdigit((unsigned char)*s))
+		return ID_BAD;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	if (errno || *end || *out == 0 || *out > (unsigned long long)INT64_MAX)
+		return ID_BAD;
+	return kind;
+}
+
+static void _bad_id(const char *cmd, const char *s)
+{
+	_errx("%s: '%s' is not an id: write a request as r123 (see 'stagehand status') or a Slurm job as 123",
+	      cmd, s);
+}
+
+static double _monotonic(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void _sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int _path_fmt(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int _path_fmt(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* The requests of a status answer: a request, a job, or a list. Borrowed. */
+static json_t *_requests_of(json_t *resp, json_t **single)
+{
+	json_t *arr = json_object_get(resp, "requests");
+
+	*single = NULL;
+	if (json_is_array(arr))
+		return arr;
+	if (json_object_get(resp, "id")) {
+		*single = json_array();
+		json_array_append(*single, resp);
+		return *single;
+	}
+	return NULL;
+}
+
+static int _all_terminal(json_t *reqs)
+{
+	size_t i;
+	json_t *r;
+
+	json_array_foreach(reqs, i, r)
+		if (!progress_state_terminal(json_string_value(json_object_get(r, "state"))))
+			return 0;
+	return 1;
+}
+
+static int _all_done(json_t *reqs)
+{
+	size_t i;
+	json_t *r;
+	const char *s;
+
+	json_array_foreach(reqs, i, r) {
+		s = json_string_value(json_object_get(r, "state"));
+		if (!s || strcmp(s, "done"))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Poll path until every request is terminal. On a terminal: progress bars.
+ * Otherwise: one JSON line per request each time it changes. Returns
+ * EXIT_OK when all ended done, EXIT_REFUSED if any failed or was
+ * cancelled, EXIT_ENV if the daemon went away.
+ */
+static int _watch(struct http *h, const char *path, double interval, int force_json)
+{
+	int tty = !force_json && isatty(STDOUT_FILENO);
+	struct progress *p = tty ? progress_new(stdout) : NULL;
+	json_t *last = json_object();	/* "id" -> last compact line printed */
+	int rc;
+
+	for (;;) {
+		json_t *resp, *single, *reqs;
+		size_t i;
+		json_t *r;
+
+		rc = _call(h, "GET", path, NULL, &resp, NULL);
+		if (rc != EXIT_OK)
+			break;
+		reqs = _requests_of(resp, &single);
+		if (!reqs) {
+			_errx("stagehandd at %s sent an answer without requests for %s", http_target(h), path);
+			json_decref(resp);
+			rc = EXIT_REFUSED;
+			break;
+		}
+		if (json_array_size(reqs) == 0) {
+			if (tty)
+				printf("no requests\n");
+			json_decref(single);
+			json_decref(resp);
+			rc = EXIT_OK;
+			break;
+		}
+		if (p) {
+			progress_draw(p, reqs, _monotonic());
+		} else {
+			json_array_foreach(reqs, i, r) {
+				char key[32], *line = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+				const char *prev;
+
+				if (!line)
+					continue;
+				snprintf(key, sizeof(key), "%" JSON_INTEGER_FORMAT,
+					 json_integer_value(json_object_get(r, "id")));
+				prev = json_string_value(json_object_get(last, key));
+				if (!prev || strcmp(prev, line)) {
+					_print_json_line(r);
+					json_object_set_new(last, key, json_string(line));
+				}
+				free(line);
+			}
+		}
+		if (_all_terminal(reqs)) {
+			rc = _all_done(reqs) ? EXIT_OK : EXIT_REFUSED;
+			json_decref(single);
+			json_decref(resp);
+			break;
+		}
+		json_decref(single);
+		json_decref(resp);
+		_sleep_s(interval);
+	}
+	progress_free(p);
+	json_decref(last);
+	return rc;
+}
+
+static int _make_absolute(const char *in, char *out, size_t len)
+{
+	char cwd[PATH_MAX];
+
+	if (!*in) {
+		_errx("submit: empty path");
+		return -1;
+	}
+	if (strstr(in, "://") || *in == '/') {
+		if (snprintf(out, len, "%s", in) >= (int)len)
+			goto toolong;
+		return 0;
+	}
+	/* Relative paths are the user's view from here; no symlink is resolved. */
+	if (!getcwd(cwd, sizeof(cwd))) {
+		_errx("submit: cannot resolve '%s': current directory: %s", in, strerror(errno));
+		return -1;
+	}
+	if (snprintf(out, len, "%s/%s", cwd, in) >= (int)len)
+		goto toolong;
+	return 0;
+toolong:
+	_errx("submit: path too long (max %zu bytes): %.80s...", len - 1, in);
+	return -1;
+}
+
+/* ---- submit ------------------------------------------------------------ */
+
+static void _submit_usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: stagehand submit (--stage-in|--archive|--stage-out) SRC DEST [--job J] [--wait] [--json]\n"
+		"       stagehand submit --label SRC [--job J]\n"
+		"Queue one transfer with stagehandd, done with your own identity.\n"
+		"  --stage-in SRC DEST   copy input SRC to DEST (SRC may be a URL the site allows)\n"
+		"  --archive SRC DEST    archive SRC to DEST, verified\n"
+		"  --stage-out SRC DEST  copy SRC to DEST (path or URL)\n"
+		"  --label SRC           archive in label mode: mark SRC for the site's HSM engine\n"
+		"  --job J               attach the request to Slurm job J\n"
+		"  --backend NAME        transfer backend: local (default) or null (read and\n"
+		"                        checksum only, write nothing; for tests and benchmarks)\n"
+		"  --no-keep             archive: remove each source file once its copy is verified\n"
+		"  --wait                follow the request until it ends; exit 0 only if it is done\n"
+		"  --interval SEC        polling interval for --wait (default 1)\n"
+		"  --json                print the daemon's answer as JSON\n"
+		COMMON_HELP);
+}
+
+int cmd_submit(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "stage-in", no_argument, NULL, 'i' },
+		{ "archive", no_argument, NULL, 'a' },
+		{ "stage-out", no_argument, NULL, 'o' },
+		{ "label", no_argument, NULL, 'l' },
+		{ "job", required_argument, NULL, 'j' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "no-keep", no_argument, NULL, 'K' },
+		{ "wait", no_argument, NULL, 'w' },
+		{ "interval", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'J' },
+		COMMON_LONGOPTS,
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *action = NULL, *backend = NULL;
+	unsigned long long job = 0;
+	int c, wait = 0, json_out = 0, rc, no_keep = 0, nargs;
+	double interval = 1.0;
+	char src[PATH_MAX + 64], dst[PATH_MAX + 64], path[64];
+	struct http *h;
+	json_t *body, *resp;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (_common_opt(c, optarg))
+			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
+		switch (c) {
+		case 'i': case 'a': case 'o': case 'l': {
+			const char *a = c == 'i' ? "stage_in" : c == 'a' ? "archive" :
+					c == 'o' ? "stage_out" : "label";
+
+			if (action && strcmp(action, a)) {
+				_errx("submit: give one of --stage-in, --archive, --stage-out, --label");
+				return EXIT_ENV;
+			}
+			action = a;
+			break;
+		}
+		case 'j':
+			if (_parse_id(optarg, &job) != ID_JOB) {
+				_errx("submit: --job wants a Slurm job id such as 4711, got '%s'", optarg);
+				return EXIT_ENV;
+			}
+			break;
+		case 'w': wait = 1; break;
+		case 'J': json_out = 1; break;
+		case 'b': backend = optarg; break;
+		case 'K': no_keep = 1; break;
+		case 'n':
+			interval = strtod(optarg, NULL);
+			if (!(interval >= 0.1 && interval <= 3600)) {
+				_errx("submit: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
+				return EXIT_ENV;
+			}
+			break;
+		case 'h': _submit_usage(stdout); return EXIT_OK;
+		default: _submit_usage(stderr); return EXIT_ENV;
+		}
+	}
+	nargs = action && !strcmp(action, "label") ? 1 : 2;
+	if (!action || argc - optind != nargs) {
+		_errx(nargs == 1 ? "submit: --label takes exactly one path"
+				 : "submit: need an action and exactly SRC DEST");
+		_submit_usage(stderr);
+		return EXIT_ENV;
+	}
+	if (no_keep && strcmp(action, "archive")) {
+		_errx("submit: --no-keep only applies to --archive");
+		return EXIT_ENV;
+	}
+	if (_make_absolute(argv[optind], src, sizeof(src)) < 0 ||
+	    (nargs == 2 && _make_absolute(argv[optind + 1], dst, sizeof(dst)) < 0))
+		return EXIT_ENV;
+	body = json_pack("{s:s, s:s}", "action", action, "source", src);
+	if (!body) {
+		_errx("submit: out of memory");
+		return EXIT_ENV;
+	}
+	if (nargs == 2)
+		json_object_set_new(body, "dest", json_string(dst));
+	if (job)
+		json_object_set_new(body, "job_id", json_integer((json_int_t)job));
+	if (backend || no_keep) {
+		json_t *o = json_object();
+
+		if (backend)
+			json_object_set_new(o, "backend", json_string(backend));
+		if (no_keep)
+			json_object_set_new(o, "keep", json_false());
+		json_object_set_new(body, "options", o);
+	}
+	if (!(h = _connect())) {
+		json_decref(body);
+		return EXIT_ENV;
+	}
+	rc = _call(h, "POST", "/v1/requests", body, &resp, NULL);
+	json_decref(body);
+	if (rc == EXIT_OK) {
+		json_int_t id = json_integer_value(json_object_get(resp, "id"));
+
+		if (json_out)
+			_print_json_line(resp);
+		else
+			printf("submitted request r%" JSON_INTEGER_FORMAT " (%s)\n", id,
+			       json_string_value(json_object_get(resp, "state")) ?: "queued");
+		fflush(stdout);
+		if (wait) {
+			if (id <= 0 || _path_fmt(path, sizeof(path), "/v1/requests/%llu",
+						 (unsigned long long)id) < 0) {
+				_errx("submit: the daemon answered without a request id; cannot wait");
+				rc = EXIT_REFUSED;
+			} else {
+				rc = _watch(h, path, interval, json_out);
+			}
+		}
+	}
+	json_decref(resp);
+	http_close(h);
+	return rc;
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static void _status_usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: stagehand status [JOB|rREQ] [--watch] [--json]\n"
+		"Show your requests, one Slurm job's (JOB, e.g. 4711) or one request (rREQ, e.g. r12).\n"
+		"  --watch         follow until every request has ended: progress bars on a\n"
+		"                  terminal, JSON lines (one per change) otherwise\n"
+		"  --interval SEC  polling interval for --watch (default 1)\n"
+		"  --items         with rREQ: list the request's files and their states\n"
+		"  --json          print the daemon's answer as JSON\n"
+		COMMON_HELP);
+}
+
+static void _print_items(json_t *resp)
+{
+	json_t *items = json_object_get(resp, "items"), *it;
+	size_t i;
+	char sz[24];
+
+	if (!json_is_array(items))
+		return;
+	printf("\n%-10s %-8s %-10s %s\n", "STATE", "TYPE", "SIZE", "PATH");
+	json_array_foreach(items, i, it) {
+		const char *e = json_string_value(json_object_get(it, "error"));
+		json_t *size = json_object_get(it, "size");
+
+		printf("%-10s %-8s %-10s %s%s%s\n",
+		       json_string_value(json_object_get(it, "state")) ?: "?",
+		       json_string_value(json_object_get(it, "type")) ?: "?",
+		       progress_fmt_bytes(json_is_number(size) ? json_number_value(size) : 0,
+					  sz, sizeof(sz)),
+		       json_string_value(json_object_get(it, "relpath")) ?: "?",
+		       e ? "  error: " : "", e ? e : "");
+	}
+	if (json_is_true(json_object_get(resp, "items_truncated")))
+		printf("(list truncated by the daemon)\n");
+}
+
+static int _print_status(json_t *resp, int is_job)
+{
+	json_t *single, *reqs;
+
+	if (is_job) {
+		json_t *si = json_object_get(resp, "stage_in");
+		const char *st = json_string_value(json_object_get(si, "state"));
+		const char *e = json_string_value(json_object_get(si, "error"));
+
+		printf("job %" JSON_INTEGER_FORMAT ": stage-in %s%s%s\n",
+		       json_integer_value(json_object_get(resp, "job_id")), st ? st : "unknown",
+		       e && *e ? ": " : "", e && *e ? e : "");
+	}
+	reqs = _requests_of(resp, &single);
+	progress_print_table(stdout, reqs, 0);
+	json_decref(single);
+	_print_items(resp);
+	return EXIT_OK;
+}
+
+int cmd_status(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "watch", no_argument, NULL, 'w' },
+		{ "items", no_argument, NULL, 'I' },
+		{ "interval", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'J' },
+		COMMON_LONGOPTS,
+		{ NULL, 0, NULL, 0 }
+	};
+	int c, watch = 0, json_out = 0, rc, is_job = 0, items = 0;
+	double interval = 1.0;
+	unsigned long long id;
+	char path[64] = "/v1/requests";
+	struct http *h;
+	json_t *resp;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "hw", lo, NULL)) != -1) {
+		if (_common_opt(c, optarg))
+			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
+		switch (c) {
+		case 'w': watch = 1; break;
+		case 'I': items = 1; break;
+		case 'J': json_out = 1; break;
+		case 'n':
+			interval = strtod(optarg, NULL);
+			if (!(interval >= 0.1 && interval <= 3600)) {
+				_errx("status: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
+				return EXIT_ENV;
+			}
+			break;
+		case 'h': _status_usage(stdout); return EXIT_OK;
+		default: _status_usage(stderr); return EXIT_ENV;
+		}
+	}
+	if (argc - optind > 1) {
+		_status_usage(stderr);
+		return EXIT_ENV;
+	}
+	if (argc - optind == 1) {
+		switch (_parse_id(argv[optind], &id)) {
+		case ID_REQUEST:
+			_path_fmt(path, sizeof(path), "/v1/requests/%llu%s", id,
+				  items && !watch ? "?items=1" : "");
+			break;
+		case ID_JOB:
+			_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
+			is_job = 1;
+			break;
+		default:
+			_bad_id("status", argv[optind]);
+			return EXIT_ENV;
+		}
+	}
+	if (items && (argc - optind != 1 || is_job)) {
+		_errx("status: --items needs one request id, e.g. 'stagehand status r12 --items'");
+		return EXIT_ENV;
+	}
+	if (!(h = _connect()))
+		return EXIT_ENV;
+	if (watch) {
+		rc = _watch(h, path, interval, json_out);
+		http_close(h);
+		return rc;
+	}
+	rc = _call(h, "GET", path, NULL, &resp, NULL);
+	if (rc == EXIT_OK) {
+		if (json_out)
+			_print_json(resp);
+		else
+			rc = _print_status(resp, is_job);
+	}
+	json_decref(resp);
+	http_close(h);
+	return rc;
+}
+
+/* ---- queue ------------------------------------------------------------- */
+
+static const char *const _states[] = {
+	"queued", "running", "verifying", "done", "failed_retryable", "failed_final", "cancelled",
+};
+
+int cmd_queue(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "state", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'J' },
+		COMMON_LONGOPTS,
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *state = NULL;
+	int c, json_out = 0, rc;
+	char path[128];
+	struct http *h;
+	json_t *resp;
+	size_t i;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (_common_opt(c, optarg))
+			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
+		switch (c) {
+		case 's':
+			state = optarg;
+			break;
+		case 'J': json_out = 1; break;
+		case 'h':
+			printf("usage: stagehand queue [--state STATE] [--json]\n"
+			       "List every user's requests (admins). STATE is one of queued, running,\n"
+			       "verifying, done, failed_retryable, failed_final, cancelled.\n" COMMON_HELP);
+			return EXIT_OK;
+		default:
+			fprintf(stderr, "usage: stagehand queue [--state STATE] [--json]\n");
+			return EXIT_ENV;
+		}
+	}
+	if (optind != argc) {
+		_errx("queue: unexpected argument '%s'", argv[optind]);
+		return EXIT_ENV;
+	}
+	if (state) {
+		for (i = 0; i < sizeof(_states) / sizeof(_states[0]); i++)
+			if (!strcmp(state, _states[i]))
+				break;
+		if (i == sizeof(_states) / sizeof(_states[0])) {
+			_errx("queue: unknown state '%s'; use one of queued, running, verifying, done, "
+			      "failed_retryable, failed_final, cancelled", state);
+			return EXIT_ENV;
+		}
+	}
+	if (snprintf(path, sizeof(path), "/v1/requests?all=1%s%s", state ? "&state=" : "",
+		     state ? state : "") >= (int)sizeof(path))
+		return EXIT_ENV;	/* cannot happen: state is one of _states */
+	if (!(h = _connect()))
+		return EXIT_ENV;
+	rc = _call(h, "GET", path, NULL, &resp, NULL);
+	if (rc == EXIT_OK) {
+		if (json_out)
+			_print_json(resp);
+		else
+			progress_print_table(stdout, json_object_get(resp, "requests"), 1);
+	}
+	json_decref(resp);
+	http_close(h);
+	return rc;
+}
+
+/* ---- cancel, retry ----------------------------------------------------- */
+
+/* POST /v1/requests/{id}/{verb}; prints "VERBED rN (state)". */
+static int _request_verb(struct http *h, unsigned long long id, const char *verb, const char *done)
+{
+	char path[96];
+	json_t *resp;
+	int rc;
+
+	if (snprintf(path, sizeof(path), "/v1/requests/%llu/%s", id, verb) >= (int)sizeof(path))
+		return EXIT_ENV;
+	rc = _call(h, "POST", path, NULL, &resp, NULL);
+	if (rc == EXIT_OK)
+		printf("%s r%llu (%s)\n", done, id,
+		       json_string_value(json_object_get(resp, "state")) ?: "?");
+	json_decref(resp);
+	return rc;
+}
+
+static int _verb_main(const char *cmd, int argc, char **argv)
+{
+	static const struct option lo[] = { COMMON_LONGOPTS, { NULL, 0, NULL, 0 } };
+	int c, rc = EXIT_OK, is_cancel = !strcmp(cmd, "cancel");
+	unsigned long long id;
+	enum id_kind kind;
+	struct http *h;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (_common_opt(c, optarg))
+			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
+		if (c == 'h') {
+			if (is_cancel)
+				printf("usage: stagehand cancel rREQ|JOB\n"
+				       "Cancel one request (r12), or every unfinished request of Slurm job JOB.\n"
+				       COMMON_HELP);
+			else
+				printf("usage: stagehand retry rREQ|JOB\n"
+				       "Re-queue a failed request (r12), or every failed request of Slurm job JOB.\n"
+				       COMMON_HELP);
+			return EXIT_OK;
+		}
+		fprintf(stderr, "usage: stagehand %s rREQ|JOB\n", cmd);
+		return EXIT_ENV;
+	}
+	if (argc - optind != 1) {
+		fprintf(stderr, "usage: stagehand %s rREQ|JOB\n", cmd);
+		return EXIT_ENV;
+	}
+	kind = _parse_id(argv[optind], &id);
+	if (kind == ID_BAD) {
+		_bad_id(cmd, argv[optind]);
+		return EXIT_ENV;
+	}
+	if (!(h = _connect()))
+		return EXIT_ENV;
+	if (kind == ID_REQUEST) {
+		rc = _request_verb(h, id, cmd, is_cancel ? "cancelled" : "re-queued");
+	} else if (!is_cancel) {
+		char path[64];
+		json_t *resp;
+
+		_path_fmt(path, sizeof(path), "/v1/jobs/%llu/retry", id);
+		rc = _call(h, "POST", path, NULL, &resp, NULL);
+		if (rc == EXIT_OK) {
+			json_t *ids = json_object_get(resp, "requeued"), *v;
+			size_t i;
+
+			if (json_array_size(ids) == 0) {
+				printf("job %llu has no failed requests to retry\n", id);
+			} else {
+				printf("re-queued %zu request(s) of job %llu:", json_array_size(ids), id);
+				json_array_foreach(ids, i, v)
+					printf(" r%" JSON_INTEGER_FORMAT, json_integer_value(v));
+				printf("\n");
+			}
+		}
+		json_decref(resp);
+	} else {
+		/* The API cancels requests; a job's are the unfinished ones listed for it. */
+		char path[64];
+		json_t *resp, *single, *reqs, *r;
+		size_t i, n = 0;
+
+		_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
+		rc = _call(h, "GET", path, NULL, &resp, NULL);
+		if (rc == EXIT_OK) {
+			reqs = _requests_of(resp, &single);
+			json_array_foreach(reqs, i, r) {
+				const char *st = json_string_value(json_object_get(r, "state"));
+				int one;
+
+				if (progress_state_terminal(st))
+					continue;
+				one = _request_verb(h, (unsigned long long)json_integer_value(
+							    json_object_get(r, "id")), "cancel", "cancelled");
+				if (one != EXIT_OK && rc == EXIT_OK)
+					rc = one;
+				n++;
+			}
+			if (n == 0)
+				printf("job %llu has no unfinished requests\n", id);
+			json_decref(single);
+		}
+		json_decref(resp);
+	}
+	http_close(h);
+	return rc;
+}
+
+int cmd_cancel(int argc, char **argv)
+{
+	return _verb_main("cancel", argc, argv);
+}
+
+int cmd_retry(int argc, char **argv)
+{
+	return _verb_main("retry", argc, argv);
+}
+
+/* ---- job-end ----------------------------------------------------------- */
+
+static void _job_end_usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: stagehand job-end [JOB] --state STATE [--exit-code N] [--uid UID] [--gid GID]\n"
+		"                         [--user NAME] [--work-dir DIR] [--plan FILE]\n"
+		"Tell stagehandd that Slurm job JOB ended (root or admin; for Epilog= hooks).\n"
+		"JOB defaults to $SLURM_JOB_ID, --uid to $SLURM_JOB_UID, --gid to $SLURM_JOB_GID,\n"
+		"--user to $SLURM_JOB_USER.\n"
+		"  --state STATE     the job's end state: COMPLETED, FAILED, CANCELLED, TIMEOUT, ...\n"
+		"  --exit-code N     the job's exit code\n"
+		"  --uid UID         the job owner's uid\n"
+		"  --gid GID         the job owner's primary gid\n"
+		"  --user NAME       the job owner's user name\n"
+		"  --work-dir DIR    the job's working directory (needed for relative plan paths)\n"
+		"  --plan FILE       the job's normalised #DATA plan as JSON ('-' for stdin)\n"
+		COMMON_HELP);
+}
+
+int cmd_job_end(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "state", required_argument, NULL, 's' },
+		{ "exit-code", required_argument, NULL, 'x' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "work-dir", required_argument, NULL, 'd' },
+		{ "gid", required_argument, NULL, 'g' },
+		{ "user", required_argument, NULL, 'U' },
+		{ "plan", required_argument, NULL, 'p' },
+		COMMON_LONGOPTS,
+		{ NULL, 0, NULL, 0 }
+	};
+	const char *state = NULL, *job_s, *uid_s = getenv("SLURM_JOB_UID"), *work_dir = NULL;
+	const char *gid_s = getenv("SLURM_JOB_GID"), *user = getenv("SLURM_JOB_USER");
+	const char *plan_file = NULL;
+	unsigned long long gid = 0;
+	json_t *plan = NULL;
+	json_error_t jerr;
+	long exit_code = 0;
+	int c, have_exit = 0, rc;
+	unsigned long long job, uid = 0;
+	char path[64], *end;
+	const char *p;
+	struct http *h;
+	json_t *body, *resp;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (_common_opt(c, optarg))
+			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
+		switch (c) {
+		case 's': state = optarg; break;
+		case 'x':
+			errno = 0;
+			exit_code = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || exit_code < 0 || exit_code > 255) {
+				_errx("job-end: --exit-code wants 0..255, got '%s'", optarg);
+				return EXIT_ENV;
+			}
+			have_exit = 1;
+			break;
+		case 'u': uid_s = optarg; break;
+		case 'd': work_dir = optarg; break;
+		case 'g': gid_s = optarg; break;
+		case 'U': user = optarg; break;
+		case 'p': plan_file = optarg; break;
+		case 'h': _job_end_usage(stdout); return EXIT_OK;
+		default: _job_end_usage(stderr); return EXIT_ENV;
+		}
+	}
+	job_s = argc - optind == 1 ? argv[optind] : getenv("SLURM_JOB_ID");
+	if (argc - optind > 1 || !job_s) {
+		_errx("job-end: name the job (JOB, or $SLURM_JOB_ID in an epilog)");
+		_job_end_usage(stderr);
+		return EXIT_ENV;
+	}
+	if (_parse_id(job_s, &job) != ID_JOB) {
+		_errx("job-end: '%s' is not a Slurm job id", job_s);
+		return EXIT_ENV;
+	}
+	if (!state || !*state) {
+		_errx("job-end: --state is required (e.g. --state COMPLETED)");
+		return EXIT_ENV;
+	}
+	for (p = state; *p; p++)
+		if (!isupper((unsigned char)*p) && *p != '_') {
+			_errx("job-end: --state '%s' is not a Slurm job state such as COMPLETED or FAILED",
+			      state);
+			return EXIT_ENV;
+		}
+	if (uid_s && *uid_s) {
+		errno = 0;
+		uid = strtoull(uid_s, &end, 10);
+		if (errno || *end || uid > 0xfffffffeULL) {
+			_errx("job-end: uid '%s' is not a number", uid_s);
+			return EXIT_ENV;
+		}
+	}
+	if (gid_s && *gid_s) {
+		errno = 0;
+		gid = strtoull(gid_s, &end, 10);
+		if (errno || *end || gid > 0xfffffffeULL) {
+			_errx("job-end: gid '%s' is not a number", gid_s);
+			return EXIT_ENV;
+		}
+	}
+	if (work_dir && *work_dir != '/') {
+		_errx("job-end: --work-dir must be absolute, got '%s'", work_dir);
+		return EXIT_ENV;
+	}
+	if (plan_file) {
+		plan = !strcmp(plan_file, "-") ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
+					       : json_load_file(plan_file, JSON_REJECT_DUPLICATES, &jerr);
+		if (!plan) {
+			_errx("job-end: plan %s:%d: %s", !strcmp(plan_file, "-") ? "(stdin)" : plan_file,
+			      jerr.line, jerr.text);
+			return EXIT_ENV;
+		}
+		if (!json_is_object(plan)) {
+			_errx("job-end: plan %s must be a JSON object ({\"version\":1,\"actions\":[...]})",
+			      plan_file);
+			json_decref(plan);
+			return EXIT_ENV;
+		}
+	}
+	body = json_pack("{s:s}", "state", state);
+	if (!body) {
+		json_decref(plan);
+		return EXIT_ENV;
+	}
+	if (gid_s && *gid_s)
+		json_object_set_new(body, "gid", json_integer((json_int_t)gid));
+	if (user && *user)
+		json_object_set_new(body, "user", json_string(user));
+	if (plan)
+		json_object_set_new(body, "plan", plan);
+	if (have_exit)
+		json_object_set_new(body, "exit_code", json_integer(exit_code));
+	if (uid_s && *uid_s)
+		json_object_set_new(body, "uid", json_integer((json_int_t)uid));
+	if (work_dir)
+		json_object_set_new(body, "work_dir", json_string(work_dir));
+	_path_fmt(path, sizeof(path), "/v1/jobs/%llu/end", job);
+	if (!(h = _connect())) {
+		json_decref(body);
+		return EXIT_ENV;
+	}
+	rc = _call(h, "POST", path, body, &resp, NULL);
+	json_decref(body);
+	if (rc == EXIT_OK) {
+		json_t *ids = json_object_get(resp, "requests"), *v;
+		size_t i;
+
+		if (json_is_true(json_object_get(resp, "duplicate"))) {
+			printf("job %llu: end already recorded; nothing changed\n", job);
+		} else {
+			printf("job %llu: end recorded", job);
+			json_array_foreach(ids, i, v)
+				printf("%s r%" JSON_INTEGER_FORMAT, i ? "" : "; requests", json_integer_value(v));
+			printf("\n");
+		}
+	}
+	json_decref(resp);
+	http_close(h);
+	return rc;
+}
+
+/* ---- health ------------------------------------------------------------ */
+
+int cmd_health(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'J' },
+		COMMON_LONGOPTS,
+		{ NULL, 0, NULL, 0 }
+	};
+	int c, json_out = 0, rc;
+	struct http *h;
+	json_t *resp;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (_common_opt(c, optarg))
+			continue;
+		if (c == '?')
+			return _bad_option(argv[0], argv[optind - 1]);
+		if (c == 'J') {
+			json_out = 1;
+		} else if (c == 'h') {
+			printf("usage: stagehand health [--json]\n"
+			       "Ask stagehandd whether it is up; exit 0 if it says ok.\n" COMMON_HELP);
+			return EXIT_OK;
+		} else {
+			fprintf(stderr, "usage: stagehand health [--json]\n");
+			return EXIT_ENV;
+		}
+	}
+	if (!(h = _connect()))
+		return EXIT_ENV;
+	rc = _call(h, "GET", "/v1/health", NULL, &resp, NULL);
+	if (rc == EXIT_OK) {
+		const char *st = json_string_value(json_object_get(resp, "status"));
+		json_t *q = json_object_get(resp, "queue"), *v;
+		const char *k;
+
+		if (json_out) {
+			_print_json(resp);
+		} else {
+			printf("stagehandd %s at %s: %s\n",
+			       json_string_value(json_object_get(resp, "version")) ?: "(unknown version)",
+			       http_target(h), st ? st : "(no status)");
+			if (json_is_object(q)) {
+				printf("queue:");
+				json_object_foreach(q, k, v)
+					if (json_is_integer(v))
+						printf(" %s=%" JSON_INTEGER_FORMAT, k, json_integer_value(v));
+				printf("\n");
+			}
+		}
+		if (!st || strcmp(st, "ok"))
+			rc = EXIT_REFUSED;
+	}
+	json_decref(resp);
+	http_close(h);
+	return rc;
+}

@@ -1,0 +1,396 @@
+"""Fixtures for the stagehandd integration tests (tests/integration/0200-daemon*.py).
+
+Each test module gets real stagehandd processes, started as root on a
+private socket, database and config under a temporary directory in
+/var/tmp, and torn down afterwards. Nothing here talks to the system daemon
+or to /run/stagehand.
+
+Binaries: $STAGEHANDD and $STAGEHAND, else daemon/stagehandd and
+cli/stagehand under $STAGEHAND_BUILD_DIR (set by 'make integration') or the
+source tree. Test users: shtest and shtest2 (created
+by scripts/testbed; created here with useradd -m if missing).
+
+Run: sudo python3 -m pytest -v tests/integration/0200-daemon*.py
+"""
+import contextlib
+import errno
+import hashlib
+import http.client
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TEST_USERS = ("shtest", "shtest2")
+TERMINAL = ("done", "failed_final", "cancelled")
+
+
+# ---- collection: our files are named NNNN-*.py, not test_*.py ---------------
+
+def pytest_collect_file(file_path, parent):
+    name = file_path.name
+    if (name.endswith(".py") and len(name) > 5 and name[:4].isdigit() and name[4] == "-"
+            and not parent.session.isinitpath(file_path)):
+        return pytest.Module.from_parent(parent, path=file_path)
+    return None
+
+
+# ---- helpers ------------------------------------------------------------------
+
+def _find_binary(env, relpath):
+    build = os.environ.get("STAGEHAND_BUILD_DIR") or REPO
+    path = os.environ.get(env) or os.path.join(build, relpath)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        pytest.skip(f"{relpath} not built (or set ${env}): build with 'make' first")
+    return path
+
+
+def sha256_file(path, bufsize=1 << 20):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(bufsize)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def tree_digest(root):
+    """{relpath: (size, sha256)} for every regular file under root."""
+    out = {}
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            if os.path.isfile(p) and not os.path.islink(p):
+                out[os.path.relpath(p, root)] = (os.path.getsize(p), sha256_file(p))
+    return out
+
+
+@contextlib.contextmanager
+def as_identity(user):
+    """Temporarily take user's effective uid/gid (for SO_PEERCRED on connect)."""
+    pw = pwd.getpwnam(user)
+    os.setegid(pw.pw_gid)
+    os.seteuid(pw.pw_uid)
+    try:
+        yield pw
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=30):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self._path)
+        self.sock = s
+
+
+class Api:
+    """A small HTTP/JSON client for the daemon's UNIX socket.
+
+    as_user: connect with that user's uid/gid, so the daemon's SO_PEERCRED
+    sees them (root otherwise).
+    """
+
+    def __init__(self, sock_path):
+        self.sock_path = sock_path
+
+    def call(self, method, path, body=None, as_user=None, raw=None, headers=None, timeout=30):
+        conn = _UnixHTTPConnection(self.sock_path, timeout=timeout)
+        if as_user:
+            with as_identity(as_user):
+                conn.connect()
+        else:
+            conn.connect()
+        try:
+            data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+            hdrs = {"Content-Type": "application/json"} if data is not None else {}
+            hdrs.update(headers or {})
+            conn.request(method, path, body=data, headers=hdrs)
+            resp = conn.getresponse()
+            text = resp.read().decode("utf-8", "replace")
+            ctype = resp.getheader("Content-Type", "")
+        finally:
+            conn.close()
+        try:
+            doc = json.loads(text) if text else None
+        except ValueError:
+            doc = None
+        return resp.status, doc, text, ctype
+
+    def get(self, path, **kw):
+        return self.call("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.call("POST", path, body=body, **kw)
+
+    def submit(self, action, source, dest, as_user=None, **extra):
+        body = {"action": action, "source": source}
+        if dest is not None:
+            body["dest"] = dest
+        body.update(extra)
+        st, doc, text, _ = self.post("/v1/requests", body, as_user=as_user)
+        assert st == 201, f"submit {body} as {as_user or 'root'}: HTTP {st}: {text}"
+        return doc
+
+    def request(self, rid):
+        st, doc, text, _ = self.get(f"/v1/requests/{rid}")
+        assert st == 200, f"GET request {rid}: HTTP {st}: {text}"
+        return doc
+
+    def wait(self, rid, timeout=600, states=TERMINAL):
+        """Poll until the request reaches one of states; return it."""
+        end = time.monotonic() + timeout
+        while True:
+            r = self.request(rid)
+            if r["state"] in states:
+                return r
+            if time.monotonic() > end:
+                raise AssertionError(f"request {rid} still {r['state']} after {timeout}s: {r}")
+            time.sleep(0.2)
+
+
+class Daemon:
+    """One stagehandd process with its own config, socket, db and log."""
+
+    def __init__(self, binary, base, name="d", **conf):
+        self.binary = binary
+        self.dir = os.path.join(base, name)
+        os.makedirs(self.dir, mode=0o755, exist_ok=True)
+        os.chmod(self.dir, 0o755)
+        self.sock = os.path.join(self.dir, "stagehandd.sock")
+        self.db = os.path.join(self.dir, "stagehand.db")
+        self.pidfile = os.path.join(self.dir, "stagehandd.pid")
+        self.conf_path = os.path.join(self.dir, "stagehand.conf")
+        self.log_path = os.path.join(self.dir, "stagehandd.log")
+        self.conf = {
+            "SocketPath": self.sock,
+            "StateDB": self.db,
+            "PidFile": self.pidfile,
+            "LogLevel": "debug",
+            "Workers": "2",
+            "RetryBackoff": "1",
+            "MaxRetries": "2",
+            "DrainTimeout": "5",
+        }
+        self.conf.update({k: str(v) for k, v in conf.items()})
+        with open(self.conf_path, "w") as f:
+            for k, v in self.conf.items():
+                f.write(f"{k}={v}\n")
+        # stagehandd's Slurm watcher needs a slurm.conf, but these daemons must
+        # never hold, stage or release the test bed's real jobs (the test bed
+        # runs its own daemon): give them a private cluster with no controller
+        # listening, so every Slurm call fails at once and is only logged.
+        self.slurm_conf = os.path.join(self.dir, "slurm.conf")
+        with open(self.slurm_conf, "w") as f:
+            f.write("ClusterName=stagehand-it\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
+                    "MessageTimeout=1\nNodeName=localhost CPUs=1 State=UNKNOWN\n"
+                    "PartitionName=none Nodes=localhost\n")
+        self.env = dict(os.environ, SLURM_CONF=self.slurm_conf)
+        self.proc = None
+        self.api = Api(self.sock)
+        self.starts = 0
+
+    def argv(self):
+        return [self.binary, "-F", "-c", self.conf_path]
+
+    def start(self, timeout=20):
+        assert self.proc is None or self.proc.poll() is not None, "daemon already running"
+        log = open(self.log_path, "ab")
+        log.write(f"---- start {self.starts} ----\n".encode())
+        log.flush()
+        # Own session: the daemon and its workers form one process group,
+        # which teardown (and a crash test, as systemd would) kills as a whole.
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=self.env)
+        log.close()
+        self.starts += 1
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"stagehandd exited with {self.proc.returncode} at start:\n"
+                                     + self.log_tail())
+            try:
+                st, doc, _, _ = self.api.get("/v1/health", timeout=2)
+                if st == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"stagehandd did not answer /v1/health within {timeout}s:\n"
+                             + self.log_tail())
+
+    def kill9(self, group=True):
+        """SIGKILL the daemon (and, like systemd's cleanup, its workers)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            if group:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            else:
+                os.kill(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+        if group:
+            self._reap_group()
+
+    def _reap_group(self):
+        # Wait until no process of the group is left (workers die with it).
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return
+            except PermissionError:
+                return
+            time.sleep(0.05)
+
+    def stop(self, timeout=30):
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        return self.proc.returncode
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n=60):
+        try:
+            with open(self.log_path, "rb") as f:
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            return "\n".join(lines[-n:])
+        except OSError as e:
+            return f"(no log: {e})"
+
+    def db_rows(self, sql, args=()):
+        """Read the daemon's SQLite database directly (read-only)."""
+        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30)
+        try:
+            return con.execute(sql, args).fetchall()
+        finally:
+            con.close()
+
+
+# ---- fixtures ---------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def root_only():
+    if os.geteuid() != 0:
+        pytest.skip("stagehandd integration tests run as root")
+
+
+@pytest.fixture(scope="session")
+def test_users(root_only):
+    for u in TEST_USERS:
+        try:
+            pwd.getpwnam(u)
+        except KeyError:
+            subprocess.run(["useradd", "-m", "-s", "/bin/bash", u], check=True)
+    return {u: pwd.getpwnam(u) for u in TEST_USERS}
+
+
+@pytest.fixture(scope="session")
+def stagehandd_bin(root_only):
+    return _find_binary("STAGEHANDD", "daemon/stagehandd")
+
+
+@pytest.fixture(scope="session")
+def stagehand_bin():
+    return _find_binary("STAGEHAND", "cli/stagehand")
+
+
+@pytest.fixture(scope="module")
+def base_dir(root_only):
+    """A world-searchable temp dir on /var/tmp (large files need real disk)."""
+    d = tempfile.mkdtemp(prefix="sh-it-", dir="/var/tmp")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def make_daemon(stagehandd_bin, base_dir, test_users):
+    """make_daemon(name, **conf) -> a started Daemon; all stopped at teardown."""
+    daemons = []
+
+    def _make(name="d", start=True, **conf):
+        d = Daemon(stagehandd_bin, base_dir, name, **conf)
+        daemons.append(d)
+        if start:
+            d.start()
+        return d
+
+    yield _make
+    for d in daemons:
+        d.stop()
+        if d.proc is not None and d.proc.returncode not in (0, None, -signal.SIGKILL):
+            print(f"stagehandd {d.dir} exited {d.proc.returncode}; log tail:\n{d.log_tail()}")
+
+
+def user_dir(base, user, *parts):
+    """base/user/parts..., created and owned by user (mode 0755)."""
+    pw = pwd.getpwnam(user)
+    path = os.path.join(base, user, *parts)
+    cur = base
+    for p in (user,) + parts:
+        cur = os.path.join(cur, p)
+        try:
+            os.mkdir(cur, 0o755)
+        except FileExistsError:
+            pass
+        os.chown(cur, pw.pw_uid, pw.pw_gid)
+    return path
+
+
+def owned_dir(path, user, mode=0o755):
+    """Create path (missing parents as root, mode 0755); the leaf owned by user."""
+    pw = pwd.getpwnam(user)
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+    os.chmod(path, mode)
+    return path
+
+
+def chown_tree(root, user):
+    pw = pwd.getpwnam(user)
+    for d, dirs, files in os.walk(root):
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+        for f in files:
+            os.chown(os.path.join(d, f), pw.pw_uid, pw.pw_gid, follow_symlinks=False)
+
+
+def run_cli(binary, args, user=None, env=None, timeout=120):
+    """Run the stagehand CLI (as user); returns CompletedProcess with text."""
+    e = {"PATH": "/usr/bin:/bin", "LANG": "C"}
+    e.update(env or {})
+    kw = {}
+    if user:
+        pw = pwd.getpwnam(user)
+        kw = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": "/"}
+    return subprocess.run([binary] + list(args), capture_output=True, text=True, env=e,
+                          timeout=timeout, **kw)
