@@ -415,6 +415,17 @@ static int _k_checksum(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_slurmwatch(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "yes") == 0)
+		c->slurm_watch = 1;
+	else if (strcasecmp(v, "no") == 0)
+		c->slurm_watch = 0;
+	else
+		return _fail(w, wl, "SlurmWatch must be 'yes' or 'no', not '%s'", v);
+	return 0;
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -439,6 +450,7 @@ static const struct _key _keys[] = {
 	{ "ConnectionTimeout", _k_conntimeout },
 	{ "DrainTimeout", _k_draintimeout },
 	{ "Checksum", _k_checksum },
+	{ "SlurmWatch", _k_slurmwatch },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -464,6 +476,7 @@ struct conf *conf_create(void)
 		return NULL;
 	}
 	c->archive_mode = CONF_ARCHIVE_COPY;
+	c->slurm_watch = 1;
 	c->workers = 2;
 	c->bandwidth_cap = 0;
 	c->max_retries = 3;

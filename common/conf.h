@@ -58,6 +58,8 @@ struct conf {
 	int connection_timeout;        /* seconds an idle API connection is kept */
 	int drain_timeout;             /* seconds SIGTERM waits for in-flight transfers */
 	char *checksum;                /* checksum algorithm name: xxh128 or sha256 */
+	int slurm_watch;               /* 1: find held jobs through libslurm (needs slurm.conf);
+					  0: API only (a mover host without Slurm, tests) */
 	int key_line[32];              /* line each key was set on, 0 = default (conf.c only) */
 };
 

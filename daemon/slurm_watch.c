@@ -56,6 +56,12 @@ static int64_t _last_err_ms;  /* rate limit for "slurmctld unreachable" */
 
 static int _init(struct daemon *d, char *err, size_t errlen)
 {
+	/* slurm_init() exits the process when no slurm.conf can be found:
+	   SlurmWatch=no keeps a daemon without Slurm (tests, API-only movers) up. */
+	if (!d->conf->slurm_watch) {
+		log_info("SlurmWatch=no: not watching Slurm for held jobs");
+		return 0;
+	}
 	sjob_init();
 	_slurm_ok = 1;
 	return 0;
@@ -356,6 +362,8 @@ static void _tick(struct daemon *d, int64_t now_ms)
 	size_t n = 0, i;
 	char err[512];
 
+	if (!_slurm_ok)
+		return;
 	if (sjob_list(&jobs, &n, err, sizeof(err)) < 0) {
 		/* slurmctld down or restarting: nothing is lost, try next tick. */
 		if (now_ms - _last_err_ms > 60000) {

@@ -188,21 +188,15 @@ class Daemon:
             "RetryBackoff": "1",
             "MaxRetries": "2",
             "DrainTimeout": "5",
+            # These daemons must never hold, stage or release the test bed's
+            # real jobs (the test bed runs its own daemon).
+            "SlurmWatch": "no",
         }
         self.conf.update({k: str(v) for k, v in conf.items()})
         with open(self.conf_path, "w") as f:
             for k, v in self.conf.items():
                 f.write(f"{k}={v}\n")
-        # stagehandd's Slurm watcher needs a slurm.conf, but these daemons must
-        # never hold, stage or release the test bed's real jobs (the test bed
-        # runs its own daemon): give them a private cluster with no controller
-        # listening, so every Slurm call fails at once and is only logged.
-        self.slurm_conf = os.path.join(self.dir, "slurm.conf")
-        with open(self.slurm_conf, "w") as f:
-            f.write("ClusterName=stagehand-it\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
-                    "MessageTimeout=1\nNodeName=localhost CPUs=1 State=UNKNOWN\n"
-                    "PartitionName=none Nodes=localhost\n")
-        self.env = dict(os.environ, SLURM_CONF=self.slurm_conf)
+        self.env = dict(os.environ)
         self.proc = None
         self.api = Api(self.sock)
         self.starts = 0
