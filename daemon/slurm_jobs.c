@@ -13,7 +13,7 @@
 #include "slurm_jobs.h"
 
 /* squeue shows the comment in one line; keep it short and printable. */
-#define SJOB_COMMENT_MAX 240
+#define SJOB_COMMENT_MAX 1000
 
 static char *_dup(const char *s)
 {

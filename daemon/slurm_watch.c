@@ -89,7 +89,7 @@ static void _comment(const struct sjob *j, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void _comment(const struct sjob *j, const char *fmt, ...)
 {
-	char buf[512], err[256];
+	char buf[1024], err[256];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -296,7 +296,7 @@ static void _follow(struct daemon *d, const struct sjob *j)
 			_set_hold_state(d, j->job_id, HS_RELEASED);
 		}
 	} else if (strcmp(state, "failed") == 0) {
-		_comment(j, "stagehand: stage-in failed: %s - fix it and run 'stagehand retry %u'",
+		_comment(j, "stagehand: stage-in failed: %.700s - fix it and run 'stagehand retry %u'",
 			 error ? error : "unknown error", j->job_id);
 		_set_hold_state(d, j->job_id, HS_FAILED);
 	} else {

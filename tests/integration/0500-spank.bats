@@ -173,7 +173,9 @@ S
 	done
 	[ "$(getfattr --only-values -n user.stagehand.policy "$WD/tmp")" = exempt ]
 	[ "$(getfattr --only-values -n user.stagehand.policy "$WD/scratch space/a")" = exempt ]
-	[ "$(getfattr --only-values -n user.stagehand.policy "$WD/results/$JOB")" = pending ]
+	# pending while the job ran; once it ended the daemon (if running) moves
+	# it on to archive/archived.
+	[[ "$(getfattr --only-values -n user.stagehand.policy "$WD/results/$JOB")" =~ ^(pending|archive|archived)$ ]]
 	[[ $OUT == *"STAGEHAND_JOB_ID=$JOB"* ]]
 	[[ $OUT == *"STAGEHAND_ARCHIVE_DIRS=$WD/results/$JOB"$'\n'* ]]
 	[[ $OUT == *"STAGEHAND_EXEMPT_DIRS=$WD/tmp:$WD/scratch space/a"$'\n'* ]]

@@ -89,7 +89,13 @@ run_as_user() {
 	local user=$1 home
 	shift
 	home=$(getent passwd "$user" | cut -d: -f6)
-	runuser -u "$user" -- env HOME="$home" USER="$user" LOGNAME="$user" SLURM_CONF="$SLURM_CONF" "$@"
+	# The test harness's own STAGEHAND_* settings must not leak into jobs
+	# (sbatch exports the submitter's environment to the job).
+	local unset=() v
+	for v in $(compgen -e); do
+		[[ $v == STAGEHAND_* ]] && unset+=(-u "$v")
+	done
+	runuser -u "$user" -- env "${unset[@]}" HOME="$home" USER="$user" LOGNAME="$user" SLURM_CONF="$SLURM_CONF" "$@"
 }
 
 submit_as_user() {
