@@ -117,7 +117,10 @@ struct queue_filter {
 	const char *action;         /* NULL = any */
 	int limit;                  /* 0 = no limit */
 };
-/* Calls fn for each match, newest first; stops when fn returns non-zero. */
+/*
+ * Calls fn for each match, newest first; stops when fn returns non-zero.
+ * fn runs with the queue locked: it must not call back into the queue.
+ */
 int queue_request_list(struct queue *q, const struct queue_filter *f,
 		       int (*fn)(const struct queue_request *r, void *arg), void *arg,
 		       char *err, size_t errlen);

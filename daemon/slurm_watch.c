@@ -309,27 +309,39 @@ static void _follow(struct daemon *d, const struct sjob *j)
 	free(error);
 }
 
-static int _cancel_one(const struct queue_request *r, void *arg)
+struct idlist {
+	int64_t ids[256];
+	int n;
+};
+
+/* queue_request_list holds the queue's lock while it calls back: collect only. */
+static int _collect_active(const struct queue_request *r, void *arg)
 {
-	struct daemon *d = arg;
-	char err[256];
+	struct idlist *l = arg;
 
 	if (r->state == QS_DONE || r->state == QS_FAILED_FINAL || r->state == QS_CANCELLED)
 		return 0;
-	if (queue_request_set_state(d->q, r->id, -1, QS_CANCELLED, "job cancelled while held",
-				    err, sizeof(err)) == 0)
-		log_info("job %lld: request %lld cancelled (job ended while held)",
-			 (long long)r->job_id, (long long)r->id);
-	return 0;
+	l->ids[l->n++] = r->id;
+	return l->n == (int)(sizeof(l->ids) / sizeof(l->ids[0]));
 }
 
 static void _cancel_job(struct daemon *d, uint32_t job_id)
 {
 	struct queue_filter f = { .uid = -1, .job_id = job_id, .state = -1,
 				  .action = "stage_in", .limit = 0 };
+	struct idlist l = { .n = 0 };
 	char err[256];
+	int i;
 
-	queue_request_list(d->q, &f, _cancel_one, d, err, sizeof(err));
+	if (queue_request_list(d->q, &f, _collect_active, &l, err, sizeof(err)) < 0) {
+		log_err("job %u: cannot list its requests: %s", job_id, err);
+		return;  /* tried again next tick */
+	}
+	for (i = 0; i < l.n; i++)
+		if (queue_request_set_state(d->q, l.ids[i], -1, QS_CANCELLED,
+					    "job cancelled while held", err, sizeof(err)) == 0)
+			log_info("job %u: request %lld cancelled (job ended while held)",
+				 job_id, (long long)l.ids[i]);
 	_set_hold_state(d, job_id, HS_CANCELLED);
 	daemon_wake(d);
 }
