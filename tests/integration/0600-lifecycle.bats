@@ -215,7 +215,7 @@ EOF
 	wait_for 60 comment_matches "$j" "staging"
 	scancel "$j"
 	# The daemon notices and cancels the job's request.
-	wait_for 30 bash -c "curl -sf --unix-socket '$STAGEHAND_SOCKET' 'http://x/v1/requests?job=$j&all=1' |
+	wait_for 30 bash -c "curl -sf --max-time 5 --unix-socket '$STAGEHAND_SOCKET' 'http://x/v1/requests?job=$j&all=1' |
 		jq -e '.requests | length > 0 and all(.state == \"cancelled\")' >/dev/null"
 	[ ! -e "$WD/ran.txt" ]
 }
