@@ -115,7 +115,10 @@ write_job() {
 # submit NAME: submit as $TUSER from $WD; sets JOB. Stage-in jobs that
 # job_submit.lua holds are released by root, as the daemon would.
 submit() {
-	JOB=$(cd "$WD" && runuser -u "$TUSER" -- sbatch --parsable -o "out-%j.txt" "$1")
+	# The harness's own STAGEHAND_* variables must not reach the job (sbatch
+	# exports the submitter's environment).
+	JOB=$(cd "$WD" && runuser -u "$TUSER" -- env $(compgen -e | sed -n 's/^STAGEHAND_/-u &/p') \
+		sbatch --parsable -o "out-%j.txt" "$1")
 	[[ $JOB =~ ^[0-9]+$ ]] || { echo "sbatch said: $JOB" >&2; return 1; }
 }
 
