@@ -51,11 +51,11 @@ user_file() {
 	runuser -u "$u" -- dd if=/dev/urandom of="$p" bs=1M count="$mib" status=none
 }
 
+# submit ARGS: submit_as_user, and remember the job for teardown. Sets $j
+# (a $(...) subshell could not add to JOBS).
 submit() {
-	local j
 	j=$(submit_as_user "$@") || return 1
 	JOBS+=("$j")
-	echo "$j"
 }
 
 @test "happy path: held, staged as the owner, released, labelled, archived after the end" {
@@ -72,7 +72,7 @@ sha256sum "\$STAGEHAND_INPUT_DIR/ref.db" | cut -d' ' -f1 > input.sha
 getfattr --only-values -n user.stagehand.policy results > label-while-running
 mkdir -p results/sub; echo data > results/sub/a.txt; echo scratch > tmp/t.txt
 EOF
-	j=$(submit -d "$WD" "$WD/job.sh")
+	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 90
 	# It was held at submit and released by the daemon (as root) once staged.
 	[[ "$(job_field "$j" AdminComment)" =~ "stagehand:hold=released" ]]
@@ -102,7 +102,7 @@ EOF
 #DATA stage_in=$WD/later/input.dat
 cmp "\$STAGEHAND_INPUT_DIR/input.dat" "$WD/later/input.dat" && echo same > result
 EOF
-	j=$(submit -d "$WD" "$WD/job.sh")
+	submit -d "$WD" "$WD/job.sh"
 	wait_for 60 comment_matches "$j" "stage-in failed"
 	[[ "$(comment "$j")" =~ "No such file" ]]
 	[[ "$(comment "$j")" =~ "stagehand retry $j" ]]
@@ -130,7 +130,7 @@ EOF
 echo r > results/r.txt; echo l > logs/l.txt; echo t > tmp/t.txt
 exit 3
 EOF
-	j=$(submit -d "$WD" "$WD/job.sh")
+	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" FAILED 60
 	wait_for 60 label_is "$WD/logs" archived
 	[ -f "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/logs/l.txt" ]
@@ -152,7 +152,7 @@ EOF
 	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")
 	kill -TERM "$pid"
 	wait_for 30 test ! -d "/proc/$pid"
-	j=$(submit -d "$WD" "$WD/job.sh")
+	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 60
 	# The job did not wait for the missing daemon; its event is on disk.
 	wait_for 10 bash -c "ls '$STAGEHAND_TESTBED_SPOOL' | grep -q ."
@@ -173,7 +173,7 @@ EOF
 cat in/*.bin | sha256sum | cut -d' ' -f1 > got.sha
 EOF
 	# Stage into the job's working dir (to=in): it lies under ScratchRoots.
-	j=$(submit -d "$WD" "$WD/job.sh")
+	submit -d "$WD" "$WD/job.sh"
 	wait_for 60 comment_matches "$j" "staging"
 	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")
 	kill -KILL "$pid"
@@ -194,7 +194,7 @@ EOF
 #DATA stage_in=$WD/secret/key.dat
 echo ran > ran.txt
 EOF
-	j=$(submit -u shtest2 -d "$WD2" "$WD2/job.sh")
+	submit -u shtest2 -d "$WD2" "$WD2/job.sh"
 	wait_for 60 comment_matches "$j" "stage-in failed"
 	[[ "$(comment "$j")" =~ "Permission denied" ]]
 	[ "$(job_state "$j")" = PENDING ]
@@ -211,7 +211,7 @@ EOF
 #DATA stage_in=$WD/many to=in
 echo ran > ran.txt
 EOF
-	j=$(submit -d "$WD" "$WD/job.sh")
+	submit -d "$WD" "$WD/job.sh"
 	wait_for 60 comment_matches "$j" "staging"
 	scancel "$j"
 	# The daemon notices and cancels the job's request.
