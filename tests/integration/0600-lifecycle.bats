@@ -219,3 +219,23 @@ EOF
 		jq -e '.requests | length > 0 and all(.state == \"cancelled\")' >/dev/null"
 	[ ! -e "$WD/ran.txt" ]
 }
+
+@test "slurmctld restarted while a job waits for its inputs: staged and released afterwards" {
+	write_user_script shtest "$WD/job.sh" <<EOF2
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA stage_in=$WD/src/input.dat
+cmp "\$STAGEHAND_INPUT_DIR/input.dat" "$WD/src/input.dat" && echo same > result
+EOF2
+	submit -d "$WD" "$WD/job.sh"
+	wait_for 60 comment_matches "$j" "stage-in failed"
+	"$TESTBED" restart slurmctld >/dev/null
+	# The hold and the plan live in slurmctld's saved state.
+	[ "$(job_state "$j")" = PENDING ]
+	[[ "$(job_field "$j" AdminComment)" =~ "stagehand:hold=pending" ]]
+	user_file shtest "$WD/src/input.dat" 2
+	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" retry "$j"
+	[ "$status" -eq 0 ]
+	wait_job_state "$j" COMPLETED 120
+	[ "$(cat "$WD/result")" = same ]
+}
