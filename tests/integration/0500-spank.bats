@@ -42,6 +42,20 @@ setup() {
 	rm -rf "$WD"
 	runuser -u "$TUSER" -- mkdir -p "$WD"
 	FAKE_PID=
+	PAUSED_REAL=0
+}
+
+# The test bed's own stagehandd, if it serves $SOCK, is stopped for the tests
+# that need a fake daemon (or none) there, and started again in teardown.
+pause_real_daemon() {
+	local pid
+	[[ $SOCK == "$TB/run/stagehandd.sock" ]] || return 0
+	pid=$(cat "$TB/run/stagehandd.pid" 2>/dev/null) || return 0
+	[[ -n $pid && -d /proc/$pid && "$(cat "/proc/$pid/comm" 2>/dev/null)" == stagehandd ]] || return 0
+	kill -TERM "$pid"
+	for _ in $(seq 1 100); do [[ -d /proc/$pid ]] || break; sleep 0.2; done
+	rm -f "$SOCK"
+	PAUSED_REAL=1
 }
 
 teardown() {
@@ -51,6 +65,10 @@ teardown() {
 		rm -f "$SOCK"
 	fi
 	[[ -n ${WD:-} && -d $WD ]] && rm -rf "$WD"
+	if [[ ${PAUSED_REAL:-0} == 1 ]]; then
+		"${STAGEHAND_SRC_DIR:-$BATS_TEST_DIRNAME/../..}/scripts/testbed" up >/dev/null 2>&1 ||
+			echo "could not restart the test bed's stagehandd" >&2
+	fi
 	return 0
 }
 
@@ -62,7 +80,8 @@ daemon_answers() {
 # Start a fake stagehandd on $SOCK answering every request with status $1
 # and body $2; requests are logged to $BATS_TEST_TMPDIR/requests.
 start_fake() {
-	daemon_answers && skip "a real daemon answers on $SOCK"
+	pause_real_daemon
+	daemon_answers && skip "a daemon that is not the test bed's answers on $SOCK"
 	[[ -d $(dirname "$SOCK") ]] || skip "no directory for $SOCK"
 	rm -f "$SOCK"
 	python3 - "$SOCK" "$1" "$2" "$BATS_TEST_TMPDIR/requests" <<'PY' &
@@ -187,7 +206,8 @@ S
 }
 
 @test "with no daemon the job-end event is spooled, well-formed, root-only" {
-	daemon_answers && skip "a daemon answers on $SOCK"
+	pause_real_daemon
+	daemon_answers && skip "a daemon that is not the test bed's answers on $SOCK"
 	write_job fail.sh <<'S'
 #!/bin/bash
 #DATA archive=out_%j
@@ -214,7 +234,8 @@ S
 }
 
 @test "spooled events are delivered at a later job end, then the new one" {
-	daemon_answers && skip "a daemon answers on $SOCK"
+	pause_real_daemon
+	daemon_answers && skip "a daemon that is not the test bed's answers on $SOCK"
 	write_job a.sh <<'S'
 #!/bin/bash
 #DATA exempt=t
