@@ -62,7 +62,6 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	j->gid = ji->group_id;
 	j->state = ji->job_state & JOB_STATE_BASE;
 	j->priority = ji->priority;
-	j->held_admin = (ji->state_reason == WAIT_HELD);
 	j->completing = (ji->job_state & JOB_COMPLETING) != 0;
 	if (WIFSIGNALED(ji->exit_code))
 		j->exit_code = 128 + WTERMSIG(ji->exit_code);
@@ -140,29 +139,6 @@ int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen)
 	return 0;
 }
 
-int sjob_get(uint32_t job_id, struct sjob *out, char *err, size_t errlen)
-{
-	job_info_msg_t *msg = NULL;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if (slurm_load_job(&msg, job_id, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
-		if (slurm_get_errno() == ESLURM_INVALID_JOB_ID)
-			return 0;
-		_err_slurm(err, errlen, "cannot read", job_id);
-		return -1;
-	}
-	if (msg->record_count < 1) {
-		slurm_free_job_info_msg(msg);
-		return 0;
-	}
-	rc = _fill(out, &msg->job_array[0]) < 0 ? -1 : 1;
-	if (rc < 0)
-		snprintf(err, errlen, "out of memory reading job %u", job_id);
-	slurm_free_job_info_msg(msg);
-	return rc;
-}
-
 bool sjob_state_is_final(uint32_t state)
 {
 	return (state & JOB_STATE_BASE) >= JOB_COMPLETE;
@@ -209,16 +185,6 @@ int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t err
 	d.job_id = job_id;
 	d.comment = buf;
 	return _update(&d, "cannot set the comment of", err, errlen);
-}
-
-int sjob_hold(uint32_t job_id, char *err, size_t errlen)
-{
-	job_desc_msg_t d;
-
-	slurm_init_job_desc_msg(&d);
-	d.job_id = job_id;
-	d.priority = 0;
-	return _update(&d, "cannot hold", err, errlen);
 }
 
 int sjob_release(uint32_t job_id, char *err, size_t errlen)

@@ -2,9 +2,10 @@
  * slurm_jobs.h - what stagehandd needs from slurmctld, through libslurm.
  *
  * Owns: listing jobs that carry a stagehand plan (recorded at submit time by
- * lua/job_submit.lua in the job's admin_comment), and the three changes the
+ * lua/job_submit.lua in the job's admin_comment), and the two changes the
  * daemon makes to a job: its comment (progress/failure shown by squeue -o %k
- * and scontrol), an admin hold (priority 0) and a release (priority INFINITE).
+ * and scontrol) and its release (priority INFINITE). The hold itself is set
+ * by job_submit.lua at submit time.
  *
  * Identity comes from here: uid, gid and work_dir are slurmctld's record of
  * the job, never a client's word. Must never: block for long (every call is
@@ -33,7 +34,6 @@ struct sjob {
 	gid_t gid;
 	uint32_t state;          /* JOB_* base state (state & JOB_STATE_BASE) */
 	uint32_t priority;       /* 0 = held */
-	bool held_admin;         /* state_reason is WAIT_HELD (admin hold) */
 	bool completing;         /* ended, but epilogs still run on its nodes */
 	int exit_code;           /* batch script exit code (WEXITSTATUS), or 128+signal */
 	time_t end_time;         /* 0 while it has not ended */
@@ -56,9 +56,6 @@ void sjob_fini(void);
  */
 int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen);
 
-/* One job by id. Returns 1 found, 0 unknown to slurmctld, -1 error. */
-int sjob_get(uint32_t job_id, struct sjob *out, char *err, size_t errlen);
-
 void sjob_free(struct sjob *jobs, size_t n);
 void sjob_clear(struct sjob *job);
 
@@ -69,8 +66,6 @@ const char *sjob_state_name(uint32_t state);
 
 /* Set the job's comment (truncated to a safe length). 0 or -1 with err. */
 int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t errlen);
-/* Hold as admin (priority 0): the user can no longer release it. */
-int sjob_hold(uint32_t job_id, char *err, size_t errlen);
 /* Release (priority INFINITE): the scheduler may start it. */
 int sjob_release(uint32_t job_id, char *err, size_t errlen);
 
