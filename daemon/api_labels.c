@@ -465,7 +465,7 @@ static void _check_pending(struct _ctx *c, const struct _job *j, const char *pat
 			return;
 		}
 	}
-	if (c->now - j->end_received > c->stale_after) {
+	if (c->now - j->end_received >= c->stale_after) {
 		_set(v, 0, "stale", "job %lld ended %lld s ago and no archive request exists for %s",
 		     (long long)j->id, (long long)(c->now - j->end_received), path);
 		return;
