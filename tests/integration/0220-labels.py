@@ -246,3 +246,40 @@ def test_tags_without_verify(stagehand_bin, daemon, tree):
     p = tags(stagehand_bin, daemon, tree["dirs"]["tmp"])
     assert p.returncode == 0
     assert "exempt" in p.stdout and str(JOB_OK) in p.stdout
+
+
+def test_trusted_namespace_daemon_half(stagehand_bin, make_daemon, base_dir, test_users):
+    """XattrNamespace=trusted: the daemon (root, on a descriptor its worker opened as the
+    owner) writes trusted.stagehand.*; users cannot forge them, and cannot read them."""
+    d = make_daemon("trusted", Workers=1, XattrNamespace="trusted")
+    a = test_users["shtest"].pw_uid
+    job = 922101
+    work = owned_dir(os.path.join(base_dir, "shtest", "trun"), "shtest")
+    res = owned_dir(os.path.join(work, "results"), "shtest")
+    with open(os.path.join(res, "f"), "wb") as f:
+        f.write(os.urandom(5000))
+    chown_tree(work, "shtest")
+    dest = owned_dir(os.path.join(base_dir, "shtest", "tarch"), "shtest")
+    _end(d, job, a, work, "COMPLETED", 0, [
+        {"line": 2, "action": "archive", "path": "results", "to": os.path.join(dest, "r"),
+         "when": "always", "keep": True}])
+    for r in _wait_requests(d, job, 1):
+        assert d.api.wait(r["id"], timeout=120)["state"] == "done", r
+    assert os.getxattr(res, "trusted.stagehand.policy") == b"archived"
+    assert os.getxattr(res, "trusted.stagehand.job") == str(job).encode()
+    with pytest.raises(OSError):
+        os.getxattr(res, "user.stagehand.policy")
+    # Root (an admin) verifies the trusted labels through the daemon.
+    p = run_cli(stagehand_bin, ["--socket", d.sock, "tags", "--verify", "--json",
+                                "--namespace", "trusted.", work])
+    assert p.returncode == 0, p.stdout + p.stderr
+    v, _ = verdicts(p)
+    assert v["results"]["code"] == "valid", v
+    # The owner cannot write a trusted label by hand ...
+    p = run_cli("/usr/bin/setfattr", ["-n", "trusted.stagehand.policy", "-v", "exempt", res],
+                user="shtest")
+    assert p.returncode != 0, p
+    assert os.getxattr(res, "trusted.stagehand.policy") == b"archived"
+    # ... nor read one: the kernel hides trusted.* from unprivileged users.
+    p = run_cli(stagehand_bin, ["tags", "--namespace", "trusted.", work], user="shtest")
+    assert p.returncode == 0 and "no trusted.stagehand.* labels found" in p.stdout, p.stdout
