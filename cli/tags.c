@@ -167,6 +167,17 @@ static int _verify_batch(struct http *h, struct _tags *t, size_t *idx, size_t ni
 		return 2;
 	}
 	free(raw);
+	{
+		const char *dns = json_string_value(json_object_get(resp, "namespace"));
+		static int warned;
+
+		if (dns && strcmp(dns, t->ns) != 0 && !warned) {
+			warned = 1;
+			fprintf(stderr, "stagehand: note: these are %s labels but stagehandd writes "
+				"%s ones (XattrNamespace): a pending or exempt label here is one the "
+				"daemon never updates\n", t->ns, dns);
+		}
+	}
 	res = json_object_get(resp, "results");
 	if (!json_is_array(res) || json_array_size(res) != nidx) {
 		labels_errx("stagehandd at %s answered with %zu results for %zu labels",

@@ -667,6 +667,7 @@ void api_labels_verify(struct daemon *d, const struct api_caller *who, json_t *b
 	if (c.sj)
 		sjob_free(c.sj, c.nsj);
 	out->status = 200;
-	out->body = json_pack("{s:o,s:i,s:I}", "results", res, "problems", problems,
-			      "stale_after", (json_int_t)c.stale_after);
+	out->body = json_pack("{s:o,s:i,s:I,s:s}", "results", res, "problems", problems,
+			      "stale_after", (json_int_t)c.stale_after,
+			      "namespace", conf_xattr_prefix(d->conf));
 }
