@@ -283,3 +283,32 @@ def test_trusted_namespace_daemon_half(stagehand_bin, make_daemon, base_dir, tes
     # ... nor read one: the kernel hides trusted.* from unprivileged users.
     p = run_cli(stagehand_bin, ["tags", "--namespace", "trusted.", work], user="shtest")
     assert p.returncode == 0 and "no trusted.stagehand.* labels found" in p.stdout, p.stdout
+
+
+def test_scan_purge_as_owner(stagehand_bin, base_dir, test_users):
+    """scan --purge --yes, run by the owner, removes only their old exempt trees."""
+    a, b = test_users["shtest"].pw_uid, test_users["shtest2"].pw_uid
+    root = owned_dir(os.path.join(base_dir, "purge"), "shtest")
+    old = time.time() - 40 * 86400
+    made = {}
+    for name, owner_user, owner_label, policy in (
+            ("mine-old", "shtest", a, "exempt"), ("theirs-old", "shtest2", b, "exempt"),
+            ("mine-archive", "shtest", a, "archive"), ("mine-forged-owner", "shtest", b, "exempt")):
+        d = owned_dir(os.path.join(root, name), owner_user, mode=0o777)
+        with open(os.path.join(d, "f"), "w") as f:
+            f.write("x")
+        _label(d, policy, JOB_UNKNOWN, owner_label)
+        chown_tree(d, owner_user)
+        for p in (os.path.join(d, "f"), d):
+            os.utime(p, (old, old))
+        made[name] = d
+    p = run_cli(stagehand_bin, ["scan", "--older-than", "30", root], user="shtest")
+    assert p.returncode == 0 and "purge_candidate" in p.stdout, p.stdout + p.stderr
+    assert os.path.isdir(made["mine-old"])            # a dry run changes nothing
+    p = run_cli(stagehand_bin, ["scan", "--purge", "--yes", "--older-than", "30", root],
+                user="shtest")
+    assert p.returncode == 1, p.stdout + p.stderr     # some candidates were kept
+    assert not os.path.exists(made["mine-old"]), p.stdout
+    for keep in ("theirs-old", "mine-archive", "mine-forged-owner"):
+        assert os.path.isdir(made[keep]), (keep, p.stdout)
+    assert "1 tree(s) removed" in p.stdout and "not yours" in p.stdout, p.stdout
