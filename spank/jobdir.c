@@ -139,3 +139,29 @@ int jobdir_label(int fd, const char *ns, const char *policy, unsigned long job_i
 	snprintf(num, sizeof(num), "%lu", (unsigned long)uid);
 	return _set(fd, ns, "owner", num, err, errlen);
 }
+
+int jobdir_label_owned(int fd, const char *ns, const char *policy,
+		       unsigned long job_id, uid_t uid, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "cannot inspect the directory before labelling it: %s",
+			 strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "not a directory; not labelled");
+		return -1;
+	}
+	/* Root writes these labels: only on what the job owner owns, so a job
+	 * cannot get an unforgeable label put on someone else's directory. */
+	if (st.st_uid != uid) {
+		snprintf(err, errlen, "the directory is owned by uid %lu, not by the job "
+			 "owner (uid %lu); stagehand labels only the owner's directories: "
+			 "name a directory you own", (unsigned long)st.st_uid,
+			 (unsigned long)uid);
+		return -1;
+	}
+	return jobdir_label(fd, ns, policy, job_id, uid, err, errlen);
+}

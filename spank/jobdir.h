@@ -5,7 +5,8 @@
  * (each component is opened with openat(O_NOFOLLOW|O_DIRECTORY)), and the
  * user.stagehand.* labels written on the directory's own descriptor.
  * Must never: follow a symlink, climb above the base ('..' is refused), or
- * change the identity it runs with (the caller is already the job owner).
+ * change the identity it runs with (jobdir_open's caller is already the job
+ * owner; jobdir_label_owned's caller is root and is handed a descriptor).
  */
 #ifndef STAGEHAND_JOBDIR_H
 #define STAGEHAND_JOBDIR_H
@@ -28,5 +29,14 @@ int jobdir_open(int basefd, const char *path, char *err, size_t errlen);
  */
 int jobdir_label(int fd, const char *ns, const char *policy, unsigned long job_id,
 		 uid_t uid, char *err, size_t errlen);
+
+/*
+ * Root's half of trusted labelling: fd is a directory the job owner opened
+ * (never a path root resolves). Refuses unless fstat says it is a directory
+ * owned by uid; then labels it as jobdir_label does. Returns 0, or -1 with
+ * err saying why nothing was written.
+ */
+int jobdir_label_owned(int fd, const char *ns, const char *policy,
+		       unsigned long job_id, uid_t uid, char *err, size_t errlen);
 
 #endif /* STAGEHAND_JOBDIR_H */

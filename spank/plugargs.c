@@ -129,10 +129,11 @@ static int _one(struct plugargs *a, const char *word, char *err, size_t errlen)
 		return 0;
 	}
 	if (KEY("xattr_ns")) {
-		if (strcmp(v, "user") != 0) {
-			snprintf(err, errlen, "xattr_ns=%s: the plugin labels directories "
-				 "as the job owner, so only 'user' works here; with a "
-				 "'trusted' namespace let the daemon write the labels", v);
+		/* user: the task labels as the job owner; trusted: root labels
+		 * descriptors the owner opened (see privlabel.h). */
+		if (strcmp(v, "user") != 0 && strcmp(v, "trusted") != 0) {
+			snprintf(err, errlen, "xattr_ns=%s: must be 'user' or 'trusted' "
+				 "(the same as XattrNamespace in stagehand.conf)", v);
 			return -1;
 		}
 		snprintf(a->xattr_ns, sizeof(a->xattr_ns), "%s", v);

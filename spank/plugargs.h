@@ -26,7 +26,9 @@ struct plugargs {
 				  waits for it, so keep it short) */
 	int spool_max;         /* spooled events delivered per job end */
 	char spool[PATH_MAX];  /* root-only directory for undelivered events */
-	char xattr_ns[16];     /* xattr namespace of the labels ("user") */
+	char xattr_ns[16];     /* label namespace: "user" (written by the task as
+				  the owner) or "trusted" (written by root on
+				  descriptors the owner opened) */
 	char scratch[PATH_MAX];/* site scratch root: input dir lives below */
 	size_t max_script;     /* bytes of batch script read at most */
 };

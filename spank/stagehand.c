@@ -4,16 +4,21 @@
  * Owns, for the batch step of a job whose script has #DATA lines:
  *   user_init  (slurmstepd, job owner's euid, in the working directory):
  *              read the batch script, build the expanded plan;
- *   task_init  (the task, as the job owner, just before exec): create and
- *              label the declared directories, export STAGEHAND_*, confirm
- *              that stage-in is complete;
+ *   task_init_privileged (the task, root, before it becomes the owner):
+ *              with xattr_ns=trusted only: have the declared directories
+ *              created by a child that is the job owner, and label the
+ *              descriptors it hands back with trusted.* (privlabel.h);
+ *   task_init  (the task, as the job owner, just before exec): report any
+ *              problem found so far; with xattr_ns=user create and label
+ *              the declared directories; export STAGEHAND_*, confirm that
+ *              stage-in is complete;
  *   task_exit  (slurmstepd, root): remember the script's wait status;
  *   exit       (slurmstepd, root): tell stagehandd the job ended, or spool
  *              the event; deliver older spooled events first.
  * Must never: crash or exit slurmstepd, block it longer than the configured
  * timeouts, act on steps other than the batch step, or touch user data as
- * root (the directories are made in the task, as the owner). See
- * docs/spank.md.
+ * root (directories are made as the owner; root only labels descriptors the
+ * owner opened, and only directories the owner owns). See docs/spank.md.
  */
 #include "config.h"
 
@@ -38,12 +43,16 @@
 #include "jobdir.h"
 #include "jobplan.h"
 #include "plugargs.h"
+#include "privlabel.h"
 #include "spool.h"
 #include "uhttp.h"
 
 SPANK_PLUGIN(stagehand, 1);
 
 #define PFX "stagehand: "
+
+/* Budget for creating a job's directories as the owner in trusted mode. */
+#define TRUSTED_DIRS_TIMEOUT_MS 30000
 
 /* State of this slurmstepd (one job step); task_init sees a forked copy. */
 static struct {
@@ -61,6 +70,9 @@ static struct {
 	bool bad_args;           /* plugstack.conf arguments did not parse */
 	char fail[1024];         /* a problem found before the task started,
 				    reported (and acted on) in task_init */
+	bool trusted;            /* xattr_ns=trusted: root labels */
+	bool dirs_done;          /* task_init_privileged prepared the dirs */
+	char dirs_fail[2048];    /* ... or why it could not (for task_init) */
 } g;
 
 /* slurm_error reaches both the slurmd log and the job's stderr. */
@@ -166,6 +178,7 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		return 0;
 	g.batch = true;
 	g.bad_args = bad;
+	g.trusted = !bad && strcmp(g.args.xattr_ns, "trusted") == 0;
 	if (bad) {
 		/* Refused in task_init: failing here (or in user_init) would
 		 * make Slurm drain the node for a "launch failure". */
@@ -268,7 +281,20 @@ static int _setenv(spank_t sp, const char *k, const char *v)
 	return 0;
 }
 
-/* The job's directories: made and labelled as the job owner. */
+/* Where the walk for dir starts: the part below the working directory is
+ * walked from its descriptor, so only what the user wrote is checked for
+ * links; anything else is absolute and walked from "/". */
+static const char *_dir_rel(const struct jobplan_dir *d)
+{
+	size_t wl = strlen(g.workdir);
+
+	if (strncmp(d->abs, g.workdir, wl) == 0 && d->abs[wl] == '/')
+		return d->abs + wl + 1;
+	return d->abs;
+}
+
+/* xattr_ns=user: the job's directories, made and labelled as the job owner
+ * (this runs in the task after it became the owner). */
 static int _make_dirs(char *err, size_t errlen)
 {
 	int base = open(g.workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -278,16 +304,10 @@ static int _make_dirs(char *err, size_t errlen)
 			 strerror(errno));
 		return -1;
 	}
-	size_t wl = strlen(g.workdir);
 	for (size_t i = 0; i < g.plan->ndirs; i++) {
 		const struct jobplan_dir *d = &g.plan->dirs[i];
 		char e[1024];
-		/* Below the working directory: walk from its descriptor, so only
-		 * the part the user wrote is checked for links. */
-		const char *rel = d->abs;
-		if (strncmp(d->abs, g.workdir, wl) == 0 && d->abs[wl] == '/')
-			rel = d->abs + wl + 1;
-		int fd = jobdir_open(base, rel, e, sizeof(e));
+		int fd = jobdir_open(base, _dir_rel(d), e, sizeof(e));
 		if (fd < 0) {
 			snprintf(err, errlen, "#DATA line %d: %s", d->line, e);
 			close(base);
@@ -303,6 +323,87 @@ static int _make_dirs(char *err, size_t errlen)
 		close(fd);
 	}
 	close(base);
+	return 0;
+}
+
+/* The job's umask (sbatch propagates it as SLURM_UMASK), or -1. */
+static int _job_umask(spank_t sp)
+{
+	char v[16], *end;
+
+	if (spank_getenv(sp, "SLURM_UMASK", v, sizeof(v)) != ESPANK_SUCCESS || !v[0])
+		return -1;
+	errno = 0;
+	long m = strtol(v, &end, 8);
+	if (errno || *end != '\0' || m < 0 || m > 0777)
+		return -1;
+	return (int)m;
+}
+
+/* xattr_ns=trusted: a child that is the job owner makes the directories;
+ * root (this task, before it drops) labels the descriptors it hands back. */
+static int _make_dirs_trusted(spank_t sp, char *err, size_t errlen)
+{
+	struct privlabel_owner o = { .uid = g.uid, .gid = g.gid, .umask = _job_umask(sp) };
+	gid_t *gids = NULL;
+	int ngids = 0;
+	size_t failed = 0;
+
+	if (geteuid() != 0) {
+		snprintf(err, errlen, "xattr_ns=trusted, but the privileged task hook runs "
+			 "as uid %lu, not root: trusted labels cannot be written",
+			 (unsigned long)geteuid());
+		return -1;
+	}
+	/* The groups Slurm gives the job (from its credential, no NSS lookup). */
+	if (spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &gids, &ngids) ==
+	    ESPANK_SUCCESS && gids != NULL && ngids > 0) {
+		o.groups = gids;
+		o.ngroups = (size_t)ngids;
+	} else {
+		o.groups = &g.gid;
+		o.ngroups = 1;
+	}
+	struct privlabel_dir *dirs = calloc(g.plan->ndirs, sizeof(*dirs));
+	if (dirs == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < g.plan->ndirs; i++) {
+		dirs[i].path = _dir_rel(&g.plan->dirs[i]);
+		dirs[i].policy = g.plan->dirs[i].policy;
+	}
+	char e[1024];
+	int rc = privlabel_prepare(g.workdir, dirs, g.plan->ndirs, &o, "trusted", g.job_id,
+				   TRUSTED_DIRS_TIMEOUT_MS, &failed, e, sizeof(e));
+	free(dirs);
+	if (rc < 0) {
+		if (failed < g.plan->ndirs)
+			snprintf(err, errlen, "#DATA line %d: %s: %s",
+				 g.plan->dirs[failed].line, g.plan->dirs[failed].abs, e);
+		else
+			snprintf(err, errlen, "%s", e);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The task, still root, just before it becomes the job owner: the only
+ * place in the task where trusted.* labels can be written. Problems are
+ * kept for task_init, which reports them to the job (failing here would
+ * only print Slurm's own terse message).
+ */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	char err[2048];
+
+	if (!g.batch || spank_context() != S_CTX_REMOTE || g.fail[0] || !g.active ||
+	    !g.trusted)
+		return 0;
+	if (_make_dirs_trusted(sp, err, sizeof(err)) < 0)
+		snprintf(g.dirs_fail, sizeof(g.dirs_fail), "%s", err);
+	g.dirs_done = true;
 	return 0;
 }
 
@@ -372,7 +473,17 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	    _setenv(sp, "STAGEHAND_EXEMPT_DIRS", g.plan->exempt_env) < 0 ||
 	    _setenv(sp, "STAGEHAND_INPUT_DIR", buf) < 0)
 		rc = -1;
-	if (_make_dirs(err, sizeof(err)) < 0) {
+	if (g.trusted) {
+		if (!g.dirs_done) {
+			_user_error("job %lu: xattr_ns=trusted, but the directories were not "
+				    "prepared before the task started (did Slurm skip "
+				    "slurm_spank_task_init_privileged?)", g.job_id);
+			rc = -1;
+		} else if (g.dirs_fail[0]) {
+			_user_error("job %lu: %s", g.job_id, g.dirs_fail);
+			rc = -1;
+		}
+	} else if (_make_dirs(err, sizeof(err)) < 0) {
 		_user_error("job %lu: %s", g.job_id, err);
 		rc = -1;
 	}

@@ -64,8 +64,16 @@ int main(void)
 	ok(parse(&a, err, sizeof(err), 1, "socket") < 0, "bare word refused");
 	contains(err, "key=value", "message says key=value");
 	ok(parse(&a, err, sizeof(err), 1, "=x") < 0, "empty key refused");
-	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=trusted") < 0, "trusted refused");
-	contains(err, "only 'user'", "message explains namespace");
+	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=trusted") == 0, "xattr_ns=trusted accepted");
+	is_str(a.xattr_ns, "trusted", "namespace set to trusted");
+	ok(parse(&a, err, sizeof(err), 2, "xattr_ns=trusted", "xattr_ns=user") == 0 &&
+	   strcmp(a.xattr_ns, "user") == 0, "the last xattr_ns wins");
+	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=security") < 0, "security refused");
+	contains(err, "xattr_ns=security: must be 'user' or 'trusted'",
+		 "message names the value and the choices");
+	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=trusted.") < 0, "trailing dot refused");
+	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=Trusted") < 0, "case matters");
+	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=") < 0, "empty namespace refused");
 	char longp[300];
 	memset(longp, 'a', sizeof(longp));
 	memcpy(longp, "socket=/", 8);
