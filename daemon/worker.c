@@ -342,9 +342,17 @@ static void _label_fd(struct daemon *d, struct _worker *w, const char *name, con
 	memmove(w->fds, w->fds + 1, (size_t)(--w->nfds) * sizeof(int));
 	for (int i = 0; ok[i]; i++)
 		allowed |= strcmp(ok[i], name) == 0;
-	/* The fd was opened by the worker as the owner: no path is resolved here. */
+	/* The fd was opened by the worker as the owner: no path is resolved here.
+	 * Root writes the label, so it goes only on what the owner owns: the
+	 * request's source may be a link the owner pointed elsewhere. */
+	struct stat st;
+	int owned = fstat(fd, &st) == 0 && st.st_uid == w->req->uid;
 	if (!allowed)
 		log_warn("request %lld: worker asked for unknown label '%s'", (long long)w->req->id, name);
+	else if (!owned)
+		log_warn("request %lld: %s not labelled %s: it is not owned by the request's "
+			 "owner (uid %lu)", (long long)w->req->id, w->req->source, name,
+			 (unsigned long)w->req->uid);
 	else if (xattr_set_label(fd, conf_xattr_prefix(d->conf), name, value, err, sizeof(err)) < 0)
 		log_warn("request %lld: %s on %s", (long long)w->req->id, err, w->req->source);
 	close(fd);
