@@ -162,3 +162,23 @@ EOF
 	[ -z "$(getfattr -R -P -d -m 'stagehand\.' "$other" 2>/dev/null)" ]
 	[ -z "$(getfattr -P -d -m 'stagehand\.' "$WD/shared" 2>/dev/null)" ]
 }
+
+@test "trusted labels: a job that swaps its archive dir for a link gets no label put on the target" {
+	other=$(user_workdir shtest2)
+	chmod 0755 "$other"     # readable: the owner's worker can open it
+	runuser -u shtest2 -- sh -c "echo theirs > '$other/f'"
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=results
+rmdir results && ln -s $other results
+EOF
+	submit_umask 0022 "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 60
+	# The daemon handles the end event (it logs the refusal) ...
+	wait_for 30 grep -q "$WD/results not labelled policy: it is not owned by the request's owner" \
+		"$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
+	# ... and root wrote nothing on shtest2's directory.
+	[ -z "$(getfattr -R -P -d -m 'stagehand\.' "$other" 2>/dev/null)" ]
+	[ "$(cat "$other/f")" = theirs ]
+}
