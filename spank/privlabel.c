@@ -99,12 +99,15 @@ static void _creator(int sock, const char *base, const struct privlabel_dir *dir
 {
 	char e[900], msg[1024];
 
-	/* Never outlive the labelling process. */
-	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (_become(o, e, sizeof(e)) < 0) {
 		_send(sock, (uint32_t)n, -1, e);
 		_exit(1);
 	}
+	/* Never outlive the labelling process (set after the identity change,
+	 * which clears it). */
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		_exit(1);
 	if (o->umask >= 0)
 		umask((mode_t)o->umask & 0777);
 	int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
