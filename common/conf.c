@@ -426,6 +426,44 @@ static int _k_slurmwatch(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+/* ---- URL backends ---- */
+
+static int _k_s3endpoint(struct conf *c, const char *v, char *w, size_t wl)
+{
+	size_t n = strlen(v);
+
+	if (strncasecmp(v, "https://", 8) != 0 && strncasecmp(v, "http://", 7) != 0)
+		return _fail(w, wl, "S3Endpoint must be an http:// or https:// URL, not '%s'", v);
+	for (const char *p = v; *p; p++)
+		if (isspace((unsigned char)*p) || *p == '@')
+			return _fail(w, wl, "S3Endpoint must not contain spaces or credentials ('@')");
+	if (_set_str(&c->s3_endpoint, v, w, wl) < 0)
+		return -1;
+	while (n > 8 && c->s3_endpoint[n - 1] == '/')
+		c->s3_endpoint[--n] = '\0';
+	return 0;
+}
+
+static int _k_s3region(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (!*v || strlen(v) > 64)
+		return _fail(w, wl, "S3Region must be a region name such as us-east-1");
+	for (const char *p = v; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_')
+			return _fail(w, wl, "S3Region '%s': only letters, digits, '-' and '_'", v);
+	return _set_str(&c->s3_region, v, w, wl);
+}
+
+static int _k_s3creds(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "none") == 0) {
+		free(c->s3_credentials_file);
+		c->s3_credentials_file = NULL;
+		return 0;
+	}
+	return _set_path(&c->s3_credentials_file, v, "S3CredentialsFile", w, wl);
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -451,6 +489,10 @@ static const struct _key _keys[] = {
 	{ "DrainTimeout", _k_draintimeout },
 	{ "Checksum", _k_checksum },
 	{ "SlurmWatch", _k_slurmwatch },
+	/* URL backends */
+	{ "S3Endpoint", _k_s3endpoint },
+	{ "S3Region", _k_s3region },
+	{ "S3CredentialsFile", _k_s3creds },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -467,6 +509,7 @@ struct conf *conf_create(void)
 	    _set_str(&c->state_db, "/var/lib/stagehand/stagehand.db", w, sizeof(w)) < 0 ||
 	    _set_str(&c->pid_file, "/run/stagehand/stagehandd.pid", w, sizeof(w)) < 0 ||
 	    _set_str(&c->checksum, "xxh128", w, sizeof(w)) < 0 ||
+	    _set_str(&c->s3_region, "us-east-1", w, sizeof(w)) < 0 ||
 	    !(c->scratch_roots = _split("", 0)) ||
 	    !(c->stage_in_roots = _split("", 0)) ||
 	    !(c->admin_users = _split("", 0)) ||
@@ -627,6 +670,9 @@ void conf_destroy(struct conf *c)
 	_free_list(c->admin_groups);
 	free(c->pid_file);
 	free(c->checksum);
+	free(c->s3_endpoint);
+	free(c->s3_region);
+	free(c->s3_credentials_file);
 	free(c);
 }
 

@@ -60,6 +60,10 @@ struct conf {
 	char *checksum;                /* checksum algorithm name: xxh128 or sha256 */
 	int slurm_watch;               /* 1: find held jobs through libslurm (needs slurm.conf);
 					  0: API only (a mover host without Slurm, tests) */
+	/* URL backends (daemon/xfer_url.c) */
+	char *s3_endpoint;             /* base URL of the S3 service; NULL = AWS for s3_region */
+	char *s3_region;               /* SigV4 region, default us-east-1 */
+	char *s3_credentials_file;     /* site S3 keys (read by root); NULL = per-user only */
 	int key_line[32];              /* line each key was set on, 0 = default (conf.c only) */
 };
 

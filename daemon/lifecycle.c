@@ -39,8 +39,7 @@ static int _bad_path(const char *p, const char *field, int allow_null, char *err
 	}
 	n = strlen(p);
 	if (strstr(p, "://")) {
-		snprintf(err, errlen, "'%s': no backend for URLs in this build: give an absolute "
-			 "path", field);
+		snprintf(err, errlen, "'%s' must be an absolute path here, not a URL", field);
 		return -1;
 	}
 	if (p[0] != '/') {
@@ -60,6 +59,81 @@ static int _bad_path(const char *p, const char *field, int allow_null, char *err
 			snprintf(err, errlen, "'%s': '..' is not allowed in paths: '%.200s'", field, p);
 			return -1;
 		}
+	}
+	return 0;
+}
+
+/* Schemes the url backend serves (daemon/xfer_url.c). */
+static const char *const _url_schemes[] = { "http", "https", "s3", "ftp", "ftps", "sftp", NULL };
+
+/*
+ * A URL source or destination: a scheme the site allows (AllowedSchemes)
+ * and a backend serves, something after "://", no password (the URL is
+ * stored, logged and shown), no control characters.
+ */
+static int _bad_url(const struct conf *c, const char *u, const char *field, char *err,
+		    size_t errlen)
+{
+	const char *sep = strstr(u, "://"), *auth, *end, *at;
+	char scheme[32], list[512] = "";
+	size_t sl = (size_t)(sep - u), used = 0;
+	int allowed = 0, served = 0;
+
+	if (sl == 0 || sl >= sizeof(scheme)) {
+		snprintf(err, errlen, "'%s': '%.200s' has no valid URL scheme", field, u);
+		return -1;
+	}
+	for (size_t i = 0; i < sl; i++) {
+		if (!isalnum((unsigned char)u[i]) && u[i] != '+' && u[i] != '-' && u[i] != '.') {
+			snprintf(err, errlen, "'%s': '%.200s' has no valid URL scheme", field, u);
+			return -1;
+		}
+		scheme[i] = (char)tolower((unsigned char)u[i]);
+	}
+	scheme[sl] = '\0';
+	if (strlen(u) > PATH_LIMIT) {
+		snprintf(err, errlen, "'%s' is %zu bytes; the limit is %d", field, strlen(u), PATH_LIMIT);
+		return -1;
+	}
+	for (const char *p = u; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == ' ') {
+			snprintf(err, errlen, "'%s' contains a space or a control character: "
+				 "percent-encode it (%%20)", field);
+			return -1;
+		}
+	for (char **a = c->allowed_schemes; a && *a; a++) {
+		int k;
+
+		allowed |= strcmp(*a, scheme) == 0;
+		k = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", *a);
+		if (k > 0 && (size_t)k < sizeof(list) - used)
+			used += (size_t)k;
+	}
+	if (!allowed) {
+		snprintf(err, errlen, "'%s': URL scheme '%s' is not allowed on this site "
+			 "(AllowedSchemes: %s)", field, scheme, used ? list : "none");
+		return -1;
+	}
+	for (int i = 0; _url_schemes[i]; i++)
+		served |= strcmp(_url_schemes[i], scheme) == 0;
+	if (!served) {
+		snprintf(err, errlen, "'%s': '%s' URLs cannot be transferred by this daemon (it "
+			 "serves http, https, s3, ftp, ftps, sftp)%s", field, scheme,
+			 strcmp(scheme, "file") == 0 ? ": give the path itself" : "");
+		return -1;
+	}
+	auth = sep + 3;
+	end = auth + strcspn(auth, "/?#");
+	if (end == auth) {
+		snprintf(err, errlen, "'%s': '%.200s' names no host%s", field, u,
+			 strcmp(scheme, "s3") == 0 ? " (use s3://BUCKET/KEY)" : "");
+		return -1;
+	}
+	at = memchr(auth, '@', (size_t)(end - auth));
+	if (at && memchr(auth, ':', (size_t)(at - auth))) {
+		snprintf(err, errlen, "'%s': a password in the URL is refused (URLs are stored and "
+			 "shown): put it in ~/.netrc, mode 0600", field);
+		return -1;
 	}
 	return 0;
 }
@@ -98,7 +172,7 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 			    char *err, size_t errlen)
 {
 	const struct conf *c = d->conf;
-	int is_label;
+	int is_label, src_url, dst_url;
 
 	if (!lr->action || (strcmp(lr->action, "stage_in") && strcmp(lr->action, "stage_out") &&
 			    strcmp(lr->action, "archive") && strcmp(lr->action, "label"))) {
@@ -111,8 +185,22 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 		return -1;
 	}
 	is_label = strcmp(lr->action, "label") == 0;
-	if (_bad_path(lr->source, "source", 0, err, errlen) < 0 ||
-	    _bad_path(lr->dest, "dest", is_label, err, errlen) < 0)
+	src_url = lr->source && strstr(lr->source, "://") != NULL;
+	dst_url = lr->dest && strstr(lr->dest, "://") != NULL;
+	if (src_url && strcmp(lr->action, "stage_in") != 0) {
+		snprintf(err, errlen, "'source' of %s must be an absolute path: only stage_in reads "
+			 "from a URL", lr->action);
+		return -1;
+	}
+	if (dst_url && strcmp(lr->action, "stage_out") != 0 && strcmp(lr->action, "archive") != 0) {
+		snprintf(err, errlen, "'dest' of %s must be an absolute path: only stage_out and "
+			 "archive write to a URL", lr->action);
+		return -1;
+	}
+	if ((src_url ? _bad_url(c, lr->source, "source", err, errlen) :
+		       _bad_path(lr->source, "source", 0, err, errlen)) < 0 ||
+	    (dst_url ? _bad_url(c, lr->dest, "dest", err, errlen) :
+		       _bad_path(lr->dest, "dest", is_label, err, errlen)) < 0)
 		return -1;
 	if (!is_label && !lr->dest) {
 		snprintf(err, errlen, "'dest' is required for %s", lr->action);
@@ -127,10 +215,11 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 		return -1;
 	}
 	if (strcmp(lr->action, "stage_in") == 0 &&
-	    (_check_roots(lr->source, c->stage_in_roots, "source", "StageInRoots", err, errlen) < 0 ||
+	    ((!src_url &&
+	      _check_roots(lr->source, c->stage_in_roots, "source", "StageInRoots", err, errlen) < 0) ||
 	     _check_roots(lr->dest, c->scratch_roots, "dest", "ScratchRoots", err, errlen) < 0))
 		return -1;
-	if (strcmp(lr->action, "archive") == 0 && c->archive_root) {
+	if (strcmp(lr->action, "archive") == 0 && c->archive_root && !dst_url) {
 		char *const roots[2] = { c->archive_root, NULL };
 
 		if (_check_roots(lr->dest, roots, "dest", "ArchiveRoot", err, errlen) < 0)
@@ -221,7 +310,7 @@ static int _resolve(const char *path, const char *work_dir, char *out, size_t ou
 {
 	int n;
 
-	if (path[0] == '/')
+	if (path[0] == '/' || strstr(path, "://"))	/* a URL is kept as written */
 		n = snprintf(out, outlen, "%s", path);
 	else if (!work_dir || work_dir[0] != '/') {
 		snprintf(err, errlen, "relative path '%.200s' but the job's work_dir is unknown", path);
@@ -285,6 +374,7 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 			continue;
 		}
 		memset(&lr, 0, sizeof(lr));
+		snprintf(why, sizeof(why), "path or URL too long");
 		lr.uid = (uid_t)j->uid;
 		lr.gid = (gid_t)(j->gid >= 0 ? j->gid : j->uid);
 		lr.user = j->user;
@@ -296,8 +386,11 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 		} else if (strcmp(act, "archive") == 0) {
 			lr.action = "archive";
 			if (to) {
-				if (_expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
-					    sizeof(why)) < 0 ||
+				/* URLs are taken literally: no pattern expansion. */
+				if ((strstr(to, "://") ? (snprintf(exp, sizeof(exp), "%s", to) >=
+							  (int)sizeof(exp) ? -1 : 0) :
+				     _expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
+					     sizeof(why))) < 0 ||
 				    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
 					goto skip;
 			} else if (!d->conf->archive_root) {
@@ -322,8 +415,10 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 				snprintf(why, sizeof(why), "stage_out without to=");
 				goto skip;
 			}
-			if (_expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
-				    sizeof(why)) < 0 ||
+			if ((strstr(to, "://") ? (snprintf(exp, sizeof(exp), "%s", to) >=
+						  (int)sizeof(exp) ? -1 : 0) :
+			     _expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
+				     sizeof(why))) < 0 ||
 			    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
 				goto skip;
 			lr.dest = dst;

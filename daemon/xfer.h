@@ -54,6 +54,7 @@ struct xfer_done_ent {
 };
 
 struct xfer_bucket;
+struct conf;
 
 struct xfer_ctx {
 	int64_t request_id;
@@ -70,6 +71,7 @@ struct xfer_ctx {
 	const struct xfer_done_ent *done;
 	size_t ndone;
 	volatile sig_atomic_t *stop; /* set by SIGTERM: stop, remove the temp file */
+	const struct conf *conf;     /* the daemon's configuration (borrowed; read only) */
 };
 
 struct xfer_backend {
@@ -89,6 +91,14 @@ const struct xfer_backend *xfer_backend_select(const char *source, const char *n
 /* Backends (xfer_local.c). */
 extern const struct xfer_backend xfer_backend_local;
 extern const struct xfer_backend xfer_backend_null;
+/* URLs through libcurl: http, https, s3, ftp, ftps, sftp (xfer_url.c). */
+extern const struct xfer_backend xfer_backend_url;
+/*
+ * Called in the worker before it drops root (url backend only): reads the
+ * site's S3CredentialsFile, which only root may read. ctx has the request's
+ * fields and conf set. Never fails the request: run reports problems.
+ */
+void xfer_url_prepare(struct xfer_ctx *ctx);
 
 /* ---- records (worker side) ---- */
 int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
