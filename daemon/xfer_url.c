@@ -1081,7 +1081,8 @@ again:
 				   strerror(e));
 		return;
 	}
-	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, cks, rel, NULL);
+	/* Both records carry what the verification compared: "sha256:…", "md5:…", "size:N". */
+	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, token, rel, NULL);
 	xfer_logf(r->ctx, LOG_LVL_INFO, "request %lld: '%s' verified by %s (%s)",
 		  (long long)r->ctx->request_id, rel,
 		  m->sha256[0] || m->md5[0] ? m->how : "size", token);
@@ -1622,6 +1623,7 @@ static int _stage_in(struct _run *r)
 			return _finish(r, final ? XFER_FINAL : XFER_RETRYABLE, full);
 		}
 		xfer_emit(ctx, XR_TOTALS, 0, 1, m.size >= 0 ? m.size : 0, 0, NULL, NULL, NULL);
+		r->files = 1;
 		/* The file's name: the URL's last path component, decoded. */
 		ub = strrchr(_url_path(r->proto == P_S3 ? r->url + 5 : r->url), '/');
 		ub = ub ? ub + 1 : "";
@@ -1931,7 +1933,7 @@ static void _put(struct _run *r, int sdir, const char *sname, const char *url, c
 		else
 			snprintf(token, sizeof(token), "size:%lld", (long long)s.sent);
 	}
-	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, cks, rel, NULL);
+	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, token, rel, NULL);
 	xfer_logf(r->ctx, LOG_LVL_INFO, "request %lld: '%s' uploaded, verified by %s",
 		  (long long)r->ctx->request_id, rel, token);
 	xfer_emit(r->ctx, XR_ITEM_DONE, 0, s.sent, started, (int64_t)time(NULL), token, rel, "file");
