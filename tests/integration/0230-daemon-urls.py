@@ -527,7 +527,8 @@ def test_http_resume_with_range(slow, nginx, base_dir):
 
 def ftp_retr_bytes(ftp, path):
     with open(ftp.log) as f:
-        return [int(m) for m in re.findall(r"RETR %s completed=1 bytes=(\d+)" % re.escape(path),
+        # pyftpdlib logs the file system path of the file sent.
+        return [int(m) for m in re.findall(r"RETR \S*%s completed=1 bytes=(\d+)" % re.escape(path),
                                            f.read())]
 
 
