@@ -18,6 +18,7 @@ Run: sudo python3 -m pytest -v tests/integration/0230-daemon-urls.py
 """
 import contextlib
 import hashlib
+import json
 import os
 import pwd
 import random
@@ -310,6 +311,8 @@ def s3(base_dir, home):
         pytest.skip("moto_server not installed (pip install 'moto[server]')")
     try:
         import boto3
+        import boto3.s3.transfer
+        import botocore.config
     except ImportError:
         pytest.skip("boto3 missing (installed with moto)")
 
@@ -320,12 +323,24 @@ def s3(base_dir, home):
     s.endpoint = f"http://127.0.0.1:{s.port}"
     s.dir = os.path.join(base_dir, "moto")
     os.makedirs(s.dir, exist_ok=True)
+    # After the first 3 requests (the IAM user, its policy, its key) moto checks
+    # every request's SigV4 signature against the keys it issued.
     s.proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(s.port)],
+                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"),
                               stdout=open(os.path.join(s.dir, "moto.log"), "wb"),
                               stderr=subprocess.STDOUT)
     wait_port(s.port, s.proc, "moto_server", timeout=30)
+    iam = boto3.client("iam", endpoint_url=s.endpoint, region_name="us-east-1",
+                       aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+    iam.create_user(UserName="stager")
+    iam.put_user_policy(UserName="stager", PolicyName="all", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName="stager")["AccessKey"]
+    s.access, s.secret = key["AccessKeyId"], key["SecretAccessKey"]
     s.client = boto3.client("s3", endpoint_url=s.endpoint, region_name="us-east-1",
-                            aws_access_key_id="AKIDTEST", aws_secret_access_key="secrettest")
+                            config=botocore.config.Config(s3={"addressing_style": "path"}),
+                            aws_access_key_id=s.access, aws_secret_access_key=s.secret)
     s.client.create_bucket(Bucket="inputs")
     s.client.create_bucket(Bucket="outputs")
     src = os.path.join(s.dir, "src")
@@ -338,7 +353,7 @@ def s3(base_dir, home):
                              multipart_threshold=1 << 30))
     s.client.put_object(Bucket="inputs", Key="one.txt", Body=b"one object over s3\n" * 300)
     put_user_file(os.path.join(home, ".config", "stagehand", "s3.conf"),
-                  "[default]\naccess_key_id = AKIDTEST\nsecret_access_key = secrettest\n")
+                  f"[default]\naccess_key_id = {s.access}\nsecret_access_key = {s.secret}\n")
     yield s
     stop(s.proc)
 
@@ -642,5 +657,19 @@ def test_s3_credentials_readable_by_others_refused(daemon, s3, home, base_dir):
         os.chmod(cf, 0o600)
     assert r["state"] == "failed_final", r
     assert "is refused" in r["error"] and "mode 0600" in r["error"], r
-    assert "secrettest" not in r["error"]
-    assert "secrettest" not in open(daemon.log_path).read()
+    assert s3.secret not in r["error"]
+    assert s3.secret not in open(daemon.log_path).read()
+    assert s3.secret.encode() not in open(daemon.db, "rb").read()
+
+
+def test_s3_wrong_secret_rejected_by_sigv4(daemon, s3, home, base_dir):
+    cf = os.path.join(home, ".config", "stagehand", "s3.conf")
+    with open(cf) as f:
+        saved = f.read()
+    put_user_file(cf, saved.replace(s3.secret, "not-the-secret"))
+    try:
+        r = run_fail(daemon, "stage_in", "s3://inputs/one.txt",
+                     os.path.join(scratch(base_dir, "s3-wrong"), "one.txt"))
+    finally:
+        put_user_file(cf, saved)
+    assert r["state"] == "failed_final" and "HTTP 403" in r["error"], r
