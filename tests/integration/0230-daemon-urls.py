@@ -31,7 +31,7 @@ import time
 
 import pytest
 
-from conftest import chown_tree, sha256_file, tree_digest, user_dir
+from conftest import chown_tree, run_cli, sha256_file, tree_digest, user_dir
 
 USER = "shtest"
 BIG = 12 << 20          # resumed file; the daemon moves 4 MiB/s in the resume tests
@@ -513,6 +513,15 @@ def test_http_stage_out_file(daemon, nginx, base_dir):
     src, digest = upload_tree(base_dir, "http-out", 12)
     run_ok(daemon, "stage_out", os.path.join(src, "b.bin"), f"{nginx.url}/up/single/b.bin")
     assert sha256_file(os.path.join(nginx.www, "up", "single", "b.bin")) == digest["b.bin"][1]
+
+
+def test_cli_submit_url_wait(stagehand_bin, daemon, nginx, base_dir):
+    dest = os.path.join(scratch(base_dir, "http-cli"), "tree")
+    p = run_cli(stagehand_bin, ["--socket", daemon.sock, "submit", "--stage-in",
+                                f"{nginx.url}/data/tree/", dest, "--wait", "--interval", "0.2"],
+                user=USER)
+    assert p.returncode == 0, p.stdout + p.stderr
+    check_tree(dest, nginx.tree_digest)
 
 
 def test_http_wrong_checksum_detected(daemon, nginx, base_dir):
