@@ -27,6 +27,7 @@
  * control characters.
  */
 #include "config.h"
+#include "config.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -51,132 +52,15 @@
 #include "xattr.h"
 #include "xfer.h"
 
+#include "xfer_url_int.h"
+
 #define CHUNK (1u << 20)
-#define MAX_DEPTH 64
 #define PARTIAL_XATTR "user.stagehand-partial"
-#define HAVE_SIGV4 (LIBCURL_VERSION_NUM >= 0x074b00)	/* CURLOPT_AWS_SIGV4: 7.75 */
-
-enum _proto { P_HTTP, P_S3, P_FTP, P_SFTP };
-
-/* ---- MD5 (RFC 1321): the S3 ETag of a single-part object ---- */
-
-struct _md5 {
-	uint32_t s[4];
-	uint64_t len;
-	uint8_t buf[64];
-	size_t n;
-};
-
-static const uint32_t _md5_k[64] = {
-	0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
-	0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
-	0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
-	0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
-	0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
-	0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
-	0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
-	0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-	0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
-	0xeb86d391,
-};
-static const uint8_t _md5_r[64] = {
-	7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
-	5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
-	4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-	6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-};
-
-static void _md5_init(struct _md5 *m)
-{
-	m->s[0] = 0x67452301;
-	m->s[1] = 0xefcdab89;
-	m->s[2] = 0x98badcfe;
-	m->s[3] = 0x10325476;
-	m->len = 0;
-	m->n = 0;
-}
-
-static void _md5_block(struct _md5 *m, const uint8_t *p)
-{
-	uint32_t w[16], a = m->s[0], b = m->s[1], c = m->s[2], d = m->s[3];
-
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[i * 4] | (uint32_t)p[i * 4 + 1] << 8 |
-		       (uint32_t)p[i * 4 + 2] << 16 | (uint32_t)p[i * 4 + 3] << 24;
-	for (int i = 0; i < 64; i++) {
-		uint32_t f, t;
-		int g;
-
-		if (i < 16) {
-			f = (b & c) | (~b & d);
-			g = i;
-		} else if (i < 32) {
-			f = (d & b) | (~d & c);
-			g = (5 * i + 1) % 16;
-		} else if (i < 48) {
-			f = b ^ c ^ d;
-			g = (3 * i + 5) % 16;
-		} else {
-			f = c ^ (b | ~d);
-			g = (7 * i) % 16;
-		}
-		t = d;
-		d = c;
-		c = b;
-		f += a + _md5_k[i] + w[g];
-		b += (f << _md5_r[i]) | (f >> (32 - _md5_r[i]));
-		a = t;
-	}
-	m->s[0] += a;
-	m->s[1] += b;
-	m->s[2] += c;
-	m->s[3] += d;
-}
-
-static void _md5_update(struct _md5 *m, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	m->len += len;
-	while (len) {
-		size_t k = 64 - m->n < len ? 64 - m->n : len;
-
-		memcpy(m->buf + m->n, p, k);
-		m->n += k;
-		p += k;
-		len -= k;
-		if (m->n == 64) {
-			_md5_block(m, m->buf);
-			m->n = 0;
-		}
-	}
-}
-
-static void _md5_hex(struct _md5 *m, char out[33])
-{
-	uint64_t bits = m->len * 8;
-	uint8_t pad = 0x80, zero = 0, lenb[8];
-
-	_md5_update(m, &pad, 1);
-	while (m->n != 56)
-		_md5_update(m, &zero, 1);
-	for (int i = 0; i < 8; i++)
-		lenb[i] = (uint8_t)(bits >> (8 * i));
-	_md5_update(m, lenb, 8);
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", (m->s[i / 4] >> (8 * (i % 4))) & 0xff);
-}
 
 /* ---- site credentials, read before the worker drops root ---- */
 
-struct _creds {
-	char access[256];
-	char secret[256];
-	char token[2048];
-	int have;
-};
 
-static struct _creds _site;
+static struct url__creds _site;
 static char _site_err[512];
 
 /*
@@ -185,7 +69,7 @@ static char _site_err[512];
  * aws_session_token; '#' and '[section]' lines are ignored. The file must
  * be a regular file of the expected owner with no group/other permissions.
  */
-static int _read_creds(const char *path, uid_t owner, struct _creds *c, char *err, size_t errlen)
+static int _read_creds(const char *path, uid_t owner, struct url__creds *c, char *err, size_t errlen)
 {
 	char line[4096];
 	struct stat st;
@@ -285,53 +169,18 @@ void xfer_url_prepare(struct xfer_ctx *ctx)
 
 /* ---- the run ---- */
 
-struct _meta {
-	int64_t size;                /* -1 unknown */
-	int64_t mtime;               /* seconds, -1 unknown */
-	char md5[33];                /* hex, "" unknown */
-	char sha256[65];             /* hex, "" unknown */
-	char etag[128];              /* validator for resume, "" unknown */
-	const char *how;             /* what md5/sha256 came from, for messages */
-};
 
-struct _ent {                        /* one remote file of a tree */
-	char *rel;
-	int64_t size;
-};
 
-struct _run {
-	struct xfer_ctx *ctx;
-	enum _proto proto;
-	const char *url;             /* the remote side as given */
-	char scheme[16];
-	char s3_base[XFER_PATH_MAX]; /* s3: endpoint/bucket, no trailing '/' */
-	char s3_key[XFER_PATH_MAX];  /* s3: key or prefix as written (no leading '/') */
-	char s3_key_dec[XFER_PATH_MAX]; /* the same, percent-decoded (listing prefix) */
-	char s3_bucket[256];
-	char sigv4[160];
-	struct _creds creds;
-	char user[256];              /* local user name (sftp login when the URL has none) */
-	char netrc[PATH_MAX];        /* "" = none */
-	char sshkey[PATH_MAX], known_hosts[PATH_MAX];
-	char *buf;                   /* CHUNK bytes */
-	int64_t files, bytes, skipped, kept, verified;
-	int failures, final_failures;
-	char first_error[XFER_TEXT_MAX];
-	char curl_err[CURL_ERROR_SIZE];
-	struct _ent *ents;
-	size_t nents, capents;
-	int list_truncated;
-};
 
-static int _stopped(struct _run *r)
+int url__stopped(struct url__run *r)
 {
 	return r->ctx->stop && *r->ctx->stop;
 }
 
-static void _fail_item(struct _run *r, const char *rel, int final, const char *fmt, ...)
+static void _fail_item(struct url__run *r, const char *rel, int final, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-static void _fail_item(struct _run *r, const char *rel, int final, const char *fmt, ...)
+static void _fail_item(struct url__run *r, const char *rel, int final, const char *fmt, ...)
 {
 	char msg[XFER_TEXT_MAX];
 	va_list ap;
@@ -348,7 +197,7 @@ static void _fail_item(struct _run *r, const char *rel, int final, const char *f
 		r->final_failures++;
 }
 
-static int _finish(struct _run *r, int result, const char *msg)
+static int _finish(struct url__run *r, int result, const char *msg)
 {
 	xfer_emit(r->ctx, XR_RESULT, result, 0, 0, 0, NULL, NULL, msg);
 	free(r->buf);
@@ -360,7 +209,7 @@ static int _finish(struct _run *r, int result, const char *msg)
 }
 
 /* A name from a server or a tree: no '..', no '.', no empty component, no control char. */
-static int _safe_rel(const char *rel)
+int url__safe_rel(const char *rel)
 {
 	const char *p = rel;
 
@@ -387,11 +236,11 @@ static int _safe_rel(const char *rel)
 	return 1;
 }
 
-static int _add_ent(struct _run *r, const char *rel, int64_t size)
+int url__add_ent(struct url__run *r, const char *rel, int64_t size)
 {
 	if (r->nents == r->capents) {
 		size_t cap = r->capents ? r->capents * 2 : 64;
-		struct _ent *e = realloc(r->ents, cap * sizeof(*e));
+		struct url__ent *e = realloc(r->ents, cap * sizeof(*e));
 
 		if (!e)
 			return -1;
@@ -408,24 +257,24 @@ static int _add_ent(struct _run *r, const char *rel, int64_t size)
 
 static int _ent_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct _ent *)a)->rel, ((const struct _ent *)b)->rel);
+	return strcmp(((const struct url__ent *)a)->rel, ((const struct url__ent *)b)->rel);
 }
 
 /* ---- curl ---- */
 
 static int _xferinfo(void *p, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
-	struct _run *r = p;
+	struct url__run *r = p;
 
 	(void)dt;
 	(void)dn;
 	(void)ut;
 	(void)un;
-	return _stopped(r);
+	return url__stopped(r);
 }
 
 /* Build the request URL for rel (already escaped) under the remote root. */
-static int _url_for(struct _run *r, const char *root_rel, char *out, size_t outlen)
+static int _url_for(struct url__run *r, const char *root_rel, char *out, size_t outlen)
 {
 	int n;
 
@@ -437,7 +286,7 @@ static int _url_for(struct _run *r, const char *root_rel, char *out, size_t outl
 }
 
 /* Percent-encode each component of a relative path, keeping '/'. */
-static int _escape_path(CURL *c, const char *rel, char *out, size_t outlen)
+int url__escape_path(CURL *c, const char *rel, char *out, size_t outlen)
 {
 	size_t o = 0;
 	const char *p = rel;
@@ -470,7 +319,7 @@ static int _escape_path(CURL *c, const char *rel, char *out, size_t outlen)
 }
 
 /* A new easy handle with the options every request shares. NULL: out of memory. */
-static CURL *_easy(struct _run *r, const char *url, struct curl_slist **hdrs)
+CURL *url__easy(struct url__run *r, const char *url, struct curl_slist **hdrs)
 {
 	CURL *c = curl_easy_init();
 
@@ -546,7 +395,7 @@ static CURL *_easy(struct _run *r, const char *url, struct curl_slist **hdrs)
 	return c;
 }
 
-static void _easy_done(CURL *c, struct curl_slist *hdrs)
+void url__easy_done(CURL *c, struct curl_slist *hdrs)
 {
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(c);
@@ -556,7 +405,7 @@ static void _easy_done(CURL *c, struct curl_slist *hdrs)
  * Describe a failed curl call; returns 1 if a retry cannot help (not found,
  * permission, login, unknown host key) and 0 otherwise.
  */
-static int _describe(struct _run *r, CURL *c, CURLcode rc, char *out, size_t outlen)
+int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t outlen)
 {
 	long code = 0;
 	int final = 0;
@@ -593,155 +442,16 @@ static int _describe(struct _run *r, CURL *c, CURLcode rc, char *out, size_t out
 	return final;
 }
 
-/* ---- metadata ---- */
-
-static int _unhex(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	ch = tolower(ch);
-	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-}
-
-/* Base64 of a digest to lower-case hex; 0 or -1. */
-static int _b64_hex(const char *in, size_t n, char *out, size_t want_bytes)
-{
-	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint8_t bytes[64];
-	size_t nb = 0;
-	uint32_t acc = 0;
-	int bits = 0;
-
-	for (size_t i = 0; i < n && in[i] != '='; i++) {
-		const char *p = strchr(t, in[i]);
-
-		if (!p || !in[i])
-			return -1;
-		acc = acc << 6 | (uint32_t)(p - t);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (nb >= sizeof(bytes))
-				return -1;
-			bytes[nb++] = (uint8_t)(acc >> bits);
-		}
-	}
-	if (nb != want_bytes)
-		return -1;
-	for (size_t i = 0; i < nb; i++)
-		snprintf(out + 2 * i, 3, "%02x", bytes[i]);
-	return 0;
-}
-
-static int _copy_hex(const char *v, size_t n, char *out, size_t hexlen)
-{
-	if (n != hexlen)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (_unhex((unsigned char)v[i]) < 0)
-			return -1;
-		out[i] = (char)tolower((unsigned char)v[i]);
-	}
-	out[n] = '\0';
-	return 0;
-}
-
-struct _hctx {
-	struct _run *r;
-	struct _meta *m;
-};
-
-/* One response header: ETag, Digest, Repr-Digest, X-Checksum-*, Content-MD5. */
-static size_t _header(char *b, size_t sz, size_t nm, void *p)
-{
-	struct _hctx *h = p;
-	size_t n = sz * nm, kl;
-	char *colon = memchr(b, ':', n);
-	const char *v, *e;
-
-	if (!colon)
-		return n;
-	if (n >= 5 && strncmp(b, "HTTP/", 5) == 0)
-		return n;
-	kl = (size_t)(colon - b);
-	v = colon + 1;
-	e = b + n;
-	while (v < e && (*v == ' ' || *v == '\t'))
-		v++;
-	while (e > v && isspace((unsigned char)e[-1]))
-		e--;
-#define HK(name) (kl == sizeof(name) - 1 && strncasecmp(b, name, kl) == 0)
-	if (HK("ETag")) {
-		size_t l = (size_t)(e - v);
-
-		if (l < sizeof(h->m->etag)) {
-			memcpy(h->m->etag, v, l);
-			h->m->etag[l] = '\0';
-		}
-		/* S3: the ETag of a single-part object is the MD5 of its bytes. */
-		if (h->r->proto == P_S3 && l == 34 && v[0] == '"' &&
-		    _copy_hex(v + 1, 32, h->m->md5, 32) == 0)
-			h->m->how = "S3 ETag";
-	} else if (HK("X-Checksum-Sha256")) {
-		if (_copy_hex(v, (size_t)(e - v), h->m->sha256, 64) == 0)
-			h->m->how = "X-Checksum-Sha256 header";
-	} else if (HK("X-Checksum-Md5")) {
-		if (_copy_hex(v, (size_t)(e - v), h->m->md5, 32) == 0)
-			h->m->how = "X-Checksum-Md5 header";
-	} else if (HK("Content-MD5")) {
-		if (_b64_hex(v, (size_t)(e - v), h->m->md5, 16) == 0)
-			h->m->how = "Content-MD5 header";
-	} else if (HK("Digest") || HK("Repr-Digest")) {
-		/* "sha-256=BASE64, md5=BASE64" (RFC 3230) or "sha-256=:BASE64:" (RFC 9530). */
-		const char *t = v;
-
-		while (t < e) {
-			const char *q = t, *eq, *val, *ve;
-
-			while (q < e && *q != ',')
-				q++;
-			eq = memchr(t, '=', (size_t)(q - t));
-			if (eq) {
-				val = eq + 1;
-				ve = q;
-				if (val < ve && *val == ':')
-					val++;
-				if (ve > val && ve[-1] == ':')
-					ve--;
-				if ((eq - t == 7 && strncasecmp(t, "sha-256", 7) == 0) &&
-				    _b64_hex(val, (size_t)(ve - val), h->m->sha256, 32) == 0)
-					h->m->how = "Digest header";
-				else if ((eq - t == 3 && strncasecmp(t, "md5", 3) == 0) &&
-					 !h->m->sha256[0] &&
-					 _b64_hex(val, (size_t)(ve - val), h->m->md5, 16) == 0)
-					h->m->how = "Digest header";
-			}
-			t = q < e ? q + 1 : q;
-			while (t < e && *t == ' ')
-				t++;
-		}
-	}
-#undef HK
-	return n;
-}
-
-static size_t _discard(char *b, size_t sz, size_t nm, void *p)
-{
-	(void)b;
-	(void)p;
-	return sz * nm;
-}
-
 /*
  * Ask the server about one file: size, mtime, checksums, validator.
  * Returns 0, or -1 with a message (and *final) on failure.
  */
-static int _stat_remote(struct _run *r, const char *url, struct _meta *m, int *final,
+static int _stat_remote(struct url__run *r, const char *url, struct url__meta *m, int *final,
 			char *err, size_t errlen)
 {
 	struct curl_slist *hdrs;
-	struct _hctx h = { r, m };
-	CURL *c = _easy(r, url, &hdrs);
+	struct url__hctx h = { r, m };
+	CURL *c = url__easy(r, url, &hdrs);
 	curl_off_t len = -1, ft = -1;
 	CURLcode rc;
 
@@ -754,20 +464,20 @@ static int _stat_remote(struct _run *r, const char *url, struct _meta *m, int *f
 	}
 	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
 	curl_easy_setopt(c, CURLOPT_FILETIME, 1L);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, _header);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, url__header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, _discard);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, url__discard);
 	rc = curl_easy_perform(c);
 	if (rc != CURLE_OK) {
-		*final = _describe(r, c, rc, err, errlen);
-		_easy_done(c, hdrs);
+		*final = url__describe(r, c, rc, err, errlen);
+		url__easy_done(c, hdrs);
 		return -1;
 	}
 	curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
 	curl_easy_getinfo(c, CURLINFO_FILETIME_T, &ft);
 	m->size = len;
 	m->mtime = ft;
-	_easy_done(c, hdrs);
+	url__easy_done(c, hdrs);
 	if (!m->etag[0] && (m->size >= 0 || m->mtime >= 0))
 		snprintf(m->etag, sizeof(m->etag), "size=%lld;mtime=%lld", (long long)m->size,
 			 (long long)m->mtime);
@@ -777,20 +487,23 @@ static int _stat_remote(struct _run *r, const char *url, struct _meta *m, int *f
 /* ---- download ---- */
 
 struct _sink {
-	struct _run *r;
+	struct url__run *r;
 	int fd;
 	int64_t got;                 /* bytes written by this request */
-	struct cksum ck;
-	struct _md5 md5;
-	struct sha256_ctx sha;
+	struct cksum ck;             /* the site's algorithm: checks the read-back */
+	struct url__md5 md5;             /* only when the server gave an md5 */
+	struct sha256_ctx sha;       /* only when the server gave a sha256 */
+	int want_md5, want_sha;
 	int werr;                    /* errno of a failed write */
 };
 
 static void _sink_update(struct _sink *s, const void *b, size_t n)
 {
 	cksum_update(&s->ck, b, n);
-	_md5_update(&s->md5, b, n);
-	sha256_update(&s->sha, b, n);
+	if (s->want_md5)
+		url__md5_update(&s->md5, b, n);
+	if (s->want_sha)
+		sha256_update(&s->sha, b, n);
 }
 
 static size_t _write(char *b, size_t sz, size_t nm, void *p)
@@ -798,7 +511,7 @@ static size_t _write(char *b, size_t sz, size_t nm, void *p)
 	struct _sink *s = p;
 	size_t n = sz * nm;
 
-	if (_stopped(s->r))
+	if (url__stopped(s->r))
 		return 0;
 	for (size_t w = 0; w < n;) {
 		ssize_t k = write(s->fd, b + w, n - w);
@@ -832,7 +545,7 @@ static int _tmpname(char *out, size_t outlen, const char *name, int64_t id)
 }
 
 /* Read the file back from disk and compare with the checksum of what was received. */
-static int _readback(struct _run *r, int fd, const char *want)
+static int _readback(struct url__run *r, int fd, const char *want)
 {
 	struct cksum ck;
 	char got[CKSUM_HEX_MAX];
@@ -843,7 +556,7 @@ static int _readback(struct _run *r, int fd, const char *want)
 		return ENOMEM;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	while ((n = pread(fd, r->buf, CHUNK, off)) > 0) {
-		if (_stopped(r)) {
+		if (url__stopped(r)) {
 			cksum_abort(&ck);
 			return EINTR;
 		}
@@ -858,18 +571,13 @@ static int _readback(struct _run *r, int fd, const char *want)
 	return strcmp(got, want) ? EIO : 0;
 }
 
-static int _resumable(const struct _run *r)
-{
-	return r->proto != P_SFTP || 1;	/* http(s)/s3: Range, ftp: REST, sftp: offset */
-}
-
 /*
  * Fetch url into ddir/name (rel names it in records). m: what the server
  * said about it. Verification: sha256 or md5 from the server when given,
  * else the size.
  */
-static void _fetch(struct _run *r, const char *url, int ddir, const char *name, const char *rel,
-		   const struct _meta *m)
+static void _fetch(struct url__run *r, const char *url, int ddir, const char *name, const char *rel,
+		   const struct url__meta *m)
 {
 	const struct xfer_done_ent *de = xfer_done_find(r->ctx->done, r->ctx->ndone, rel);
 	int64_t mtime_ns = m->mtime >= 0 ? m->mtime * 1000000000LL : 0;
@@ -920,8 +628,9 @@ static void _fetch(struct _run *r, const char *url, int ddir, const char *name, 
 	vl = fgetxattr(fd, PARTIAL_XATTR, old, sizeof(old) - 1);
 	if (vl > 0)
 		old[vl] = '\0';
+	/* http(s)/s3: Range, ftp: REST, sftp: offset; all served here can resume. */
 	if (st.st_size > 0 && vl > 0 && validator[0] && strcmp(old, validator) == 0 &&
-	    _resumable(r) && (m->size < 0 || st.st_size < m->size))
+	    (m->size < 0 || st.st_size < m->size))
 		off = st.st_size;
 	if (!off && (ftruncate(fd, 0) < 0 ||
 		     (validator[0] && fsetxattr(fd, PARTIAL_XATTR, validator, strlen(validator), 0) < 0 &&
@@ -941,8 +650,10 @@ again:
 		_fail_item(r, rel, 0, "out of memory");
 		return;
 	}
-	_md5_init(&s.md5);
+	url__md5_init(&s.md5);
 	sha256_init(&s.sha);
+	s.want_sha = m->sha256[0] != '\0';
+	s.want_md5 = !s.want_sha && m->md5[0];
 	if (off > 0) {
 		/* The bytes already here count towards every checksum. */
 		int64_t at = 0;
@@ -975,7 +686,7 @@ again:
 		_fail_item(r, rel, 0, "seek in temporary file: %s", strerror(e));
 		return;
 	}
-	c = _easy(r, url, &hdrs);
+	c = url__easy(r, url, &hdrs);
 	if (!c) {
 		cksum_abort(&s.ck);
 		close(fd);
@@ -991,9 +702,9 @@ again:
 		int final = 0;
 
 		cksum_abort(&s.ck);
-		if (_stopped(r)) {
+		if (url__stopped(r)) {
 			/* Kept for the next attempt when it can resume; else removed. */
-			_easy_done(c, hdrs);
+			url__easy_done(c, hdrs);
 			close(fd);
 			return;
 		}
@@ -1001,7 +712,7 @@ again:
 						rc == CURLE_BAD_DOWNLOAD_RESUME)) {
 			xfer_logf(r->ctx, LOG_LVL_INFO, "request %lld: '%s': the server cannot "
 				  "resume; starting again", (long long)r->ctx->request_id, rel);
-			_easy_done(c, hdrs);
+			url__easy_done(c, hdrs);
 			off = 0;
 			if (ftruncate(fd, 0) == 0)
 				goto again;
@@ -1010,20 +721,20 @@ again:
 		if (s.werr)
 			snprintf(why, sizeof(why), "writing the temporary file: %s", strerror(s.werr));
 		else if (c)
-			final = _describe(r, c, rc, why, sizeof(why));
+			final = url__describe(r, c, rc, why, sizeof(why));
 		else
 			snprintf(why, sizeof(why), "cannot truncate the temporary file");
 		if (c)
-			_easy_done(c, hdrs);
+			url__easy_done(c, hdrs);
 		close(fd);
 		if (final)
 			unlinkat(ddir, tmp, 0);
 		_fail_item(r, rel, final, "download of '%s' failed: %s", rel, why);
 		return;
 	}
-	_easy_done(c, hdrs);
+	url__easy_done(c, hdrs);
 	cksum_final(&s.ck, cks);
-	_md5_hex(&s.md5, md5);
+	url__md5_hex(&s.md5, md5);
 	sha256_final(&s.sha, shab);
 	for (int i = 0; i < 32; i++)
 		snprintf(sha + 2 * i, 3, "%02x", shab[i]);
@@ -1091,481 +802,6 @@ again:
 	r->verified++;
 }
 
-/* ---- listings ---- */
-
-struct _mem {
-	char *p;
-	size_t n, cap;
-	int too_big;
-};
-
-#define LIST_MAX ((size_t)64 << 20)
-
-static size_t _to_mem(char *b, size_t sz, size_t nm, void *p)
-{
-	struct _mem *m = p;
-	size_t n = sz * nm;
-
-	if (m->n + n + 1 > LIST_MAX) {
-		m->too_big = 1;
-		return 0;
-	}
-	if (m->n + n + 1 > m->cap) {
-		size_t cap = m->cap ? m->cap : 65536;
-		char *q;
-
-		while (cap < m->n + n + 1)
-			cap *= 2;
-		q = realloc(m->p, cap);
-		if (!q)
-			return 0;
-		m->p = q;
-		m->cap = cap;
-	}
-	memcpy(m->p + m->n, b, n);
-	m->n += n;
-	m->p[m->n] = '\0';
-	return n;
-}
-
-/* Fetch url's body into memory (a listing). body: request body or NULL. */
-static int _get_mem(struct _run *r, const char *url, const char *method, const char *extra_hdr,
-		    const char *body, struct _mem *out, int *final, char *err, size_t errlen)
-{
-	struct curl_slist *hdrs;
-	CURL *c = _easy(r, url, &hdrs);
-	CURLcode rc;
-
-	memset(out, 0, sizeof(*out));
-	*final = 0;
-	if (!c) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	if (extra_hdr) {
-		hdrs = curl_slist_append(hdrs, extra_hdr);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	}
-	if (method)
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (body)
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, _to_mem);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-	rc = curl_easy_perform(c);
-	if (rc != CURLE_OK) {
-		if (out->too_big)
-			snprintf(err, errlen, "directory listing larger than %zu MiB", LIST_MAX >> 20);
-		else
-			*final = _describe(r, c, rc, err, errlen);
-		_easy_done(c, hdrs);
-		free(out->p);
-		out->p = NULL;
-		return -1;
-	}
-	_easy_done(c, hdrs);
-	if (!out->p)
-		out->p = strdup("");
-	return out->p ? 0 : -1;
-}
-
-/*
- * The text of the next element whose local name is tag (any namespace
- * prefix), searching from *pos up to end; advances *pos past it. The
- * returned pointer and length point into the buffer.
- */
-static const char *_xml_next(const char *pos, const char *end, const char *tag, size_t *len,
-			     const char **after)
-{
-	size_t tl = strlen(tag);
-
-	for (const char *p = pos; p && p < end; p++) {
-		const char *q, *name, *close;
-
-		p = memchr(p, '<', (size_t)(end - p));
-		if (!p)
-			return NULL;
-		if (p[1] == '/' || p[1] == '?' || p[1] == '!')
-			continue;
-		name = p + 1;
-		for (q = name; q < end && *q != '>' && *q != ' ' && *q != '/' && *q != ':'; q++)
-			;
-		if (q < end && *q == ':')
-			name = q + 1;
-		if ((size_t)(end - name) < tl || strncmp(name, tag, tl) != 0 ||
-		    (name[tl] != '>' && name[tl] != ' ' && name[tl] != '/'))
-			continue;
-		q = memchr(name, '>', (size_t)(end - name));
-		if (!q)
-			return NULL;
-		if (q[-1] == '/') {	/* <tag/> */
-			*len = 0;
-			*after = q + 1;
-			return q + 1;
-		}
-		/* The matching close tag: "</" [prefix:] tag ">" */
-		for (close = q + 1; close < end; close++) {
-			const char *cn;
-
-			close = memchr(close, '<', (size_t)(end - close));
-			if (!close)
-				return NULL;
-			if (close[1] != '/')
-				continue;
-			cn = close + 2;
-			for (const char *k = cn; k < end && *k != '>'; k++)
-				if (*k == ':') {
-					cn = k + 1;
-					break;
-				}
-			if ((size_t)(end - cn) > tl && strncmp(cn, tag, tl) == 0 && cn[tl] == '>') {
-				*len = (size_t)(close - (q + 1));
-				*after = cn + tl + 1;
-				return q + 1;
-			}
-		}
-		return NULL;
-	}
-	return NULL;
-}
-
-/* XML text to a NUL-terminated string (the five predefined entities). */
-static int _xml_text(const char *v, size_t n, char *out, size_t outlen)
-{
-	static const struct { const char *ent; char ch; } ents[] = {
-		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
-	};
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		char ch = v[i];
-
-		if (ch == '&') {
-			size_t k;
-
-			for (k = 0; k < 5; k++) {
-				size_t el = strlen(ents[k].ent);
-
-				if (n - i >= el && strncmp(v + i, ents[k].ent, el) == 0) {
-					ch = ents[k].ch;
-					i += el - 1;
-					break;
-				}
-			}
-			if (k == 5)
-				return -1;	/* numeric references: not used for names here */
-		}
-		if (o + 1 >= outlen)
-			return -1;
-		out[o++] = ch;
-	}
-	out[o] = '\0';
-	return 0;
-}
-
-/* "%2F" back to "/" in place. */
-static void _unescape_slash(char *s)
-{
-	char *o = s;
-
-	if (!s)
-		return;
-	for (char *p = s; *p; p++) {
-		if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) {
-			*o++ = '/';
-			p += 2;
-		} else {
-			*o++ = *p;
-		}
-	}
-	*o = '\0';
-}
-
-/* S3 ListObjectsV2 under the request's prefix (which ends in '/'). */
-static int _list_s3(struct _run *r, int *final, char *err, size_t errlen)
-{
-	char token[1024] = "", url[XFER_PATH_MAX * 2], *ep = NULL, *et = NULL;
-	size_t plen = strlen(r->s3_key_dec);
-	CURL *esc = curl_easy_init();
-	int rc = -1, raw_slash = 0;
-
-	if (!esc) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	ep = curl_easy_escape(esc, r->s3_key_dec, 0);
-	for (int page = 0; page < 100000; page++) {
-		struct _mem m;
-		const char *p, *end, *v, *after;
-		size_t n;
-		int k;
-
-		curl_free(et);
-		et = token[0] ? curl_easy_escape(esc, token, 0) : NULL;
-		if (raw_slash) {
-			_unescape_slash(ep);
-			_unescape_slash(et);
-		}
-		k = snprintf(url, sizeof(url), "%s?list-type=2&prefix=%s%s%s", r->s3_base,
-			     ep ? ep : "", et ? "&continuation-token=" : "", et ? et : "");
-		if (k < 0 || (size_t)k >= sizeof(url)) {
-			snprintf(err, errlen, "listing URL too long");
-			break;
-		}
-		if (_get_mem(r, url, NULL, NULL, NULL, &m, final, err, errlen) < 0) {
-			/*
-			 * AWS signs '/' in a query value as %2F; some S3-compatible
-			 * servers check the signature with '/' left as is. Once.
-			 */
-			if (!raw_slash && page == 0 && strstr(err, "HTTP 403") &&
-			    (ep && strstr(ep, "%2F"))) {
-				raw_slash = 1;
-				page--;
-				continue;
-			}
-			break;
-		}
-		end = m.p + m.n;
-		p = m.p;
-		while ((v = _xml_next(p, end, "Contents", &n, &after))) {
-			const char *cend = v + n, *kv, *sv, *a2;
-			size_t kn, sn;
-			char key[XFER_PATH_MAX], num[32];
-
-			p = after;
-			kv = _xml_next(v, cend, "Key", &kn, &a2);
-			sv = _xml_next(v, cend, "Size", &sn, &a2);
-			if (!kv || _xml_text(kv, kn, key, sizeof(key)) < 0 ||
-			    strncmp(key, r->s3_key_dec, plen) != 0)
-				continue;
-			if (!key[plen] || key[strlen(key) - 1] == '/')
-				continue;	/* the prefix itself, or a "folder" marker */
-			snprintf(num, sizeof(num), "%.*s", (int)(sn < 31 ? sn : 31), sv ? sv : "");
-			if (!_safe_rel(key + plen)) {
-				xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
-					  "object name with '..', an empty component or a control "
-					  "character skipped");
-				r->skipped++;
-				continue;
-			}
-			if (_add_ent(r, key + plen, strtoll(num, NULL, 10)) < 0) {
-				snprintf(err, errlen, "out of memory");
-				free(m.p);
-				goto out;
-			}
-		}
-		token[0] = '\0';
-		if ((v = _xml_next(m.p, end, "IsTruncated", &n, &after)) && n == 4 &&
-		    strncmp(v, "true", 4) == 0 &&
-		    (v = _xml_next(m.p, end, "NextContinuationToken", &n, &after)))
-			_xml_text(v, n, token, sizeof(token));
-		free(m.p);
-		if (!token[0]) {
-			rc = 0;
-			break;
-		}
-	}
-out:
-	curl_free(ep);
-	curl_free(et);
-	curl_easy_cleanup(esc);
-	return rc;
-}
-
-/* The path part of an absolute URL or of an absolute path ("/a/b/"). */
-static const char *_url_path(const char *u)
-{
-	const char *p = strstr(u, "://");
-
-	if (!p)
-		return u;
-	p = strchr(p + 3, '/');
-	return p ? p : "/";
-}
-
-/* WebDAV PROPFIND Depth: 1 of dirurl (ending in '/'), recursively. */
-static int _list_dav(struct _run *r, const char *dirurl, const char *prefix, int depth,
-		     int *final, char *err, size_t errlen)
-{
-	static const char body[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?>"
-		"<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/><D:getcontentlength/>"
-		"</D:prop></D:propfind>";
-	struct _mem m;
-	const char *p, *end, *v, *after, *base;
-	size_t n, bl;
-	CURL *esc;
-	int rc = 0;
-
-	if (depth > MAX_DEPTH) {
-		snprintf(err, errlen, "tree deeper than %d levels", MAX_DEPTH);
-		*final = 1;
-		return -1;
-	}
-	if (_get_mem(r, dirurl, "PROPFIND", "Depth: 1", body, &m, final, err, errlen) < 0) {
-		long dummy = 0;
-
-		(void)dummy;
-		if (strstr(err, "HTTP 405") || strstr(err, "HTTP 501"))
-			snprintf(err, errlen, "the server does not list directories (WebDAV "
-				 "PROPFIND refused): name the files one by one");
-		return -1;
-	}
-	esc = curl_easy_init();
-	if (!esc) {
-		free(m.p);
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	base = _url_path(dirurl);
-	bl = strlen(base);
-	end = m.p + m.n;
-	p = m.p;
-	while (rc == 0 && (v = _xml_next(p, end, "response", &n, &after))) {
-		const char *rend = v + n, *hv, *a2, *cv, *rt;
-		size_t hn, cn, rn;
-		char href[XFER_PATH_MAX], *dec = NULL, rel[XFER_PATH_MAX], num[32];
-		int dl, is_dir;
-		const char *hp;
-
-		p = after;
-		hv = _xml_next(v, rend, "href", &hn, &a2);
-		if (!hv || _xml_text(hv, hn, href, sizeof(href)) < 0)
-			continue;
-		dec = curl_easy_unescape(esc, _url_path(href), 0, &dl);
-		if (!dec)
-			continue;
-		/* Compare decoded paths: the base may be escaped differently. */
-		{
-			int bdl;
-			char *bdec = curl_easy_unescape(esc, base, (int)bl, &bdl);
-
-			if (!bdec || strncmp(dec, bdec, (size_t)bdl) != 0) {
-				curl_free(bdec);
-				curl_free(dec);
-				continue;
-			}
-			hp = dec + bdl;
-			curl_free(bdec);
-		}
-		rt = _xml_next(v, rend, "resourcetype", &rn, &a2);
-		is_dir = rt && _xml_next(rt, rt + rn, "collection", &cn, &a2) != NULL;
-		if (!*hp) {
-			curl_free(dec);
-			continue;	/* the collection itself */
-		}
-		snprintf(rel, sizeof(rel), "%s%s%.*s", prefix, *prefix ? "/" : "",
-			 (int)(strlen(hp) - (hp[strlen(hp) - 1] == '/')), hp);
-		curl_free(dec);
-		if (!_safe_rel(rel) || strchr(rel + strlen(prefix) + (*prefix ? 1 : 0), '/')) {
-			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
-				  "a name with '..', an empty component or a control character "
-				  "was skipped");
-			r->skipped++;
-			continue;
-		}
-		if (is_dir) {
-			char sub[XFER_PATH_MAX * 2], escd[XFER_PATH_MAX];
-			const char *leaf = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
-
-			if (_escape_path(esc, leaf, escd, sizeof(escd)) < 0 ||
-			    snprintf(sub, sizeof(sub), "%s%s/", dirurl, escd) >= (int)sizeof(sub)) {
-				snprintf(err, errlen, "URL too long under %.300s", rel);
-				rc = -1;
-				break;
-			}
-			rc = _list_dav(r, sub, rel, depth + 1, final, err, errlen);
-			continue;
-		}
-		cv = _xml_next(v, rend, "getcontentlength", &cn, &a2);
-		snprintf(num, sizeof(num), "%.*s", (int)(cn < 31 ? cn : 31), cv ? cv : "-1");
-		if (_add_ent(r, rel, cv ? strtoll(num, NULL, 10) : -1) < 0) {
-			snprintf(err, errlen, "out of memory");
-			rc = -1;
-		}
-	}
-	curl_easy_cleanup(esc);
-	free(m.p);
-	return rc;
-}
-
-/*
- * FTP LIST / SFTP directory listing of dirurl (ending in '/'): "ls -l"
- * lines; 'd' recurses, '-' is a file, anything else is skipped.
- */
-static int _list_ls(struct _run *r, const char *dirurl, const char *prefix, int depth,
-		    int *final, char *err, size_t errlen)
-{
-	struct _mem m;
-	char *line, *save = NULL;
-	CURL *esc;
-	int rc = 0;
-
-	if (depth > MAX_DEPTH) {
-		snprintf(err, errlen, "tree deeper than %d levels", MAX_DEPTH);
-		*final = 1;
-		return -1;
-	}
-	if (_get_mem(r, dirurl, NULL, NULL, NULL, &m, final, err, errlen) < 0)
-		return -1;
-	esc = curl_easy_init();
-	if (!esc) {
-		free(m.p);
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	for (line = strtok_r(m.p, "\r\n", &save); rc == 0 && line;
-	     line = strtok_r(NULL, "\r\n", &save)) {
-		char *f = line, *size_s = NULL, rel[XFER_PATH_MAX];
-		int field;
-
-		/* perms links owner group size month day time|year name */
-		for (field = 0; field < 8 && *f; field++) {
-			while (*f && !isspace((unsigned char)*f))
-				f++;
-			while (*f && isspace((unsigned char)*f))
-				f++;
-			if (field == 3)
-				size_s = f;
-		}
-		if (field < 8 || !*f || strcmp(f, ".") == 0 || strcmp(f, "..") == 0)
-			continue;
-		if (line[0] != 'd' && line[0] != '-') {
-			char msg[XFER_TEXT_MAX];
-
-			snprintf(msg, sizeof(msg), "'%.200s' skipped: only files and directories "
-				 "are fetched", f);
-			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, prefix[0] ? prefix : ".",
-				  msg);
-			r->skipped++;
-			continue;
-		}
-		if (snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", f) >=
-		    (int)sizeof(rel) || !_safe_rel(rel) || strchr(f, '/')) {
-			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
-				  "a name with '..', '/' or a control character was skipped");
-			r->skipped++;
-			continue;
-		}
-		if (line[0] == 'd') {
-			char sub[XFER_PATH_MAX * 2], escd[XFER_PATH_MAX];
-
-			if (_escape_path(esc, f, escd, sizeof(escd)) < 0 ||
-			    snprintf(sub, sizeof(sub), "%s%s/", dirurl, escd) >= (int)sizeof(sub)) {
-				snprintf(err, errlen, "URL too long under %.300s", rel);
-				rc = -1;
-				break;
-			}
-			rc = _list_ls(r, sub, rel, depth + 1, final, err, errlen);
-		} else if (_add_ent(r, rel, size_s ? strtoll(size_s, NULL, 10) : -1) < 0) {
-			snprintf(err, errlen, "out of memory");
-			rc = -1;
-		}
-	}
-	curl_easy_cleanup(esc);
-	free(m.p);
-	return rc;
-}
-
 /* ---- local destination of a download ---- */
 
 /* mkdir -p of path's parents (as the owner; existing components are fine). */
@@ -1618,12 +854,12 @@ static int _open_parent(int droot, const char *rel, const char **leaf)
 	return fd;
 }
 
-static int _remote_url(struct _run *r, CURL *esc, const char *rel, char *out, size_t outlen)
+static int _remote_url(struct url__run *r, CURL *esc, const char *rel, char *out, size_t outlen)
 {
 	char escd[XFER_PATH_MAX * 2];
 	int n;
 
-	if (_escape_path(esc, rel, escd, sizeof(escd)) < 0)
+	if (url__escape_path(esc, rel, escd, sizeof(escd)) < 0)
 		return -1;
 	if (r->proto == P_S3)
 		n = snprintf(out, outlen, "%s/%s%s", r->s3_base, r->s3_key, escd);
@@ -1632,7 +868,7 @@ static int _remote_url(struct _run *r, CURL *esc, const char *rel, char *out, si
 	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
-static int _stage_in(struct _run *r)
+static int _stage_in(struct url__run *r)
 {
 	struct xfer_ctx *ctx = r->ctx;
 	char msg[XFER_TEXT_MAX], url[XFER_PATH_MAX * 2];
@@ -1640,7 +876,7 @@ static int _stage_in(struct _run *r)
 	CURL *esc;
 
 	if (!tree) {
-		struct _meta m;
+		struct url__meta m;
 		const char *leaf, *ub;
 		char base[NAME_MAX + 1], dir[XFER_PATH_MAX];
 		struct stat dst;
@@ -1658,7 +894,7 @@ static int _stage_in(struct _run *r)
 		xfer_emit(ctx, XR_TOTALS, 0, 1, m.size >= 0 ? m.size : 0, 0, NULL, NULL, NULL);
 		r->files = 1;
 		/* The file's name: the URL's last path component, decoded. */
-		ub = strrchr(_url_path(r->proto == P_S3 ? r->url + 5 : r->url), '/');
+		ub = strrchr(url__url_path(r->proto == P_S3 ? r->url + 5 : r->url), '/');
 		ub = ub ? ub + 1 : "";
 		if (strchr(ub, '?'))
 			return _finish(r, XFER_FINAL, "URLs with a query string are not supported: "
@@ -1666,7 +902,7 @@ static int _stage_in(struct _run *r)
 		esc = curl_easy_init();
 		dec = esc ? curl_easy_unescape(esc, ub, 0, &dec_len) : NULL;
 		if (!dec || snprintf(base, sizeof(base), "%s", dec) >= (int)sizeof(base) ||
-		    !_safe_rel(base) || strchr(base, '/')) {
+		    !url__safe_rel(base) || strchr(base, '/')) {
 			curl_free(dec);
 			curl_easy_cleanup(esc);
 			return _finish(r, XFER_FINAL, "the URL does not end in a usable file name");
@@ -1696,11 +932,11 @@ static int _stage_in(struct _run *r)
 		int rc;
 
 		if (r->proto == P_S3)
-			rc = _list_s3(r, &final, msg, sizeof(msg));
+			rc = url__list_s3(r, &final, msg, sizeof(msg));
 		else if (r->proto == P_HTTP)
-			rc = _list_dav(r, r->url, "", 0, &final, msg, sizeof(msg));
+			rc = url__list_dav(r, r->url, "", 0, &final, msg, sizeof(msg));
 		else
-			rc = _list_ls(r, r->url, "", 0, &final, msg, sizeof(msg));
+			rc = url__list_ls(r, r->url, "", 0, &final, msg, sizeof(msg));
 		if (rc < 0) {
 			char full[XFER_TEXT_MAX];
 
@@ -1729,9 +965,9 @@ static int _stage_in(struct _run *r)
 			curl_easy_cleanup(esc);
 			return _finish(r, XFER_FINAL, msg);
 		}
-		for (size_t i = 0; i < r->nents && !_stopped(r); i++) {
+		for (size_t i = 0; i < r->nents && !url__stopped(r); i++) {
 			const char *rel = r->ents[i].rel, *leaf;
-			struct _meta m;
+			struct url__meta m;
 			int pfd;
 
 			if (_remote_url(r, esc, rel, url, sizeof(url)) < 0) {
@@ -1739,7 +975,7 @@ static int _stage_in(struct _run *r)
 				continue;
 			}
 			if (_stat_remote(r, url, &m, &final, msg, sizeof(msg)) < 0) {
-				if (!_stopped(r))
+				if (!url__stopped(r))
 					_fail_item(r, rel, final, "cannot stat '%s': %s", rel, msg);
 				continue;
 			}
@@ -1762,11 +998,10 @@ static int _stage_in(struct _run *r)
 /* ---- upload ---- */
 
 struct _source {
-	struct _run *r;
+	struct url__run *r;
 	int fd;
 	int64_t sent;
-	struct cksum ck;
-	struct _md5 md5;
+	struct url__md5 md5;             /* compared with an S3 ETag or an md5 the server states */
 	int rerr;
 };
 
@@ -1775,7 +1010,7 @@ static size_t _read(char *b, size_t sz, size_t nm, void *p)
 	struct _source *s = p;
 	ssize_t n;
 
-	if (_stopped(s->r))
+	if (url__stopped(s->r))
 		return CURL_READFUNC_ABORT;
 	do
 		n = read(s->fd, b, sz * nm);
@@ -1784,18 +1019,17 @@ static size_t _read(char *b, size_t sz, size_t nm, void *p)
 		s->rerr = errno;
 		return CURL_READFUNC_ABORT;
 	}
-	cksum_update(&s->ck, b, (size_t)n);
-	_md5_update(&s->md5, b, (size_t)n);
+	url__md5_update(&s->md5, b, (size_t)n);
 	s->sent += n;
 	xfer_bucket_take(s->r->ctx->bucket, (uint64_t)n, s->r->ctx->stop);
 	return (size_t)n;
 }
 
 /* WebDAV: MKCOL url (ending in '/'); an existing collection is fine. */
-static int _mkcol(struct _run *r, const char *url, char *err, size_t errlen)
+static int _mkcol(struct url__run *r, const char *url, char *err, size_t errlen)
 {
 	struct curl_slist *hdrs;
-	CURL *c = _easy(r, url, &hdrs);
+	CURL *c = url__easy(r, url, &hdrs);
 	CURLcode rc;
 	long code = 0;
 
@@ -1805,15 +1039,15 @@ static int _mkcol(struct _run *r, const char *url, char *err, size_t errlen)
 	}
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "MKCOL");
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 0L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, _discard);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, url__discard);
 	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	if (rc != CURLE_OK) {
-		_describe(r, c, rc, err, errlen);
-		_easy_done(c, hdrs);
+		url__describe(r, c, rc, err, errlen);
+		url__easy_done(c, hdrs);
 		return -1;
 	}
-	_easy_done(c, hdrs);
+	url__easy_done(c, hdrs);
 	/* 201 created; 405 it exists already (nginx, Apache). */
 	if (code == 201 || code == 405 || code == 200 || code == 204)
 		return 0;
@@ -1822,10 +1056,10 @@ static int _mkcol(struct _run *r, const char *url, char *err, size_t errlen)
 }
 
 /* MKCOL every collection from the server root down to url's path (inclusive). */
-static int _mkcol_path(struct _run *r, const char *url, char *err, size_t errlen)
+static int _mkcol_path(struct url__run *r, const char *url, char *err, size_t errlen)
 {
 	char buf[XFER_PATH_MAX * 2];
-	const char *path = _url_path(url);
+	const char *path = url__url_path(url);
 	size_t off = (size_t)(path - url);
 
 	if (snprintf(buf, sizeof(buf), "%s", url) >= (int)sizeof(buf)) {
@@ -1852,16 +1086,16 @@ static int64_t _ns(const struct timespec *ts)
 }
 
 /* PUT/STOR one local file (opened relative to sdir) to url, then verify it. */
-static void _put(struct _run *r, int sdir, const char *sname, const char *url, const char *rel,
+static void _put(struct url__run *r, int sdir, const char *sname, const char *url, const char *rel,
 		 const struct stat *st)
 {
 	const struct xfer_done_ent *de = xfer_done_find(r->ctx->done, r->ctx->ndone, rel);
-	struct _meta m = { 0 }, after;
-	struct _hctx h = { r, &m };
+	struct url__meta m = { 0 }, after;
+	struct url__hctx h = { r, &m };
 	struct _source s;
 	struct curl_slist *hdrs;
 	struct stat cur;
-	char cks[CKSUM_HEX_MAX], md5[33], token[CKSUM_HEX_MAX], why[XFER_TEXT_MAX];
+	char md5[33], token[CKSUM_HEX_MAX], why[XFER_TEXT_MAX];
 	int64_t started = (int64_t)time(NULL);
 	CURL *c;
 	CURLcode rc;
@@ -1889,16 +1123,10 @@ static void _put(struct _run *r, int sdir, const char *sname, const char *url, c
 		return;
 	}
 	fcntl(s.fd, F_SETFL, fcntl(s.fd, F_GETFL) & ~O_NONBLOCK);
-	if (cksum_init(&s.ck, r->ctx->algo) < 0) {
-		close(s.fd);
-		_fail_item(r, rel, 0, "out of memory");
-		return;
-	}
-	_md5_init(&s.md5);
+	url__md5_init(&s.md5);
 	m.size = m.mtime = -1;
-	c = _easy(r, url, &hdrs);
+	c = url__easy(r, url, &hdrs);
 	if (!c) {
-		cksum_abort(&s.ck);
 		close(s.fd);
 		_fail_item(r, rel, 0, "out of memory");
 		return;
@@ -1907,28 +1135,26 @@ static void _put(struct _run *r, int sdir, const char *sname, const char *url, c
 	curl_easy_setopt(c, CURLOPT_READFUNCTION, _read);
 	curl_easy_setopt(c, CURLOPT_READDATA, &s);
 	curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)cur.st_size);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, _header);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, url__header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, _discard);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, url__discard);
 	rc = curl_easy_perform(c);
 	if (rc != CURLE_OK) {
-		cksum_abort(&s.ck);
 		close(s.fd);
-		if (_stopped(r)) {
-			_easy_done(c, hdrs);
+		if (url__stopped(r)) {
+			url__easy_done(c, hdrs);
 			return;
 		}
 		if (s.rerr)
 			snprintf(why, sizeof(why), "reading the source: %s", strerror(s.rerr));
 		else
-			final = _describe(r, c, rc, why, sizeof(why));
-		_easy_done(c, hdrs);
+			final = url__describe(r, c, rc, why, sizeof(why));
+		url__easy_done(c, hdrs);
 		_fail_item(r, rel, final, "upload of '%s' failed: %s", rel, why);
 		return;
 	}
-	_easy_done(c, hdrs);
-	cksum_final(&s.ck, cks);
-	_md5_hex(&s.md5, md5);
+	url__easy_done(c, hdrs);
+	url__md5_hex(&s.md5, md5);
 	if (fstat(s.fd, &cur) < 0 || cur.st_size != s.sent || _ns(&cur.st_mtim) != _ns(&st->st_mtim)) {
 		close(s.fd);
 		_fail_item(r, rel, 0, "source '%s' changed during the upload: will be redone", rel);
@@ -1976,7 +1202,7 @@ static void _put(struct _run *r, int sdir, const char *sname, const char *url, c
 			  (long long)r->ctx->request_id, rel, strerror(errno));
 }
 
-static void _count(struct _run *r, int dirfd, int depth)
+static void _count(struct url__run *r, int dirfd, int depth)
 {
 	DIR *d;
 	struct dirent *de;
@@ -2014,7 +1240,7 @@ static void _count(struct _run *r, int dirfd, int depth)
 }
 
 /* Upload the tree under sdir; prefix is its relpath ("" at the root). */
-static void _put_tree(struct _run *r, CURL *esc, int sdir, const char *prefix, int depth)
+static void _put_tree(struct url__run *r, CURL *esc, int sdir, const char *prefix, int depth)
 {
 	DIR *d;
 	struct dirent *de;
@@ -2028,7 +1254,7 @@ static void _put_tree(struct _run *r, CURL *esc, int sdir, const char *prefix, i
 		return;
 	}
 	rewinddir(d);
-	while ((de = readdir(d)) && !_stopped(r)) {
+	while ((de = readdir(d)) && !url__stopped(r)) {
 		char rel[XFER_PATH_MAX], url[XFER_PATH_MAX * 2], why[XFER_TEXT_MAX];
 		struct stat st;
 
@@ -2087,7 +1313,7 @@ static void _put_tree(struct _run *r, CURL *esc, int sdir, const char *prefix, i
 
 /* ---- labels (archive to a URL) ---- */
 
-static void _label(struct _run *r, int fd, const char *name, const char *value)
+static void _label(struct url__run *r, int fd, const char *name, const char *value)
 {
 	char err[256];
 
@@ -2102,7 +1328,7 @@ static void _label(struct _run *r, int fd, const char *name, const char *value)
 			  (long long)r->ctx->request_id, err, r->ctx->source);
 }
 
-static void _label_archived(struct _run *r, int fd)
+static void _label_archived(struct url__run *r, int fd)
 {
 	char num[32];
 
@@ -2116,10 +1342,10 @@ static void _label_archived(struct _run *r, int fd)
 	_label(r, fd, XATTR_OWNER, num);
 }
 
-static int _stage_out(struct _run *r, int *is_dir)
+static int _stage_out(struct url__run *r)
 {
 	struct xfer_ctx *ctx = r->ctx;
-	char msg[XFER_TEXT_MAX], url[XFER_PATH_MAX * 2];
+	char msg[XFER_TEXT_MAX];
 	struct stat st;
 	int sroot;
 	CURL *esc;
@@ -2136,7 +1362,6 @@ static int _stage_out(struct _run *r, int *is_dir)
 		close(sroot);
 		return _finish(r, XFER_RETRYABLE, "out of memory");
 	}
-	*is_dir = S_ISDIR(st.st_mode);
 	if (S_ISDIR(st.st_mode)) {
 		fcntl(sroot, F_SETFL, fcntl(sroot, F_GETFL) & ~O_NONBLOCK);
 		if (r->url[strlen(r->url) - 1] != '/') {
@@ -2203,7 +1428,6 @@ static int _stage_out(struct _run *r, int *is_dir)
 		else
 			_put(r, sparent, name, leafurl, name, &st2);
 		close(sparent);
-		(void)url;
 	} else {
 		close(sroot);
 		curl_easy_cleanup(esc);
@@ -2211,7 +1435,7 @@ static int _stage_out(struct _run *r, int *is_dir)
 		return _finish(r, XFER_FINAL, msg);
 	}
 	curl_easy_cleanup(esc);
-	if (!_stopped(r) && !r->failures && strcmp(ctx->action, "archive") == 0)
+	if (!url__stopped(r) && !r->failures && strcmp(ctx->action, "archive") == 0)
 		_label_archived(r, sroot);
 	close(sroot);
 	return -1;
@@ -2238,7 +1462,7 @@ static int _private_file(const char *path, int *have, char *err, size_t errlen)
 	return 0;
 }
 
-static int _setup(struct _run *r, char *err, size_t errlen)
+static int _setup(struct url__run *r, char *err, size_t errlen)
 {
 	struct xfer_ctx *ctx = r->ctx;
 	const struct conf *conf = ctx->conf;
@@ -2395,9 +1619,9 @@ static int _setup(struct _run *r, char *err, size_t errlen)
 
 static int _run_url(struct xfer_ctx *ctx)
 {
-	struct _run r;
+	struct url__run r;
 	char msg[XFER_TEXT_MAX], err[XFER_TEXT_MAX];
-	int upload, is_dir = 0, rc;
+	int upload, rc;
 
 	memset(&r, 0, sizeof(r));
 	r.ctx = ctx;
@@ -2414,10 +1638,10 @@ static int _run_url(struct xfer_ctx *ctx)
 		return _finish(&r, XFER_RETRYABLE, "out of memory");
 	if (_setup(&r, err, sizeof(err)) < 0)
 		return _finish(&r, XFER_FINAL, err);
-	rc = upload ? _stage_out(&r, &is_dir) : _stage_in(&r);
+	rc = upload ? _stage_out(&r) : _stage_in(&r);
 	if (rc >= 0)
 		return rc;	/* finished already */
-	if (_stopped(&r))
+	if (url__stopped(&r))
 		return _finish(&r, XFER_INTERRUPTED, "interrupted; will be resumed");
 	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
 	if (!r.failures && r.verified + r.kept != r.files) {
@@ -2432,7 +1656,6 @@ static int _run_url(struct xfer_ctx *ctx)
 			memcpy(msg + sizeof(msg) - 4, "...", 4);
 		return _finish(&r, r.final_failures == r.failures ? XFER_FINAL : XFER_RETRYABLE, msg);
 	}
-	(void)is_dir;
 	return _finish(&r, XFER_OK, NULL);
 }
 
