@@ -5,7 +5,7 @@
  * Runs only inside a worker that already has the owner's uid, gid and
  * groups: every credential file (~/.netrc, ~/.ssh, ~/.config/stagehand/
  * s3.conf) is read as the owner and must not be readable by anyone else.
- * The one exception is the site's S3CredentialsFile, read by prepare()
+ * The one exception is the site's S3CredentialsFile, read by xfer_url_prepare()
  * before the worker drops root.
  *
  * stage_in: the source is a URL (ending in '/' for a tree: WebDAV PROPFIND,
@@ -14,7 +14,8 @@
  * relative to its parent), checked against the server's checksum or size,
  * fsynced, read back and renamed. A partial temporary file is resumed (HTTP
  * Range, FTP REST, SFTP offset) when the server still describes the file as
- * it did when the partial download began (validator kept in an xattr).
+ * it did when the partial download began (validator kept in an xattr); a
+ * stopped download keeps its partial file for the next attempt.
  *
  * stage_out and archive: the source is a local file or tree, the
  * destination a URL: one PUT/STOR per file (WebDAV collections are created
@@ -26,7 +27,6 @@
  * local side; accept a server-supplied name with '..', '/' at its start or
  * control characters.
  */
-#include "config.h"
 #include "config.h"
 
 #include <ctype.h>
@@ -51,7 +51,6 @@
 #include "queue.h"
 #include "xattr.h"
 #include "xfer.h"
-
 #include "xfer_url_int.h"
 
 #define CHUNK (1u << 20)
