@@ -464,6 +464,16 @@ static int _k_s3creds(struct conf *c, const char *v, char *w, size_t wl)
 	return _set_path(&c->s3_credentials_file, v, "S3CredentialsFile", w, wl);
 }
 
+static int _k_urlcafile(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "system") == 0) {
+		free(c->url_ca_file);
+		c->url_ca_file = NULL;
+		return 0;
+	}
+	return _set_path(&c->url_ca_file, v, "URLCAFile", w, wl);
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -493,6 +503,7 @@ static const struct _key _keys[] = {
 	{ "S3Endpoint", _k_s3endpoint },
 	{ "S3Region", _k_s3region },
 	{ "S3CredentialsFile", _k_s3creds },
+	{ "URLCAFile", _k_urlcafile },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -673,6 +684,7 @@ void conf_destroy(struct conf *c)
 	free(c->s3_endpoint);
 	free(c->s3_region);
 	free(c->s3_credentials_file);
+	free(c->url_ca_file);
 	free(c);
 }
 

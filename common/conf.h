@@ -64,6 +64,7 @@ struct conf {
 	char *s3_endpoint;             /* base URL of the S3 service; NULL = AWS for s3_region */
 	char *s3_region;               /* SigV4 region, default us-east-1 */
 	char *s3_credentials_file;     /* site S3 keys (read by root); NULL = per-user only */
+	char *url_ca_file;             /* CA bundle for https/ftps/S3 servers; NULL = system's */
 	int key_line[32];              /* line each key was set on, 0 = default (conf.c only) */
 };
 

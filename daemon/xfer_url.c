@@ -338,6 +338,8 @@ CURL *url__easy(struct url__run *r, const char *url, struct curl_slist **hdrs)
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, _xferinfo);
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, r);
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+	if (r->ctx->conf && r->ctx->conf->url_ca_file)
+		curl_easy_setopt(c, CURLOPT_CAINFO, r->ctx->conf->url_ca_file);
 #if LIBCURL_VERSION_NUM >= 0x075500
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR,
 			 r->proto == P_S3 ? (strncmp(r->s3_base, "https", 5) ? "http" : "https") :
@@ -428,7 +430,10 @@ int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t ou
 	default:
 		break;
 	}
-	if (rc == CURLE_PEER_FAILED_VERIFICATION && r->proto == P_SFTP)
+	if (rc == CURLE_PEER_FAILED_VERIFICATION && r->proto != P_SFTP)
+		snprintf(out, outlen, "the server's TLS certificate is not trusted (%.300s): an admin "
+			 "can name the site's CA bundle in URLCAFile", r->curl_err);
+	else if (rc == CURLE_PEER_FAILED_VERIFICATION && r->proto == P_SFTP)
 		snprintf(out, outlen, "the SSH host key of the server is not in %.300s (or does not "
 			 "match): add it with ssh-keyscan, as you, after checking it", r->known_hosts);
 	else if (rc == CURLE_HTTP_RETURNED_ERROR)

@@ -116,6 +116,10 @@ int main(void)
 	   "S3CredentialsFile");
 	ok(conf_parse_line(c, "S3CredentialsFile=relative", "t", 7, err, sizeof(err)) < 0,
 	   "S3CredentialsFile must be absolute: %s", err);
+	ok(conf_parse_line(c, "URLCAFile=/etc/ssl/site-ca.pem", "t", 8, err, sizeof(err)) == 0 &&
+	   strcmp(c->url_ca_file, "/etc/ssl/site-ca.pem") == 0, "URLCAFile");
+	ok(conf_parse_line(c, "URLCAFile=system", "t", 9, err, sizeof(err)) == 0 && !c->url_ca_file,
+	   "URLCAFile=system: the system's CA store");
 	conf_destroy(c);
 	return tap_done();
 }

@@ -132,6 +132,9 @@ class Nginx:
         os.makedirs(os.path.join(self.www, "up"), exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.tls_port = free_port()
+        self.tls_url = f"https://127.0.0.1:{self.tls_port}"
+        self.cert = None
         self.access_log = os.path.join(self.dir, "access.log")
         self.proc = None
         self.headers = {}
@@ -169,6 +172,12 @@ http {{
 {extra}    }}
 }}
 """
+        if self.cert:
+            conf = conf.replace("        client_max_body_size 0;\n", f"""        client_max_body_size 0;
+        listen 127.0.0.1:{self.tls_port} ssl;
+        ssl_certificate {self.cert[0]};
+        ssl_certificate_key {self.cert[1]};
+""", 1)
         path = os.path.join(self.dir, "nginx.conf")
         with open(path, "w") as f:
             f.write(conf)
@@ -182,7 +191,22 @@ http {{
 
 
 @pytest.fixture(scope="module")
-def nginx(base_dir):
+def tls_cert(base_dir):
+    """A self-signed certificate for 127.0.0.1: (cert, key), or None without openssl."""
+    if not shutil.which("openssl"):
+        return None
+    d = os.path.join(base_dir, "tls")
+    os.makedirs(d, exist_ok=True)
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    os.chmod(cert, 0o644)
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def nginx(base_dir, tls_cert):
     if not shutil.which("nginx"):
         pytest.skip("nginx not installed (Debian: nginx, libnginx-mod-http-dav-ext)")
     if not os.path.exists("/usr/lib/nginx/modules/ngx_http_dav_ext_module.so"):
@@ -198,6 +222,7 @@ def nginx(base_dir):
     n.headers["/data/one.txt"] = ("X-Checksum-Sha256",
                                   sha256_file(os.path.join(n.www, "data", "one.txt")))
     n.headers["/bad/wrong.bin"] = ("X-Checksum-Sha256", "0" * 64)
+    n.cert = tls_cert
     n.start()
     yield n
     stop(n.proc)
@@ -364,10 +389,11 @@ S3_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
-def daemon(make_daemon, base_dir):
+def daemon(make_daemon, base_dir, tls_cert):
+    ca = {"URLCAFile": tls_cert[0]} if tls_cert else {}
     return make_daemon("urls", AllowedSchemes="https,http,s3,ftp,ftps,sftp",
                        S3Endpoint=f"http://127.0.0.1:{S3_PORT}", S3Region="us-east-1",
-                       MaxRetries=0)
+                       MaxRetries=0, **ca)
 
 
 @pytest.fixture(scope="module")
@@ -522,6 +548,26 @@ def test_cli_submit_url_wait(stagehand_bin, daemon, nginx, base_dir):
                 user=USER)
     assert p.returncode == 0, p.stdout + p.stderr
     check_tree(dest, nginx.tree_digest)
+
+
+def test_https_with_site_ca(daemon, nginx, base_dir):
+    if not nginx.cert:
+        pytest.skip("openssl missing: no certificate for the https server")
+    d = scratch(base_dir, "https")
+    done = run_ok(daemon, "stage_in", f"{nginx.tls_url}/data/one.txt", os.path.join(d, "one.txt"))
+    assert items(daemon, done["id"])["one.txt"]["checksum"].startswith("sha256:")
+    src, digest = upload_tree(base_dir, "https-out", 16)
+    run_ok(daemon, "stage_out", src, f"{nginx.tls_url}/up/tls/")
+    assert tree_digest(os.path.join(nginx.www, "up", "tls")) == digest
+
+
+def test_https_untrusted_certificate_refused(slow, nginx, base_dir):
+    if not nginx.cert:
+        pytest.skip("openssl missing: no certificate for the https server")
+    # This daemon has no URLCAFile: the self-signed certificate is not trusted.
+    r = run_fail(slow, "stage_in", f"{nginx.tls_url}/data/one.txt",
+                 os.path.join(scratch(base_dir, "https-bad"), "one.txt"))
+    assert r["state"] == "failed_final" and "certificate is not trusted" in r["error"], r
 
 
 def test_http_wrong_checksum_detected(daemon, nginx, base_dir):
