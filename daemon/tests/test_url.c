@@ -30,6 +30,18 @@ static void _hdr(struct url__run *r, struct url__meta *m, const char *line)
 	url__header(buf, 1, strlen(buf), &h);
 }
 
+/* A new config with one line parsed; NULL (and err) when the line is refused. */
+static struct conf *_parse1(const char *line, char *err)
+{
+	struct conf *c = conf_create();
+
+	if (c && conf_parse_line(c, line, "t", 1, err, 256) < 0) {
+		conf_destroy(c);
+		return NULL;
+	}
+	return c;
+}
+
 int main(void)
 {
 	char hex[33], err[256];
@@ -100,26 +112,30 @@ int main(void)
 	ok(xfer_backend_select("file:///x", NULL, err, sizeof(err)) == NULL, "file:// has no backend");
 
 	c = conf_create();
-	ok(c && strcmp(c->s3_region, "us-east-1") == 0 && !c->s3_endpoint && !c->s3_credentials_file,
-	   "S3 defaults");
-	ok(conf_parse_line(c, "S3Endpoint=https://s3.example.org/", "t", 1, err, sizeof(err)) == 0 &&
-	   strcmp(c->s3_endpoint, "https://s3.example.org") == 0, "S3Endpoint, trailing '/' dropped");
-	ok(conf_parse_line(c, "S3Endpoint=https://key:secret@s3.example.org", "t", 2, err,
-			   sizeof(err)) < 0 && strstr(err, "t:2"), "S3Endpoint with credentials: %s", err);
-	ok(conf_parse_line(c, "S3Endpoint=s3.example.org", "t", 3, err, sizeof(err)) < 0,
+	ok(c && strcmp(c->s3_region, "us-east-1") == 0 && !c->s3_endpoint && !c->s3_credentials_file &&
+	   !c->url_ca_file, "URL backend defaults");
+	conf_destroy(c);
+	c = _parse1("S3Endpoint=https://s3.example.org/", err);
+	ok(c && strcmp(c->s3_endpoint, "https://s3.example.org") == 0, "S3Endpoint, trailing '/' dropped");
+	conf_destroy(c);
+	ok(!_parse1("S3Endpoint=https://key:secret@s3.example.org", err) && strstr(err, "t:1") &&
+	   strstr(err, "credentials"), "S3Endpoint with credentials: %s", err);
+	ok(!_parse1("S3Endpoint=s3.example.org", err) && strstr(err, "http"),
 	   "S3Endpoint must be a URL: %s", err);
-	ok(conf_parse_line(c, "S3Region=eu-west-3", "t", 4, err, sizeof(err)) == 0 &&
-	   strcmp(c->s3_region, "eu-west-3") == 0, "S3Region");
-	ok(conf_parse_line(c, "S3Region=eu west", "t", 5, err, sizeof(err)) < 0, "bad S3Region: %s", err);
-	ok(conf_parse_line(c, "S3CredentialsFile=/etc/stagehand/s3.conf", "t", 6, err,
-			   sizeof(err)) == 0 && strcmp(c->s3_credentials_file, "/etc/stagehand/s3.conf") == 0,
-	   "S3CredentialsFile");
-	ok(conf_parse_line(c, "S3CredentialsFile=relative", "t", 7, err, sizeof(err)) < 0,
+	c = _parse1("S3Region=eu-west-3", err);
+	ok(c && strcmp(c->s3_region, "eu-west-3") == 0, "S3Region");
+	conf_destroy(c);
+	ok(!_parse1("S3Region=eu west", err) && strstr(err, "S3Region"), "bad S3Region: %s", err);
+	c = _parse1("S3CredentialsFile=/etc/stagehand/s3.conf", err);
+	ok(c && strcmp(c->s3_credentials_file, "/etc/stagehand/s3.conf") == 0, "S3CredentialsFile");
+	conf_destroy(c);
+	ok(!_parse1("S3CredentialsFile=relative", err) && strstr(err, "S3CredentialsFile"),
 	   "S3CredentialsFile must be absolute: %s", err);
-	ok(conf_parse_line(c, "URLCAFile=/etc/ssl/site-ca.pem", "t", 8, err, sizeof(err)) == 0 &&
-	   strcmp(c->url_ca_file, "/etc/ssl/site-ca.pem") == 0, "URLCAFile");
-	ok(conf_parse_line(c, "URLCAFile=system", "t", 9, err, sizeof(err)) == 0 && !c->url_ca_file,
-	   "URLCAFile=system: the system's CA store");
+	c = _parse1("URLCAFile=/etc/ssl/site-ca.pem", err);
+	ok(c && strcmp(c->url_ca_file, "/etc/ssl/site-ca.pem") == 0, "URLCAFile");
+	conf_destroy(c);
+	c = _parse1("URLCAFile=system", err);
+	ok(c && !c->url_ca_file, "URLCAFile=system: the system's CA store");
 	conf_destroy(c);
 	return tap_done();
 }
