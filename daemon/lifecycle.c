@@ -374,7 +374,6 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 			continue;
 		}
 		memset(&lr, 0, sizeof(lr));
-		snprintf(why, sizeof(why), "path or URL too long");
 		lr.uid = (uid_t)j->uid;
 		lr.gid = (gid_t)(j->gid >= 0 ? j->gid : j->uid);
 		lr.user = j->user;
@@ -386,11 +385,8 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 		} else if (strcmp(act, "archive") == 0) {
 			lr.action = "archive";
 			if (to) {
-				/* URLs are taken literally: no pattern expansion. */
-				if ((strstr(to, "://") ? (snprintf(exp, sizeof(exp), "%s", to) >=
-							  (int)sizeof(exp) ? -1 : 0) :
-				     _expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
-					     sizeof(why))) < 0 ||
+				if (_expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
+					    sizeof(why)) < 0 ||
 				    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
 					goto skip;
 			} else if (!d->conf->archive_root) {
@@ -415,10 +411,8 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 				snprintf(why, sizeof(why), "stage_out without to=");
 				goto skip;
 			}
-			if ((strstr(to, "://") ? (snprintf(exp, sizeof(exp), "%s", to) >=
-						  (int)sizeof(exp) ? -1 : 0) :
-			     _expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
-				     sizeof(why))) < 0 ||
+			if (_expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
+				    sizeof(why)) < 0 ||
 			    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
 				goto skip;
 			lr.dest = dst;

@@ -728,3 +728,31 @@ def test_s3_wrong_secret_rejected_by_sigv4(daemon, s3, home, base_dir):
     finally:
         put_user_file(cf, saved)
     assert r["state"] == "failed_final" and "HTTP 403" in r["error"], r
+
+
+# ---- #DATA plans: archive/stage_out to= URLs at job end ------------------------------
+
+def test_job_end_plan_with_url_destinations(daemon, nginx, s3, base_dir):
+    work = user_dir(base_dir, USER, "job-work")
+    res, logs = os.path.join(work, "results"), os.path.join(work, "logs")
+    digest, ldigest = make_tree(res, 17), make_tree(logs, 18)
+    chown_tree(work, USER)
+    uid = pwd.getpwnam(USER).pw_uid
+    plan = {"version": 1, "actions": [
+        {"line": 3, "action": "archive", "path": "results", "to": "s3://outputs/job%j/",
+         "when": "always", "keep": True},
+        {"line": 4, "action": "stage_out", "path": "logs", "to": f"{nginx.url}/up/job-logs/"},
+    ]}
+    st, doc, text, _ = daemon.api.post("/v1/jobs/923001/end", {
+        "state": "COMPLETED", "exit_code": 0, "uid": uid, "work_dir": work, "plan": plan})
+    assert st == 202, text
+    assert len(doc["requests"]) == 2, doc
+    for rid in doc["requests"]:
+        r = daemon.api.wait(rid, timeout=60)
+        assert r["state"] == "done", f"{r}\n{daemon.log_tail()}"
+    # A URL is taken literally: '%j' is not expanded in it.
+    keys = {o["Key"] for o in s3.client.list_objects_v2(Bucket="outputs")["Contents"]
+            if o["Key"].startswith("job%j/")}
+    assert keys == {"job%j/" + rel for rel in digest}
+    assert tree_digest(os.path.join(nginx.www, "up", "job-logs")) == ldigest
+    assert os.getxattr(res, "user.stagehand.policy") == b"archived"
