@@ -118,6 +118,8 @@ def home(test_users):
             os.unlink(p)
     for p, bak in saved.items():
         os.rename(bak, p)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.join(h, ".config"))    # only if the tests made it and it is empty
 
 
 # ---- servers --------------------------------------------------------------------
@@ -406,8 +408,10 @@ def slow(make_daemon, base_dir):
 
 @pytest.fixture(scope="module")
 def strict(make_daemon, base_dir):
-    """A site that allows only https and s3."""
-    return make_daemon("urls-strict", AllowedSchemes="https,s3")
+    """A site that allows only https and s3, with site-wide S3 keys."""
+    return make_daemon("urls-strict", AllowedSchemes="https,s3",
+                       S3Endpoint=f"http://127.0.0.1:{S3_PORT}",
+                       S3CredentialsFile=os.path.join(base_dir, "site-s3.conf"))
 
 
 def scratch(base_dir, *parts):
@@ -756,3 +760,24 @@ def test_job_end_plan_with_url_destinations(daemon, nginx, s3, base_dir):
     assert keys == {"job%j/" + rel for rel in digest}
     assert tree_digest(os.path.join(nginx.www, "up", "job-logs")) == ldigest
     assert os.getxattr(res, "user.stagehand.policy") == b"archived"
+
+
+def test_s3_site_credentials_file(strict, s3, home, base_dir):
+    """Users without their own keys use the site's file, read as root before the drop."""
+    site = os.path.join(base_dir, "site-s3.conf")
+    with open(site, "w") as f:
+        f.write(f"aws_access_key_id = {s3.access}\naws_secret_access_key = {s3.secret}\n")
+    own = os.path.join(home, ".config", "stagehand", "s3.conf")
+    os.rename(own, own + ".away")
+    try:
+        os.chmod(site, 0o600)
+        d = scratch(base_dir, "s3-site")
+        r = run_ok(strict, "stage_in", "s3://inputs/one.txt", os.path.join(d, "one.txt"))
+        assert open(os.path.join(d, "one.txt"), "rb").read() == b"one object over s3\n" * 300
+        os.chmod(site, 0o644)
+        r = run_fail(strict, "stage_in", "s3://inputs/one.txt", os.path.join(d, "two.txt"))
+        assert r["state"] == "failed_final", r
+        assert "site file is unusable" in r["error"] and "mode 0600" in r["error"], r
+    finally:
+        os.rename(own + ".away", own)
+        os.unlink(site)
