@@ -9,6 +9,9 @@
 
 int cmd_check(int argc, char **argv);
 
+/* Offline: files back from an archive copy (restore.c). */
+int cmd_restore(int argc, char **argv);
+
 /* Daemon clients (client.c). */
 int cmd_submit(int argc, char **argv);
 int cmd_status(int argc, char **argv);

@@ -26,6 +26,7 @@ static const struct command _commands[] = {
 	{ "retry", cmd_retry, "re-queue a failed request (rN) or a job's failed requests" },
 	{ "job-end", cmd_job_end, "tell the daemon a job ended (epilog hooks; root)" },
 	{ "health", cmd_health, "ask whether stagehandd is up" },
+	{ "restore", cmd_restore, "bring files back from an archive copy (offline, as you)" },
 };
 
 static void _usage(FILE *fp)
