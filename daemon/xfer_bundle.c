@@ -1285,6 +1285,8 @@ static int _try_keep(struct _run *r, struct _rec *e)
 		/* Verified on disk, but the daemon has no record of it yet. */
 		xfer_emit(r->ctx, XR_ITEM_START, 0, e->size, e->mtime_ns, e->mode, NULL, e->rel,
 			  e->type == E_FILE ? "file" : "symlink");
+		if (e->type == E_FILE)
+			xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, e->cks, e->rel, NULL);
 		xfer_emit(r->ctx, XR_ITEM_DONE, 0, e->size, (int64_t)time(NULL), (int64_t)time(NULL),
 			  e->type == E_FILE ? e->cks : NULL, e->rel, e->type == E_FILE ? "file" : "symlink");
 	}
