@@ -351,3 +351,38 @@ def test_plain_archive_restore(daemon, base_dir, stagehand_bin, test_users):
     p = restore(stagehand_bin, dest, "--to", os.path.join(to, "one"), "--file", "f3")
     assert p.returncode == 0 and tree_digest(os.path.join(to, "one")) == {
         "f3": tree_digest(src)["f3"]}, p.stderr
+
+
+def test_kill9_resumes_at_bundle_granularity(make_daemon, job, base_dir, stagehand_bin):
+    """kill -9 of the daemon and its worker mid-archive: verified bundles are kept."""
+    d = make_daemon("bundle-crash", BundleMinFiles=1000, BundleFileMax="64K", BundleSize="1M",
+                    Checksum="sha256", BandwidthCap="24M")
+    dest = os.path.join(base_dir, "shtest", "archive", "crash")
+    bdir = os.path.join(dest, ".stagehand-bundles")
+    journal = os.path.join(bdir, "index.jsonl.part")
+    rid = d.api.submit("archive", job["res"], dest, as_user="shtest",
+                       options={"backend": "bundle"})["id"]
+    end = time.monotonic() + 60
+    seen = []
+    while len(seen) < 2:
+        assert time.monotonic() < end, d.log_tail()
+        if os.path.exists(journal):
+            with open(journal) as f:
+                seen = [json.loads(l)["bundle"] for l in f if l.startswith('{"bundle"')]
+        time.sleep(0.05)
+    inodes = {n: os.stat(os.path.join(bdir, n)).st_ino for n in seen}
+    d.kill9()
+    assert not os.path.exists(os.path.join(bdir, "index.jsonl")), "finished before the kill"
+    d.start()
+    r = d.api.wait(rid, timeout=120)
+    assert r["state"] == "done" and r["files_done"] == r["files_total"], f"{r}\n{d.log_tail()}"
+    _, bundles, entries = _index(bdir)
+    names = {b["bundle"] for b in bundles}
+    for n, ino in inodes.items():
+        assert n in names and os.stat(os.path.join(bdir, n)).st_ino == ino, n
+    assert not os.path.exists(journal)
+    assert not [n for n in os.listdir(bdir) if n.startswith(".")], os.listdir(bdir)
+    to = os.path.join(_user_tmp(base_dir, "restore-crash"), "r")
+    p = restore(stagehand_bin, dest, "--to", to)
+    assert p.returncode == 0, p.stderr
+    assert tree_digest(to) == job["digest"]
