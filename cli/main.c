@@ -10,6 +10,7 @@
 
 #include "client.h"
 #include "commands.h"
+#include "labels.h"
 
 struct command {
 	const char *name;
@@ -26,6 +27,10 @@ static const struct command _commands[] = {
 	{ "retry", cmd_retry, "re-queue a failed request (rN) or a job's failed requests" },
 	{ "job-end", cmd_job_end, "tell the daemon a job ended (epilog hooks; root)" },
 	{ "health", cmd_health, "ask whether stagehandd is up" },
+	{ "restore", cmd_restore, "bring files back from an archive copy (offline, as you)" },
+	{ "tags", cmd_tags, "show a tree's labels; --verify checks them with stagehandd" },
+	{ "scan", cmd_scan, "report a scratch tree by label: to archive, purgeable, unlabelled" },
+	{ "policy", cmd_policy, "print rules for the site's policy engine (policy export)" },
 };
 
 static void _usage(FILE *fp)
@@ -47,6 +52,7 @@ int main(int argc, char **argv)
 	while (argc > 1 && (n = client_global_option(argc - 1, argv + 1)) != 0) {
 		if (n < 0)
 			return 2;
+		labels_global_option(argc - 1, argv + 1);
 		argv[n] = argv[0];
 		argv += n;
 		argc -= n;

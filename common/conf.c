@@ -426,6 +426,44 @@ static int _k_slurmwatch(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+/* ---- Bundling (small-file bundles for archive copies) ---- */
+
+static int _k_archbundle(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "yes") == 0)
+		c->archive_bundle = 1;
+	else if (strcasecmp(v, "no") == 0)
+		c->archive_bundle = 0;
+	else
+		return _fail(w, wl, "ArchiveBundle must be 'yes' or 'no', not '%s'", v);
+	return 0;
+}
+
+static int _k_bundleminfiles(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->bundle_min_files, v, "BundleMinFiles", 1, 1000000000, w, wl);
+}
+
+static int _k_bundlefilemax(struct conf *c, const char *v, char *w, size_t wl)
+{
+	uint64_t b;
+
+	if (conf_parse_bytes(v, &b) < 0 || b < 1024 || b > (64ULL << 20))
+		return _fail(w, wl, "BundleFileMax must be a size from 1K to 64M (e.g. 1M), not '%s'", v);
+	c->bundle_file_max = b;
+	return 0;
+}
+
+static int _k_bundlesize(struct conf *c, const char *v, char *w, size_t wl)
+{
+	uint64_t b;
+
+	if (conf_parse_bytes(v, &b) < 0 || b < (1ULL << 20) || b > (1ULL << 40))
+		return _fail(w, wl, "BundleSize must be a size from 1M to 1T (e.g. 1G), not '%s'", v);
+	c->bundle_size = b;
+	return 0;
+}
+
 /* ---- URL backends ---- */
 
 static int _k_s3endpoint(struct conf *c, const char *v, char *w, size_t wl)
@@ -499,6 +537,11 @@ static const struct _key _keys[] = {
 	{ "DrainTimeout", _k_draintimeout },
 	{ "Checksum", _k_checksum },
 	{ "SlurmWatch", _k_slurmwatch },
+	/* Bundling */
+	{ "ArchiveBundle", _k_archbundle },
+	{ "BundleMinFiles", _k_bundleminfiles },
+	{ "BundleFileMax", _k_bundlefilemax },
+	{ "BundleSize", _k_bundlesize },
 	/* URL backends */
 	{ "S3Endpoint", _k_s3endpoint },
 	{ "S3Region", _k_s3region },
@@ -507,7 +550,8 @@ static const struct _key _keys[] = {
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
-_Static_assert(NKEYS <= 32, "conf.key_line is too small");
+_Static_assert(NKEYS <= sizeof(((struct conf *)0)->key_line) / sizeof(int),
+	       "conf.key_line is too small");
 
 struct conf *conf_create(void)
 {
@@ -542,6 +586,10 @@ struct conf *conf_create(void)
 	c->io_class = CONF_IO_IDLE;
 	c->connection_timeout = 30;
 	c->drain_timeout = 60;
+	c->archive_bundle = 0;
+	c->bundle_min_files = 1000;
+	c->bundle_file_max = 1ULL << 20;
+	c->bundle_size = 1ULL << 30;
 	return c;
 }
 
@@ -651,6 +699,11 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 	if (strcmp(c->state_db, c->socket_path) == 0)
 		return _fail(err, errlen, "%s:%d: error: StateDB and SocketPath are the same file",
 			     file, _line_of(c, "StateDB"));
+	if (c->bundle_file_max > c->bundle_size)
+		return _fail(err, errlen, "%s:%d: error: BundleFileMax (%llu bytes) is larger than "
+			     "BundleSize (%llu bytes): a bundled file must fit in a bundle", file,
+			     _line_of(c, _line_of(c, "BundleSize") ? "BundleSize" : "BundleFileMax"),
+			     (unsigned long long)c->bundle_file_max, (unsigned long long)c->bundle_size);
 	if (c->archive_root) {
 		for (char **r = c->scratch_roots; *r; r++) {
 			size_t n = strlen(*r);

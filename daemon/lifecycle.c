@@ -15,6 +15,7 @@
 #include "slurm_watch.h"
 #include "log.h"
 #include "queue.h"
+#include "xfer.h"
 
 #define PATH_LIMIT 4095
 
@@ -239,9 +240,24 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 		json_object_foreach(o, k, v) {
 			if (strcmp(k, "backend") == 0) {
 				if (!json_is_string(v) || (strcmp(json_string_value(v), "local") &&
-							   strcmp(json_string_value(v), "null"))) {
+							   strcmp(json_string_value(v), "null") &&
+							   strcmp(json_string_value(v), "bundle"))) {
 					json_decref(o);
-					snprintf(err, errlen, "options.backend must be \"local\" or \"null\"");
+					snprintf(err, errlen, "options.backend must be \"local\", \"null\" "
+						 "or \"bundle\"");
+					return -1;
+				}
+				if (strcmp(json_string_value(v), "bundle") == 0 && dst_url) {
+					json_decref(o);
+					snprintf(err, errlen, "options.backend \"bundle\" writes to a "
+						 "path, not to a URL");
+					return -1;
+				}
+				if (strcmp(json_string_value(v), "bundle") == 0 &&
+				    strcmp(lr->action, "archive") != 0) {
+					json_decref(o);
+					snprintf(err, errlen, "options.backend \"bundle\" is for archive "
+						 "requests only");
 					return -1;
 				}
 			} else if (strcmp(k, "keep") == 0) {
@@ -403,7 +419,12 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 				}
 			}
 			lr.dest = dst;
-			if (json_is_false(keep))
+			/* ArchiveBundle=yes: small-file trees become tar bundles (xfer_bundle.c);
+			 * a URL destination goes to the url backend, file by file. */
+			if (d->conf->archive_bundle && !strstr(dst, "://"))
+				lr.options = json_is_false(keep) ? "{\"backend\":\"bundle\",\"keep\":false}"
+								 : "{\"backend\":\"bundle\"}";
+			else if (json_is_false(keep))
 				lr.options = "{\"keep\":false}";
 		} else {
 			lr.action = "stage_out";
@@ -455,8 +476,38 @@ static const struct lifecycle_hook _job_end_hook = {
 	.tick = _job_end_tick,
 };
 
+/* ---- built-in hook: Bundle* settings for the bundle backend ---- */
+
+/* Workers are forked from this process: they inherit what is set here. */
+static void _bundle_conf_tick(struct daemon *d, int64_t now_ms)
+{
+	struct xfer_bundle_params p = {
+		.min_files = d->conf->bundle_min_files, .file_max = d->conf->bundle_file_max,
+		.bundle_size = d->conf->bundle_size,
+	};
+
+	(void)now_ms;
+	xfer_bundle_configure(&p);
+}
+
+static int _bundle_conf_init(struct daemon *d, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	_bundle_conf_tick(d, 0);
+	return 0;
+}
+
+static const struct lifecycle_hook _bundle_conf_hook = {
+	.name = "bundle-conf",
+	.period_ms = 1000,
+	.init = _bundle_conf_init,
+	.tick = _bundle_conf_tick,
+};
+
 const struct lifecycle_hook *const lifecycle_hooks[] = {
 	&_job_end_hook,
+	&_bundle_conf_hook,
 	&slurm_watch_hook,
 	NULL,
 };

@@ -1,8 +1,8 @@
 /*
  * xfer.h - the transfer engine as seen from a worker process.
  *
- * Owns: the table of transfer backends (chosen by name: "local", "null";
- * URL backends add a row with their schemes), the record protocol a worker
+ * Owns: the table of transfer backends (chosen by name: "local", "null",
+ * "bundle"; URL backends add a row with their schemes), the record protocol a worker
  * streams to the daemon over its socket, the shared bandwidth token bucket,
  * and the resume set (files verified by an earlier attempt).
  *
@@ -99,6 +99,22 @@ extern const struct xfer_backend xfer_backend_url;
  * fields and conf set. Never fails the request: run reports problems.
  */
 void xfer_url_prepare(struct xfer_ctx *ctx);
+
+/*
+ * Backend "bundle" (xfer_bundle.c): archive requests for trees of many small
+ * files become tar bundles plus an index in DEST/XFER_BUNDLE_DIR; anything
+ * else is handed to the local backend. Its parameters are set in the daemon
+ * process (from ArchiveBundle/Bundle* in stagehand.conf) and inherited by
+ * the forked workers.
+ */
+#define XFER_BUNDLE_DIR ".stagehand-bundles"
+struct xfer_bundle_params {
+	int64_t min_files;           /* bundle only with at least this many small files */
+	uint64_t file_max;           /* files smaller than this are bundled */
+	uint64_t bundle_size;        /* a bundle closes before it grows past this */
+};
+void xfer_bundle_configure(const struct xfer_bundle_params *p);
+extern const struct xfer_backend xfer_backend_bundle;
 
 /* ---- records (worker side) ---- */
 int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,

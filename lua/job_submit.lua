@@ -579,7 +579,38 @@ local function parse(script, cfg)
 	local len = #script
 	local pos, n = 1, 0
 	local cmd_at = nil
+	-- A '#' line that does not contain "data" in any case is neither a
+	-- directive nor a near-miss: runs of them are skipped by the fast loop
+	-- below, which only looks for the next newline. next_data is where the
+	-- next "data" (any case) may start, at or after pos (false: none left);
+	-- it is looked up in a lower-cased window of the script, so a long
+	-- script is not lower-cased whole.
+	local next_data
+	local win, w_start, w_end -- the lower-cased window, script[w_start, w_end]
 	while pos <= len do
+		if byte(script, pos) == 35 then
+			if next_data ~= false and (next_data == nil or next_data < pos) then
+				if not win or pos + 3 > w_end then
+					w_start, w_end = pos, pos + 4095
+					win = lower(sub(script, w_start, w_end))
+				end
+				local k = find(win, "data", pos - w_start + 1, true)
+				if k then
+					next_data = w_start + k - 1
+				elseif w_end >= len then
+					next_data = false
+				else
+					next_data = w_end - 2 -- one may straddle the window's end
+				end
+			end
+			local limit = next_data or len + 1
+			local nl = find(script, "\n", pos, true)
+			while nl and nl < limit and byte(script, nl + 1) == 35 do
+				n = n + 1
+				pos = nl + 1
+				nl = find(script, "\n", pos, true)
+			end
+		end
 		n = n + 1
 		local nl = find(script, "\n", pos, true)
 		local e = (nl or len + 1) - 1

@@ -500,6 +500,8 @@ def test_url_misuse_refused(daemon, base_dir):
         ({"action": "stage_in", "source": "https://h/x", "dest": "https://h/y"},
          "only stage_out and archive write to a URL"),
         ({"action": "stage_in", "source": "s3:///key", "dest": dest + "/x"}, "names no host"),
+        ({"action": "archive", "source": dest, "dest": "s3://b/k/", "options": {"backend": "bundle"}},
+         "not to a URL"),
     ]
     for body, want in cases:
         st, doc, text, _ = daemon.api.post("/v1/requests", body, as_user=USER)

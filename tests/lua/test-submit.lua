@@ -310,6 +310,50 @@ do
 	is(#stub.errors, 0, "mutated scripts: no internal errors logged")
 end
 
+-- long leading blocks: directives and near-misses at every offset -------
+-- The parser skips runs of '#' lines without "data" in a lower-cased
+-- window of the script; put directives and near-misses across window
+-- boundaries and check each is found on its own line, against a per-line
+-- reference.
+do
+	math.randomseed(7)
+	local fillers = { "#SBATCH --comment=abcdefghijklmnopqrstuvwxyz0123456789", "# plain note",
+		"#!", "#", "#SBATCH -n 1", "#da", "#ta", "# DAT A" }
+	local mism = 0
+	local first
+	for trial = 1, 200 do
+		local lines, want_act, want_warn = {}, {}, {}
+		local nlines = math.random(100, 600)
+		for i = 1, nlines do
+			local r = math.random()
+			local l
+			if r < 0.01 then
+				l = "#DATA exempt=d" .. i .. "/"
+				want_act[#want_act + 1] = i .. ":exempt:d" .. i
+			elseif r < 0.02 then
+				l = "# Data exempt=n" .. i .. "/"
+				want_warn[#want_warn + 1] = i .. ":case_mismatch"
+			elseif r < 0.03 then
+				l = "#xDATAx " .. string.rep("y", math.random(0, 40))
+			else
+				l = fillers[math.random(#fillers)] .. string.rep("z", math.random(0, 90))
+			end
+			lines[i] = l
+		end
+		local res = stagehand.parse(table.concat(lines, "\n") .. "\necho done\n")
+		local got_act, got_warn = {}, {}
+		for _, a in ipairs(res.actions) do got_act[#got_act + 1] = a.line .. ":" .. a.action .. ":" .. a.path:gsub("/$", "") end
+		for _, w in ipairs(res.warnings) do got_warn[#got_warn + 1] = w.line .. ":" .. w.code end
+		local ga, wa = table.concat(got_act, " "), table.concat(want_act, " ")
+		local gw, ww = table.concat(got_warn, " "), table.concat(want_warn, " ")
+		if ga ~= wa or gw ~= ww or #res.errors > 0 then
+			mism = mism + 1
+			first = first or string.format("trial %d: actions %s / %s; warnings %s / %s", trial, ga, wa, gw, ww)
+		end
+	end
+	ok(mism == 0, "200 long leading blocks: every directive and near-miss found on its line", first)
+end
+
 print("1.." .. n)
 if failed > 0 then
 	print(string.format("# %d of %d tests failed (%s)", failed, n, _VERSION))

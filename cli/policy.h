@@ -1,0 +1,41 @@
+/*
+ * policy.h - rule snippets for site policy engines (policy.c).
+ *
+ * Owns: the text of the GPFS, Robinhood, DMF and Lustre HSM exports.
+ * Must never: write a label or touch the engines; it only prints.
+ */
+#ifndef STAGEHAND_CLI_POLICY_H
+#define STAGEHAND_CLI_POLICY_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+enum { POLICY_HOLD = 0, POLICY_ARCHIVE = 1, POLICY_ARCHIVED = 2 };
+
+/* Labelled directories found under --paths-from, sorted. */
+struct policy_paths {
+	char **v[3];              /* hold (exempt, pending), archive, archived; owned */
+	size_t n[3];
+	int errors;               /* unreadable paths during the walk */
+};
+
+struct policy_opts {
+	const char *format;       /* gpfs, robinhood, dmf, lustre-hsm */
+	const char *ns;           /* "user." or "trusted." */
+	const char *paths_from;   /* absolute root or NULL */
+	const char *pool;         /* gpfs external pool name */
+	int archive_id;           /* lustre-hsm archive id */
+	int hold_tag, archive_tag;  /* dmf site tags */
+};
+
+/* Walk root and fill p (free with policy_paths_free). 0 or -1 (printed). */
+int policy_paths_scan(const char *root, const char *ns, struct policy_paths *p);
+void policy_paths_free(struct policy_paths *p);
+
+/*
+ * Print the export for o->format to fp. Returns how many paths had to be
+ * left out (characters the format cannot carry), or -1 for an unknown format.
+ */
+int policy_export(FILE *fp, const struct policy_opts *o, const struct policy_paths *p);
+
+#endif /* STAGEHAND_CLI_POLICY_H */
