@@ -9,6 +9,9 @@
 
 int cmd_check(int argc, char **argv);
 
+/* Offline: files back from an archive copy (restore.c). */
+int cmd_restore(int argc, char **argv);
+
 /* Labels (tags.c, scan.c, policy.c). */
 int cmd_tags(int argc, char **argv);
 int cmd_scan(int argc, char **argv);

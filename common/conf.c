@@ -426,6 +426,92 @@ static int _k_slurmwatch(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+/* ---- Bundling (small-file bundles for archive copies) ---- */
+
+static int _k_archbundle(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "yes") == 0)
+		c->archive_bundle = 1;
+	else if (strcasecmp(v, "no") == 0)
+		c->archive_bundle = 0;
+	else
+		return _fail(w, wl, "ArchiveBundle must be 'yes' or 'no', not '%s'", v);
+	return 0;
+}
+
+static int _k_bundleminfiles(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->bundle_min_files, v, "BundleMinFiles", 1, 1000000000, w, wl);
+}
+
+static int _k_bundlefilemax(struct conf *c, const char *v, char *w, size_t wl)
+{
+	uint64_t b;
+
+	if (conf_parse_bytes(v, &b) < 0 || b < 1024 || b > (64ULL << 20))
+		return _fail(w, wl, "BundleFileMax must be a size from 1K to 64M (e.g. 1M), not '%s'", v);
+	c->bundle_file_max = b;
+	return 0;
+}
+
+static int _k_bundlesize(struct conf *c, const char *v, char *w, size_t wl)
+{
+	uint64_t b;
+
+	if (conf_parse_bytes(v, &b) < 0 || b < (1ULL << 20) || b > (1ULL << 40))
+		return _fail(w, wl, "BundleSize must be a size from 1M to 1T (e.g. 1G), not '%s'", v);
+	c->bundle_size = b;
+	return 0;
+}
+
+/* ---- URL backends ---- */
+
+static int _k_s3endpoint(struct conf *c, const char *v, char *w, size_t wl)
+{
+	size_t n = strlen(v);
+
+	if (strncasecmp(v, "https://", 8) != 0 && strncasecmp(v, "http://", 7) != 0)
+		return _fail(w, wl, "S3Endpoint must be an http:// or https:// URL, not '%s'", v);
+	for (const char *p = v; *p; p++)
+		if (isspace((unsigned char)*p) || *p == '@')
+			return _fail(w, wl, "S3Endpoint must not contain spaces or credentials ('@')");
+	if (_set_str(&c->s3_endpoint, v, w, wl) < 0)
+		return -1;
+	while (n > 8 && c->s3_endpoint[n - 1] == '/')
+		c->s3_endpoint[--n] = '\0';
+	return 0;
+}
+
+static int _k_s3region(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (!*v || strlen(v) > 64)
+		return _fail(w, wl, "S3Region must be a region name such as us-east-1");
+	for (const char *p = v; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_')
+			return _fail(w, wl, "S3Region '%s': only letters, digits, '-' and '_'", v);
+	return _set_str(&c->s3_region, v, w, wl);
+}
+
+static int _k_s3creds(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "none") == 0) {
+		free(c->s3_credentials_file);
+		c->s3_credentials_file = NULL;
+		return 0;
+	}
+	return _set_path(&c->s3_credentials_file, v, "S3CredentialsFile", w, wl);
+}
+
+static int _k_urlcafile(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "system") == 0) {
+		free(c->url_ca_file);
+		c->url_ca_file = NULL;
+		return 0;
+	}
+	return _set_path(&c->url_ca_file, v, "URLCAFile", w, wl);
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -451,10 +537,21 @@ static const struct _key _keys[] = {
 	{ "DrainTimeout", _k_draintimeout },
 	{ "Checksum", _k_checksum },
 	{ "SlurmWatch", _k_slurmwatch },
+	/* Bundling */
+	{ "ArchiveBundle", _k_archbundle },
+	{ "BundleMinFiles", _k_bundleminfiles },
+	{ "BundleFileMax", _k_bundlefilemax },
+	{ "BundleSize", _k_bundlesize },
+	/* URL backends */
+	{ "S3Endpoint", _k_s3endpoint },
+	{ "S3Region", _k_s3region },
+	{ "S3CredentialsFile", _k_s3creds },
+	{ "URLCAFile", _k_urlcafile },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
-_Static_assert(NKEYS <= 32, "conf.key_line is too small");
+_Static_assert(NKEYS <= sizeof(((struct conf *)0)->key_line) / sizeof(int),
+	       "conf.key_line is too small");
 
 struct conf *conf_create(void)
 {
@@ -467,6 +564,7 @@ struct conf *conf_create(void)
 	    _set_str(&c->state_db, "/var/lib/stagehand/stagehand.db", w, sizeof(w)) < 0 ||
 	    _set_str(&c->pid_file, "/run/stagehand/stagehandd.pid", w, sizeof(w)) < 0 ||
 	    _set_str(&c->checksum, "xxh128", w, sizeof(w)) < 0 ||
+	    _set_str(&c->s3_region, "us-east-1", w, sizeof(w)) < 0 ||
 	    !(c->scratch_roots = _split("", 0)) ||
 	    !(c->stage_in_roots = _split("", 0)) ||
 	    !(c->admin_users = _split("", 0)) ||
@@ -488,6 +586,10 @@ struct conf *conf_create(void)
 	c->io_class = CONF_IO_IDLE;
 	c->connection_timeout = 30;
 	c->drain_timeout = 60;
+	c->archive_bundle = 0;
+	c->bundle_min_files = 1000;
+	c->bundle_file_max = 1ULL << 20;
+	c->bundle_size = 1ULL << 30;
 	return c;
 }
 
@@ -597,6 +699,11 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 	if (strcmp(c->state_db, c->socket_path) == 0)
 		return _fail(err, errlen, "%s:%d: error: StateDB and SocketPath are the same file",
 			     file, _line_of(c, "StateDB"));
+	if (c->bundle_file_max > c->bundle_size)
+		return _fail(err, errlen, "%s:%d: error: BundleFileMax (%llu bytes) is larger than "
+			     "BundleSize (%llu bytes): a bundled file must fit in a bundle", file,
+			     _line_of(c, _line_of(c, "BundleSize") ? "BundleSize" : "BundleFileMax"),
+			     (unsigned long long)c->bundle_file_max, (unsigned long long)c->bundle_size);
 	if (c->archive_root) {
 		for (char **r = c->scratch_roots; *r; r++) {
 			size_t n = strlen(*r);
@@ -627,6 +734,10 @@ void conf_destroy(struct conf *c)
 	_free_list(c->admin_groups);
 	free(c->pid_file);
 	free(c->checksum);
+	free(c->s3_endpoint);
+	free(c->s3_region);
+	free(c->s3_credentials_file);
+	free(c->url_ca_file);
 	free(c);
 }
 

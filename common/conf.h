@@ -60,7 +60,17 @@ struct conf {
 	char *checksum;                /* checksum algorithm name: xxh128 or sha256 */
 	int slurm_watch;               /* 1: find held jobs through libslurm (needs slurm.conf);
 					  0: API only (a mover host without Slurm, tests) */
-	int key_line[32];              /* line each key was set on, 0 = default (conf.c only) */
+	/* Small-file bundling of archive copies (see xfer_bundle.c). */
+	int archive_bundle;            /* 1: archive requests go to the "bundle" backend */
+	int bundle_min_files;          /* bundle a tree only with at least this many small files */
+	uint64_t bundle_file_max;      /* files smaller than this (bytes) go into bundles */
+	uint64_t bundle_size;          /* a bundle is closed before it would grow past this */
+	/* URL backends (daemon/xfer_url.c) */
+	char *s3_endpoint;             /* base URL of the S3 service; NULL = AWS for s3_region */
+	char *s3_region;               /* SigV4 region, default us-east-1 */
+	char *s3_credentials_file;     /* site S3 keys (read by root); NULL = per-user only */
+	char *url_ca_file;             /* CA bundle for https/ftps/S3 servers; NULL = system's */
+	int key_line[64];              /* line each key was set on, 0 = default (conf.c only) */
 };
 
 /* Defaults where the build put the config file. */

@@ -15,6 +15,7 @@
 #include "slurm_watch.h"
 #include "log.h"
 #include "queue.h"
+#include "xfer.h"
 
 #define PATH_LIMIT 4095
 
@@ -39,8 +40,7 @@ static int _bad_path(const char *p, const char *field, int allow_null, char *err
 	}
 	n = strlen(p);
 	if (strstr(p, "://")) {
-		snprintf(err, errlen, "'%s': no backend for URLs in this build: give an absolute "
-			 "path", field);
+		snprintf(err, errlen, "'%s' must be an absolute path here, not a URL", field);
 		return -1;
 	}
 	if (p[0] != '/') {
@@ -60,6 +60,81 @@ static int _bad_path(const char *p, const char *field, int allow_null, char *err
 			snprintf(err, errlen, "'%s': '..' is not allowed in paths: '%.200s'", field, p);
 			return -1;
 		}
+	}
+	return 0;
+}
+
+/* Schemes the url backend serves (daemon/xfer_url.c). */
+static const char *const _url_schemes[] = { "http", "https", "s3", "ftp", "ftps", "sftp", NULL };
+
+/*
+ * A URL source or destination: a scheme the site allows (AllowedSchemes)
+ * and a backend serves, something after "://", no password (the URL is
+ * stored, logged and shown), no control characters.
+ */
+static int _bad_url(const struct conf *c, const char *u, const char *field, char *err,
+		    size_t errlen)
+{
+	const char *sep = strstr(u, "://"), *auth, *end, *at;
+	char scheme[32], list[512] = "";
+	size_t sl = (size_t)(sep - u), used = 0;
+	int allowed = 0, served = 0;
+
+	if (sl == 0 || sl >= sizeof(scheme)) {
+		snprintf(err, errlen, "'%s': '%.200s' has no valid URL scheme", field, u);
+		return -1;
+	}
+	for (size_t i = 0; i < sl; i++) {
+		if (!isalnum((unsigned char)u[i]) && u[i] != '+' && u[i] != '-' && u[i] != '.') {
+			snprintf(err, errlen, "'%s': '%.200s' has no valid URL scheme", field, u);
+			return -1;
+		}
+		scheme[i] = (char)tolower((unsigned char)u[i]);
+	}
+	scheme[sl] = '\0';
+	if (strlen(u) > PATH_LIMIT) {
+		snprintf(err, errlen, "'%s' is %zu bytes; the limit is %d", field, strlen(u), PATH_LIMIT);
+		return -1;
+	}
+	for (const char *p = u; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == ' ') {
+			snprintf(err, errlen, "'%s' contains a space or a control character: "
+				 "percent-encode it (%%20)", field);
+			return -1;
+		}
+	for (char **a = c->allowed_schemes; a && *a; a++) {
+		int k;
+
+		allowed |= strcmp(*a, scheme) == 0;
+		k = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", *a);
+		if (k > 0 && (size_t)k < sizeof(list) - used)
+			used += (size_t)k;
+	}
+	if (!allowed) {
+		snprintf(err, errlen, "'%s': URL scheme '%s' is not allowed on this site "
+			 "(AllowedSchemes: %s)", field, scheme, used ? list : "none");
+		return -1;
+	}
+	for (int i = 0; _url_schemes[i]; i++)
+		served |= strcmp(_url_schemes[i], scheme) == 0;
+	if (!served) {
+		snprintf(err, errlen, "'%s': '%s' URLs cannot be transferred by this daemon (it "
+			 "serves http, https, s3, ftp, ftps, sftp)%s", field, scheme,
+			 strcmp(scheme, "file") == 0 ? ": give the path itself" : "");
+		return -1;
+	}
+	auth = sep + 3;
+	end = auth + strcspn(auth, "/?#");
+	if (end == auth) {
+		snprintf(err, errlen, "'%s': '%.200s' names no host%s", field, u,
+			 strcmp(scheme, "s3") == 0 ? " (use s3://BUCKET/KEY)" : "");
+		return -1;
+	}
+	at = memchr(auth, '@', (size_t)(end - auth));
+	if (at && memchr(auth, ':', (size_t)(at - auth))) {
+		snprintf(err, errlen, "'%s': a password in the URL is refused (URLs are stored and "
+			 "shown): put it in ~/.netrc, mode 0600", field);
+		return -1;
 	}
 	return 0;
 }
@@ -98,7 +173,7 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 			    char *err, size_t errlen)
 {
 	const struct conf *c = d->conf;
-	int is_label;
+	int is_label, src_url, dst_url;
 
 	if (!lr->action || (strcmp(lr->action, "stage_in") && strcmp(lr->action, "stage_out") &&
 			    strcmp(lr->action, "archive") && strcmp(lr->action, "label"))) {
@@ -111,8 +186,22 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 		return -1;
 	}
 	is_label = strcmp(lr->action, "label") == 0;
-	if (_bad_path(lr->source, "source", 0, err, errlen) < 0 ||
-	    _bad_path(lr->dest, "dest", is_label, err, errlen) < 0)
+	src_url = lr->source && strstr(lr->source, "://") != NULL;
+	dst_url = lr->dest && strstr(lr->dest, "://") != NULL;
+	if (src_url && strcmp(lr->action, "stage_in") != 0) {
+		snprintf(err, errlen, "'source' of %s must be an absolute path: only stage_in reads "
+			 "from a URL", lr->action);
+		return -1;
+	}
+	if (dst_url && strcmp(lr->action, "stage_out") != 0 && strcmp(lr->action, "archive") != 0) {
+		snprintf(err, errlen, "'dest' of %s must be an absolute path: only stage_out and "
+			 "archive write to a URL", lr->action);
+		return -1;
+	}
+	if ((src_url ? _bad_url(c, lr->source, "source", err, errlen) :
+		       _bad_path(lr->source, "source", 0, err, errlen)) < 0 ||
+	    (dst_url ? _bad_url(c, lr->dest, "dest", err, errlen) :
+		       _bad_path(lr->dest, "dest", is_label, err, errlen)) < 0)
 		return -1;
 	if (!is_label && !lr->dest) {
 		snprintf(err, errlen, "'dest' is required for %s", lr->action);
@@ -127,10 +216,11 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 		return -1;
 	}
 	if (strcmp(lr->action, "stage_in") == 0 &&
-	    (_check_roots(lr->source, c->stage_in_roots, "source", "StageInRoots", err, errlen) < 0 ||
+	    ((!src_url &&
+	      _check_roots(lr->source, c->stage_in_roots, "source", "StageInRoots", err, errlen) < 0) ||
 	     _check_roots(lr->dest, c->scratch_roots, "dest", "ScratchRoots", err, errlen) < 0))
 		return -1;
-	if (strcmp(lr->action, "archive") == 0 && c->archive_root) {
+	if (strcmp(lr->action, "archive") == 0 && c->archive_root && !dst_url) {
 		char *const roots[2] = { c->archive_root, NULL };
 
 		if (_check_roots(lr->dest, roots, "dest", "ArchiveRoot", err, errlen) < 0)
@@ -150,9 +240,24 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 		json_object_foreach(o, k, v) {
 			if (strcmp(k, "backend") == 0) {
 				if (!json_is_string(v) || (strcmp(json_string_value(v), "local") &&
-							   strcmp(json_string_value(v), "null"))) {
+							   strcmp(json_string_value(v), "null") &&
+							   strcmp(json_string_value(v), "bundle"))) {
 					json_decref(o);
-					snprintf(err, errlen, "options.backend must be \"local\" or \"null\"");
+					snprintf(err, errlen, "options.backend must be \"local\", \"null\" "
+						 "or \"bundle\"");
+					return -1;
+				}
+				if (strcmp(json_string_value(v), "bundle") == 0 && dst_url) {
+					json_decref(o);
+					snprintf(err, errlen, "options.backend \"bundle\" writes to a "
+						 "path, not to a URL");
+					return -1;
+				}
+				if (strcmp(json_string_value(v), "bundle") == 0 &&
+				    strcmp(lr->action, "archive") != 0) {
+					json_decref(o);
+					snprintf(err, errlen, "options.backend \"bundle\" is for archive "
+						 "requests only");
 					return -1;
 				}
 			} else if (strcmp(k, "keep") == 0) {
@@ -221,7 +326,7 @@ static int _resolve(const char *path, const char *work_dir, char *out, size_t ou
 {
 	int n;
 
-	if (path[0] == '/')
+	if (path[0] == '/' || strstr(path, "://"))	/* a URL is kept as written */
 		n = snprintf(out, outlen, "%s", path);
 	else if (!work_dir || work_dir[0] != '/') {
 		snprintf(err, errlen, "relative path '%.200s' but the job's work_dir is unknown", path);
@@ -314,7 +419,12 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 				}
 			}
 			lr.dest = dst;
-			if (json_is_false(keep))
+			/* ArchiveBundle=yes: small-file trees become tar bundles (xfer_bundle.c);
+			 * a URL destination goes to the url backend, file by file. */
+			if (d->conf->archive_bundle && !strstr(dst, "://"))
+				lr.options = json_is_false(keep) ? "{\"backend\":\"bundle\",\"keep\":false}"
+								 : "{\"backend\":\"bundle\"}";
+			else if (json_is_false(keep))
 				lr.options = "{\"keep\":false}";
 		} else {
 			lr.action = "stage_out";
@@ -366,8 +476,38 @@ static const struct lifecycle_hook _job_end_hook = {
 	.tick = _job_end_tick,
 };
 
+/* ---- built-in hook: Bundle* settings for the bundle backend ---- */
+
+/* Workers are forked from this process: they inherit what is set here. */
+static void _bundle_conf_tick(struct daemon *d, int64_t now_ms)
+{
+	struct xfer_bundle_params p = {
+		.min_files = d->conf->bundle_min_files, .file_max = d->conf->bundle_file_max,
+		.bundle_size = d->conf->bundle_size,
+	};
+
+	(void)now_ms;
+	xfer_bundle_configure(&p);
+}
+
+static int _bundle_conf_init(struct daemon *d, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	_bundle_conf_tick(d, 0);
+	return 0;
+}
+
+static const struct lifecycle_hook _bundle_conf_hook = {
+	.name = "bundle-conf",
+	.period_ms = 1000,
+	.init = _bundle_conf_init,
+	.tick = _bundle_conf_tick,
+};
+
 const struct lifecycle_hook *const lifecycle_hooks[] = {
 	&_job_end_hook,
+	&_bundle_conf_hook,
 	&slurm_watch_hook,
 	NULL,
 };

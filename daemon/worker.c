@@ -140,6 +140,14 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	syscall(SYS_close_range, 4, ~0U, 0);
 	if (idle)
 		_ioprio_idle();
+	ctx.conf = d->conf;
+	ctx.request_id = r->id;
+	ctx.uid = r->uid;
+	ctx.action = r->action;
+	ctx.source = r->source;
+	ctx.dest = r->dest;
+	if (be == &xfer_backend_url)
+		xfer_url_prepare(&ctx);	/* site files only root reads; still root here */
 	if (setgroups((size_t)ngroups, groups) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
 	    setresuid(r->uid, r->uid, r->uid) < 0 || getresuid(&ru, &eu, &su) < 0 ||
 	    getresgid(&rg, &eg, &sg) < 0 || ru != r->uid || eu != r->uid || su != r->uid ||
@@ -251,7 +259,9 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 			keep = 0;
 		json_decref(opts);
 	}
-	be = xfer_backend_select(r->source, bname, err, sizeof(err));
+	/* The URL side chooses the backend: the source, or the dest of an upload. */
+	be = xfer_backend_select(!strstr(r->source, "://") && r->dest && strstr(r->dest, "://") ?
+				 r->dest : r->source, bname, err, sizeof(err));
 	if (!be) {
 		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
 		queue_request_free(r);

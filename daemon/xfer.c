@@ -18,6 +18,8 @@
 static const struct xfer_backend *const _backends[] = {
 	&xfer_backend_local,
 	&xfer_backend_null,
+	&xfer_backend_bundle,
+	&xfer_backend_url,
 	NULL,
 };
 
@@ -30,7 +32,7 @@ const struct xfer_backend *xfer_backend_select(const char *source, const char *n
 		for (int i = 0; _backends[i]; i++)
 			if (strcmp(_backends[i]->name, name) == 0)
 				return _backends[i];
-		snprintf(err, errlen, "unknown backend '%s' (known: local, null)", name);
+		snprintf(err, errlen, "unknown backend '%s' (known: local, null, bundle, url)", name);
 		return NULL;
 	}
 	if (sep) {

@@ -1,8 +1,8 @@
 /*
  * xfer.h - the transfer engine as seen from a worker process.
  *
- * Owns: the table of transfer backends (chosen by name: "local", "null";
- * URL backends add a row with their schemes), the record protocol a worker
+ * Owns: the table of transfer backends (chosen by name: "local", "null",
+ * "bundle"; URL backends add a row with their schemes), the record protocol a worker
  * streams to the daemon over its socket, the shared bandwidth token bucket,
  * and the resume set (files verified by an earlier attempt).
  *
@@ -54,6 +54,7 @@ struct xfer_done_ent {
 };
 
 struct xfer_bucket;
+struct conf;
 
 struct xfer_ctx {
 	int64_t request_id;
@@ -70,6 +71,7 @@ struct xfer_ctx {
 	const struct xfer_done_ent *done;
 	size_t ndone;
 	volatile sig_atomic_t *stop; /* set by SIGTERM: stop, remove the temp file */
+	const struct conf *conf;     /* the daemon's configuration (borrowed; read only) */
 };
 
 struct xfer_backend {
@@ -89,6 +91,30 @@ const struct xfer_backend *xfer_backend_select(const char *source, const char *n
 /* Backends (xfer_local.c). */
 extern const struct xfer_backend xfer_backend_local;
 extern const struct xfer_backend xfer_backend_null;
+/* URLs through libcurl: http, https, s3, ftp, ftps, sftp (xfer_url.c). */
+extern const struct xfer_backend xfer_backend_url;
+/*
+ * Called in the worker before it drops root (url backend only): reads the
+ * site's S3CredentialsFile, which only root may read. ctx has the request's
+ * fields and conf set. Never fails the request: run reports problems.
+ */
+void xfer_url_prepare(struct xfer_ctx *ctx);
+
+/*
+ * Backend "bundle" (xfer_bundle.c): archive requests for trees of many small
+ * files become tar bundles plus an index in DEST/XFER_BUNDLE_DIR; anything
+ * else is handed to the local backend. Its parameters are set in the daemon
+ * process (from ArchiveBundle/Bundle* in stagehand.conf) and inherited by
+ * the forked workers.
+ */
+#define XFER_BUNDLE_DIR ".stagehand-bundles"
+struct xfer_bundle_params {
+	int64_t min_files;           /* bundle only with at least this many small files */
+	uint64_t file_max;           /* files smaller than this are bundled */
+	uint64_t bundle_size;        /* a bundle closes before it grows past this */
+};
+void xfer_bundle_configure(const struct xfer_bundle_params *p);
+extern const struct xfer_backend xfer_backend_bundle;
 
 /* ---- records (worker side) ---- */
 int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,

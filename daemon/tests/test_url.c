@@ -1,0 +1,141 @@
+/*
+ * test_url.c - the url backend's parsers: MD5, checksum headers, names from
+ * servers, backend choice by scheme, and its stagehand.conf keys.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "tap.h"
+#include "xfer_url_int.h"
+
+static const char *_md5_of(const char *s, char out[33])
+{
+	struct url__md5 m;
+
+	url__md5_init(&m);
+	url__md5_update(&m, s, strlen(s));
+	url__md5_hex(&m, out);
+	return out;
+}
+
+static void _hdr(struct url__run *r, struct url__meta *m, const char *line)
+{
+	struct url__hctx h = { r, m };
+	char buf[512];
+
+	snprintf(buf, sizeof(buf), "%s", line);
+	url__header(buf, 1, strlen(buf), &h);
+}
+
+/* A new config with one line parsed; NULL (and err) when the line is refused. */
+static struct conf *_parse1(const char *line, char *err)
+{
+	struct conf *c = conf_create();
+
+	if (c && conf_parse_line(c, line, "t", 1, err, 256) < 0) {
+		conf_destroy(c);
+		return NULL;
+	}
+	return c;
+}
+
+int main(void)
+{
+	char hex[33], err[256];
+	struct url__run r;
+	struct url__meta m;
+	struct conf *c;
+	/* 1 MiB + 3 bytes in uneven pieces: MD5 across block boundaries */
+	static char big[(1 << 20) + 3];
+	struct url__md5 md;
+
+	ok(strcmp(_md5_of("", hex), "d41d8cd98f00b204e9800998ecf8427e") == 0, "md5 of nothing");
+	ok(strcmp(_md5_of("abc", hex), "900150983cd24fb0d6963f7d28e17f72") == 0, "md5 of abc");
+	ok(strcmp(_md5_of("12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+			  hex), "57edf4a22be3c955ac49da2e2107b67a") == 0, "md5 of 80 digits");
+	memset(big, 'a', sizeof(big));
+	url__md5_init(&md);
+	for (size_t off = 0, step = 1; off < sizeof(big); off += step, step = step * 3 % 1000 + 1)
+		url__md5_update(&md, big + off, off + step > sizeof(big) ? sizeof(big) - off : step);
+	url__md5_hex(&md, hex);
+	ok(strcmp(hex, "ff2c8815ad9e7686a3ae921be4fafaa9") == 0, "md5 fed in uneven pieces: %s", hex);
+
+	memset(&r, 0, sizeof(r));
+	r.proto = P_S3;
+	memset(&m, 0, sizeof(m));
+	_hdr(&r, &m, "ETag: \"900150983cd24fb0d6963f7d28e17f72\"\r\n");
+	ok(strcmp(m.md5, "900150983cd24fb0d6963f7d28e17f72") == 0 && strcmp(m.how, "S3 ETag") == 0,
+	   "S3 single-part ETag is an md5");
+	memset(&m, 0, sizeof(m));
+	_hdr(&r, &m, "ETag: \"900150983cd24fb0d6963f7d28e17f72-3\"\r\n");
+	ok(m.md5[0] == '\0', "S3 multipart ETag is not an md5");
+	r.proto = P_HTTP;
+	memset(&m, 0, sizeof(m));
+	_hdr(&r, &m, "ETag: \"900150983cd24fb0d6963f7d28e17f72\"\r\n");
+	ok(m.md5[0] == '\0' && strcmp(m.etag, "\"900150983cd24fb0d6963f7d28e17f72\"") == 0,
+	   "an HTTP ETag is only a validator");
+	memset(&m, 0, sizeof(m));
+	/* sha-256 of "abc" in base64 */
+	_hdr(&r, &m, "Digest: md5=kAFQmDzST7DWlj99KOF/cg==, SHA-256=ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=\r\n");
+	ok(strcmp(m.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0,
+	   "Digest sha-256 decoded: %s", m.sha256);
+	ok(strcmp(m.md5, "900150983cd24fb0d6963f7d28e17f72") == 0, "Digest md5 decoded: %s", m.md5);
+	memset(&m, 0, sizeof(m));
+	_hdr(&r, &m, "Repr-Digest: sha-256=:ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=:\r\n");
+	ok(strncmp(m.sha256, "ba7816bf", 8) == 0, "Repr-Digest (RFC 9530) decoded");
+	memset(&m, 0, sizeof(m));
+	_hdr(&r, &m, "x-checksum-sha256: BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD\r\n");
+	ok(strncmp(m.sha256, "ba7816bf", 8) == 0 && strstr(m.how, "X-Checksum-Sha256"),
+	   "X-Checksum-Sha256, any case");
+	memset(&m, 0, sizeof(m));
+	_hdr(&r, &m, "X-Checksum-Sha256: not-hex\r\n");
+	_hdr(&r, &m, "Content-MD5: garbage!!\r\n");
+	ok(m.sha256[0] == '\0' && m.md5[0] == '\0', "malformed checksum headers are ignored");
+
+	ok(url__safe_rel("a/b/c.txt") && url__safe_rel("with space") && url__safe_rel(".hidden"),
+	   "ordinary names are safe");
+	ok(!url__safe_rel("../x") && !url__safe_rel("a/../x") && !url__safe_rel("/abs") &&
+	   !url__safe_rel("a//b") && !url__safe_rel("a/./b") && !url__safe_rel("") &&
+	   !url__safe_rel("a/") && !url__safe_rel("a\nb") && !url__safe_rel(".."),
+	   "names that escape or are malformed are refused");
+	ok(strcmp(url__url_path("https://h:1/a/b?q"), "/a/b?q") == 0 &&
+	   strcmp(url__url_path("https://h"), "/") == 0 && strcmp(url__url_path("/x/y"), "/x/y") == 0,
+	   "path of a URL");
+
+	ok(xfer_backend_select("https://h/x", NULL, err, sizeof(err)) == &xfer_backend_url &&
+	   xfer_backend_select("S3://b/k", NULL, err, sizeof(err)) == &xfer_backend_url &&
+	   xfer_backend_select("sftp://h/x", NULL, err, sizeof(err)) == &xfer_backend_url,
+	   "URL schemes choose the url backend");
+	ok(xfer_backend_select("file:///x", NULL, err, sizeof(err)) == NULL, "file:// has no backend");
+
+	c = conf_create();
+	ok(c && strcmp(c->s3_region, "us-east-1") == 0 && !c->s3_endpoint && !c->s3_credentials_file &&
+	   !c->url_ca_file, "URL backend defaults");
+	conf_destroy(c);
+	c = _parse1("S3Endpoint=https://s3.example.org/", err);
+	ok(c && strcmp(c->s3_endpoint, "https://s3.example.org") == 0, "S3Endpoint, trailing '/' dropped");
+	conf_destroy(c);
+	ok(!_parse1("S3Endpoint=https://key:secret@s3.example.org", err) && strstr(err, "t:1") &&
+	   strstr(err, "credentials"), "S3Endpoint with credentials: %s", err);
+	ok(!_parse1("S3Endpoint=s3.example.org", err) && strstr(err, "http"),
+	   "S3Endpoint must be a URL: %s", err);
+	c = _parse1("S3Region=eu-west-3", err);
+	ok(c && strcmp(c->s3_region, "eu-west-3") == 0, "S3Region");
+	conf_destroy(c);
+	ok(!_parse1("S3Region=eu west", err) && strstr(err, "S3Region"), "bad S3Region: %s", err);
+	c = _parse1("S3CredentialsFile=/etc/stagehand/s3.conf", err);
+	ok(c && strcmp(c->s3_credentials_file, "/etc/stagehand/s3.conf") == 0, "S3CredentialsFile");
+	conf_destroy(c);
+	ok(!_parse1("S3CredentialsFile=relative", err) && strstr(err, "S3CredentialsFile"),
+	   "S3CredentialsFile must be absolute: %s", err);
+	c = _parse1("URLCAFile=/etc/ssl/site-ca.pem", err);
+	ok(c && strcmp(c->url_ca_file, "/etc/ssl/site-ca.pem") == 0, "URLCAFile");
+	conf_destroy(c);
+	c = _parse1("URLCAFile=system", err);
+	ok(c && !c->url_ca_file, "URLCAFile=system: the system's CA store");
+	conf_destroy(c);
+	return tap_done();
+}

@@ -1,0 +1,107 @@
+/*
+ * xfer_url_int.h - private to the url backend (xfer_url.c, xfer_url_parse.c).
+ *
+ * Owns: the state of one URL transfer and the helpers both files share.
+ * Must never: be included outside the url backend.
+ */
+#ifndef STAGEHAND_XFER_URL_INT_H
+#define STAGEHAND_XFER_URL_INT_H
+
+#include <curl/curl.h>
+#include <limits.h>
+#include <stdint.h>
+
+#include "checksum.h"
+#include "xfer.h"
+
+#define MAX_DEPTH 64
+#define HAVE_SIGV4 (LIBCURL_VERSION_NUM >= 0x074b00)	/* CURLOPT_AWS_SIGV4: 7.75 */
+
+enum url__proto { P_HTTP, P_S3, P_FTP, P_SFTP };
+
+struct url__md5 {
+	uint32_t s[4];
+	uint64_t len;
+	uint8_t buf[64];
+	size_t n;
+};
+
+struct url__creds {
+	char access[256];
+	char secret[256];
+	char token[2048];
+	int have;
+};
+
+struct url__meta {
+	int64_t size;                /* -1 unknown */
+	int64_t mtime;               /* seconds, -1 unknown */
+	char md5[33];                /* hex, "" unknown */
+	char sha256[65];             /* hex, "" unknown */
+	char etag[128];              /* validator for resume, "" unknown */
+	const char *how;             /* what md5/sha256 came from, for messages */
+};
+
+/* One remote file of a tree. */
+struct url__ent {
+	char *rel;
+	int64_t size;
+};
+
+struct url__run {
+	struct xfer_ctx *ctx;
+	enum url__proto proto;
+	const char *url;             /* the remote side as given */
+	char scheme[16];
+	char s3_base[XFER_PATH_MAX]; /* s3: endpoint/bucket, no trailing '/' */
+	char s3_key[XFER_PATH_MAX];  /* s3: key or prefix as written (no leading '/') */
+	char s3_key_dec[XFER_PATH_MAX]; /* the same, percent-decoded (listing prefix) */
+	char s3_bucket[256];
+	char sigv4[160];
+	struct url__creds creds;
+	char user[256];              /* local user name (sftp login when the URL has none) */
+	char netrc[PATH_MAX];        /* "" = none */
+	char sshkey[PATH_MAX], known_hosts[PATH_MAX];
+	char *buf;                   /* CHUNK bytes */
+	int64_t files, bytes, skipped, kept, verified;
+	int failures, final_failures;
+	char first_error[XFER_TEXT_MAX];
+	char curl_err[CURL_ERROR_SIZE];
+	struct url__ent *ents;
+	size_t nents, capents;
+};
+
+struct url__hctx {
+	struct url__run *r;
+	struct url__meta *m;
+};
+
+/* ---- xfer_url.c ---- */
+int url__stopped(struct url__run *r);
+/* A relative name from a server or a tree is safe to create locally. */
+int url__safe_rel(const char *rel);
+int url__add_ent(struct url__run *r, const char *rel, int64_t size);
+int url__escape_path(CURL *c, const char *rel, char *out, size_t outlen);
+/* A new handle with the options every request shares; *hdrs freed by url__easy_done. */
+CURL *url__easy(struct url__run *r, const char *url, struct curl_slist **hdrs);
+void url__easy_done(CURL *c, struct curl_slist *hdrs);
+/* Message for a failed call; returns 1 when a retry cannot help. */
+int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t outlen);
+
+/* ---- xfer_url_parse.c ---- */
+void url__md5_init(struct url__md5 *m);
+void url__md5_update(struct url__md5 *m, const void *data, size_t len);
+void url__md5_hex(struct url__md5 *m, char out[33]);
+/* CURLOPT_HEADERFUNCTION filling a struct url__hctx's meta. */
+size_t url__header(char *b, size_t sz, size_t nm, void *p);
+size_t url__discard(char *b, size_t sz, size_t nm, void *p);
+/* The path of an absolute URL ("/a/b"), or u itself when it has no scheme. */
+const char *url__url_path(const char *u);
+/* Fill r->ents with the files of the remote tree; 0 or -1 with err (*final). */
+int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen);
+int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, int depth,
+	      int *final, char *err, size_t errlen);
+int url__list_ls(struct url__run *r, const char *dirurl, const char *prefix, int depth,
+	     int *final, char *err, size_t errlen);
+
+#endif /* STAGEHAND_XFER_URL_INT_H */

@@ -1,0 +1,722 @@
+/* xfer_url_parse.c - see xfer_url.c: what servers say (checksum headers, MD5, listings). */
+#include "config.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "xfer_url_int.h"
+
+/* ---- MD5 (RFC 1321): the S3 ETag of a single-part object ---- */
+
+
+static const uint32_t _md5_k[64] = {
+	0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
+	0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
+	0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
+	0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
+	0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
+	0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
+	0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
+	0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+	0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
+	0xeb86d391,
+};
+static const uint8_t _md5_r[64] = {
+	7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+	5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+	4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+	6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
+};
+
+void url__md5_init(struct url__md5 *m)
+{
+	m->s[0] = 0x67452301;
+	m->s[1] = 0xefcdab89;
+	m->s[2] = 0x98badcfe;
+	m->s[3] = 0x10325476;
+	m->len = 0;
+	m->n = 0;
+}
+
+static void _md5_block(struct url__md5 *m, const uint8_t *p)
+{
+	uint32_t w[16], a = m->s[0], b = m->s[1], c = m->s[2], d = m->s[3];
+
+	for (int i = 0; i < 16; i++)
+		w[i] = (uint32_t)p[i * 4] | (uint32_t)p[i * 4 + 1] << 8 |
+		       (uint32_t)p[i * 4 + 2] << 16 | (uint32_t)p[i * 4 + 3] << 24;
+	for (int i = 0; i < 64; i++) {
+		uint32_t f, t;
+		int g;
+
+		if (i < 16) {
+			f = (b & c) | (~b & d);
+			g = i;
+		} else if (i < 32) {
+			f = (d & b) | (~d & c);
+			g = (5 * i + 1) % 16;
+		} else if (i < 48) {
+			f = b ^ c ^ d;
+			g = (3 * i + 5) % 16;
+		} else {
+			f = c ^ (b | ~d);
+			g = (7 * i) % 16;
+		}
+		t = d;
+		d = c;
+		c = b;
+		f += a + _md5_k[i] + w[g];
+		b += (f << _md5_r[i]) | (f >> (32 - _md5_r[i]));
+		a = t;
+	}
+	m->s[0] += a;
+	m->s[1] += b;
+	m->s[2] += c;
+	m->s[3] += d;
+}
+
+void url__md5_update(struct url__md5 *m, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	m->len += len;
+	while (len) {
+		size_t k = 64 - m->n < len ? 64 - m->n : len;
+
+		memcpy(m->buf + m->n, p, k);
+		m->n += k;
+		p += k;
+		len -= k;
+		if (m->n == 64) {
+			_md5_block(m, m->buf);
+			m->n = 0;
+		}
+	}
+}
+
+void url__md5_hex(struct url__md5 *m, char out[33])
+{
+	uint64_t bits = m->len * 8;
+	uint8_t pad = 0x80, zero = 0, lenb[8];
+
+	url__md5_update(m, &pad, 1);
+	while (m->n != 56)
+		url__md5_update(m, &zero, 1);
+	for (int i = 0; i < 8; i++)
+		lenb[i] = (uint8_t)(bits >> (8 * i));
+	url__md5_update(m, lenb, 8);
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", (m->s[i / 4] >> (8 * (i % 4))) & 0xff);
+}
+
+/* ---- metadata ---- */
+
+static int _unhex(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch = tolower(ch);
+	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* Base64 of a digest to lower-case hex; 0 or -1. */
+static int _b64_hex(const char *in, size_t n, char *out, size_t want_bytes)
+{
+	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	uint8_t bytes[64];
+	size_t nb = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+
+	for (size_t i = 0; i < n && in[i] != '='; i++) {
+		const char *p = strchr(t, in[i]);
+
+		if (!p || !in[i])
+			return -1;
+		acc = acc << 6 | (uint32_t)(p - t);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (nb >= sizeof(bytes))
+				return -1;
+			bytes[nb++] = (uint8_t)(acc >> bits);
+		}
+	}
+	if (nb != want_bytes)
+		return -1;
+	for (size_t i = 0; i < nb; i++)
+		snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+	return 0;
+}
+
+static int _copy_hex(const char *v, size_t n, char *out, size_t hexlen)
+{
+	if (n != hexlen)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (_unhex((unsigned char)v[i]) < 0)
+			return -1;
+		out[i] = (char)tolower((unsigned char)v[i]);
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+
+/* One response header: ETag, Digest, Repr-Digest, X-Checksum-*, Content-MD5. */
+size_t url__header(char *b, size_t sz, size_t nm, void *p)
+{
+	struct url__hctx *h = p;
+	size_t n = sz * nm, kl;
+	char *colon = memchr(b, ':', n);
+	const char *v, *e;
+
+	if (!colon)
+		return n;
+	if (n >= 5 && strncmp(b, "HTTP/", 5) == 0)
+		return n;
+	kl = (size_t)(colon - b);
+	v = colon + 1;
+	e = b + n;
+	while (v < e && (*v == ' ' || *v == '\t'))
+		v++;
+	while (e > v && isspace((unsigned char)e[-1]))
+		e--;
+#define HK(name) (kl == sizeof(name) - 1 && strncasecmp(b, name, kl) == 0)
+	if (HK("ETag")) {
+		size_t l = (size_t)(e - v);
+
+		if (l < sizeof(h->m->etag)) {
+			memcpy(h->m->etag, v, l);
+			h->m->etag[l] = '\0';
+		}
+		/* S3: the ETag of a single-part object is the MD5 of its bytes. */
+		if (h->r->proto == P_S3 && l == 34 && v[0] == '"' &&
+		    _copy_hex(v + 1, 32, h->m->md5, 32) == 0)
+			h->m->how = "S3 ETag";
+	} else if (HK("X-Checksum-Sha256")) {
+		if (_copy_hex(v, (size_t)(e - v), h->m->sha256, 64) == 0)
+			h->m->how = "X-Checksum-Sha256 header";
+	} else if (HK("X-Checksum-Md5")) {
+		if (_copy_hex(v, (size_t)(e - v), h->m->md5, 32) == 0)
+			h->m->how = "X-Checksum-Md5 header";
+	} else if (HK("Content-MD5")) {
+		if (_b64_hex(v, (size_t)(e - v), h->m->md5, 16) == 0)
+			h->m->how = "Content-MD5 header";
+	} else if (HK("Digest") || HK("Repr-Digest")) {
+		/* "sha-256=BASE64, md5=BASE64" (RFC 3230) or "sha-256=:BASE64:" (RFC 9530). */
+		const char *t = v;
+
+		while (t < e) {
+			const char *q = t, *eq, *val, *ve;
+
+			while (q < e && *q != ',')
+				q++;
+			eq = memchr(t, '=', (size_t)(q - t));
+			if (eq) {
+				val = eq + 1;
+				ve = q;
+				if (val < ve && *val == ':')
+					val++;
+				if (ve > val && ve[-1] == ':')
+					ve--;
+				if ((eq - t == 7 && strncasecmp(t, "sha-256", 7) == 0) &&
+				    _b64_hex(val, (size_t)(ve - val), h->m->sha256, 32) == 0)
+					h->m->how = "Digest header";
+				else if ((eq - t == 3 && strncasecmp(t, "md5", 3) == 0) &&
+					 !h->m->sha256[0] &&
+					 _b64_hex(val, (size_t)(ve - val), h->m->md5, 16) == 0)
+					h->m->how = "Digest header";
+			}
+			t = q < e ? q + 1 : q;
+			while (t < e && *t == ' ')
+				t++;
+		}
+	}
+#undef HK
+	return n;
+}
+
+size_t url__discard(char *b, size_t sz, size_t nm, void *p)
+{
+	(void)b;
+	(void)p;
+	return sz * nm;
+}
+
+/* ---- listings ---- */
+
+struct _mem {
+	char *p;
+	size_t n, cap;
+	int too_big;
+};
+
+#define LIST_MAX ((size_t)64 << 20)
+
+static size_t _to_mem(char *b, size_t sz, size_t nm, void *p)
+{
+	struct _mem *m = p;
+	size_t n = sz * nm;
+
+	if (m->n + n + 1 > LIST_MAX) {
+		m->too_big = 1;
+		return 0;
+	}
+	if (m->n + n + 1 > m->cap) {
+		size_t cap = m->cap ? m->cap : 65536;
+		char *q;
+
+		while (cap < m->n + n + 1)
+			cap *= 2;
+		q = realloc(m->p, cap);
+		if (!q)
+			return 0;
+		m->p = q;
+		m->cap = cap;
+	}
+	memcpy(m->p + m->n, b, n);
+	m->n += n;
+	m->p[m->n] = '\0';
+	return n;
+}
+
+/* Fetch url's body into memory (a listing). body: request body or NULL. */
+static int _get_mem(struct url__run *r, const char *url, const char *method, const char *extra_hdr,
+		    const char *body, struct _mem *out, int *final, char *err, size_t errlen)
+{
+	struct curl_slist *hdrs;
+	CURL *c = url__easy(r, url, &hdrs);
+	CURLcode rc;
+
+	memset(out, 0, sizeof(*out));
+	*final = 0;
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (extra_hdr) {
+		hdrs = curl_slist_append(hdrs, extra_hdr);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	}
+	if (method)
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (body)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, _to_mem);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+	rc = curl_easy_perform(c);
+	if (rc != CURLE_OK) {
+		if (out->too_big)
+			snprintf(err, errlen, "directory listing larger than %zu MiB", LIST_MAX >> 20);
+		else
+			*final = url__describe(r, c, rc, err, errlen);
+		url__easy_done(c, hdrs);
+		free(out->p);
+		out->p = NULL;
+		return -1;
+	}
+	url__easy_done(c, hdrs);
+	if (!out->p)
+		out->p = strdup("");
+	return out->p ? 0 : -1;
+}
+
+/*
+ * The text of the next element whose local name is tag (any namespace
+ * prefix), searching from *pos up to end; advances *pos past it. The
+ * returned pointer and length point into the buffer.
+ */
+static const char *_xml_next(const char *pos, const char *end, const char *tag, size_t *len,
+			     const char **after)
+{
+	size_t tl = strlen(tag);
+
+	for (const char *p = pos; p && p < end; p++) {
+		const char *q, *name, *close;
+
+		p = memchr(p, '<', (size_t)(end - p));
+		if (!p)
+			return NULL;
+		if (p[1] == '/' || p[1] == '?' || p[1] == '!')
+			continue;
+		name = p + 1;
+		for (q = name; q < end && *q != '>' && *q != ' ' && *q != '/' && *q != ':'; q++)
+			;
+		if (q < end && *q == ':')
+			name = q + 1;
+		if ((size_t)(end - name) < tl || strncmp(name, tag, tl) != 0 ||
+		    (name[tl] != '>' && name[tl] != ' ' && name[tl] != '/'))
+			continue;
+		q = memchr(name, '>', (size_t)(end - name));
+		if (!q)
+			return NULL;
+		if (q[-1] == '/') {	/* <tag/> */
+			*len = 0;
+			*after = q + 1;
+			return q + 1;
+		}
+		/* The matching close tag: "</" [prefix:] tag ">" */
+		for (close = q + 1; close < end; close++) {
+			const char *cn;
+
+			close = memchr(close, '<', (size_t)(end - close));
+			if (!close)
+				return NULL;
+			if (close[1] != '/')
+				continue;
+			cn = close + 2;
+			for (const char *k = cn; k < end && *k != '>'; k++)
+				if (*k == ':') {
+					cn = k + 1;
+					break;
+				}
+			if ((size_t)(end - cn) > tl && strncmp(cn, tag, tl) == 0 && cn[tl] == '>') {
+				*len = (size_t)(close - (q + 1));
+				*after = cn + tl + 1;
+				return q + 1;
+			}
+		}
+		return NULL;
+	}
+	return NULL;
+}
+
+/* XML text to a NUL-terminated string (the five predefined entities). */
+static int _xml_text(const char *v, size_t n, char *out, size_t outlen)
+{
+	static const struct { const char *ent; char ch; } ents[] = {
+		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
+	};
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char ch = v[i];
+
+		if (ch == '&') {
+			size_t k;
+
+			for (k = 0; k < 5; k++) {
+				size_t el = strlen(ents[k].ent);
+
+				if (n - i >= el && strncmp(v + i, ents[k].ent, el) == 0) {
+					ch = ents[k].ch;
+					i += el - 1;
+					break;
+				}
+			}
+			if (k == 5)
+				return -1;	/* numeric references: not used for names here */
+		}
+		if (o + 1 >= outlen)
+			return -1;
+		out[o++] = ch;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* "%2F" back to "/" in place. */
+static void _unescape_slash(char *s)
+{
+	char *o = s;
+
+	if (!s)
+		return;
+	for (char *p = s; *p; p++) {
+		if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) {
+			*o++ = '/';
+			p += 2;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+}
+
+/* S3 ListObjectsV2 under the request's prefix (which ends in '/'). */
+int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
+{
+	char token[1024] = "", url[XFER_PATH_MAX * 2], *ep = NULL, *et = NULL;
+	size_t plen = strlen(r->s3_key_dec);
+	CURL *esc = curl_easy_init();
+	int rc = -1, raw_slash = 0;
+
+	if (!esc) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	ep = curl_easy_escape(esc, r->s3_key_dec, 0);
+	for (int page = 0; page < 100000; page++) {
+		struct _mem m;
+		const char *p, *end, *v, *after;
+		size_t n;
+		int k;
+
+		curl_free(et);
+		et = token[0] ? curl_easy_escape(esc, token, 0) : NULL;
+		if (raw_slash) {
+			_unescape_slash(ep);
+			_unescape_slash(et);
+		}
+		k = snprintf(url, sizeof(url), "%s?list-type=2&prefix=%s%s%s", r->s3_base,
+			     ep ? ep : "", et ? "&continuation-token=" : "", et ? et : "");
+		if (k < 0 || (size_t)k >= sizeof(url)) {
+			snprintf(err, errlen, "listing URL too long");
+			break;
+		}
+		if (_get_mem(r, url, NULL, NULL, NULL, &m, final, err, errlen) < 0) {
+			/*
+			 * AWS signs '/' in a query value as %2F; some S3-compatible
+			 * servers check the signature with '/' left as is. Once.
+			 */
+			if (!raw_slash && page == 0 && strstr(err, "HTTP 403") &&
+			    (ep && strstr(ep, "%2F"))) {
+				raw_slash = 1;
+				page--;
+				continue;
+			}
+			break;
+		}
+		end = m.p + m.n;
+		p = m.p;
+		while ((v = _xml_next(p, end, "Contents", &n, &after))) {
+			const char *cend = v + n, *kv, *sv, *a2;
+			size_t kn, sn;
+			char key[XFER_PATH_MAX], num[32];
+
+			p = after;
+			kv = _xml_next(v, cend, "Key", &kn, &a2);
+			sv = _xml_next(v, cend, "Size", &sn, &a2);
+			if (!kv || _xml_text(kv, kn, key, sizeof(key)) < 0 ||
+			    strncmp(key, r->s3_key_dec, plen) != 0)
+				continue;
+			if (!key[plen] || key[strlen(key) - 1] == '/')
+				continue;	/* the prefix itself, or a "folder" marker */
+			snprintf(num, sizeof(num), "%.*s", (int)(sn < 31 ? sn : 31), sv ? sv : "");
+			if (!url__safe_rel(key + plen)) {
+				xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
+					  "object name with '..', an empty component or a control "
+					  "character skipped");
+				r->skipped++;
+				continue;
+			}
+			if (url__add_ent(r, key + plen, strtoll(num, NULL, 10)) < 0) {
+				snprintf(err, errlen, "out of memory");
+				free(m.p);
+				goto out;
+			}
+		}
+		token[0] = '\0';
+		if ((v = _xml_next(m.p, end, "IsTruncated", &n, &after)) && n == 4 &&
+		    strncmp(v, "true", 4) == 0 &&
+		    (v = _xml_next(m.p, end, "NextContinuationToken", &n, &after)))
+			_xml_text(v, n, token, sizeof(token));
+		free(m.p);
+		if (!token[0]) {
+			rc = 0;
+			break;
+		}
+	}
+out:
+	curl_free(ep);
+	curl_free(et);
+	curl_easy_cleanup(esc);
+	return rc;
+}
+
+/* The path part of an absolute URL or of an absolute path ("/a/b/"). */
+const char *url__url_path(const char *u)
+{
+	const char *p = strstr(u, "://");
+
+	if (!p)
+		return u;
+	p = strchr(p + 3, '/');
+	return p ? p : "/";
+}
+
+/* WebDAV PROPFIND Depth: 1 of dirurl (ending in '/'), recursively. */
+int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, int depth,
+		     int *final, char *err, size_t errlen)
+{
+	static const char body[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?>"
+		"<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/><D:getcontentlength/>"
+		"</D:prop></D:propfind>";
+	struct _mem m;
+	const char *p, *end, *v, *after, *base;
+	size_t n, bl;
+	CURL *esc;
+	int rc = 0;
+
+	if (depth > MAX_DEPTH) {
+		snprintf(err, errlen, "tree deeper than %d levels", MAX_DEPTH);
+		*final = 1;
+		return -1;
+	}
+	if (_get_mem(r, dirurl, "PROPFIND", "Depth: 1", body, &m, final, err, errlen) < 0) {
+		if (strstr(err, "HTTP 405") || strstr(err, "HTTP 501"))
+			snprintf(err, errlen, "the server does not list directories (WebDAV "
+				 "PROPFIND refused): name the files one by one");
+		return -1;
+	}
+	esc = curl_easy_init();
+	if (!esc) {
+		free(m.p);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	base = url__url_path(dirurl);
+	bl = strlen(base);
+	end = m.p + m.n;
+	p = m.p;
+	while (rc == 0 && (v = _xml_next(p, end, "response", &n, &after))) {
+		const char *rend = v + n, *hv, *a2, *cv, *rt;
+		size_t hn, cn, rn;
+		char href[XFER_PATH_MAX], *dec = NULL, rel[XFER_PATH_MAX], num[32];
+		int dl, is_dir;
+		const char *hp;
+
+		p = after;
+		hv = _xml_next(v, rend, "href", &hn, &a2);
+		if (!hv || _xml_text(hv, hn, href, sizeof(href)) < 0)
+			continue;
+		dec = curl_easy_unescape(esc, url__url_path(href), 0, &dl);
+		if (!dec)
+			continue;
+		/* Compare decoded paths: the base may be escaped differently. */
+		{
+			int bdl;
+			char *bdec = curl_easy_unescape(esc, base, (int)bl, &bdl);
+
+			if (!bdec || strncmp(dec, bdec, (size_t)bdl) != 0) {
+				curl_free(bdec);
+				curl_free(dec);
+				continue;
+			}
+			hp = dec + bdl;
+			curl_free(bdec);
+		}
+		rt = _xml_next(v, rend, "resourcetype", &rn, &a2);
+		is_dir = rt && _xml_next(rt, rt + rn, "collection", &cn, &a2) != NULL;
+		if (!*hp) {
+			curl_free(dec);
+			continue;	/* the collection itself */
+		}
+		snprintf(rel, sizeof(rel), "%s%s%.*s", prefix, *prefix ? "/" : "",
+			 (int)(strlen(hp) - (hp[strlen(hp) - 1] == '/')), hp);
+		curl_free(dec);
+		if (!url__safe_rel(rel) || strchr(rel + strlen(prefix) + (*prefix ? 1 : 0), '/')) {
+			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
+				  "a name with '..', an empty component or a control character "
+				  "was skipped");
+			r->skipped++;
+			continue;
+		}
+		if (is_dir) {
+			char sub[XFER_PATH_MAX * 2], escd[XFER_PATH_MAX];
+			const char *leaf = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+
+			if (url__escape_path(esc, leaf, escd, sizeof(escd)) < 0 ||
+			    snprintf(sub, sizeof(sub), "%s%s/", dirurl, escd) >= (int)sizeof(sub)) {
+				snprintf(err, errlen, "URL too long under %.300s", rel);
+				rc = -1;
+				break;
+			}
+			rc = url__list_dav(r, sub, rel, depth + 1, final, err, errlen);
+			continue;
+		}
+		cv = _xml_next(v, rend, "getcontentlength", &cn, &a2);
+		snprintf(num, sizeof(num), "%.*s", (int)(cn < 31 ? cn : 31), cv ? cv : "-1");
+		if (url__add_ent(r, rel, cv ? strtoll(num, NULL, 10) : -1) < 0) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		}
+	}
+	curl_easy_cleanup(esc);
+	free(m.p);
+	return rc;
+}
+
+/*
+ * FTP LIST / SFTP directory listing of dirurl (ending in '/'): "ls -l"
+ * lines; 'd' recurses, '-' is a file, anything else is skipped.
+ */
+int url__list_ls(struct url__run *r, const char *dirurl, const char *prefix, int depth,
+		    int *final, char *err, size_t errlen)
+{
+	struct _mem m;
+	char *line, *save = NULL;
+	CURL *esc;
+	int rc = 0;
+
+	if (depth > MAX_DEPTH) {
+		snprintf(err, errlen, "tree deeper than %d levels", MAX_DEPTH);
+		*final = 1;
+		return -1;
+	}
+	if (_get_mem(r, dirurl, NULL, NULL, NULL, &m, final, err, errlen) < 0)
+		return -1;
+	esc = curl_easy_init();
+	if (!esc) {
+		free(m.p);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (line = strtok_r(m.p, "\r\n", &save); rc == 0 && line;
+	     line = strtok_r(NULL, "\r\n", &save)) {
+		char *f = line, *size_s = NULL, rel[XFER_PATH_MAX];
+		int field;
+
+		/* perms links owner group size month day time|year name */
+		for (field = 0; field < 8 && *f; field++) {
+			while (*f && !isspace((unsigned char)*f))
+				f++;
+			while (*f && isspace((unsigned char)*f))
+				f++;
+			if (field == 3)
+				size_s = f;
+		}
+		if (field < 8 || !*f || strcmp(f, ".") == 0 || strcmp(f, "..") == 0)
+			continue;
+		if (line[0] != 'd' && line[0] != '-') {
+			char msg[XFER_TEXT_MAX];
+
+			snprintf(msg, sizeof(msg), "'%.200s' skipped: only files and directories "
+				 "are fetched", f);
+			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, prefix[0] ? prefix : ".",
+				  msg);
+			r->skipped++;
+			continue;
+		}
+		if (snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", f) >=
+		    (int)sizeof(rel) || !url__safe_rel(rel) || strchr(f, '/')) {
+			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
+				  "a name with '..', '/' or a control character was skipped");
+			r->skipped++;
+			continue;
+		}
+		if (line[0] == 'd') {
+			char sub[XFER_PATH_MAX * 2], escd[XFER_PATH_MAX];
+
+			if (url__escape_path(esc, f, escd, sizeof(escd)) < 0 ||
+			    snprintf(sub, sizeof(sub), "%s%s/", dirurl, escd) >= (int)sizeof(sub)) {
+				snprintf(err, errlen, "URL too long under %.300s", rel);
+				rc = -1;
+				break;
+			}
+			rc = url__list_ls(r, sub, rel, depth + 1, final, err, errlen);
+		} else if (url__add_ent(r, rel, size_s ? strtoll(size_s, NULL, 10) : -1) < 0) {
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		}
+	}
+	curl_easy_cleanup(esc);
+	free(m.p);
+	return rc;
+}
+
