@@ -536,7 +536,10 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 			log_err("job %lld: after-job requests deferred: %s", (long long)job, err);
 		for (int i = 0; i < made; i++)
 			json_array_append_new(ids, json_integer(made_ids[i]));
-	} else {
+	}
+	if (dup || made == 0) {
+		/* A repeat, or the job-end hook processed this event first:
+		 * answer with the job's after-job requests as they stand. */
 		struct queue_filter f = { .uid = -1, .job_id = job, .state = -1, .limit = 0 };
 		json_t *arr = json_array();
 		size_t i;

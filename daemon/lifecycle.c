@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,8 +341,30 @@ static int _resolve(const char *path, const char *work_dir, char *out, size_t ou
 	return 0;
 }
 
+/*
+ * Job ends are processed by the API thread that stored the event and by the
+ * main loop's job-end hook (events left pending). One at a time, and a job
+ * already processed is left alone, so one event never makes two sets of
+ * requests.
+ */
+static pthread_mutex_t _job_end_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
+			    char *err, size_t errlen);
+
 int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
 			      char *err, size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&_job_end_lock);
+	rc = _process_job_end(d, job_id, ids, max, n, err, errlen);
+	pthread_mutex_unlock(&_job_end_lock);
+	return rc;
+}
+
+static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
+			    char *err, size_t errlen)
 {
 	struct queue_job *j = NULL;
 	json_t *plan = NULL, *actions;
@@ -355,6 +378,10 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 		if (rc == 1)
 			snprintf(err, errlen, "job %lld is unknown", (long long)job_id);
 		return -1;
+	}
+	if (j->end_processed) {
+		queue_job_free(j);
+		return 0;
 	}
 	success = j->end_state && strcmp(j->end_state, "COMPLETED") == 0 && j->end_exit_code == 0;
 	if (j->plan)

@@ -2,6 +2,7 @@
 
 Against a real daemon on a private socket (see conftest.py). Run as root.
 """
+import concurrent.futures
 import json
 import math
 import os
@@ -346,3 +347,35 @@ def test_metrics_is_valid_prometheus_text(daemon, small_src):
         return
     names = {f.name for f in text_string_to_metric_families(text)}
     assert "stagehand_up" in names
+
+
+def test_each_job_end_event_makes_one_set_of_requests(daemon, base_dir, test_users):
+    """The API thread and the main loop's job-end hook both process stored
+    events; one event must never give two archive requests (seen once as
+    the same 512 MiB archived twice)."""
+    u = test_users["shtest"]
+    work = owned_dir(os.path.join(base_dir, "endrace", "run"), "shtest")
+    owned_dir(os.path.join(work, "results"), "shtest")
+    jobs = range(778100, 779100)
+
+    def post(job):
+        st, doc, text, _ = daemon.api.post(f"/v1/jobs/{job}/end", {
+            "state": "COMPLETED", "exit_code": 0, "uid": u.pw_uid, "work_dir": work,
+            "plan": {"version": 1, "actions": [
+                {"line": 3, "action": "archive", "path": "results/",
+                 "to": os.path.join(work, "arch", str(job))}]}})
+        return job, st, doc, text
+
+    # Eight clients at once keep several events between "stored" and
+    # "processed" whenever the hook runs.
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for job, st, doc, text in pool.map(post, jobs):
+            assert st == 202, text
+            assert len(doc["requests"]) == 1, f"job {job}: {text}"
+    rows = daemon.db_rows(
+        "SELECT job_id, COUNT(*) FROM requests WHERE job_id BETWEEN ? AND ? GROUP BY job_id",
+        (jobs[0], jobs[-1]))
+    counts = {j: c for j, c in rows}
+    assert len(counts) == len(jobs), f"{len(jobs) - len(counts)} jobs got no request"
+    twice = {j: c for j, c in counts.items() if c != 1}
+    assert not twice, f"jobs with more than one archive request: {twice}"
