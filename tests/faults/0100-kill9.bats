@@ -83,7 +83,7 @@ check_done_items() {
 	local job=$1 id src dest n=0 rel
 	for id in $(job_requests "$job" | jq -r '.id'); do
 		local r
-		r=$(api GET "/v1/requests/$id?items=1")
+		r=$(api_get "/v1/requests/$id?items=1")
 		src=$(jq -r .source <<<"$r")
 		dest=$(jq -r .dest <<<"$r")
 		[ "$(jq -r .state <<<"$r")" = done ]

@@ -21,7 +21,8 @@
 #   manifest DIR                "sha256  ./relpath" of every regular file, sorted
 #   api [-u USER] METHOD PATH [JSON]
 #                               the daemon's API over its UNIX socket, as USER (default root);
-#                               prints the body; $API_STATUS holds the HTTP status
+#                               sets $API_BODY and $API_STATUS (the HTTP status)
+#   api_get PATH                GET PATH as root, print the body (for $(...))
 #   daemon_pid                  pid of the test bed's stagehandd (fails if none)
 #   daemon_stop / daemon_start  SIGTERM and wait / start it again (scripts/testbed restart)
 #   daemon_kill9                SIGKILL, wait until it is gone
@@ -137,7 +138,12 @@ api() {
 		out=$(runuser -u "$user" -- curl "${args[@]}" "http://stagehand$path") || true
 	fi
 	API_STATUS=${out##*$'\n'}
-	printf '%s\n' "${out%$'\n'*}"
+	API_BODY=${out%$'\n'*}
+}
+
+api_get() {
+	api GET "$1"
+	printf '%s\n' "$API_BODY"
 }
 
 daemon_pid() {
@@ -184,7 +190,7 @@ tmpfs_mount() {
 }
 
 job_requests() {
-	api GET "/v1/requests?job=$1&all=1" | jq -c '.requests[]'
+	api_get "/v1/requests?job=$1&all=1" | jq -c '.requests[]'
 }
 
 report() {
