@@ -175,3 +175,22 @@ EOF
 	wait_for 60 label_is "$WD/results" archived
 	[ "$(cat "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results/x.txt")" = x ]
 }
+
+@test "job-end event lost (daemon down, spool wiped): slurmctld's record stands in, and %j in archive= is expanded" {
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=results-%j
+echo x > results-\$SLURM_JOB_ID/x.txt
+EOF
+	daemon_stop
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 60
+	# The plugin spooled the end event; lose it.
+	wait_for 10 test -f "$STAGEHAND_TESTBED_SPOOL/job-$j.json"
+	rm -f "$STAGEHAND_TESTBED_SPOOL/job-$j.json"
+	daemon_start
+	wait_for 90 label_is "$WD/results-$j" archived
+	[ "$(cat "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results-$j/x.txt")" = x ]
+	grep -q "job $j: ended COMPLETED (exit 0) with no event from its node" "$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
+}
