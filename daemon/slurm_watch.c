@@ -349,17 +349,72 @@ static void _cancel_job(struct daemon *d, uint32_t job_id)
 /* Seconds after a job's end before slurmctld's record stands in for the plugin's event. */
 #define END_GRACE_SECONDS 10
 
+/*
+ * slurmctld's copy of the plan is the one job_submit.lua recorded, with its
+ * patterns (%j, %u, %x, ...) unexpanded; the SPANK plugin's event carries the
+ * expanded plan. Expand path and to= here the same way, so that an archive of
+ * "results-%j" means the same directory whichever reported the end.
+ * Returns a new string (free it), or NULL with err filled.
+ */
+static char *_expanded_plan(const struct sjob *j, const char *user, char *err, size_t errlen)
+{
+	struct dsl_expand_ctx ctx = { .job_id = j->job_id, .user = user, .job_name = j->name,
+				      .array_job_id = j->array_job_id,
+				      .array_task_id = j->array_job_id ? (long)j->array_task_id : -1 };
+	json_error_t jerr;
+	json_t *plan = json_loads(j->plan_json, 0, &jerr), *a;
+	size_t i;
+	char *out;
+
+	if (!plan) {
+		snprintf(err, errlen, "recorded plan is not JSON: %s", jerr.text);
+		return NULL;
+	}
+	json_array_foreach(json_object_get(plan, "actions"), i, a) {
+		static const char *const keys[] = { "path", "to", NULL };
+
+		for (int k = 0; keys[k]; k++) {
+			const char *v = json_string_value(json_object_get(a, keys[k]));
+			char buf[4096];
+
+			if (!v)
+				continue;
+			if (dsl_expand(v, &ctx, buf, sizeof(buf), err, errlen) < 0 ||
+			    json_object_set_new(a, keys[k], json_string(buf)) < 0) {
+				json_decref(plan);
+				return NULL;
+			}
+		}
+	}
+	out = json_dumps(plan, JSON_COMPACT);
+	json_decref(plan);
+	if (!out)
+		snprintf(err, errlen, "out of memory");
+	return out;
+}
+
 static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
 {
 	char err[512], user[256];
-	int dup = 0;
+	char *plan;
+	int dup = 0, rc;
 
 	if (j->completing || !j->end_time || now - j->end_time < END_GRACE_SECONDS)
 		return;
 	if (_user_name(j->uid, user, sizeof(user)) < 0)
 		snprintf(user, sizeof(user), "%u", (unsigned)j->uid);
-	if (queue_job_end(d->q, j->job_id, sjob_state_name(j->state), j->exit_code, j->uid, j->gid,
-			  user, j->work_dir, j->plan_json, (int64_t)now, &dup, err, sizeof(err)) < 0) {
+	plan = _expanded_plan(j, user, err, sizeof(err));
+	if (!plan) {
+		log_err("job %u: plan not expanded (%s); its after-job transfers are skipped",
+			j->job_id, err);
+		plan = strdup("{\"version\":1,\"actions\":[]}");
+		if (!plan)
+			return;
+	}
+	rc = queue_job_end(d->q, j->job_id, sjob_state_name(j->state), j->exit_code, j->uid, j->gid,
+			   user, j->work_dir, plan, (int64_t)now, &dup, err, sizeof(err));
+	free(plan);
+	if (rc < 0) {
 		log_err("job %u: cannot record its end from slurmctld: %s", j->job_id, err);
 		return;
 	}

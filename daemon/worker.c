@@ -42,11 +42,18 @@ struct _worker {
 	int exited, status;
 };
 
+#define MAX_UNSETTLED 256
+
 struct worker_pool {
 	struct daemon *d;
 	struct _worker *w;           /* conf->workers slots can change on reload: grow only */
 	int nslots;
 	int busy;
+	/* Requests whose outcome could not be written (database full or failing):
+	   still running/verifying in the queue with no worker. Put back to queued
+	   as soon as the database takes writes again, so they are redone. */
+	int64_t unsettled[MAX_UNSETTLED];
+	int nunsettled;
 };
 
 struct worker_pool *worker_pool_create(struct daemon *d)
@@ -497,6 +504,31 @@ static void _read(struct worker_pool *p, struct _worker *w)
 	}
 }
 
+static void _unsettled_add(struct worker_pool *p, int64_t id)
+{
+	if (p->nunsettled < MAX_UNSETTLED)
+		p->unsettled[p->nunsettled++] = id;
+	else
+		log_err("request %lld: left running until the daemon restarts (too many "
+			"unrecorded outcomes)", (long long)id);
+}
+
+/* Retry putting unsettled requests back to queued; keep those that still fail. */
+static void _unsettled_retry(struct worker_pool *p)
+{
+	char err[512];
+	int k = 0;
+
+	for (int i = 0; i < p->nunsettled; i++) {
+		if (queue_request_checkpoint(p->d->q, p->unsettled[i], err, sizeof(err)) == 0)
+			log_info("request %lld: outcome could not be recorded earlier; queued again",
+				 (long long)p->unsettled[i]);
+		else
+			p->unsettled[k++] = p->unsettled[i];
+	}
+	p->nunsettled = k;
+}
+
 static void _settle(struct worker_pool *p, struct _worker *w)
 {
 	struct daemon *d = p->d;
@@ -509,13 +541,18 @@ static void _settle(struct worker_pool *p, struct _worker *w)
 	} else if (w->result == XFER_OK) {
 		queue_request_set_state(d->q, r->id, QS_RUNNING, QS_VERIFYING, NULL, NULL, 0);
 		if (queue_request_set_state(d->q, r->id, QS_VERIFYING, QS_DONE, NULL, err,
-					    sizeof(err)) == 0)
+					    sizeof(err)) == 0) {
 			log_info("request %lld: done and verified", (long long)r->id);
-		else
-			log_err("request %lld: cannot mark done: %s", (long long)r->id, err);
+		} else {
+			log_err("request %lld: cannot mark done: %s; it will be redone",
+				(long long)r->id, err);
+			_unsettled_add(p, r->id);
+		}
 	} else if (w->stopped || w->result == XFER_INTERRUPTED) {
 		if (queue_request_checkpoint(d->q, r->id, err, sizeof(err)) == 0)
 			log_info("request %lld: stopped; checkpointed as queued", (long long)r->id);
+		else
+			_unsettled_add(p, r->id);
 	} else {
 		if (w->result == XFER_RETRYABLE || w->result == XFER_FINAL)
 			snprintf(why, sizeof(why), "%s", w->msg);
@@ -527,9 +564,10 @@ static void _settle(struct worker_pool *p, struct _worker *w)
 		atomic_fetch_add(&d->metrics->failures, 1);
 		if (queue_request_fail(d->q, r->id, why, w->result != XFER_FINAL,
 				       d->conf->retry_backoff, time(NULL), &final, err,
-				       sizeof(err)) < 0)
+				       sizeof(err)) < 0) {
 			log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
-		else if (!final)
+			_unsettled_add(p, r->id);
+		} else if (!final)
 			atomic_fetch_add(&d->metrics->retries, 1);
 		log_warn("request %lld: attempt %d failed%s: %s", (long long)r->id, r->attempts,
 			 final ? " (final)" : ", will retry", why);
@@ -562,6 +600,8 @@ void worker_pool_service(struct worker_pool *p, const struct pollfd *fds, int n)
 		if (waitpid(w->pid, &w->status, 0) == w->pid)
 			_settle(p, w);
 	}
+	if (p->nunsettled)
+		_unsettled_retry(p);
 }
 
 int worker_pool_cancel(struct worker_pool *p, int64_t id)
