@@ -173,6 +173,7 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.done = done;
 	ctx.ndone = ndone;
 	ctx.stop = &_stop;
+	ctx.sync_batch = d->conf->sync_batch;
 	be->run(&ctx);
 	_exit(0);
 }

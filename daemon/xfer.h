@@ -75,6 +75,8 @@ struct xfer_ctx {
 	const struct xfer_done_ent *done;
 	size_t ndone;
 	volatile sig_atomic_t *stop; /* set by SIGTERM: stop, remove the temp file */
+	int sync_batch;              /* SyncMode=batch: small files made durable by one
+					syncfs() per batch instead of one fsync each */
 };
 
 struct xfer_backend {

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +36,12 @@
 #include "xfer_big.h"
 
 #define CHUNK (4u << 20)          /* the walker's buffer (single files, null backend) */
-#define TBUF (1u << 20)           /* a copy thread's buffer */
-#define THREADS 6                 /* copy threads per worker: small files are latency-bound */
+#define TBUF (256u << 10)         /* a copy thread's buffer (aligned: O_DIRECT reads) */
+#define THREADS 16                /* copy threads per worker: small files are latency-bound */
 #define QMAX 256                  /* files queued for the threads at most */
+#define BATCH_N 512               /* small files made durable together (SyncMode=batch) */
+#define BATCH_BYTES (8 << 20)     /* ... or this many bytes: progress shows per batch */
+#define BATCH_FILE_MAX (1 << 20)  /* files up to this size are batched */
 #define MAX_DEPTH 256
 
 /* A buffer owned by one thread. */
@@ -46,11 +50,34 @@ struct _tbuf {
 	size_t len;
 };
 
-/* A file handed to a copy thread; sdir/ddir stay open until the walker drains. */
-struct _task {
+/* A small file of a batch, between its copy and its verification. */
+struct _pend {
 	int sdir, ddir;
 	char *name, *rel;
 	struct stat st;
+	char tmp[NAME_MAX + 1];
+	char cks[CKSUM_HEX_MAX];
+	int64_t total, started;
+	int state;                   /* 0 failed or kept, 1 copied, 2 renamed */
+};
+
+/* One directory's batch: copied by the threads, synced and renamed by the walker. */
+struct _batch {
+	struct _pend *p;
+	size_t n, cap;
+	int ddir;
+	int64_t bytes;
+};
+
+enum { T_FILE = 0, T_BATCH_COPY, T_BATCH_VERIFY };
+
+/* A job handed to a copy thread; sdir/ddir stay open until the walker drains. */
+struct _task {
+	int kind;                    /* T_FILE: the whole pipeline; else one batch stage */
+	int sdir, ddir;
+	char *name, *rel;
+	struct stat st;
+	struct _pend *pend;          /* batch stages: the file (owned by the batch) */
 	struct _task *next;
 };
 
@@ -206,11 +233,12 @@ static int _create_tmp(int ddir, const char *tmp)
  * (dfd < 0: hash only). expect is the size seen by the walk: a short read
  * that ends exactly there is the end of the file (no extra read for it).
  */
-static int _stream(struct _run *r, struct _tbuf *tb, int fd, int dfd, int64_t expect,
+static int _stream(struct _run *r, struct _tbuf *tb, int fd, int dfd, int64_t expect, int align,
 		   int64_t *total, char *cks)
 {
 	struct cksum ck;
 	int64_t off = 0;
+	size_t want;
 
 	if (cksum_init(&ck, r->ctx->algo) < 0)
 		return ENOMEM;
@@ -221,7 +249,17 @@ static int _stream(struct _run *r, struct _tbuf *tb, int fd, int dfd, int64_t ex
 			cksum_abort(&ck);
 			return EINTR;
 		}
-		n = pread(fd, tb->p, tb->len, off);
+		/* Ask for what is left plus one byte (the EOF test), not a whole buffer:
+		   a direct read past the end costs zero-filling, a buffered one read-ahead. */
+		want = tb->len;
+		if (expect >= off && (uint64_t)(expect - off) < want) {
+			want = (size_t)(expect - off) + 1;
+			if (align)
+				want = (want + 4095) / 4096 * 4096;
+			if (want > tb->len)
+				want = tb->len;
+		}
+		n = pread(fd, tb->p, want, off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -249,7 +287,7 @@ static int _stream(struct _run *r, struct _tbuf *tb, int fd, int dfd, int64_t ex
 		/* Charged after the fact: a small file costs what it moved, not a chunk. */
 		xfer_bucket_take(r->ctx->bucket, (uint64_t)n, r->ctx->stop);
 		off += n;
-		if ((size_t)n < tb->len && off == expect)
+		if ((size_t)n < want && off == expect)
 			break;
 	}
 	*total = off;
@@ -257,17 +295,28 @@ static int _stream(struct _run *r, struct _tbuf *tb, int fd, int dfd, int64_t ex
 	return 0;
 }
 
-/* Read the destination back (from disk: its pages were dropped) and checksum it. */
+/*
+ * Read the destination back from the device (O_DIRECT, or after dropping its
+ * cached pages where direct I/O is refused) and checksum it.
+ */
 static int _verify_file(struct _run *r, struct _tbuf *tb, int ddir, const char *name,
 			int64_t expect, char *cks)
 {
-	int fd = openat(ddir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	/* O_DIRECT: from the device whatever the page cache holds (needs an aligned buffer). */
+	int direct = ((uintptr_t)tb->p % 4096) == 0 && tb->len % 4096 == 0;
+	int fd = direct ? openat(ddir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC | O_DIRECT)
+			: -1;
 	int64_t total = 0;
 	int e;
 
-	if (fd < 0)
-		return errno;
-	e = _stream(r, tb, fd, -1, expect, &total, cks);
+	if (fd < 0) {
+		direct = 0;
+		fd = openat(ddir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			return errno;
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	}
+	e = _stream(r, tb, fd, -1, expect, direct, &total, cks);
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	close(fd);
 	if (!e && total != expect)
@@ -301,6 +350,37 @@ static void _verified_link(struct _run *r, int ddir, const char *name, const cha
 		  NULL, rel, "symlink");
 }
 
+/* Resume: verified by an earlier attempt, and neither side changed since (counted kept). */
+static int _resume_ok(struct _run *r, int ddir, const char *name, const char *rel,
+		      const struct stat *st)
+{
+	const struct xfer_done_ent *de = xfer_done_find(r->ctx->done, r->ctx->ndone, rel);
+	struct stat dst;
+
+	if (!de || r->null || de->size != st->st_size || de->mtime_ns != _ns(&st->st_mtim))
+		return 0;
+	if (fstatat(ddir, name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
+	    dst.st_size == st->st_size && _ns(&dst.st_mtim) == de->mtime_ns) {
+		_count_add(r, &r->kept);
+		return 1;
+	}
+	return 0;
+}
+
+/* Report a verified file; for archive with keep=no, remove its source now. */
+static void _report(struct _run *r, int sdir, const char *sname, const char *rel,
+		    const struct stat *st, int64_t total, int64_t started, const char *cks,
+		    const char *got)
+{
+	xfer_emit_file(r->ctx, rel, total, _ns(&st->st_mtim), (int)(st->st_mode & 07777), started,
+		       (int64_t)time(NULL), cks, got);
+	_count_add(r, &r->verified);
+	if (!r->null && !r->ctx->keep && strcmp(r->ctx->action, "archive") == 0 &&
+	    unlinkat(sdir, sname, 0) < 0)
+		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
+			  (long long)r->ctx->request_id, rel, strerror(errno));
+}
+
 /*
  * One regular file: temporary file, data, metadata, fsync, rename, then
  * read back and compare; reported in one record once all of that holds. For
@@ -309,22 +389,13 @@ static void _verified_link(struct _run *r, int ddir, const char *name, const cha
 static void _copy_file(struct _run *r, struct _tbuf *tb, int sdir, const char *sname, int ddir,
 		       const char *name, const char *rel, const struct stat *st)
 {
-	const struct xfer_done_ent *de = xfer_done_find(r->ctx->done, r->ctx->ndone, rel);
 	char tmp[NAME_MAX + 1], cks[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX];
 	struct stat cur;
 	int sfd, dfd = -1, e, big = !r->null && st->st_size >= XFER_BIG_MIN;
 	int64_t total = 0, started = (int64_t)time(NULL);
 
-	/* Resume: verified by an earlier attempt, and neither side changed since. */
-	if (de && !r->null && de->size == st->st_size && de->mtime_ns == _ns(&st->st_mtim)) {
-		struct stat dst;
-
-		if (fstatat(ddir, name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
-		    dst.st_size == st->st_size && _ns(&dst.st_mtim) == de->mtime_ns) {
-			_count_add(r, &r->kept);
-			return;
-		}
-	}
+	if (_resume_ok(r, ddir, name, rel, st))
+		return;
 	/* Small files are reported once, when verified; a big one shows while it runs. */
 	if (big)
 		xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, _ns(&st->st_mtim),
@@ -364,7 +435,7 @@ static void _copy_file(struct _run *r, struct _tbuf *tb, int sdir, const char *s
 			close(vfd);
 		}
 	} else {
-		e = _stream(r, tb, sfd, dfd, st->st_size, &total, cks);
+		e = _stream(r, tb, sfd, dfd, st->st_size, 0, &total, cks);
 		posix_fadvise(sfd, 0, 0, POSIX_FADV_DONTNEED);
 	}
 	if (!e && total != st->st_size)
@@ -377,9 +448,6 @@ static void _copy_file(struct _run *r, struct _tbuf *tb, int sdir, const char *s
 		_copy_xattrs(sfd, dfd, r->ctx->xattr_ns);
 		if (!e && fsync(dfd) < 0)
 			e = errno;
-		/* Drop the cached pages so verification reads what the disk holds. */
-		if (!big)
-			posix_fadvise(dfd, 0, 0, POSIX_FADV_DONTNEED);
 	}
 	close(sfd);
 	if (dfd >= 0 && close(dfd) < 0 && !e)
@@ -404,13 +472,82 @@ static void _copy_file(struct _run *r, struct _tbuf *tb, int sdir, const char *s
 		_fail_item(r, rel, EIO, "checksum mismatch after copy of");
 		return;
 	}
-	xfer_emit_file(r->ctx, rel, total, _ns(&st->st_mtim), (int)(st->st_mode & 07777), started,
-		       (int64_t)time(NULL), cks, got);
-	_count_add(r, &r->verified);
-	if (!r->null && !r->ctx->keep && strcmp(r->ctx->action, "archive") == 0 &&
-	    unlinkat(sdir, sname, 0) < 0)
-		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
-			  (long long)r->ctx->request_id, rel, strerror(errno));
+	_report(r, sdir, sname, rel, st, total, started, cks, got);
+}
+
+/* ---- SyncMode=batch: small files made durable by one syncfs() per batch ---- */
+
+/* Stage 1, on a thread: data and metadata into the temporary file, no fsync yet. */
+static void _batch_copy(struct _run *r, struct _tbuf *tb, struct _pend *p)
+{
+	struct stat cur;
+	int sfd, dfd, e;
+
+	p->state = 0;
+	p->started = (int64_t)time(NULL);
+	if (_resume_ok(r, p->ddir, p->name, p->rel, &p->st))
+		return;
+	sfd = openat(p->sdir, p->name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (sfd < 0) {
+		_fail_item(r, p->rel, errno, "cannot open source");
+		return;
+	}
+	if (fstat(sfd, &cur) < 0 || !S_ISREG(cur.st_mode) || cur.st_ino != p->st.st_ino) {
+		close(sfd);
+		_fail_item(r, p->rel, EAGAIN, "source changed while walking");
+		return;
+	}
+	if (_tmpname(p->tmp, sizeof(p->tmp), p->name, r->ctx->request_id) < 0) {
+		close(sfd);
+		_fail_item(r, p->rel, ENAMETOOLONG, "name too long");
+		return;
+	}
+	dfd = _create_tmp(p->ddir, p->tmp);
+	if (dfd < 0) {
+		e = errno;
+		close(sfd);
+		_fail_item(r, p->rel, e, "cannot create destination");
+		return;
+	}
+	e = _stream(r, tb, sfd, dfd, p->st.st_size, 0, &p->total, p->cks);
+	posix_fadvise(sfd, 0, 0, POSIX_FADV_DONTNEED);
+	if (!e && p->total != p->st.st_size)
+		e = EAGAIN;
+	if (!e) {
+		struct timespec ts[2] = { cur.st_atim, cur.st_mtim };
+
+		if (fchmod(dfd, cur.st_mode & 07777) < 0 || futimens(dfd, ts) < 0)
+			e = errno;
+		_copy_xattrs(sfd, dfd, r->ctx->xattr_ns);
+	}
+	close(sfd);
+	if (close(dfd) < 0 && !e)
+		e = errno;
+	if (e) {
+		unlinkat(p->ddir, p->tmp, 0);
+		if (e != EINTR)
+			_fail_item(r, p->rel, e, e == EAGAIN ? "source changed during copy" : "copy failed");
+		return;
+	}
+	p->state = 1;
+}
+
+/* Stage 3, on a thread: the file is durable and in place; read it back and report. */
+static void _batch_verify(struct _run *r, struct _tbuf *tb, struct _pend *p)
+{
+	char got[CKSUM_HEX_MAX];
+	int e = _verify_file(r, tb, p->ddir, p->name, p->total, got);
+
+	if (e) {
+		if (e != EINTR)
+			_fail_item(r, p->rel, e, "cannot verify");
+		return;
+	}
+	if (strcmp(got, p->cks) != 0) {
+		_fail_item(r, p->rel, EIO, "checksum mismatch after copy of");
+		return;
+	}
+	_report(r, p->sdir, p->name, p->rel, &p->st, p->total, p->started, p->cks, got);
 }
 
 /* ---- the copy threads ---- */
@@ -418,8 +555,10 @@ static void _copy_file(struct _run *r, struct _tbuf *tb, int sdir, const char *s
 static void *_thread(void *arg)
 {
 	struct _run *r = arg;
-	struct _tbuf tb = { malloc(TBUF), TBUF };
+	struct _tbuf tb = { NULL, TBUF };
 
+	if (posix_memalign((void **)&tb.p, 4096, TBUF) != 0)
+		tb.p = NULL;
 	for (;;) {
 		struct _task *t;
 
@@ -436,7 +575,11 @@ static void *_thread(void *arg)
 		if (!t)
 			break;
 		if (!tb.p)
-			_fail_item(r, t->rel, ENOMEM, "out of memory copying");
+			_fail_item(r, t->pend ? t->pend->rel : t->rel, ENOMEM, "out of memory copying");
+		else if (t->kind == T_BATCH_COPY)
+			_batch_copy(r, &tb, t->pend);
+		else if (t->kind == T_BATCH_VERIFY)
+			_batch_verify(r, &tb, t->pend);
 		else
 			_copy_file(r, &tb, t->sdir, t->name, t->ddir, t->name, t->rel, &t->st);
 		free(t->name);
@@ -486,6 +629,8 @@ static void _pool_stop(struct _run *r)
 	r->nth = 0;
 }
 
+static void _enqueue(struct _run *r, struct _task *t);
+
 /* Copy a file on a thread (inline when there are none, or for a big file). */
 static void _submit(struct _run *r, int sdir, int ddir, const char *name, const char *rel,
 		    const struct stat *st)
@@ -504,6 +649,110 @@ static void _submit(struct _run *r, int sdir, int ddir, const char *name, const 
 	t->sdir = sdir;
 	t->ddir = ddir;
 	t->st = *st;
+	_enqueue(r, t);
+}
+
+/* Add a small file to the directory's batch and start its copy on a thread. */
+static void _batch_add(struct _run *r, struct _batch *b, int sdir, int ddir, const char *name,
+		       const char *rel, const struct stat *st)
+{
+	struct _pend *p;
+	struct _task *t;
+
+	if (!b->p) {
+		b->p = calloc(BATCH_N, sizeof(*b->p));
+		b->cap = b->p ? BATCH_N : 0;
+		b->ddir = ddir;
+	}
+	if (!b->p || !(t = calloc(1, sizeof(*t)))) {
+		_submit(r, sdir, ddir, name, rel, st);	/* out of memory: the plain path */
+		return;
+	}
+	p = &b->p[b->n];
+	memset(p, 0, sizeof(*p));
+	p->sdir = sdir;
+	p->ddir = ddir;
+	p->st = *st;
+	if (!(p->name = strdup(name)) || !(p->rel = strdup(rel))) {
+		free(p->name);
+		free(t);
+		_submit(r, sdir, ddir, name, rel, st);
+		return;
+	}
+	b->n++;
+	b->bytes += st->st_size;
+	t->kind = T_BATCH_COPY;
+	t->pend = p;
+	_enqueue(r, t);
+}
+
+/*
+ * Stage 2, on the walker: every copy of the batch finished; one syncfs()
+ * makes their data and metadata durable, then they are renamed into place,
+ * the directory is fsynced (the names are durable), and only then read back
+ * and reported (stage 3).
+ */
+static void _batch_flush(struct _run *r, struct _batch *b)
+{
+	size_t copied = 0, renamed = 0;
+	int e = 0;
+
+	_pool_drain(r);
+	for (size_t i = 0; i < b->n; i++)
+		copied += b->p[i].state == 1;
+	if (copied && _stopped(r))
+		e = EINTR;
+	else if (copied && syncfs(b->ddir) < 0)
+		e = errno;
+	for (size_t i = 0; i < b->n; i++) {
+		struct _pend *p = &b->p[i];
+
+		if (p->state != 1)
+			continue;
+		if (!e && renameat(p->ddir, p->tmp, p->ddir, p->name) == 0) {
+			p->state = 2;
+			renamed++;
+			continue;
+		}
+		unlinkat(p->ddir, p->tmp, 0);
+		p->state = 0;
+		if (e != EINTR)
+			_fail_item(r, p->rel, e ? e : errno, e ? "cannot make durable" :
+				   "cannot rename into place");
+	}
+	if (renamed && fsync(b->ddir) < 0) {
+		e = errno;
+		for (size_t i = 0; i < b->n; i++)
+			if (b->p[i].state == 2) {
+				b->p[i].state = 0;
+				_fail_item(r, b->p[i].rel, e, "cannot make the directory durable for");
+			}
+		renamed = 0;
+	}
+	for (size_t i = 0; renamed && i < b->n; i++) {
+		struct _task *t;
+
+		if (b->p[i].state != 2)
+			continue;
+		if (!(t = calloc(1, sizeof(*t)))) {
+			_batch_verify(r, &r->tb0, &b->p[i]);
+			continue;
+		}
+		t->kind = T_BATCH_VERIFY;
+		t->pend = &b->p[i];
+		_enqueue(r, t);
+	}
+	_pool_drain(r);
+	for (size_t i = 0; i < b->n; i++) {
+		free(b->p[i].name);
+		free(b->p[i].rel);
+	}
+	b->n = 0;
+	b->bytes = 0;
+}
+
+static void _enqueue(struct _run *r, struct _task *t)
+{
 	pthread_mutex_lock(&r->pmu);
 	while (r->pending >= QMAX)
 		pthread_cond_wait(&r->cv_done, &r->pmu);
@@ -575,6 +824,7 @@ static int _dest_dir(int ddir, const char *name, int null)
 
 static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, int depth)
 {
+	struct _batch b = { NULL, 0, 0, ddir, 0 };
 	DIR *d;
 	struct dirent *de;
 	int fd = dup(sdir);
@@ -590,6 +840,8 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 		char rel[XFER_PATH_MAX];
 		struct stat st;
 
+		if (b.n == BATCH_N || b.bytes >= BATCH_BYTES)
+			_batch_flush(r, &b);
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		if (_join(rel, sizeof(rel), prefix, de->d_name) < 0) {
@@ -600,7 +852,10 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 			_fail_item(r, rel, errno, "cannot stat");
 			continue;
 		}
-		if (S_ISREG(st.st_mode)) {
+		if (S_ISREG(st.st_mode) && r->ctx->sync_batch && !r->null && r->nth &&
+		    st.st_size <= BATCH_FILE_MAX) {
+			_batch_add(r, &b, sdir, ddir, de->d_name, rel, &st);
+		} else if (S_ISREG(st.st_mode)) {
 			_submit(r, sdir, ddir, de->d_name, rel, &st);
 		} else if (S_ISLNK(st.st_mode)) {
 			_copy_symlink(r, sdir, ddir, de->d_name, rel, &st);
@@ -644,7 +899,8 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 		}
 	}
 	/* The directory's files are in place before it is synced and timestamped. */
-	_pool_drain(r);
+	_batch_flush(r, &b);
+	free(b.p);
 	closedir(d);
 }
 
