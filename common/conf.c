@@ -514,6 +514,17 @@ static int _k_syncmode(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_verifymode(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "full") == 0)
+		c->verify_sample = 0;
+	else if (strcasecmp(v, "sample") == 0)
+		c->verify_sample = 1;
+	else
+		return _fail(w, wl, "VerifyMode must be 'full' or 'sample', not '%s'", v);
+	return 0;
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -546,6 +557,7 @@ static const struct _key _keys[] = {
 	{ "YieldTrickle", _k_yieldtrickle },
 	{ "YieldProbe", _k_yieldprobe },
 	{ "SyncMode", _k_syncmode },
+	{ "VerifyMode", _k_verifymode },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))

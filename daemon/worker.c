@@ -174,6 +174,7 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.ndone = ndone;
 	ctx.stop = &_stop;
 	ctx.sync_batch = d->conf->sync_batch;
+	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;
 	be->run(&ctx);
 	_exit(0);
 }

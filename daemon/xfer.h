@@ -77,6 +77,8 @@ struct xfer_ctx {
 	volatile sig_atomic_t *stop; /* set by SIGTERM: stop, remove the temp file */
 	int sync_batch;              /* SyncMode=batch: small files made durable by one
 					syncfs() per batch instead of one fsync each */
+	int verify_sample;           /* VerifyMode=sample: big files read back 1 chunk in
+					this many (0 = every chunk) */
 };
 
 struct xfer_backend {

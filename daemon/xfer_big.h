@@ -4,13 +4,20 @@
  * ring of large aligned buffers, with direct I/O where the file systems
  * allow it.
  *
- * What it guarantees when it returns 0: every byte of the source was read
- * once (O_DIRECT, or through the page cache) and hashed into cks_src; every
- * byte written to the destination was then read back from the storage
- * device - with O_DIRECT, or after sync_file_range() wrote that range back
- * and its pages were dropped - and hashed into cks_dst, in order. The caller
- * still fsyncs (data and metadata) before the rename, and compares the two
- * checksums before anything is reported done.
+ * What it guarantees when it returns 0 (sample 0, VerifyMode=full): every
+ * byte of the source was read once (O_DIRECT, or through the page cache) and
+ * hashed into cks_src; every byte written to the destination was then read
+ * back from the storage device - with O_DIRECT, or after sync_file_range()
+ * wrote that range back and its pages were dropped - and hashed into
+ * cks_dst, in order. The caller still fsyncs (data and metadata) before the
+ * rename, and compares the two checksums before anything is reported done.
+ *
+ * With sample N > 1 (VerifyMode=sample): the bytes written are the very
+ * buffers that were hashed (nothing copies them in between); the first, the
+ * last and every Nth chunk are read back from the device and must match the
+ * hash of what was written, and cks_dst is then set to cks_src. That catches
+ * a wrong, truncated or misplaced file and systematic write failures, not a
+ * single corrupted chunk between samples.
  *
  * Must never: run outside a worker that has the owner's identity.
  */
@@ -31,7 +38,7 @@
  * copied. Returns 0 or an errno value (EAGAIN: the source changed size,
  * EINTR: stopped).
  */
-int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size,
+int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size, int sample,
 		  int64_t *total, char cks_src[CKSUM_HEX_MAX], char cks_dst[CKSUM_HEX_MAX]);
 
 #endif /* STAGEHAND_XFER_BIG_H */

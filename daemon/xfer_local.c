@@ -431,7 +431,10 @@ static void _copy_file(struct _run *r, struct _tbuf *tb, int sdir, const char *s
 		if (vfd < 0) {
 			e = errno;
 		} else {
-			e = xfer_big_copy(r->ctx, sfd, dfd, vfd, st->st_size, &total, cks, got);
+			/* A source about to be removed (keep=no) is always verified in full. */
+			int sample = r->ctx->keep ? r->ctx->verify_sample : 0;
+
+			e = xfer_big_copy(r->ctx, sfd, dfd, vfd, st->st_size, sample, &total, cks, got);
 			close(vfd);
 		}
 	} else {
