@@ -67,7 +67,18 @@ struct _batch {
 	size_t n, cap;
 	int ddir;
 	int64_t bytes;
+	struct _pend *old;           /* the previous batch, being verified by the threads */
+	size_t nold;
 };
+
+static void _batch_free(struct _pend *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(p[i].name);
+		free(p[i].rel);
+	}
+	free(p);
+}
 
 enum { T_FILE = 0, T_BATCH_COPY, T_BATCH_VERIFY };
 
@@ -700,7 +711,13 @@ static void _batch_flush(struct _run *r, struct _batch *b)
 	size_t copied = 0, renamed = 0;
 	int e = 0;
 
+	/* This batch's copies and the previous batch's verifications are finished. */
 	_pool_drain(r);
+	_batch_free(b->old, b->nold);
+	b->old = NULL;
+	b->nold = 0;
+	if (!b->p)
+		return;
 	for (size_t i = 0; i < b->n; i++)
 		copied += b->p[i].state == 1;
 	if (copied && _stopped(r))
@@ -745,11 +762,10 @@ static void _batch_flush(struct _run *r, struct _batch *b)
 		t->pend = &b->p[i];
 		_enqueue(r, t);
 	}
-	_pool_drain(r);
-	for (size_t i = 0; i < b->n; i++) {
-		free(b->p[i].name);
-		free(b->p[i].rel);
-	}
+	/* Verified while the threads already copy the next batch; freed at the next flush. */
+	b->old = b->p;
+	b->nold = b->n;
+	b->p = NULL;
 	b->n = 0;
 	b->bytes = 0;
 }
@@ -827,7 +843,7 @@ static int _dest_dir(int ddir, const char *name, int null)
 
 static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, int depth)
 {
-	struct _batch b = { NULL, 0, 0, ddir, 0 };
+	struct _batch b = { NULL, 0, 0, ddir, 0, NULL, 0 };
 	DIR *d;
 	struct dirent *de;
 	int fd = dup(sdir);
@@ -903,7 +919,8 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 	}
 	/* The directory's files are in place before it is synced and timestamped. */
 	_batch_flush(r, &b);
-	free(b.p);
+	_pool_drain(r);
+	_batch_free(b.old, b.nold);
 	closedir(d);
 }
 

@@ -112,6 +112,23 @@ def test_big_file_buffered_tail(daemon, base_dir, test_users):
     shutil.rmtree(dest)
 
 
+def test_big_file_sampled_verification(make_daemon, base_dir, test_users):
+    """VerifyMode=sample still copies a big file byte for byte."""
+    d = make_daemon("copy-sample", Workers=1, VerifyMode="sample")
+    src = user_dir(base_dir, "shtest", "sampled")
+    with open(os.path.join(src, "s.dat"), "wb") as f:
+        for k in range(200):          # 200 MiB + a tail: 26 chunks, samples 0, 16 and the last
+            f.write(k.to_bytes(8, "little") + os.urandom((1 << 20) - 8))
+        f.write(os.urandom(777))
+    chown_tree(src, "shtest")
+    digest = tree_digest(src)
+    dest = os.path.join(base_dir, "shtest", "scratch", "sampled-copy")
+    req = d.api.submit("stage_in", src, dest, as_user="shtest")
+    _check_copy(d, req, src, dest, digest, test_users["shtest"])
+    shutil.rmtree(dest)
+    shutil.rmtree(src)
+
+
 def test_copy_3_large_files(daemon, dataset, test_users):
     dest = os.path.join(dataset["scratch"], "large-copy")
     req = daemon.api.submit("stage_in", dataset["large"], dest, as_user="shtest")
