@@ -92,6 +92,8 @@ def test_archive_pauses_while_job_runs_and_resumes(daemon, layout):
     assert all(b == 0 for _, b, _ in paused), f"bytes moved while a job ran: {paused}"
     assert paused[-1][2] == "running", paused[-1]
     assert _metric(daemon, "stagehand_yield_active") == 1
+    st, health, _, _ = daemon.api.get("/v1/health")
+    assert st == 200 and health["yield"] == {"active": 1, "busy_filesystems": 1}, health
     t_release = time.monotonic()
     _idle(layout)
     moving = _sample(daemon, req["id"], 3.0)
