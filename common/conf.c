@@ -193,6 +193,30 @@ int conf_parse_bytes(const char *s, uint64_t *out)
 	return 0;
 }
 
+int conf_parse_seconds(const char *s, long *out)
+{
+	char *end;
+	long v, mult = 1;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (tolower((unsigned char)*end)) {
+	case 's': end++; break;
+	case 'm': mult = 60; end++; break;
+	case 'h': mult = 3600; end++; break;
+	case 'd': mult = 86400; end++; break;
+	default: break;
+	}
+	if (*end || v > LONG_MAX / mult)
+		return -1;
+	*out = v * mult;
+	return 0;
+}
+
 /* ---- one setter per key ---- */
 
 static int _k_socket(struct conf *c, const char *v, char *w, size_t wl)
@@ -512,6 +536,81 @@ static int _k_urlcafile(struct conf *c, const char *v, char *w, size_t wl)
 	return _set_path(&c->url_ca_file, v, "URLCAFile", w, wl);
 }
 
+static int _k_archworkers(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->archive_workers, v, "ArchiveWorkers", 1, 256, w, wl);
+}
+
+static int _k_yieldjobs(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "yes") == 0)
+		c->yield_to_jobs = 1;
+	else if (strcasecmp(v, "no") == 0)
+		c->yield_to_jobs = 0;
+	else
+		return _fail(w, wl, "YieldToJobs must be 'yes' or 'no', not '%s'", v);
+	return 0;
+}
+
+static int _k_yieldbw(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (conf_parse_bytes(v, &c->yield_bandwidth) < 0)
+		return _fail(w, wl, "YieldBandwidth must be bytes per second with an optional K/M/G/T "
+			     "suffix (e.g. 20M), or 0 to pause, not '%s'", v);
+	return 0;
+}
+
+static int _k_yieldmax(struct conf *c, const char *v, char *w, size_t wl)
+{
+	long s;
+
+	if (conf_parse_seconds(v, &s) < 0 || s > 30L * 86400)
+		return _fail(w, wl, "YieldMaxDelay must be a duration up to 30d (e.g. 90s, 15m, 2h), "
+			     "or 0 to yield for as long as jobs run, not '%s'", v);
+	c->yield_max_delay = (int)s;
+	return 0;
+}
+
+static int _k_yieldtrickle(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (conf_parse_bytes(v, &c->yield_trickle) < 0)
+		return _fail(w, wl, "YieldTrickle must be bytes per second with an optional K/M/G/T "
+			     "suffix (e.g. 10M), or 0 for unlimited, not '%s'", v);
+	return 0;
+}
+
+static int _k_yieldprobe(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "none") == 0) {
+		free(c->yield_probe);
+		c->yield_probe = NULL;
+		return 0;
+	}
+	return _set_path(&c->yield_probe, v, "YieldProbe", w, wl);
+}
+
+static int _k_syncmode(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "batch") == 0)
+		c->sync_batch = 1;
+	else if (strcasecmp(v, "file") == 0)
+		c->sync_batch = 0;
+	else
+		return _fail(w, wl, "SyncMode must be 'batch' or 'file', not '%s'", v);
+	return 0;
+}
+
+static int _k_verifymode(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "full") == 0)
+		c->verify_sample = 0;
+	else if (strcasecmp(v, "sample") == 0)
+		c->verify_sample = 1;
+	else
+		return _fail(w, wl, "VerifyMode must be 'full' or 'sample', not '%s'", v);
+	return 0;
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -547,6 +646,14 @@ static const struct _key _keys[] = {
 	{ "S3Region", _k_s3region },
 	{ "S3CredentialsFile", _k_s3creds },
 	{ "URLCAFile", _k_urlcafile },
+	{ "ArchiveWorkers", _k_archworkers },
+	{ "YieldToJobs", _k_yieldjobs },
+	{ "YieldBandwidth", _k_yieldbw },
+	{ "YieldMaxDelay", _k_yieldmax },
+	{ "YieldTrickle", _k_yieldtrickle },
+	{ "YieldProbe", _k_yieldprobe },
+	{ "SyncMode", _k_syncmode },
+	{ "VerifyMode", _k_verifymode },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -590,6 +697,12 @@ struct conf *conf_create(void)
 	c->bundle_min_files = 1000;
 	c->bundle_file_max = 1ULL << 20;
 	c->bundle_size = 1ULL << 30;
+	c->archive_workers = 1;
+	c->sync_batch = 1;
+	c->yield_to_jobs = 1;
+	c->yield_bandwidth = 0;
+	c->yield_max_delay = 2 * 3600;
+	c->yield_trickle = 10ULL << 20;
 	return c;
 }
 
@@ -738,6 +851,7 @@ void conf_destroy(struct conf *c)
 	free(c->s3_region);
 	free(c->s3_credentials_file);
 	free(c->url_ca_file);
+	free(c->yield_probe);
 	free(c);
 }
 

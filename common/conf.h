@@ -70,6 +70,20 @@ struct conf {
 	char *s3_region;               /* SigV4 region, default us-east-1 */
 	char *s3_credentials_file;     /* site S3 keys (read by root); NULL = per-user only */
 	char *url_ca_file;             /* CA bundle for https/ftps/S3 servers; NULL = system's */
+	int archive_workers;           /* at most this many of the workers run after-job
+					  transfers (archive, stage_out) at once */
+	int yield_to_jobs;             /* 1: after-job transfers yield to running jobs on
+					  their file systems */
+	uint64_t yield_bandwidth;      /* bytes/s of a yielding transfer; 0 = pause */
+	int yield_max_delay;           /* seconds a transfer yields before it goes on at
+					  yield_trickle; 0 = yield for as long as jobs run */
+	uint64_t yield_trickle;        /* bytes/s after yield_max_delay (0 = unlimited) */
+	int sync_batch;                /* SyncMode: 1 batch (one syncfs per batch of small
+					  files), 0 file (one fsync per file) */
+	int verify_sample;             /* VerifyMode: 0 full (read every byte back), 1 sample
+					  (large files: 1 chunk in 16 read back) */
+	char *yield_probe;             /* test/site hook: a file listing busy directories,
+					  one per line, as if jobs ran there; NULL = none */
 	int key_line[64];              /* line each key was set on, 0 = default (conf.c only) */
 };
 
@@ -99,6 +113,8 @@ void conf_destroy(struct conf *c);
 
 /* Parse "200M", "1G/s", "0": bytes per second. Returns 0 or -1. */
 int conf_parse_bytes(const char *s, uint64_t *out);
+/* Parse "90", "90s", "15m", "2h", "1d": seconds. Returns 0 or -1. */
+int conf_parse_seconds(const char *s, long *out);
 
 /* Static names for messages and health output. */
 const char *conf_xattr_prefix(const struct conf *c); /* "user." or "trusted." */

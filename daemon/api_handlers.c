@@ -183,6 +183,10 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 	out->body = json_pack("{s:s,s:s,s:i,s:b,s:o}", "status",
 			      atomic_load(&d->draining) ? "draining" : "ok", "version",
 			      PACKAGE_VERSION, "uid", (int)who->uid, "admin", who->admin, "queue", q);
+	if (out->body)	/* after-job transfers held back for running jobs (yield.h) */
+		json_object_set_new(out->body, "yield", json_pack("{s:i,s:i}", "active",
+				    atomic_load(&d->metrics->yield_active), "busy_filesystems",
+				    atomic_load(&d->metrics->yield_busy_fs)));
 }
 
 static const char *_str_field(json_t *o, const char *k, int *bad)

@@ -14,6 +14,7 @@
 #include "dsl.h"
 #include "lifecycle.h"
 #include "slurm_watch.h"
+#include "yield.h"
 #include "log.h"
 #include "queue.h"
 #include "xfer.h"
@@ -536,6 +537,7 @@ const struct lifecycle_hook *const lifecycle_hooks[] = {
 	&_job_end_hook,
 	&_bundle_conf_hook,
 	&slurm_watch_hook,
+	&yield_hook,
 	NULL,
 };
 

@@ -92,13 +92,40 @@ static size_t _pack(char *out, enum xfer_rec_type type, int code, int64_t a, int
 	return sizeof(r) + pl + tl;
 }
 
+/* A worker may copy with several threads: one record goes out whole. */
+static pthread_mutex_t _emit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int _send(struct xfer_ctx *ctx, const char *buf, size_t n)
+{
+	int rc;
+
+	pthread_mutex_lock(&_emit_lock);
+	rc = _write_all(ctx->chan, buf, n);
+	pthread_mutex_unlock(&_emit_lock);
+	return rc;
+}
+
 int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
 	      int64_t c, const char *cks, const char *path, const char *text)
 {
 	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
 	size_t n = _pack(buf, type, code, a, b, c, cks, path, text);
 
-	return _write_all(ctx->chan, buf, n);
+	return _send(ctx, buf, n);
+}
+
+int xfer_emit_file(struct xfer_ctx *ctx, const char *relpath, int64_t size, int64_t mtime_ns,
+		   int mode, int64_t started, int64_t ended, const char *cks_src,
+		   const char *cks_dst)
+{
+	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
+	size_t n = _pack(buf, XR_ITEM_FILE, 0, size, mtime_ns, mode, cks_src, relpath, NULL);
+	struct xfer_rec *r = (struct xfer_rec *)buf;
+
+	r->d = started;
+	r->e = ended;
+	snprintf(r->cks2, sizeof(r->cks2), "%s", cks_dst ? cks_dst : "");
+	return _send(ctx, buf, n);
 }
 
 int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
@@ -124,12 +151,14 @@ int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const cha
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	pthread_mutex_lock(&_emit_lock);
 	do
 		w = sendmsg(ctx->chan, &mh, MSG_NOSIGNAL);
 	while (w < 0 && errno == EINTR);
-	if (w < 0)
-		return -1;
-	return (size_t)w == n ? 0 : _write_all(ctx->chan, buf + w, n - (size_t)w);
+	if (w >= 0 && (size_t)w != n && _write_all(ctx->chan, buf + w, n - (size_t)w) < 0)
+		w = -1;
+	pthread_mutex_unlock(&_emit_lock);
+	return w < 0 ? -1 : 0;
 }
 
 void xfer_logf(struct xfer_ctx *ctx, int level, const char *fmt, ...)
@@ -152,8 +181,9 @@ ssize_t xfer_parse(const char *buf, size_t len, struct xfer_rec *rec,
 	if (len < sizeof(*rec))
 		return 0;
 	memcpy(rec, buf, sizeof(*rec));
-	if (rec->type < XR_TOTALS || rec->type > XR_RESULT || rec->path_len > XFER_PATH_MAX ||
-	    rec->text_len > XFER_TEXT_MAX || memchr(rec->cks, '\0', sizeof(rec->cks)) == NULL)
+	if (rec->type < XR_TOTALS || rec->type > XR_ITEM_FILE || rec->path_len > XFER_PATH_MAX ||
+	    rec->text_len > XFER_TEXT_MAX || memchr(rec->cks, '\0', sizeof(rec->cks)) == NULL ||
+	    memchr(rec->cks2, '\0', sizeof(rec->cks2)) == NULL)
 		return -1;
 	need = sizeof(*rec) + rec->path_len + rec->text_len;
 	if (len < need)
@@ -174,6 +204,8 @@ struct xfer_bucket {
 	uint64_t rate;           /* bytes per second, 0 = unlimited */
 	double tokens;           /* may go negative: a debt the next callers wait out */
 	double last;             /* monotonic seconds of the last refill */
+	volatile int paused;     /* 1: takers wait until it is 0 again (yield) */
+	struct xfer_bucket *parent; /* also charged after this one (the global cap) */
 };
 
 static double _mono(void)
@@ -226,12 +258,37 @@ void xfer_bucket_set_rate(struct xfer_bucket *b, uint64_t rate)
 	pthread_mutex_unlock(&b->lock);
 }
 
+void xfer_bucket_set_parent(struct xfer_bucket *b, struct xfer_bucket *parent)
+{
+	b->parent = parent;
+}
+
+void xfer_bucket_set_paused(struct xfer_bucket *b, int paused)
+{
+	__atomic_store_n(&b->paused, paused, __ATOMIC_SEQ_CST);
+}
+
+int xfer_bucket_paused(const struct xfer_bucket *b)
+{
+	return __atomic_load_n(&b->paused, __ATOMIC_SEQ_CST);
+}
+
+static void _sleep(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	nanosleep(&ts, NULL);
+}
+
 void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop)
 {
 	double wait = 0, now;
 
 	if (!b)
 		return;
+	/* Paused (yielding to running jobs): hold the bytes already moved until released. */
+	while (xfer_bucket_paused(b) && !(stop && *stop))
+		_sleep(0.05);
 	_lock(b);
 	if (b->rate) {
 		double burst = (double)b->rate / 4;	/* at most 250 ms of credit */
@@ -248,11 +305,15 @@ void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *
 	pthread_mutex_unlock(&b->lock);
 	while (wait > 0 && !(stop && *stop)) {
 		double step = wait > 0.2 ? 0.2 : wait;
-		struct timespec ts = { (time_t)step, (long)((step - (double)(time_t)step) * 1e9) };
 
-		nanosleep(&ts, NULL);
+		_sleep(step);
 		wait -= step;
+		/* A pause set while we wait out a debt takes effect at once. */
+		while (xfer_bucket_paused(b) && !(stop && *stop))
+			_sleep(0.05);
 	}
+	if (b->parent)
+		xfer_bucket_take(b->parent, n, stop);
 }
 
 const struct xfer_done_ent *xfer_done_find(const struct xfer_done_ent *d, size_t n,

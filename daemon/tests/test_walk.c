@@ -28,6 +28,8 @@ struct _seen {
 
 static volatile sig_atomic_t _stop;
 
+static int _sync_batch, _verify_sample;
+
 /* Run backend be for source -> dest in a child; collect what it reports. */
 static void _run(const struct xfer_backend *be, const char *action, const char *src,
 		 const char *dst, struct _seen *s)
@@ -56,6 +58,8 @@ static void _run(const struct xfer_backend *be, const char *action, const char *
 		ctx.algo = CKSUM_XXH128;
 		ctx.xattr_ns = "user.";
 		ctx.stop = &_stop;
+		ctx.sync_batch = _sync_batch;
+		ctx.verify_sample = _verify_sample;
 		be->run(&ctx);
 		_exit(0);
 	}
@@ -76,6 +80,13 @@ static void _run(const struct xfer_backend *be, const char *action, const char *
 		case XR_RESULT: s->result = rec.code; break;
 		case XR_ITEM_SKIPPED: s->skipped++; break;
 		case XR_ITEM_DONE: s->done++; break;
+		case XR_ITEM_FILE:
+			/* A verified file: both checksums set and equal. */
+			if (rec.cks[0] && strcmp(rec.cks, rec.cks2) == 0)
+				s->done++;
+			else
+				s->failed++;
+			break;
 		case XR_TOTALS: s->files_total = (int)rec.a; break;
 		case XR_ITEM_FAILED:
 			s->failed++;
@@ -108,6 +119,27 @@ static int _same(const char *a, const char *b)
 	if (fb >= 0)
 		close(fb);
 	return na == nb && na >= 0 && memcmp(x, y, (size_t)na) == 0;
+}
+
+/* Whole-file comparison. */
+static int _same_full(const char *a, const char *b)
+{
+	static char x[65536], y[65536];
+	int fa = open(a, O_RDONLY | O_NOFOLLOW), fb = open(b, O_RDONLY | O_NOFOLLOW), same = 1;
+
+	while (fa >= 0 && fb >= 0 && same) {
+		ssize_t na = read(fa, x, sizeof(x)), nb = read(fb, y, sizeof(y));
+
+		same = na == nb && na >= 0 && memcmp(x, y, (size_t)(na > 0 ? na : 0)) == 0;
+		if (na <= 0)
+			break;
+	}
+	same = same && fa >= 0 && fb >= 0;
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return same;
 }
 
 static int _is_link_to(const char *path, const char *target)
@@ -214,6 +246,61 @@ int main(void)
 	P(40, "%s/nulldst", _dir);
 	_run(&xfer_backend_null, "stage_in", p[0], p[40], &s);
 	ok(s.result == XFER_OK && s.done == 4 && !_exists(p[40]), "null backend writes nothing");
+
+	/* SyncMode=batch across batch boundaries, and a big file (sampled read-back). */
+	{
+		char path[600], dpath[600];
+		int bad = 0, nfiles = 0;
+
+		P(50, "%s/many", _dir);
+		P(51, "%s/many/a", _dir);
+		P(52, "%s/many/b", _dir);
+		P(53, "%s/manydst", _dir);
+		mkdir(p[50], 0755);
+		mkdir(p[51], 0755);
+		mkdir(p[52], 0755);
+		for (int i = 0; i < 700; i++) {
+			char text[64];
+
+			snprintf(path, sizeof(path), "%s/f%03d", i % 3 ? p[51] : p[52], i);
+			snprintf(text, sizeof(text), "file %d %.*s\n", i, i % 40, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+			_write(path, text);
+		}
+		snprintf(path, sizeof(path), "%s/big", p[50]);
+		{
+			FILE *f = fopen(path, "w");
+
+			for (int k = 0; f && k < (33 << 20) / 4096 + 3; k++) {
+				char blk[4096];
+
+				memset(blk, 'a' + k % 26, sizeof(blk));
+				memcpy(blk, &k, sizeof(k));
+				fwrite(blk, 1, k % 7 == 6 ? 1000 : sizeof(blk), f);
+			}
+			if (f)
+				fclose(f);
+		}
+		_sync_batch = 1;
+		_verify_sample = 4;
+		_run(&xfer_backend_local, "stage_in", p[50], p[53], &s);
+		_sync_batch = 0;
+		_verify_sample = 0;
+		ok(s.result == XFER_OK && s.failed == 0, "batched tree copied (result %d, failed %d %s)",
+		   s.result, s.failed, s.failed_path);
+		ok(s.done == 701, "700 small files and the big one verified (%d)", s.done);
+		for (int i = 0; i < 700; i++) {
+			snprintf(path, sizeof(path), "%s/f%03d", i % 3 ? p[51] : p[52], i);
+			snprintf(dpath, sizeof(dpath), "%s/%s/f%03d", p[53], i % 3 ? "a" : "b", i);
+			bad += !_same(path, dpath);
+			nfiles++;
+		}
+		ok(nfiles == 700 && bad == 0, "every batched file has the source's bytes (%d differ)", bad);
+		snprintf(path, sizeof(path), "%s/big", p[50]);
+		snprintf(dpath, sizeof(dpath), "%s/big", p[53]);
+		ok(_same_full(path, dpath), "the big file has the source's bytes");
+		snprintf(dpath, sizeof(dpath), "%s/a/.f001.stagehand-1", p[53]);
+		ok(!_exists(dpath), "no temporary file left");
+	}
 
 	/* Missing source: final failure. */
 	P(41, "%s/nope", _dir);
