@@ -193,6 +193,30 @@ int conf_parse_bytes(const char *s, uint64_t *out)
 	return 0;
 }
 
+int conf_parse_seconds(const char *s, long *out)
+{
+	char *end;
+	long v, mult = 1;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (tolower((unsigned char)*end)) {
+	case 's': end++; break;
+	case 'm': mult = 60; end++; break;
+	case 'h': mult = 3600; end++; break;
+	case 'd': mult = 86400; end++; break;
+	default: break;
+	}
+	if (*end || v > LONG_MAX / mult)
+		return -1;
+	*out = v * mult;
+	return 0;
+}
+
 /* ---- one setter per key ---- */
 
 static int _k_socket(struct conf *c, const char *v, char *w, size_t wl)
@@ -426,6 +450,59 @@ static int _k_slurmwatch(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_archworkers(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->archive_workers, v, "ArchiveWorkers", 1, 256, w, wl);
+}
+
+static int _k_yieldjobs(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "yes") == 0)
+		c->yield_to_jobs = 1;
+	else if (strcasecmp(v, "no") == 0)
+		c->yield_to_jobs = 0;
+	else
+		return _fail(w, wl, "YieldToJobs must be 'yes' or 'no', not '%s'", v);
+	return 0;
+}
+
+static int _k_yieldbw(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (conf_parse_bytes(v, &c->yield_bandwidth) < 0)
+		return _fail(w, wl, "YieldBandwidth must be bytes per second with an optional K/M/G/T "
+			     "suffix (e.g. 20M), or 0 to pause, not '%s'", v);
+	return 0;
+}
+
+static int _k_yieldmax(struct conf *c, const char *v, char *w, size_t wl)
+{
+	long s;
+
+	if (conf_parse_seconds(v, &s) < 0 || s > 30L * 86400)
+		return _fail(w, wl, "YieldMaxDelay must be a duration up to 30d (e.g. 90s, 15m, 2h), "
+			     "or 0 to yield for as long as jobs run, not '%s'", v);
+	c->yield_max_delay = (int)s;
+	return 0;
+}
+
+static int _k_yieldtrickle(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (conf_parse_bytes(v, &c->yield_trickle) < 0)
+		return _fail(w, wl, "YieldTrickle must be bytes per second with an optional K/M/G/T "
+			     "suffix (e.g. 10M), or 0 for unlimited, not '%s'", v);
+	return 0;
+}
+
+static int _k_yieldprobe(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "none") == 0) {
+		free(c->yield_probe);
+		c->yield_probe = NULL;
+		return 0;
+	}
+	return _set_path(&c->yield_probe, v, "YieldProbe", w, wl);
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -451,10 +528,16 @@ static const struct _key _keys[] = {
 	{ "DrainTimeout", _k_draintimeout },
 	{ "Checksum", _k_checksum },
 	{ "SlurmWatch", _k_slurmwatch },
+	{ "ArchiveWorkers", _k_archworkers },
+	{ "YieldToJobs", _k_yieldjobs },
+	{ "YieldBandwidth", _k_yieldbw },
+	{ "YieldMaxDelay", _k_yieldmax },
+	{ "YieldTrickle", _k_yieldtrickle },
+	{ "YieldProbe", _k_yieldprobe },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
-_Static_assert(NKEYS <= 32, "conf.key_line is too small");
+_Static_assert(NKEYS <= 48, "conf.key_line is too small");
 
 struct conf *conf_create(void)
 {
@@ -488,6 +571,11 @@ struct conf *conf_create(void)
 	c->io_class = CONF_IO_IDLE;
 	c->connection_timeout = 30;
 	c->drain_timeout = 60;
+	c->archive_workers = 1;
+	c->yield_to_jobs = 1;
+	c->yield_bandwidth = 0;
+	c->yield_max_delay = 2 * 3600;
+	c->yield_trickle = 10ULL << 20;
 	return c;
 }
 
@@ -627,6 +715,7 @@ void conf_destroy(struct conf *c)
 	_free_list(c->admin_groups);
 	free(c->pid_file);
 	free(c->checksum);
+	free(c->yield_probe);
 	free(c);
 }
 

@@ -60,7 +60,17 @@ struct conf {
 	char *checksum;                /* checksum algorithm name: xxh128 or sha256 */
 	int slurm_watch;               /* 1: find held jobs through libslurm (needs slurm.conf);
 					  0: API only (a mover host without Slurm, tests) */
-	int key_line[32];              /* line each key was set on, 0 = default (conf.c only) */
+	int archive_workers;           /* at most this many of the workers run after-job
+					  transfers (archive, stage_out) at once */
+	int yield_to_jobs;             /* 1: after-job transfers yield to running jobs on
+					  their file systems */
+	uint64_t yield_bandwidth;      /* bytes/s of a yielding transfer; 0 = pause */
+	int yield_max_delay;           /* seconds a transfer yields before it goes on at
+					  yield_trickle; 0 = yield for as long as jobs run */
+	uint64_t yield_trickle;        /* bytes/s after yield_max_delay (0 = unlimited) */
+	char *yield_probe;             /* test/site hook: a file listing busy directories,
+					  one per line, as if jobs ran there; NULL = none */
+	int key_line[48];              /* line each key was set on, 0 = default (conf.c only) */
 };
 
 /* Defaults where the build put the config file. */
@@ -89,6 +99,8 @@ void conf_destroy(struct conf *c);
 
 /* Parse "200M", "1G/s", "0": bytes per second. Returns 0 or -1. */
 int conf_parse_bytes(const char *s, uint64_t *out);
+/* Parse "90", "90s", "15m", "2h", "1d": seconds. Returns 0 or -1. */
+int conf_parse_seconds(const char *s, long *out);
 
 /* Static names for messages and health output. */
 const char *conf_xattr_prefix(const struct conf *c); /* "user." or "trusted." */

@@ -13,6 +13,7 @@
 #include "dsl.h"
 #include "lifecycle.h"
 #include "slurm_watch.h"
+#include "yield.h"
 #include "log.h"
 #include "queue.h"
 
@@ -369,6 +370,7 @@ static const struct lifecycle_hook _job_end_hook = {
 const struct lifecycle_hook *const lifecycle_hooks[] = {
 	&_job_end_hook,
 	&slurm_watch_hook,
+	&yield_hook,
 	NULL,
 };
 

@@ -197,8 +197,9 @@ static void _reload(struct daemon *d)
 	pthread_rwlock_unlock(&d->conf_lock);
 	log_set_level(nc->log_level);
 	xfer_bucket_set_rate(d->bucket, nc->bandwidth_cap);
-	log_info("configuration reloaded from %s (Workers=%d, BandwidthCap=%llu B/s, LogLevel=%s)",
-		 d->conf_path, nc->workers, (unsigned long long)nc->bandwidth_cap,
+	log_info("configuration reloaded from %s (Workers=%d, ArchiveWorkers=%d, BandwidthCap=%llu "
+		 "B/s, YieldToJobs=%s, LogLevel=%s)", d->conf_path, nc->workers, nc->archive_workers,
+		 (unsigned long long)nc->bandwidth_cap, nc->yield_to_jobs ? "yes" : "no",
 		 conf_log_level_name(nc->log_level));
 	conf_destroy(old);
 }
@@ -212,7 +213,9 @@ static void _schedule(struct daemon *d, int64_t now)
 	worker_pool_check_cancelled(d->pool);
 	while (worker_pool_busy(d->pool) < d->conf->workers) {
 		struct queue_request *r = NULL;
-		int rc = queue_request_claim(d->q, now, &r, err, sizeof(err));
+		/* Stage-in is never starved by archives: those get ArchiveWorkers at most. */
+		int after_ok = worker_pool_busy_after_job(d->pool) < d->conf->archive_workers;
+		int rc = queue_request_claim_ex(d->q, now, after_ok, &r, err, sizeof(err));
 
 		if (rc < 0)
 			log_err("cannot claim a queued request: %s", err);

@@ -129,6 +129,17 @@ char *metrics_render(struct daemon *d)
 	_add(&b, "# HELP stagehand_job_end_events_total Job-end events accepted since start.\n"
 	     "# TYPE stagehand_job_end_events_total counter\nstagehand_job_end_events_total %llu\n",
 	     (unsigned long long)atomic_load(&m->job_end_events));
+	_add(&b, "# HELP stagehand_yield_active After-job transfers held back now (paused or "
+	     "throttled) because jobs run on their file system.\n"
+	     "# TYPE stagehand_yield_active gauge\nstagehand_yield_active %d\n",
+	     atomic_load(&m->yield_active));
+	_add(&b, "# HELP stagehand_yield_busy_filesystems File systems holding running jobs' "
+	     "directories.\n# TYPE stagehand_yield_busy_filesystems gauge\n"
+	     "stagehand_yield_busy_filesystems %d\n", atomic_load(&m->yield_busy_fs));
+	_add(&b, "# HELP stagehand_yield_seconds_total Time some after-job transfer was held "
+	     "back for running jobs.\n# TYPE stagehand_yield_seconds_total counter\n"
+	     "stagehand_yield_seconds_total %.1f\n",
+	     (double)atomic_load(&m->yield_ms) / 1000.0);
 	if (b.oom) {
 		free(b.s);
 		return NULL;

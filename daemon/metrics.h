@@ -20,6 +20,9 @@ struct metrics {
 	atomic_uint_fast64_t retries;         /* attempts scheduled for retry */
 	atomic_uint_fast64_t job_end_events;  /* accepted job-end events */
 	atomic_int workers_busy;              /* worker processes now */
+	atomic_int yield_active;              /* after-job workers held back now */
+	atomic_int yield_busy_fs;             /* file systems with running jobs */
+	atomic_uint_fast64_t yield_ms;        /* time some worker was held back */
 	_Atomic double rate;                  /* bytes/s over the window */
 	uint64_t ring_bytes[10];              /* main loop only: bytes_moved per second */
 	int64_t ring_time[10];

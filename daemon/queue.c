@@ -477,17 +477,25 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
 int queue_request_claim(struct queue *q, int64_t now, struct queue_request **out,
 			char *err, size_t errlen)
 {
+	return queue_request_claim_ex(q, now, 1, out, err, errlen);
+}
+
+int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
+			   struct queue_request **out, char *err, size_t errlen)
+{
 	sqlite3_stmt *st;
 	int64_t id;
 	int rc = -1, step;
 
 	qp_begin(q);
 	st = qp_prep(q, "SELECT id FROM requests WHERE state='queued' AND"
-		   " (next_attempt_at IS NULL OR next_attempt_at <= ?1) ORDER BY id LIMIT 1",
+		   " (next_attempt_at IS NULL OR next_attempt_at <= ?1)"
+		   " AND (?2 OR action NOT IN ('archive','stage_out')) ORDER BY id LIMIT 1",
 		   err, errlen);
 	if (!st)
 		goto out;
 	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_int(st, 2, after_job_ok ? 1 : 0);
 	step = sqlite3_step(st);
 	if (step != SQLITE_ROW) {
 		sqlite3_finalize(st);

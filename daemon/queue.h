@@ -132,6 +132,9 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
  */
 int queue_request_claim(struct queue *q, int64_t now, struct queue_request **out,
 			char *err, size_t errlen);
+/* The same; after_job_ok 0 skips archive and stage_out requests (ArchiveWorkers is full). */
+int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
+			   struct queue_request **out, char *err, size_t errlen);
 
 /*
  * Move a request to state to, if it is in from (from = -1: any state from

@@ -101,15 +101,47 @@ void sjob_free(struct sjob *jobs, size_t n)
 	free(jobs);
 }
 
+/* Append a copy of s (when set) to the NULL-terminated list *l of *n entries. */
+static int _push(char ***l, size_t *n, const char *s)
+{
+	char **nl;
+
+	if (!s || !*s)
+		return 0;
+	nl = realloc(*l, (*n + 2) * sizeof(*nl));
+	if (!nl)
+		return -1;
+	*l = nl;
+	nl[*n] = strdup(s);
+	if (!nl[*n])
+		return -1;
+	nl[++*n] = NULL;
+	return 0;
+}
+
+void sjob_free_paths(char **paths)
+{
+	for (char **p = paths; p && *p; p++)
+		free(*p);
+	free(paths);
+}
+
 int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen)
+{
+	return sjob_list_ex(out, n, NULL, err, errlen);
+}
+
+int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_t errlen)
 {
 	job_info_msg_t *msg = NULL;
 	struct sjob *jobs;
-	size_t cnt = 0;
+	size_t cnt = 0, nrun = 0;
 	uint32_t i;
 
 	*out = NULL;
 	*n = 0;
+	if (running)
+		*running = NULL;
 	if (slurm_load_jobs(0, &msg, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
 		_err_slurm(err, errlen, "cannot list jobs from slurmctld", 0);
 		return -1;
@@ -123,9 +155,23 @@ int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen)
 	for (i = 0; i < msg->record_count; i++) {
 		const slurm_job_info_t *ji = &msg->job_array[i];
 
+		if (running && (ji->job_state & JOB_STATE_BASE) == JOB_RUNNING &&
+		    (_push(running, &nrun, ji->work_dir) < 0 || _push(running, &nrun, ji->std_out) < 0 ||
+		     _push(running, &nrun, ji->std_err) < 0)) {
+			sjob_free_paths(*running);
+			*running = NULL;
+			sjob_free(jobs, cnt);
+			slurm_free_job_info_msg(msg);
+			snprintf(err, errlen, "out of memory reading job %u", ji->job_id);
+			return -1;
+		}
 		if (!_plan_text(ji->admin_comment))
 			continue;
 		if (_fill(&jobs[cnt], ji) < 0) {
+			if (running) {
+				sjob_free_paths(*running);
+				*running = NULL;
+			}
 			sjob_free(jobs, cnt);
 			slurm_free_job_info_msg(msg);
 			snprintf(err, errlen, "out of memory reading job %u", ji->job_id);

@@ -56,6 +56,16 @@ void sjob_fini(void);
  */
 int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen);
 
+/*
+ * The same, and when running is not NULL also the directories of every
+ * RUNNING job (with or without a plan): its WorkDir, StdOut and StdErr, as a
+ * new NULL-terminated list (free with sjob_free_paths; NULL when none). The
+ * paths are slurmctld's record, never stat()ed by the daemon: the yield
+ * module maps them to file systems by prefix against the configured roots.
+ */
+int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_t errlen);
+void sjob_free_paths(char **paths);
+
 void sjob_free(struct sjob *jobs, size_t n);
 void sjob_clear(struct sjob *job);
 

@@ -43,6 +43,7 @@
 #include "queue.h"
 #include "slurm_jobs.h"
 #include "slurm_watch.h"
+#include "yield.h"
 
 /* hold_state values kept in the queue's jobs table (queue_job.hold_state). */
 #define HS_STAGING   "staging"    /* requests created, waiting for them */
@@ -372,11 +373,11 @@ static void _tick(struct daemon *d, int64_t now_ms)
 {
 	struct sjob *jobs = NULL;
 	size_t n = 0, i;
-	char err[512];
+	char err[512], **running = NULL;
 
 	if (!_slurm_ok)
 		return;
-	if (sjob_list(&jobs, &n, err, sizeof(err)) < 0) {
+	if (sjob_list_ex(&jobs, &n, &running, err, sizeof(err)) < 0) {
 		/* slurmctld down or restarting: nothing is lost, try next tick. */
 		if (now_ms - _last_err_ms > 60000) {
 			log_warn("%s (retrying)", err);
@@ -384,6 +385,8 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		}
 		return;
 	}
+	/* The yield module takes the list (it was slurmctld's view a moment ago). */
+	yield_set_running(d, running);
 	for (i = 0; i < n; i++) {
 		const struct sjob *j = &jobs[i];
 		struct queue_job *qj = NULL;

@@ -23,6 +23,7 @@
 #include "worker.h"
 #include "xattr.h"
 #include "xfer.h"
+#include "yield.h"
 
 #define BUF_MAX (2 * (sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX))
 #define MAX_FDS 16
@@ -40,6 +41,9 @@ struct _worker {
 	int cancelled;               /* stopped by cancel: request already cancelled */
 	int stopped;                 /* stopped by drain: checkpoint as queued */
 	int exited, status;
+	struct xfer_bucket *yb;      /* this worker's own bucket (yield), parent = global cap */
+	int64_t yield_since_ms;      /* when it started yielding; 0 = not yielding */
+	int yield_mode;              /* 0 none, 1 paused, 2 throttled, 3 trickle */
 };
 
 struct worker_pool {
@@ -85,6 +89,7 @@ void worker_pool_destroy(struct worker_pool *p)
 			close(w->chan);
 		_close_fds(w);
 		queue_request_free(w->req);
+		xfer_bucket_destroy(w->yb);
 	}
 	free(p->w);
 	free(p);
@@ -109,7 +114,7 @@ static int _ioprio_idle(void)
 static void _child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
 		   const gid_t *groups, int ngroups, const struct xfer_done_ent *done,
 		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
-		   int idle)
+		   int idle, struct xfer_bucket *yb)
 {
 	struct sigaction sa;
 	struct xfer_ctx ctx;
@@ -162,7 +167,7 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.dest = r->dest;
 	ctx.keep = keep;
 	ctx.algo = algo;
-	ctx.bucket = d->bucket;
+	ctx.bucket = yb ? yb : d->bucket;
 	ctx.xattr_ns = conf_xattr_prefix(d->conf);
 	ctx.label_via_daemon = d->conf->xattr_ns == CONF_XATTR_TRUSTED;
 	ctx.done = done;
@@ -211,6 +216,75 @@ static void _free_done(struct _doneset *s)
 }
 
 static void _settle(struct worker_pool *p, struct _worker *w);
+
+static int64_t _now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *const _mode_names[] = { "running", "paused", "throttled", "trickling" };
+
+/* Apply the yield decision to one worker; returns 1 if it is held back. */
+static int _yield_one(struct worker_pool *p, struct _worker *w, int64_t now_ms)
+{
+	const struct conf *c = p->d->conf;
+	int mode = 0;
+	uint64_t rate = 0;
+
+	if (!w->yb || !w->req)
+		return 0;
+	if (yield_request_affected(p->d, w->req)) {
+		if (!w->yield_since_ms)
+			w->yield_since_ms = now_ms;
+		if (c->yield_max_delay && now_ms - w->yield_since_ms >= (int64_t)c->yield_max_delay * 1000) {
+			mode = 3;
+			rate = c->yield_trickle;
+		} else if (c->yield_bandwidth == 0) {
+			mode = 1;
+		} else {
+			mode = 2;
+			rate = c->yield_bandwidth;
+		}
+	} else {
+		w->yield_since_ms = 0;
+	}
+	if (mode != w->yield_mode) {
+		xfer_bucket_set_rate(w->yb, rate);
+		xfer_bucket_set_paused(w->yb, mode == 1);
+		if (mode == 0)
+			log_info("request %lld: running jobs left its file system; %s resumes",
+				 (long long)w->req->id, w->req->action);
+		else
+			log_info("request %lld: %s %s while jobs run on its file system%s",
+				 (long long)w->req->id, w->req->action, _mode_names[mode],
+				 mode == 3 ? " (YieldMaxDelay reached)" : "");
+		w->yield_mode = mode;
+	}
+	return mode != 0;
+}
+
+int worker_pool_yield(struct worker_pool *p, int64_t now_ms)
+{
+	int held = 0;
+
+	for (int k = 0; k < p->nslots; k++)
+		if (p->w[k].pid > 0 && p->w[k].req)
+			held += _yield_one(p, &p->w[k], now_ms);
+	return held;
+}
+
+int worker_pool_busy_after_job(const struct worker_pool *p)
+{
+	int n = 0;
+
+	for (int k = 0; k < p->nslots; k++)
+		if (p->w[k].pid > 0 && p->w[k].req && yield_after_job(p->w[k].req->action))
+			n++;
+	return n;
+}
 
 int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 {
@@ -269,6 +343,18 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		_free_done(&ds);
 		ds = (struct _doneset){ 0 };
 	}
+	/* Its own bucket in front of the global one: the yield module pauses or
+	   throttles this worker alone. Made before fork so both see one page. */
+	if (!p->w[slot].yb) {
+		p->w[slot].yb = xfer_bucket_create(0);
+		if (!p->w[slot].yb) {
+			_free_done(&ds);
+			goto fail_mem;
+		}
+	}
+	xfer_bucket_set_parent(p->w[slot].yb, d->bucket);
+	xfer_bucket_set_rate(p->w[slot].yb, 0);
+	xfer_bucket_set_paused(p->w[slot].yb, 0);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_err("request %lld: socketpair: %s", (long long)r->id, strerror(errno));
 		_free_done(&ds);
@@ -285,19 +371,23 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	if (pid == 0) {
 		close(sv[0]);
 		_child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
-		       d->conf->io_class == CONF_IO_IDLE);
+		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb);
 	}
 	close(sv[1]);
 	_free_done(&ds);
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	{
 		struct _worker *w = &p->w[slot];
+		struct xfer_bucket *yb = w->yb;
 
 		memset(w, 0, sizeof(*w));
 		w->pid = pid;
 		w->chan = sv[0];
 		w->req = r;
 		w->result = -1;
+		w->yb = yb;
+		/* Yield from the first byte if its file system is busy already. */
+		_yield_one(p, w, _now_ms());
 	}
 	p->busy++;
 	atomic_store(&d->metrics->workers_busy, p->busy);
@@ -520,6 +610,8 @@ static void _settle(struct worker_pool *p, struct _worker *w)
 	queue_request_free(w->req);
 	w->req = NULL;
 	w->pid = 0;
+	w->yield_since_ms = 0;
+	w->yield_mode = 0;
 	p->busy--;
 	atomic_store(&d->metrics->workers_busy, p->busy);
 }

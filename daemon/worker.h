@@ -26,6 +26,14 @@ struct worker_pool *worker_pool_create(struct daemon *d);
 void worker_pool_destroy(struct worker_pool *p);
 
 int worker_pool_busy(const struct worker_pool *p);
+/* Workers running after-job transfers (archive, stage_out): capped by ArchiveWorkers. */
+int worker_pool_busy_after_job(const struct worker_pool *p);
+
+/*
+ * Pause, throttle or release each after-job worker as yield.h decides
+ * (YieldBandwidth, YieldMaxDelay, YieldTrickle). Returns how many are held back.
+ */
+int worker_pool_yield(struct worker_pool *p, int64_t now_ms);
 
 /* Start a worker for a claimed (running) request; takes ownership of r. 0 or -1. */
 int worker_pool_start(struct worker_pool *p, struct queue_request *r);

@@ -172,6 +172,8 @@ struct xfer_bucket {
 	uint64_t rate;           /* bytes per second, 0 = unlimited */
 	double tokens;           /* may go negative: a debt the next callers wait out */
 	double last;             /* monotonic seconds of the last refill */
+	volatile int paused;     /* 1: takers wait until it is 0 again (yield) */
+	struct xfer_bucket *parent; /* also charged after this one (the global cap) */
 };
 
 static double _mono(void)
@@ -224,12 +226,37 @@ void xfer_bucket_set_rate(struct xfer_bucket *b, uint64_t rate)
 	pthread_mutex_unlock(&b->lock);
 }
 
+void xfer_bucket_set_parent(struct xfer_bucket *b, struct xfer_bucket *parent)
+{
+	b->parent = parent;
+}
+
+void xfer_bucket_set_paused(struct xfer_bucket *b, int paused)
+{
+	__atomic_store_n(&b->paused, paused, __ATOMIC_SEQ_CST);
+}
+
+int xfer_bucket_paused(const struct xfer_bucket *b)
+{
+	return __atomic_load_n(&b->paused, __ATOMIC_SEQ_CST);
+}
+
+static void _sleep(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	nanosleep(&ts, NULL);
+}
+
 void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop)
 {
 	double wait = 0, now;
 
 	if (!b)
 		return;
+	/* Paused (yielding to running jobs): hold the bytes already moved until released. */
+	while (xfer_bucket_paused(b) && !(stop && *stop))
+		_sleep(0.05);
 	_lock(b);
 	if (b->rate) {
 		double burst = (double)b->rate / 4;	/* at most 250 ms of credit */
@@ -246,11 +273,15 @@ void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *
 	pthread_mutex_unlock(&b->lock);
 	while (wait > 0 && !(stop && *stop)) {
 		double step = wait > 0.2 ? 0.2 : wait;
-		struct timespec ts = { (time_t)step, (long)((step - (double)(time_t)step) * 1e9) };
 
-		nanosleep(&ts, NULL);
+		_sleep(step);
 		wait -= step;
+		/* A pause set while we wait out a debt takes effect at once. */
+		while (xfer_bucket_paused(b) && !(stop && *stop))
+			_sleep(0.05);
 	}
+	if (b->parent)
+		xfer_bucket_take(b->parent, n, stop);
 }
 
 const struct xfer_done_ent *xfer_done_find(const struct xfer_done_ent *d, size_t n,

@@ -112,7 +112,18 @@ struct xfer_bucket *xfer_bucket_create(uint64_t rate);
 void xfer_bucket_destroy(struct xfer_bucket *b);
 /* New cap in bytes/s (0 = unlimited); takes effect at once in every worker. */
 void xfer_bucket_set_rate(struct xfer_bucket *b, uint64_t rate);
-/* Wait until n bytes may be moved. Returns early if *stop becomes set. */
+/*
+ * Chain: b's takers are charged to parent too (a worker's own bucket, used
+ * to yield, in front of the global BandwidthCap). Set before fork.
+ */
+void xfer_bucket_set_parent(struct xfer_bucket *b, struct xfer_bucket *parent);
+/* Paused: every take waits (in 50 ms steps) until unpaused or stopped. */
+void xfer_bucket_set_paused(struct xfer_bucket *b, int paused);
+int xfer_bucket_paused(const struct xfer_bucket *b);
+/*
+ * Wait until n bytes may be moved (after this bucket, its parent's). Returns
+ * early if *stop becomes set.
+ */
 void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop);
 
 /* ---- resume set ---- */

@@ -128,6 +128,35 @@ int main(void)
 	ok(conf_parse_bytes("512KB", &b) == 0 && b == 512 << 10, "bytes: 512KB");
 	ok(conf_parse_bytes("-1", &b) < 0 && conf_parse_bytes("1Q", &b) < 0 &&
 	   conf_parse_bytes("99999999999999999999T", &b) < 0, "bytes: bad input refused");
+	{
+		long sec;
+
+		ok(conf_parse_seconds("90", &sec) == 0 && sec == 90, "seconds: 90");
+		ok(conf_parse_seconds("15m", &sec) == 0 && sec == 900, "seconds: 15m");
+		ok(conf_parse_seconds("2h", &sec) == 0 && sec == 7200, "seconds: 2h");
+		ok(conf_parse_seconds("1d", &sec) == 0 && sec == 86400, "seconds: 1d");
+		ok(conf_parse_seconds("h", &sec) < 0 && conf_parse_seconds("5x", &sec) < 0 &&
+		   conf_parse_seconds("-5", &sec) < 0, "seconds: bad input refused");
+	}
+	c = conf_create();
+	ok(c->archive_workers == 1 && c->yield_to_jobs == 1 && c->yield_bandwidth == 0 &&
+	   c->yield_max_delay == 7200 && c->yield_trickle == 10ULL << 20 && !c->yield_probe,
+	   "yield defaults: ArchiveWorkers=1 YieldToJobs=yes YieldBandwidth=0 "
+	   "YieldMaxDelay=2h YieldTrickle=10M");
+	conf_destroy(c);
+	ok(_parse("ArchiveWorkers=3\nYieldToJobs=no\nYieldBandwidth=20M\nYieldMaxDelay=30m\n"
+		  "YieldTrickle=1M\nYieldProbe=/run/busy\n", &c, err, sizeof(err)) == 0 &&
+	   c->archive_workers == 3 && !c->yield_to_jobs && c->yield_bandwidth == 20ULL << 20 &&
+	   c->yield_max_delay == 1800 && c->yield_trickle == 1ULL << 20 &&
+	   strcmp(c->yield_probe, "/run/busy") == 0, "yield keys parsed: %s", err);
+	conf_destroy(c);
+	ok(_err_at("ArchiveWorkers=0\n", 1, "ArchiveWorkers must be an integer"), "ArchiveWorkers=0");
+	ok(_err_at("YieldToJobs=maybe\n", 1, "'yes' or 'no'"), "bad YieldToJobs");
+	ok(_err_at("YieldBandwidth=slow\n", 1, "YieldBandwidth"), "bad YieldBandwidth");
+	ok(_err_at("YieldMaxDelay=forever\n", 1, "YieldMaxDelay must be a duration"),
+	   "bad YieldMaxDelay");
+	ok(_err_at("YieldMaxDelay=31d\n", 1, "up to 30d"), "YieldMaxDelay too long");
+	ok(_err_at("YieldProbe=busy.txt\n", 1, "absolute path"), "relative YieldProbe");
 	unlink(_path);
 	return tap_done();
 }
