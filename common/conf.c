@@ -503,6 +503,28 @@ static int _k_yieldprobe(struct conf *c, const char *v, char *w, size_t wl)
 	return _set_path(&c->yield_probe, v, "YieldProbe", w, wl);
 }
 
+static int _k_syncmode(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "batch") == 0)
+		c->sync_batch = 1;
+	else if (strcasecmp(v, "file") == 0)
+		c->sync_batch = 0;
+	else
+		return _fail(w, wl, "SyncMode must be 'batch' or 'file', not '%s'", v);
+	return 0;
+}
+
+static int _k_verifymode(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "full") == 0)
+		c->verify_sample = 0;
+	else if (strcasecmp(v, "sample") == 0)
+		c->verify_sample = 1;
+	else
+		return _fail(w, wl, "VerifyMode must be 'full' or 'sample', not '%s'", v);
+	return 0;
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -534,6 +556,8 @@ static const struct _key _keys[] = {
 	{ "YieldMaxDelay", _k_yieldmax },
 	{ "YieldTrickle", _k_yieldtrickle },
 	{ "YieldProbe", _k_yieldprobe },
+	{ "SyncMode", _k_syncmode },
+	{ "VerifyMode", _k_verifymode },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -572,6 +596,7 @@ struct conf *conf_create(void)
 	c->connection_timeout = 30;
 	c->drain_timeout = 60;
 	c->archive_workers = 1;
+	c->sync_batch = 1;
 	c->yield_to_jobs = 1;
 	c->yield_bandwidth = 0;
 	c->yield_max_delay = 2 * 3600;

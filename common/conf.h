@@ -68,6 +68,10 @@ struct conf {
 	int yield_max_delay;           /* seconds a transfer yields before it goes on at
 					  yield_trickle; 0 = yield for as long as jobs run */
 	uint64_t yield_trickle;        /* bytes/s after yield_max_delay (0 = unlimited) */
+	int sync_batch;                /* SyncMode: 1 batch (one syncfs per batch of small
+					  files), 0 file (one fsync per file) */
+	int verify_sample;             /* VerifyMode: 0 full (read every byte back), 1 sample
+					  (large files: 1 chunk in 16 read back) */
 	char *yield_probe;             /* test/site hook: a file listing busy directories,
 					  one per line, as if jobs ran there; NULL = none */
 	int key_line[48];              /* line each key was set on, 0 = default (conf.c only) */

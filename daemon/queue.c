@@ -142,15 +142,61 @@ char *qp_col_dup(sqlite3_stmt *st, int i)
 	return t ? strdup((const char *)t) : NULL;
 }
 
+sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errlen)
+{
+	int i;
+
+	for (i = 0; i < QP_CACHE_MAX && q->cache[i].sql; i++)
+		if (q->cache[i].sql == sql) {
+			sqlite3_reset(q->cache[i].st);
+			sqlite3_clear_bindings(q->cache[i].st);
+			return q->cache[i].st;
+		}
+	if (i == QP_CACHE_MAX) {
+		qp_err(err, errlen, "internal: statement cache full");
+		return NULL;
+	}
+	if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &q->cache[i].st,
+			       NULL) != SQLITE_OK) {
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+		q->cache[i].st = NULL;
+		return NULL;
+	}
+	q->cache[i].sql = sql;
+	return q->cache[i].st;
+}
+
+int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+		sqlite3_reset(st);
+		return -1;
+	}
+	sqlite3_reset(st);
+	return 0;
+}
+
 void qp_begin(struct queue *q)
 {
 	pthread_mutex_lock(&q->lock);
-	sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	/* Inside a batch (same thread: the lock is recursive) a savepoint nests. */
+	sqlite3_exec(q->db, q->batch ? "SAVEPOINT qp" : "BEGIN IMMEDIATE", NULL, NULL, NULL);
 }
 
 /* Commit (rc == 0) or roll back, then unlock. durable: this commit is FULL. */
 int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 {
+	if (q->batch) {
+		if (rc != 0)
+			sqlite3_exec(q->db, "ROLLBACK TO qp", NULL, NULL, NULL);
+		sqlite3_exec(q->db, "RELEASE qp", NULL, NULL, NULL);
+		q->batch_durable |= durable && rc == 0;
+		pthread_mutex_unlock(&q->lock);
+		return rc;
+	}
 	if (rc == 0) {
 		if (durable)
 			sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
@@ -208,11 +254,16 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	sqlite3_stmt *st;
 	int ver = -1;
 
+	pthread_mutexattr_t ma;
+
 	if (!q) {
 		qp_err(err, errlen, "out of memory");
 		return NULL;
 	}
-	pthread_mutex_init(&q->lock, NULL);
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&q->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	if (sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			    SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
 		qp_err(err, errlen, "cannot open state database %s: %s (check StateDB and that "
@@ -255,10 +306,44 @@ fail:
 	return NULL;
 }
 
+int queue_batch_begin(struct queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	if (q->batch || sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	q->batch = 1;
+	q->batch_durable = 0;
+	return 0;
+}
+
+int queue_batch_end(struct queue *q, char *err, size_t errlen)
+{
+	int rc = 0, durable = q->batch_durable;
+
+	q->batch = 0;
+	q->batch_durable = 0;
+	if (durable)
+		sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
+		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		rc = -1;
+	}
+	if (durable)
+		sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
 void queue_close(struct queue *q)
 {
 	if (!q)
 		return;
+	for (int i = 0; i < QP_CACHE_MAX; i++)
+		if (q->cache[i].st)
+			sqlite3_finalize(q->cache[i].st);
 	if (q->db)
 		sqlite3_close(q->db);
 	pthread_mutex_destroy(&q->lock);

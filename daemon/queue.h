@@ -103,6 +103,17 @@ void queue_close(struct queue *q);
  */
 int queue_recover(struct queue *q, int *nrequests, int *nitems, char *err, size_t errlen);
 
+/*
+ * Batch: the state changes this thread makes until queue_batch_end share one
+ * transaction (each still all-or-nothing, as a savepoint), so a stream of
+ * per-file records costs one commit instead of one each. The queue stays
+ * locked for the batch: keep batches short (the worker pool bounds them).
+ * The commit is FULL if any change inside asked for it. begin: 0, or -1
+ * (then changes commit one by one as usual). end: 0 or -1 with err.
+ */
+int queue_batch_begin(struct queue *q);
+int queue_batch_end(struct queue *q, char *err, size_t errlen);
+
 /* ---- requests ---- */
 int queue_request_create(struct queue *q, const struct queue_new_request *nr,
 			 int64_t *id_out, char *err, size_t errlen);
@@ -194,6 +205,15 @@ struct queue_audit {
 };
 int queue_item_done(struct queue *q, int64_t req, const char *relpath, const char *cks_dst,
 		    const struct queue_audit *audit, char *err, size_t errlen);
+/*
+ * A file copied, durable and verified, reported in one step (the worker's
+ * XR_ITEM_FILE): the item is created or updated straight to done with both
+ * checksums (which must be equal), the request's counters advance (unless
+ * it was done already) and the audit row is added, in one transaction.
+ */
+int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int64_t size,
+			 int64_t mtime_ns, int mode, const char *cks_src, const char *cks_dst,
+			 const struct queue_audit *a, char *err, size_t errlen);
 /* failed or skipped with a message. */
 int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const char *type,
 		      enum queue_item_state st, const char *error, char *err, size_t errlen);

@@ -14,7 +14,7 @@ int queue_item_start(struct queue *q, int64_t req, const char *relpath, const ch
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_prep(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
+	st = qp_cached(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
 		     " attempts) VALUES (?1,?2,?3,?4,?5,?6,'running',1)"
 		     " ON CONFLICT (request_id, relpath) DO UPDATE SET type=?3, size=?4, mtime=?5,"
 		     " mode=?6, state='running', attempts=attempts+1, checksum_src=NULL,"
@@ -26,7 +26,7 @@ int queue_item_start(struct queue *q, int64_t req, const char *relpath, const ch
 		sqlite3_bind_int64(st, 4, size);
 		sqlite3_bind_int64(st, 5, mtime_ns);
 		sqlite3_bind_int(st, 6, mode);
-		rc = qp_step_done(q, st, err, errlen);
+		rc = qp_step_reset(q, st, err, errlen);
 	}
 	return qp_end(q, rc, 0, err, errlen);
 }
@@ -38,13 +38,13 @@ int queue_item_copied(struct queue *q, int64_t req, const char *relpath, const c
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE items SET state='verifying', checksum_src=?3 WHERE request_id=?1"
+	st = qp_cached(q, "UPDATE items SET state='verifying', checksum_src=?3 WHERE request_id=?1"
 		     " AND relpath=?2 AND state='running'", err, errlen);
 	if (st) {
 		sqlite3_bind_int64(st, 1, req);
 		qp_bind_text(st, 2, relpath);
 		qp_bind_text(st, 3, cks_src);
-		rc = qp_step_done(q, st, err, errlen);
+		rc = qp_step_reset(q, st, err, errlen);
 		if (rc == 0 && sqlite3_changes(q->db) != 1) {
 			qp_err(err, errlen, "request %lld: item '%s' was not running",
 			       (long long)req, relpath);
@@ -68,14 +68,14 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 	 * equals the source's may become done: the comparison is done here as well
 	 * as in the worker, so nothing is marked done unverified.
 	 */
-	st = qp_prep(q, "SELECT size, type, checksum_src FROM items WHERE request_id=?1 AND"
+	st = qp_cached(q, "SELECT size, type, checksum_src FROM items WHERE request_id=?1 AND"
 		     " relpath=?2 AND state IN ('verifying','running')", err, errlen);
 	if (!st)
 		goto out;
 	sqlite3_bind_int64(st, 1, req);
 	qp_bind_text(st, 2, relpath);
 	if (sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		qp_err(err, errlen, "request %lld: item '%s' is not being copied", (long long)req,
 		       relpath);
 		goto out;
@@ -85,35 +85,35 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 		  strcmp((const char *)sqlite3_column_text(st, 1), "file") == 0;
 	if (is_file && (!cks_dst || !sqlite3_column_text(st, 2) ||
 			strcmp((const char *)sqlite3_column_text(st, 2), cks_dst) != 0)) {
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		qp_err(err, errlen, "request %lld: item '%s': destination checksum does not match "
 		       "the source", (long long)req, relpath);
 		goto out;
 	}
-	sqlite3_finalize(st);
-	st = qp_prep(q, "UPDATE items SET state='done', checksum_dst=?3, error=NULL"
+	sqlite3_reset(st);
+	st = qp_cached(q, "UPDATE items SET state='done', checksum_dst=?3, error=NULL"
 		     " WHERE request_id=?1 AND relpath=?2", err, errlen);
 	if (!st)
 		goto out;
 	sqlite3_bind_int64(st, 1, req);
 	qp_bind_text(st, 2, relpath);
 	qp_bind_text(st, 3, cks_dst);
-	if (qp_step_done(q, st, err, errlen) < 0)
+	if (qp_step_reset(q, st, err, errlen) < 0)
 		goto out;
 	if (is_file) {
-		st = qp_prep(q, "UPDATE requests SET files_done=files_done+1,"
+		st = qp_cached(q, "UPDATE requests SET files_done=files_done+1,"
 			     " bytes_done=bytes_done+?2, updated=?3 WHERE id=?1", err, errlen);
 		if (!st)
 			goto out;
 		sqlite3_bind_int64(st, 1, req);
 		sqlite3_bind_int64(st, 2, size);
 		sqlite3_bind_int64(st, 3, qp_now());
-		if (qp_step_done(q, st, err, errlen) < 0)
+		if (qp_step_reset(q, st, err, errlen) < 0)
 			goto out;
 	}
 	if (a) {
 		/* The unique key makes a redo after a crash add no second row. */
-		st = qp_prep(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id, path_src,"
+		st = qp_cached(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id, path_src,"
 			     " path_dst, bytes, checksum, started, ended) VALUES"
 			     " (?1,?2,?3,?4,?5,?6,?7,?8,?9)", err, errlen);
 		if (!st)
@@ -130,7 +130,80 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 		qp_bind_text(st, 7, a->checksum);
 		sqlite3_bind_int64(st, 8, a->started);
 		sqlite3_bind_int64(st, 9, a->ended);
-		if (qp_step_done(q, st, err, errlen) < 0)
+		if (qp_step_reset(q, st, err, errlen) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	return qp_end(q, rc, 0, err, errlen);
+}
+
+int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int64_t size,
+			 int64_t mtime_ns, int mode, const char *cks_src, const char *cks_dst,
+			 const struct queue_audit *a, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1, was_done = 0;
+
+	/* Checked here as well as in the worker: nothing is marked done unverified. */
+	if (!cks_src || !cks_dst || !*cks_src || strcmp(cks_src, cks_dst) != 0) {
+		qp_err(err, errlen, "request %lld: item '%s': destination checksum does not match "
+		       "the source", (long long)req, relpath);
+		return -1;
+	}
+	qp_begin(q);
+	st = qp_cached(q, "SELECT state FROM items WHERE request_id=?1 AND relpath=?2", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, req);
+	qp_bind_text(st, 2, relpath);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		was_done = strcmp((const char *)sqlite3_column_text(st, 0), "done") == 0;
+	sqlite3_reset(st);
+	st = qp_cached(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
+		       " checksum_src, checksum_dst, attempts) VALUES"
+		       " (?1,?2,'file',?3,?4,?5,'done',?6,?6,1)"
+		       " ON CONFLICT (request_id, relpath) DO UPDATE SET type='file', size=?3,"
+		       " mtime=?4, mode=?5, state='done', checksum_src=?6, checksum_dst=?6,"
+		       " error=NULL, attempts=attempts+1", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, req);
+	qp_bind_text(st, 2, relpath);
+	sqlite3_bind_int64(st, 3, size);
+	sqlite3_bind_int64(st, 4, mtime_ns);
+	sqlite3_bind_int(st, 5, mode);
+	qp_bind_text(st, 6, cks_dst);
+	if (qp_step_reset(q, st, err, errlen) < 0)
+		goto out;
+	if (!was_done) {
+		st = qp_cached(q, "UPDATE requests SET files_done=files_done+1,"
+			       " bytes_done=bytes_done+?2, updated=?3 WHERE id=?1", err, errlen);
+		if (!st)
+			goto out;
+		sqlite3_bind_int64(st, 1, req);
+		sqlite3_bind_int64(st, 2, size);
+		sqlite3_bind_int64(st, 3, qp_now());
+		if (qp_step_reset(q, st, err, errlen) < 0)
+			goto out;
+	}
+	if (a) {
+		st = qp_cached(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id, path_src,"
+			       " path_dst, bytes, checksum, started, ended) VALUES"
+			       " (?1,?2,?3,?4,?5,?6,?7,?8,?9)", err, errlen);
+		if (!st)
+			goto out;
+		if (a->job_id > 0)
+			sqlite3_bind_int64(st, 1, a->job_id);
+		sqlite3_bind_int64(st, 2, a->uid);
+		sqlite3_bind_int64(st, 3, req);
+		qp_bind_text(st, 4, a->path_src);
+		qp_bind_text(st, 5, a->path_dst);
+		sqlite3_bind_int64(st, 6, a->bytes);
+		qp_bind_text(st, 7, a->checksum);
+		sqlite3_bind_int64(st, 8, a->started);
+		sqlite3_bind_int64(st, 9, a->ended);
+		if (qp_step_reset(q, st, err, errlen) < 0)
 			goto out;
 	}
 	rc = 0;
@@ -145,7 +218,7 @@ int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const c
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_prep(q, "INSERT INTO items (request_id, relpath, type, state, error, attempts)"
+	st = qp_cached(q, "INSERT INTO items (request_id, relpath, type, state, error, attempts)"
 		     " VALUES (?1,?2,?3,?4,?5,1) ON CONFLICT (request_id, relpath) DO UPDATE"
 		     " SET state=?4, error=?5", err, errlen);
 	if (st) {
@@ -154,7 +227,7 @@ int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const c
 		qp_bind_text(st, 3, type ? type : "file");
 		qp_bind_text(st, 4, queue_item_state_name(state));
 		qp_bind_text(st, 5, error);
-		rc = qp_step_done(q, st, err, errlen);
+		rc = qp_step_reset(q, st, err, errlen);
 	}
 	return qp_end(q, rc, 0, err, errlen);
 }

@@ -9,9 +9,17 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#define QP_CACHE_MAX 16
+
 struct queue {
 	sqlite3 *db;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;        /* recursive: a batch holds it across nested calls */
+	int batch;                   /* 1 while queue_batch_begin's transaction is open */
+	int batch_durable;           /* a change in the batch asked for a FULL commit */
+	struct {
+		const char *sql;     /* key: the address of a string literal */
+		sqlite3_stmt *st;
+	} cache[QP_CACHE_MAX];       /* prepared statements of the per-file hot path */
 };
 
 void qp_err(char *err, size_t errlen, const char *fmt, ...)
@@ -29,5 +37,13 @@ void qp_begin(struct queue *q);
 /* COMMIT (rc == 0, durable: with synchronous=FULL) or ROLLBACK; unlock. Returns rc. */
 int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen);
 int qp_item_state_from_name(const char *n);
+/*
+ * A prepared statement kept for the connection's life (sql must be a string
+ * literal: its address is the key), reset and unbound. Never finalize it:
+ * use qp_step_reset. NULL with err.
+ */
+sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errlen);
+/* Steps once and resets a cached statement. 0 or -1. */
+int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen);
 
 #endif

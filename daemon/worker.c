@@ -173,6 +173,8 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.done = done;
 	ctx.ndone = ndone;
 	ctx.stop = &_stop;
+	ctx.sync_batch = d->conf->sync_batch;
+	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;
 	be->run(&ctx);
 	_exit(0);
 }
@@ -477,6 +479,22 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		}
 		break;
 	}
+	case XR_ITEM_FILE: {
+		char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2];
+		struct queue_audit a = { r->job_id, r->uid, src, dst, rec->cks2, rec->a, rec->d, rec->e };
+
+		if (snprintf(src, sizeof(src), "%s/%s", r->source, path) >= (int)sizeof(src) ||
+		    snprintf(dst, sizeof(dst), "%s/%s", r->dest ? r->dest : "-", path) >=
+		    (int)sizeof(dst))
+			log_warn("request %lld: audit path truncated", (long long)r->id);
+		rc = queue_item_file_done(d->q, r->id, path, rec->a, rec->b, (int)rec->c, rec->cks,
+					  rec->cks2, &a, err, sizeof(err));
+		if (rc == 0) {
+			atomic_fetch_add(&d->metrics->bytes_moved, (uint64_t)rec->a);
+			atomic_fetch_add(&d->metrics->files_moved, 1);
+		}
+		break;
+	}
 	case XR_ITEM_SKIPPED:
 		rc = queue_item_finish(d->q, r->id, path, "special", QI_SKIPPED, text, err, sizeof(err));
 		log_warn("request %lld: %s: %s", (long long)r->id, path, text);
@@ -507,9 +525,10 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		log_err("request %lld: recording progress failed: %s", (long long)r->id, err);
 }
 
-static void _read(struct worker_pool *p, struct _worker *w)
+/* Reads and applies records until the socket is empty or budget records were applied. */
+static void _read(struct worker_pool *p, struct _worker *w, int *budget)
 {
-	for (;;) {
+	while (*budget > 0) {
 		char cbuf[CMSG_SPACE(sizeof(int) * 4)];
 		struct iovec iov = { w->buf + w->len, sizeof(w->buf) - w->len };
 		struct msghdr mh = { 0 };
@@ -563,6 +582,7 @@ static void _read(struct worker_pool *p, struct _worker *w)
 			}
 			_apply(p, w, &rec, path, text);
 			off += (size_t)used;
+			--*budget;
 		}
 		memmove(w->buf, w->buf + off, w->len - off);
 		w->len -= off;
@@ -618,15 +638,30 @@ static void _settle(struct worker_pool *p, struct _worker *w)
 
 void worker_pool_service(struct worker_pool *p, const struct pollfd *fds, int n)
 {
+	/*
+	 * Everything the workers sent since the last turn is applied in one
+	 * transaction: the more records wait, the larger the batch, so the
+	 * database keeps up with any number of small files without adding
+	 * latency when records are few. The budget bounds how long the API
+	 * thread may wait for the queue lock.
+	 */
+	int budget = 4096, batched = 0;
+	char err[512];
+
+	for (int i = 0; i < n && !batched; i++)
+		if (fds[i].revents)
+			batched = queue_batch_begin(p->d->q) == 0;
 	for (int i = 0; i < n; i++) {
 		if (!fds[i].revents)
 			continue;
 		for (int k = 0; k < p->nslots; k++)
 			if (p->w[k].chan == fds[i].fd) {
-				_read(p, &p->w[k]);
+				_read(p, &p->w[k], &budget);
 				break;
 			}
 	}
+	if (batched && queue_batch_end(p->d->q, err, sizeof(err)) < 0)
+		log_err("recording progress failed: %s", err);
 	/* Reap: a worker is finished when its channel hit EOF and it has exited. */
 	for (int k = 0; k < p->nslots; k++) {
 		struct _worker *w = &p->w[k];

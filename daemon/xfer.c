@@ -90,13 +90,40 @@ static size_t _pack(char *out, enum xfer_rec_type type, int code, int64_t a, int
 	return sizeof(r) + pl + tl;
 }
 
+/* A worker may copy with several threads: one record goes out whole. */
+static pthread_mutex_t _emit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int _send(struct xfer_ctx *ctx, const char *buf, size_t n)
+{
+	int rc;
+
+	pthread_mutex_lock(&_emit_lock);
+	rc = _write_all(ctx->chan, buf, n);
+	pthread_mutex_unlock(&_emit_lock);
+	return rc;
+}
+
 int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
 	      int64_t c, const char *cks, const char *path, const char *text)
 {
 	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
 	size_t n = _pack(buf, type, code, a, b, c, cks, path, text);
 
-	return _write_all(ctx->chan, buf, n);
+	return _send(ctx, buf, n);
+}
+
+int xfer_emit_file(struct xfer_ctx *ctx, const char *relpath, int64_t size, int64_t mtime_ns,
+		   int mode, int64_t started, int64_t ended, const char *cks_src,
+		   const char *cks_dst)
+{
+	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
+	size_t n = _pack(buf, XR_ITEM_FILE, 0, size, mtime_ns, mode, cks_src, relpath, NULL);
+	struct xfer_rec *r = (struct xfer_rec *)buf;
+
+	r->d = started;
+	r->e = ended;
+	snprintf(r->cks2, sizeof(r->cks2), "%s", cks_dst ? cks_dst : "");
+	return _send(ctx, buf, n);
 }
 
 int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
@@ -122,12 +149,14 @@ int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const cha
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	pthread_mutex_lock(&_emit_lock);
 	do
 		w = sendmsg(ctx->chan, &mh, MSG_NOSIGNAL);
 	while (w < 0 && errno == EINTR);
-	if (w < 0)
-		return -1;
-	return (size_t)w == n ? 0 : _write_all(ctx->chan, buf + w, n - (size_t)w);
+	if (w >= 0 && (size_t)w != n && _write_all(ctx->chan, buf + w, n - (size_t)w) < 0)
+		w = -1;
+	pthread_mutex_unlock(&_emit_lock);
+	return w < 0 ? -1 : 0;
 }
 
 void xfer_logf(struct xfer_ctx *ctx, int level, const char *fmt, ...)
@@ -150,8 +179,9 @@ ssize_t xfer_parse(const char *buf, size_t len, struct xfer_rec *rec,
 	if (len < sizeof(*rec))
 		return 0;
 	memcpy(rec, buf, sizeof(*rec));
-	if (rec->type < XR_TOTALS || rec->type > XR_RESULT || rec->path_len > XFER_PATH_MAX ||
-	    rec->text_len > XFER_TEXT_MAX || memchr(rec->cks, '\0', sizeof(rec->cks)) == NULL)
+	if (rec->type < XR_TOTALS || rec->type > XR_ITEM_FILE || rec->path_len > XFER_PATH_MAX ||
+	    rec->text_len > XFER_TEXT_MAX || memchr(rec->cks, '\0', sizeof(rec->cks)) == NULL ||
+	    memchr(rec->cks2, '\0', sizeof(rec->cks2)) == NULL)
 		return -1;
 	need = sizeof(*rec) + rec->path_len + rec->text_len;
 	if (len < need)

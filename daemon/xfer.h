@@ -33,6 +33,9 @@ enum xfer_rec_type {
 	XR_LABEL,          /* an fd travels with it (SCM_RIGHTS); path=name text=value */
 	XR_LOG,            /* code=log level, text */
 	XR_RESULT,         /* code=enum xfer_result, text=message */
+	XR_ITEM_FILE,      /* a file copied, made durable and verified, in one record:
+			      path, a=size b=mtime_ns c=mode d=started e=ended,
+			      cks=source checksum cks2=destination checksum */
 };
 
 enum xfer_result { XFER_OK = 0, XFER_RETRYABLE = 1, XFER_FINAL = 2, XFER_INTERRUPTED = 3 };
@@ -43,6 +46,8 @@ struct xfer_rec {
 	int32_t code;
 	int64_t a, b, c;
 	char cks[CKSUM_HEX_MAX];
+	int64_t d, e;
+	char cks2[CKSUM_HEX_MAX];
 	uint16_t path_len;
 	uint16_t text_len;
 };
@@ -70,6 +75,10 @@ struct xfer_ctx {
 	const struct xfer_done_ent *done;
 	size_t ndone;
 	volatile sig_atomic_t *stop; /* set by SIGTERM: stop, remove the temp file */
+	int sync_batch;              /* SyncMode=batch: small files made durable by one
+					syncfs() per batch instead of one fsync each */
+	int verify_sample;           /* VerifyMode=sample: big files read back 1 chunk in
+					this many (0 = every chunk) */
 };
 
 struct xfer_backend {
@@ -94,6 +103,10 @@ extern const struct xfer_backend xfer_backend_null;
 int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
 	      int64_t c, const char *cks, const char *path, const char *text);
 int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value);
+/* XR_ITEM_FILE. Emitting is thread-safe (one lock per worker process). */
+int xfer_emit_file(struct xfer_ctx *ctx, const char *relpath, int64_t size, int64_t mtime_ns,
+		   int mode, int64_t started, int64_t ended, const char *cks_src,
+		   const char *cks_dst);
 void xfer_logf(struct xfer_ctx *ctx, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

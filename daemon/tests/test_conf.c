@@ -150,6 +150,14 @@ int main(void)
 	   c->yield_max_delay == 1800 && c->yield_trickle == 1ULL << 20 &&
 	   strcmp(c->yield_probe, "/run/busy") == 0, "yield keys parsed: %s", err);
 	conf_destroy(c);
+	c = conf_create();
+	ok(c->sync_batch == 1 && c->verify_sample == 0, "defaults: SyncMode=batch VerifyMode=full");
+	conf_destroy(c);
+	ok(_parse("SyncMode=file\nVerifyMode=sample\n", &c, err, sizeof(err)) == 0 &&
+	   c->sync_batch == 0 && c->verify_sample == 1, "SyncMode=file VerifyMode=sample: %s", err);
+	conf_destroy(c);
+	ok(_err_at("SyncMode=never\n", 1, "'batch' or 'file'"), "bad SyncMode");
+	ok(_err_at("VerifyMode=none\n", 1, "'full' or 'sample'"), "bad VerifyMode");
 	ok(_err_at("ArchiveWorkers=0\n", 1, "ArchiveWorkers must be an integer"), "ArchiveWorkers=0");
 	ok(_err_at("YieldToJobs=maybe\n", 1, "'yes' or 'no'"), "bad YieldToJobs");
 	ok(_err_at("YieldBandwidth=slow\n", 1, "YieldBandwidth"), "bad YieldBandwidth");

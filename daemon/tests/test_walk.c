@@ -76,6 +76,13 @@ static void _run(const struct xfer_backend *be, const char *action, const char *
 		case XR_RESULT: s->result = rec.code; break;
 		case XR_ITEM_SKIPPED: s->skipped++; break;
 		case XR_ITEM_DONE: s->done++; break;
+		case XR_ITEM_FILE:
+			/* A verified file: both checksums set and equal. */
+			if (rec.cks[0] && strcmp(rec.cks, rec.cks2) == 0)
+				s->done++;
+			else
+				s->failed++;
+			break;
 		case XR_TOTALS: s->files_total = (int)rec.a; break;
 		case XR_ITEM_FAILED:
 			s->failed++;

@@ -89,6 +89,29 @@ def test_copy_2000_small_files(daemon, dataset, test_users):
     assert os.stat(os.path.join(dest, "d01")).st_mode & 0o777 == 0o750
 
 
+def test_copy_small_files_one_fsync_each(make_daemon, dataset, test_users):
+    """SyncMode=file: the per-file fsync path copies the same tree byte for byte."""
+    d = make_daemon("copy-filesync", Workers=1, SyncMode="file")
+    dest = os.path.join(dataset["scratch"], "small-copy-filesync")
+    req = d.api.submit("stage_in", dataset["small"], dest, as_user="shtest")
+    _check_copy(d, req, dataset["small"], dest, dataset["small_digest"], test_users["shtest"])
+    shutil.rmtree(dest)
+
+
+def test_big_file_buffered_tail(daemon, base_dir, test_users):
+    """The big-file path with a size that is not a multiple of the block size."""
+    src = user_dir(base_dir, "shtest", "oddbig")
+    path = os.path.join(src, "odd.dat")
+    with open(path, "wb") as f:
+        f.write(os.urandom((40 << 20) + 12345))
+    chown_tree(src, "shtest")
+    digest = tree_digest(src)
+    dest = os.path.join(base_dir, "shtest", "scratch", "oddbig-copy")
+    req = daemon.api.submit("stage_in", src, dest, as_user="shtest")
+    _check_copy(daemon, req, src, dest, digest, test_users["shtest"])
+    shutil.rmtree(dest)
+
+
 def test_copy_3_large_files(daemon, dataset, test_users):
     dest = os.path.join(dataset["scratch"], "large-copy")
     req = daemon.api.submit("stage_in", dataset["large"], dest, as_user="shtest")

@@ -16,8 +16,10 @@ import pytest
 
 from conftest import chown_tree, user_dir
 
-N_FILES = 120
-SIZE = 256 << 10          # 30 MiB in all; BandwidthCap 10M -> about 3 s unhindered
+N_FILES = 400
+SIZE = 64 << 10           # 25 MiB in all; BandwidthCap 10M -> about 2.5 s unhindered
+# Small files are reported in batches of up to 8 MiB (SyncMode=batch): the
+# first progress after a resume shows up within about a second at 10 MiB/s.
 
 
 def _metric(daemon, name):
@@ -92,10 +94,10 @@ def test_archive_pauses_while_job_runs_and_resumes(daemon, layout):
     assert _metric(daemon, "stagehand_yield_active") == 1
     t_release = time.monotonic()
     _idle(layout)
-    moving = _sample(daemon, req["id"], 2.5)
+    moving = _sample(daemon, req["id"], 3.0)
     first = next((t for t, b, _ in moving if b > 0), None)
     assert first is not None, f"no progress after the job ended: {moving}\n{daemon.log_tail()}"
-    assert first - t_release < 2.0, f"resumed only {first - t_release:.1f} s after the job ended"
+    assert first - t_release < 2.5, f"resumed only {first - t_release:.1f} s after the job ended"
     r = daemon.api.wait(req["id"], timeout=120)
     assert r["state"] == "done", r
     assert r["bytes_done"] == N_FILES * SIZE

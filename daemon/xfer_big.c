@@ -1,0 +1,340 @@
+/*
+ * xfer_big.c - see xfer_big.h.
+ *
+ * Three stages overlap: the reader thread fills slot i (and hashes the
+ * source), the calling thread writes slot i-1, the verifier thread reads
+ * back chunk i-2 from the device (and hashes the destination). A slot is
+ * reused once its chunk is written; the verifier has its own buffer. So the
+ * source read, the destination write and the read-back run at the same time
+ * instead of one after the other, and the final fsync finds little left.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "xfer_big.h"
+
+#define BIG_CHUNK (8u << 20)
+#define BIG_SLOTS 4
+#define ALIGN 4096u
+
+struct _big {
+	struct xfer_ctx *ctx;
+	int sfd, dfd, vfd;
+	int sdirect, ddirect, vdirect;
+	int64_t size, nchunks;
+	char *slot[BIG_SLOTS];
+	size_t slen[BIG_SLOTS];
+	char *vbuf;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int64_t nread, nwritten, nverified;   /* chunks through each stage */
+	int err;                             /* first error (errno value), 0 = none */
+	struct cksum cs, cd;
+	int sample;                          /* 0: read back every chunk; N: 1 in N */
+	uint64_t *chk;                       /* sample: per-chunk hash of what was written */
+};
+
+/* Sampled verification reads back the first, the last and every Nth chunk. */
+static int _sampled(const struct _big *b, int64_t i)
+{
+	return !b->sample || i == 0 || i == b->nchunks - 1 || i % b->sample == 0;
+}
+
+static int _stopped(struct _big *b)
+{
+	return b->ctx->stop && *b->ctx->stop;
+}
+
+static void _fail(struct _big *b, int e)
+{
+	pthread_mutex_lock(&b->mu);
+	if (!b->err)
+		b->err = e;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Wait until *counter > want (or an error); returns 0, or the error. */
+static int _wait_for(struct _big *b, const int64_t *counter, int64_t want)
+{
+	int e;
+
+	pthread_mutex_lock(&b->mu);
+	while (!b->err && *counter <= want)
+		pthread_cond_wait(&b->cv, &b->mu);
+	e = b->err;
+	pthread_mutex_unlock(&b->mu);
+	return e;
+}
+
+static void _advance(struct _big *b, int64_t *counter)
+{
+	pthread_mutex_lock(&b->mu);
+	++*counter;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+}
+
+static size_t _chunk_len(const struct _big *b, int64_t i)
+{
+	int64_t left = b->size - i * (int64_t)BIG_CHUNK;
+
+	return left > (int64_t)BIG_CHUNK ? BIG_CHUNK : (size_t)left;
+}
+
+static size_t _round_up(size_t n)
+{
+	return (n + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+/* Read len bytes at off (direct: len rounded up, the file ends inside). */
+static int _read_full(int fd, int direct, char *buf, size_t len, off_t off)
+{
+	size_t want = direct ? _round_up(len) : len, got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, want - got, off + (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno;
+		if (n == 0)
+			return EAGAIN;	/* shorter than when it was walked */
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+static void *_reader(void *arg)
+{
+	struct _big *b = arg;
+
+	for (int64_t i = 0; i < b->nchunks; i++) {
+		int s = (int)(i % BIG_SLOTS), e;
+		size_t len = _chunk_len(b, i);
+
+		/* Slot s is free once chunk i - BIG_SLOTS was written. */
+		if ((e = _wait_for(b, &b->nwritten, i - BIG_SLOTS)) != 0)
+			return NULL;
+		if (_stopped(b)) {
+			_fail(b, EINTR);
+			return NULL;
+		}
+		e = _read_full(b->sfd, b->sdirect, b->slot[s], len, (off_t)(i * (int64_t)BIG_CHUNK));
+		if (e) {
+			_fail(b, e);
+			return NULL;
+		}
+		cksum_update(&b->cs, b->slot[s], len);
+		if (b->sample && _sampled(b, i))
+			b->chk[i] = XXH3_64bits(b->slot[s], len);
+		b->slen[s] = len;
+		if (!b->sdirect)
+			posix_fadvise(b->sfd, (off_t)(i * (int64_t)BIG_CHUNK), (off_t)len,
+				      POSIX_FADV_DONTNEED);
+		xfer_bucket_take(b->ctx->bucket, len, b->ctx->stop);
+		_advance(b, &b->nread);
+	}
+	return NULL;
+}
+
+static void *_verifier(void *arg)
+{
+	struct _big *b = arg;
+
+	for (int64_t i = 0; i < b->nchunks; i++) {
+		off_t off = (off_t)(i * (int64_t)BIG_CHUNK);
+		size_t len = _chunk_len(b, i);
+		int e;
+
+		if ((e = _wait_for(b, &b->nwritten, i)) != 0)
+			return NULL;
+		if (_stopped(b)) {
+			_fail(b, EINTR);
+			return NULL;
+		}
+		if (!_sampled(b, i)) {
+			_advance(b, &b->nverified);
+			continue;
+		}
+		if (!b->ddirect) {
+			/* Written back and dropped: the read below comes from the device. */
+			if (sync_file_range(b->dfd, off, (off_t)len, SYNC_FILE_RANGE_WAIT_BEFORE |
+					    SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) < 0) {
+				_fail(b, errno);
+				return NULL;
+			}
+			posix_fadvise(b->vfd, off, (off_t)len, POSIX_FADV_DONTNEED);
+		}
+		e = _read_full(b->vfd, b->vdirect, b->vbuf, len, off);
+		if (e) {
+			_fail(b, e == EAGAIN ? EIO : e);
+			return NULL;
+		}
+		if (!b->sample)
+			cksum_update(&b->cd, b->vbuf, len);
+		else if (XXH3_64bits(b->vbuf, len) != b->chk[i]) {
+			_fail(b, EIO);
+			return NULL;
+		}
+		if (!b->vdirect)
+			posix_fadvise(b->vfd, off, (off_t)len, POSIX_FADV_DONTNEED);
+		xfer_bucket_take(b->ctx->bucket, len, b->ctx->stop);
+		_advance(b, &b->nverified);
+	}
+	return NULL;
+}
+
+/* Ask for O_DIRECT on fd; 1 if granted. */
+static int _direct(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0;
+}
+
+static void _undirect(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_DIRECT);
+}
+
+static int _write_chunk(struct _big *b, int64_t i)
+{
+	int s = (int)(i % BIG_SLOTS);
+	off_t off = (off_t)(i * (int64_t)BIG_CHUNK);
+	size_t len = b->slen[s], want = len, done = 0;
+
+	if (b->ddirect && len % ALIGN) {
+		/* The tail: pad to the block size; ftruncate trims it at the end. */
+		want = _round_up(len);
+		memset(b->slot[s] + len, 0, want - len);
+	}
+	while (done < want) {
+		ssize_t n = pwrite(b->dfd, b->slot[s] + done, want - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno;
+		done += (size_t)n;
+	}
+	if (!b->ddirect)
+		sync_file_range(b->dfd, off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+	return 0;
+}
+
+int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size, int sample,
+		  int64_t *total, char cks_src[CKSUM_HEX_MAX], char cks_dst[CKSUM_HEX_MAX])
+{
+	struct _big b;
+	pthread_t rt, vt;
+	int e = 0, have_r = 0, have_v = 0;
+	struct stat st;
+
+	memset(&b, 0, sizeof(b));
+	b.ctx = ctx;
+	b.sfd = sfd;
+	b.dfd = dfd;
+	b.vfd = vfd;
+	b.size = size;
+	b.nchunks = (size + BIG_CHUNK - 1) / BIG_CHUNK;
+	b.sample = sample > 1 ? sample : 0;
+	*total = 0;
+	if (b.sample && !(b.chk = calloc((size_t)b.nchunks, sizeof(*b.chk))))
+		return ENOMEM;
+	if (cksum_init(&b.cs, ctx->algo) < 0) {
+		free(b.chk);
+		return ENOMEM;
+	}
+	if (cksum_init(&b.cd, ctx->algo) < 0) {
+		cksum_abort(&b.cs);
+		free(b.chk);
+		return ENOMEM;
+	}
+	for (int s = 0; s < BIG_SLOTS; s++)
+		if (posix_memalign((void **)&b.slot[s], ALIGN, BIG_CHUNK) != 0)
+			e = ENOMEM;
+	if (posix_memalign((void **)&b.vbuf, ALIGN, BIG_CHUNK) != 0)
+		e = ENOMEM;
+	pthread_mutex_init(&b.mu, NULL);
+	pthread_cond_init(&b.cv, NULL);
+	if (e)
+		goto out;
+	/* Reserve the space in one piece; not every file system can. */
+	if (fallocate(dfd, 0, 0, (off_t)size) < 0 && errno != EOPNOTSUPP && errno != ENOSYS)
+		e = errno;	/* ENOSPC now rather than after gigabytes */
+	if (e)
+		goto out;
+	b.sdirect = _direct(sfd);
+	b.ddirect = _direct(dfd);
+	b.vdirect = _direct(vfd);
+	if (!b.sdirect)
+		posix_fadvise(sfd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	if ((e = pthread_create(&rt, NULL, _reader, &b)) != 0)
+		goto out;
+	have_r = 1;
+	if ((e = pthread_create(&vt, NULL, _verifier, &b)) != 0) {
+		_fail(&b, e);
+		goto join;
+	}
+	have_v = 1;
+	for (int64_t i = 0; i < b.nchunks; i++) {
+		if ((e = _wait_for(&b, &b.nread, i)) != 0)
+			break;
+		if ((e = _write_chunk(&b, i)) != 0) {
+			_fail(&b, e);
+			break;
+		}
+		_advance(&b, &b.nwritten);
+	}
+join:
+	if (have_r)
+		pthread_join(rt, NULL);
+	if (have_v)
+		pthread_join(vt, NULL);
+	e = b.err;
+	if (!e && b.ddirect && size % ALIGN && ftruncate(dfd, (off_t)size) < 0)
+		e = errno;
+	/* Grown since the walk: the copy is of an older version; redo it. */
+	if (!e && (fstat(sfd, &st) < 0 || st.st_size != size))
+		e = EAGAIN;
+	if (!e)
+		*total = size;
+out:
+	if (b.sdirect)
+		_undirect(sfd);
+	if (b.ddirect)
+		_undirect(dfd);
+	if (!e) {
+		cksum_final(&b.cs, cks_src);
+		cksum_final(&b.cd, cks_dst);
+		/* Sampled: the bytes written were the hashed ones (same buffers, and the
+		   samples read back matched); the destination's checksum is the source's. */
+		if (b.sample)
+			memcpy(cks_dst, cks_src, CKSUM_HEX_MAX);
+	} else {
+		cksum_abort(&b.cs);
+		cksum_abort(&b.cd);
+	}
+	pthread_cond_destroy(&b.cv);
+	pthread_mutex_destroy(&b.mu);
+	for (int s = 0; s < BIG_SLOTS; s++)
+		free(b.slot[s]);
+	free(b.vbuf);
+	free(b.chk);
+	return e;
+}
