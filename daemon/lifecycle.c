@@ -171,6 +171,35 @@ static int _check_roots(const char *p, char *const *roots, const char *field, co
 	return -1;
 }
 
+/* options.exclude: directories (relative to the source) left out of the copy. */
+static int _bad_exclude(const json_t *v, const char *action, char *err, size_t errlen)
+{
+	char why[256];
+	size_t i;
+	json_t *e;
+
+	if (strcmp(action, "archive") != 0 && strcmp(action, "stage_out") != 0) {
+		snprintf(err, errlen, "options.exclude is for archive and stage_out requests only");
+		return -1;
+	}
+	if (!json_is_array(v) || json_array_size(v) > XFER_EXCLUDE_MAX) {
+		snprintf(err, errlen, "options.exclude must be an array of at most %d relative "
+			 "paths", XFER_EXCLUDE_MAX);
+		return -1;
+	}
+	json_array_foreach(v, i, e) {
+		if (!json_is_string(e)) {
+			snprintf(err, errlen, "options.exclude[%zu] must be a string", i);
+			return -1;
+		}
+		if (xfer_exclude_check(json_string_value(e), why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "options.exclude[%zu]: %s", i, why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr,
 			    char *err, size_t errlen)
 {
@@ -268,8 +297,14 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 					snprintf(err, errlen, "options.keep is a boolean for archive requests only");
 					return -1;
 				}
+			} else if (strcmp(k, "exclude") == 0) {
+				if (_bad_exclude(v, lr->action, err, errlen) < 0) {
+					json_decref(o);
+					return -1;
+				}
 			} else {
-				snprintf(err, errlen, "unknown option '%.64s' (known: backend, keep)", k);
+				snprintf(err, errlen, "unknown option '%.64s' (known: backend, keep, "
+					 "exclude)", k);
 				json_decref(o);
 				return -1;
 			}
@@ -364,6 +399,57 @@ int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, in
 	return rc;
 }
 
+/* Length of p without trailing '/' (but "/" stays). */
+static size_t _trimmed_len(const char *p)
+{
+	size_t n = strlen(p);
+
+	while (n > 1 && p[n - 1] == '/')
+		n--;
+	return n;
+}
+
+/*
+ * The plan's exempt= directories strictly inside src (an archive or
+ * stage_out source), as paths relative to src, appended to the array ex.
+ * Returns the number added; one that cannot be used is logged and left out.
+ */
+static int _exempts_inside(const json_t *actions, const char *src, const char *work_dir,
+			   int64_t job_id, int line, json_t *ex)
+{
+	size_t i, sl = _trimmed_len(src);
+	const json_t *a;
+	int added = 0;
+
+	json_array_foreach(actions, i, a) {
+		const char *act = json_string_value(json_object_get(a, "action"));
+		const char *path = json_string_value(json_object_get(a, "path"));
+		char ep[PATH_LIMIT + 1], rel[PATH_LIMIT + 1], why[512];
+		size_t el;
+
+		if (!act || !path || strcmp(act, "exempt") != 0 || strstr(path, "://"))
+			continue;
+		if (_resolve(path, work_dir, ep, sizeof(ep), why, sizeof(why)) < 0)
+			continue;
+		el = _trimmed_len(ep);
+		if (el <= sl + 1 || strncmp(ep, src, sl) != 0 || ep[sl] != '/')
+			continue;	/* not strictly inside */
+		snprintf(rel, sizeof(rel), "%.*s", (int)(el - sl - 1), ep + sl + 1);
+		if (json_array_size(ex) >= XFER_EXCLUDE_MAX ||
+		    xfer_exclude_check(rel, why, sizeof(why)) < 0) {
+			log_warn("job %lld: exempt=%s (line %d) is still copied with line %d: %s",
+				 (long long)job_id, path,
+				 (int)json_integer_value(json_object_get(a, "line")), line,
+				 json_array_size(ex) >= XFER_EXCLUDE_MAX ? "too many exempt "
+				 "directories inside it" : why);
+			continue;
+		}
+		if (json_array_append_new(ex, json_string(rel)) == 0)
+			added++;
+	}
+	return added;
+}
+
 static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
 			    char *err, size_t errlen)
 {
@@ -402,6 +488,8 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 		const char *to = json_string_value(json_object_get(a, "to"));
 		const char *when = json_string_value(json_object_get(a, "when"));
 		json_t *keep = json_object_get(a, "keep");
+		json_t *opt = NULL;
+		char *opt_text = NULL;
 		char src[PATH_LIMIT + 1], dst[PATH_LIMIT + 1], exp[PATH_LIMIT + 1], why[512];
 		struct lifecycle_request lr;
 		int64_t id;
@@ -424,6 +512,11 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 		lr.job_id = job_id;
 		if (_resolve(path, j->work_dir, src, sizeof(src), why, sizeof(why)) < 0)
 			goto skip;
+		opt = json_object();
+		if (!opt) {
+			snprintf(why, sizeof(why), "out of memory");
+			goto skip;
+		}
 		if (strcmp(act, "archive") == 0 && d->conf->archive_mode == CONF_ARCHIVE_LABEL) {
 			lr.action = "label";
 		} else if (strcmp(act, "archive") == 0) {
@@ -450,10 +543,9 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 			/* ArchiveBundle=yes: small-file trees become tar bundles (xfer_bundle.c);
 			 * a URL destination goes to the url backend, file by file. */
 			if (d->conf->archive_bundle && !strstr(dst, "://"))
-				lr.options = json_is_false(keep) ? "{\"backend\":\"bundle\",\"keep\":false}"
-								 : "{\"backend\":\"bundle\"}";
-			else if (json_is_false(keep))
-				lr.options = "{\"keep\":false}";
+				json_object_set_new(opt, "backend", json_string("bundle"));
+			if (json_is_false(keep))
+				json_object_set_new(opt, "keep", json_false());
 		} else {
 			lr.action = "stage_out";
 			if (!to) {
@@ -467,12 +559,32 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 			lr.dest = dst;
 		}
 		lr.source = src;
+		/* exempt= directories inside this one are left out of the copy. */
+		if (strcmp(lr.action, "label") != 0) {
+			json_t *ex = json_array();
+
+			if (ex && _exempts_inside(actions, src, j->work_dir, job_id, line, ex) > 0)
+				json_object_set(opt, "exclude", ex);
+			json_decref(ex);
+		}
+		if (json_object_size(opt) > 0) {
+			opt_text = json_dumps(opt, JSON_COMPACT);
+			if (!opt_text) {
+				snprintf(why, sizeof(why), "out of memory");
+				goto skip;
+			}
+			lr.options = opt_text;
+		}
 		if (lifecycle_create_request(d, &lr, &id, why, sizeof(why)) < 0)
 			goto skip;
+		free(opt_text);
+		json_decref(opt);
 		if (*n < max)
 			ids[(*n)++] = id;
 		continue;
 skip:
+		free(opt_text);
+		json_decref(opt);
 		log_warn("job %lld: plan line %d (%s=%s) skipped: %s", (long long)job_id, line, act,
 			 path, why);
 	}

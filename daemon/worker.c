@@ -121,7 +121,7 @@ static int _ioprio_idle(void)
 static void _child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
 		   const gid_t *groups, int ngroups, const struct xfer_done_ent *done,
 		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
-		   int idle, struct xfer_bucket *yb)
+		   int idle, struct xfer_bucket *yb, char *const *exclude)
 {
 	struct sigaction sa;
 	struct xfer_ctx ctx;
@@ -190,11 +190,72 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.stop = &_stop;
 	ctx.sync_batch = d->conf->sync_batch;
 	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;
+	ctx.exclude = (const char *const *)exclude;
 	be->run(&ctx);
 	_exit(0);
 }
 
 /* ---- daemon side ---- */
+
+static void _free_exclude(char **x)
+{
+	for (char **p = x; p && *p; p++)
+		free(*p);
+	free(x);
+}
+
+/*
+ * options.exclude (set by lifecycle.c for exempt= directories inside the
+ * source): a NULL-terminated copy in *out (NULL when absent). 0, or -1 with
+ * a message in err.
+ */
+static int _read_exclude(const json_t *v, char ***out, char *err, size_t errlen)
+{
+	char why[256];
+	size_t n, i;
+	json_t *e;
+
+	*out = NULL;
+	if (!v)
+		return 0;
+	if (!json_is_array(v)) {
+		snprintf(err, errlen, "options.exclude must be an array of relative paths");
+		return -1;
+	}
+	n = json_array_size(v);
+	if (n > XFER_EXCLUDE_MAX) {
+		snprintf(err, errlen, "options.exclude has %zu entries; the limit is %d", n,
+			 XFER_EXCLUDE_MAX);
+		return -1;
+	}
+	*out = calloc(n + 1, sizeof(**out));
+	if (!*out) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	json_array_foreach(v, i, e) {
+		const char *s = json_string_value(e);
+
+		if (!s) {
+			snprintf(err, errlen, "options.exclude[%zu] is not a string", i);
+			goto bad;
+		}
+		if (xfer_exclude_check(s, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "options.exclude[%zu]: %s", i, why);
+			goto bad;
+		}
+		(*out)[i] = strdup(s);
+		if (!(*out)[i]) {
+			snprintf(err, errlen, "out of memory");
+			goto bad;
+		}
+	}
+	return 0;
+bad:
+	_free_exclude(*out);
+	*out = NULL;
+	return -1;
+}
 
 struct _doneset {
 	struct xfer_done_ent *e;
@@ -313,6 +374,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	int ngroups = 256, sv[2], keep = 1, slot = -1, final;
 	char err[512], name[64];
 	const char *bname = NULL;
+	char **exclude = NULL;
 	json_t *opts;
 	struct passwd pw, *pwp = NULL;
 	char pwbuf[4096];
@@ -340,12 +402,21 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 			bname = name;
 		if (json_is_false(k))
 			keep = 0;
+		if (_read_exclude(json_object_get(opts, "exclude"), &exclude, err,
+				  sizeof(err)) < 0) {
+			json_decref(opts);
+			log_err("request %lld: refused: %s", (long long)r->id, err);
+			queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
+			queue_request_free(r);
+			return 0;
+		}
 		json_decref(opts);
 	}
 	/* The URL side chooses the backend: the source, or the dest of an upload. */
 	be = xfer_backend_select(!strstr(r->source, "://") && r->dest && strstr(r->dest, "://") ?
 				 r->dest : r->source, bname, err, sizeof(err));
 	if (!be) {
+		_free_exclude(exclude);
 		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
 		queue_request_free(r);
 		return 0;
@@ -368,6 +439,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		p->w[slot].yb = xfer_bucket_create(0);
 		if (!p->w[slot].yb) {
 			_free_done(&ds);
+			_free_exclude(exclude);
 			goto fail_mem;
 		}
 	}
@@ -377,6 +449,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_err("request %lld: socketpair: %s", (long long)r->id, strerror(errno));
 		_free_done(&ds);
+		_free_exclude(exclude);
 		goto fail_retry;
 	}
 	pid = fork();
@@ -385,15 +458,17 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		close(sv[0]);
 		close(sv[1]);
 		_free_done(&ds);
+		_free_exclude(exclude);
 		goto fail_retry;
 	}
 	if (pid == 0) {
 		close(sv[0]);
 		_child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
-		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb);
+		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude);
 	}
 	close(sv[1]);
 	_free_done(&ds);
+	_free_exclude(exclude);
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	{
 		struct _worker *w = &p->w[slot];

@@ -334,3 +334,50 @@ const struct xfer_done_ent *xfer_done_find(const struct xfer_done_ent *d, size_t
 	}
 	return NULL;
 }
+
+int xfer_exclude_check(const char *rel, char *err, size_t errlen)
+{
+	size_t n = rel ? strlen(rel) : 0;
+
+	if (n == 0) {
+		snprintf(err, errlen, "an exclude entry is empty");
+		return -1;
+	}
+	if (n >= XFER_PATH_MAX) {
+		snprintf(err, errlen, "an exclude entry is %zu bytes; the limit is %d", n,
+			 XFER_PATH_MAX - 1);
+		return -1;
+	}
+	if (rel[0] == '/' || rel[n - 1] == '/') {
+		snprintf(err, errlen, "exclude entry '%.120s' must be relative to the source, "
+			 "without a leading or trailing '/'", rel);
+		return -1;
+	}
+	for (const char *c = rel; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+			snprintf(err, errlen, "an exclude entry contains a control character");
+			return -1;
+		}
+	for (const char *s = rel; s;) {
+		const char *e = strchr(s, '/');
+		size_t k = e ? (size_t)(e - s) : strlen(s);
+
+		if (k == 0 || (k == 1 && s[0] == '.') || (k == 2 && s[0] == '.' && s[1] == '.')) {
+			snprintf(err, errlen, "exclude entry '%.120s' has an empty, '.' or '..' "
+				 "component", rel);
+			return -1;
+		}
+		s = e ? e + 1 : NULL;
+	}
+	return 0;
+}
+
+int xfer_excluded(const struct xfer_ctx *ctx, const char *rel)
+{
+	if (!ctx || !ctx->exclude || !rel)
+		return 0;
+	for (const char *const *x = ctx->exclude; *x; x++)
+		if (strcmp(*x, rel) == 0)
+			return 1;
+	return 0;
+}

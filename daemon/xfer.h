@@ -81,6 +81,9 @@ struct xfer_ctx {
 					syncfs() per batch instead of one fsync each */
 	int verify_sample;           /* VerifyMode=sample: big files read back 1 chunk in
 					this many (0 = every chunk) */
+	const char *const *exclude;  /* relpaths (from the source root) of directories left
+					out of the copy (#DATA exempt= inside the tree);
+					NULL-terminated, or NULL for none */
 };
 
 struct xfer_backend {
@@ -164,6 +167,18 @@ int xfer_bucket_paused(const struct xfer_bucket *b);
  * early if *stop becomes set.
  */
 void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop);
+
+/* ---- excluded directories ---- */
+#define XFER_EXCLUDE_MAX 256
+#define XFER_EXCLUDE_REASON "exempt (#DATA exempt=): not archived"
+/*
+ * One options.exclude entry: relative to the source root, non-empty, no
+ * leading or trailing '/', no empty, '.' or '..' component, no control
+ * character, shorter than XFER_PATH_MAX. 0, or -1 with the reason in err.
+ */
+int xfer_exclude_check(const char *rel, char *err, size_t errlen);
+/* 1 if the directory at relpath rel is in ctx->exclude (exact match). */
+int xfer_excluded(const struct xfer_ctx *ctx, const char *rel);
 
 /* ---- resume set ---- */
 const struct xfer_done_ent *xfer_done_find(const struct xfer_done_ent *d, size_t n,

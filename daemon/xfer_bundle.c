@@ -92,7 +92,8 @@ struct _rec {
 	int64_t size, mtime_ns;
 	uint32_t mode;
 	ino_t ino;
-	int err;                     /* E_ERROR: errno; E_SPECIAL: unused */
+	int err;                     /* E_ERROR: errno; E_SPECIAL: 1 FIFO, 2 socket, 3 device,
+					-1 reserved name, -2 excluded directory */
 	int bundle;                  /* bundle number; 0 = stored plain at DEST/rel */
 	int64_t offset;              /* data offset in the bundle */
 	char cks[CKSUM_HEX_MAX];
@@ -335,6 +336,13 @@ static void _walk(struct _run *r, int dirfd, const char *prefix, int depth)
 
 			e->type = E_DIR;
 			e->size = 0;
+			if (xfer_excluded(r->ctx, rel)) {
+				/* exempt= inside the tree: not archived, not removed */
+				e->type = E_SPECIAL;
+				e->err = -2;
+				r->skipped++;
+				continue;
+			}
 			if (depth >= MAX_DEPTH) {
 				e->type = E_ERROR;
 				e->err = ELOOP;
@@ -1552,6 +1560,8 @@ static int _run_bundle(struct xfer_ctx *ctx)
 				 "bundled archive keeps its index: rename it, or archive this tree with "
 				 "ArchiveBundle=no", BUNDLE_DIR);
 			return _finish(&r, XFER_FINAL, msg);
+		} else if (e->type == E_SPECIAL && e->err == -2) {
+			xfer_emit(ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, e->rel, XFER_EXCLUDE_REASON);
 		} else if (e->type == E_SPECIAL) {
 			snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories and "
 				 "symlinks are archived", e->err == 1 ? "FIFO" : e->err == 2 ? "socket" :

@@ -155,7 +155,7 @@ static int _join(char *out, size_t outlen, const char *prefix, const char *name)
 
 /* ---- pass 1: count ---- */
 
-static int _count(struct _run *r, int dirfd, int depth)
+static int _count(struct _run *r, int dirfd, const char *prefix, int depth)
 {
 	DIR *d;
 	struct dirent *de;
@@ -178,11 +178,18 @@ static int _count(struct _run *r, int dirfd, int depth)
 			r->files++;
 			r->bytes += st.st_size;
 		} else if (S_ISDIR(st.st_mode)) {
-			int sub = openat(dirfd, de->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			char rel[XFER_PATH_MAX];
+			int sub;
 
+			if (_join(rel, sizeof(rel), prefix, de->d_name) < 0)
+				continue;	/* reported by the copy pass */
+			if (xfer_excluded(r->ctx, rel)) {
+				r->skipped++;
+				continue;
+			}
+			sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub >= 0) {
-				_count(r, sub, depth + 1);
+				_count(r, sub, rel, depth + 1);
 				close(sub);
 			}
 		} else if (!S_ISLNK(st.st_mode)) {
@@ -878,6 +885,10 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 			_submit(r, sdir, ddir, de->d_name, rel, &st);
 		} else if (S_ISLNK(st.st_mode)) {
 			_copy_symlink(r, sdir, ddir, de->d_name, rel, &st);
+		} else if (S_ISDIR(st.st_mode) && xfer_excluded(r->ctx, rel)) {
+			/* An exempt= directory inside the tree: neither copied nor, with
+			   keep=no, removed. */
+			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, XFER_EXCLUDE_REASON);
 		} else if (S_ISDIR(st.st_mode)) {
 			int s2, d2;
 
@@ -1010,7 +1021,7 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	}
 	fcntl(sroot, F_SETFL, fcntl(sroot, F_GETFL) & ~O_NONBLOCK);
 	if (S_ISDIR(st.st_mode)) {
-		_count(&r, sroot, 0);
+		_count(&r, sroot, "", 0);
 		xfer_emit(ctx, XR_TOTALS, 0, r.files, r.bytes, r.skipped, NULL, NULL, NULL);
 		if (!null) {
 			_mkparents(ctx->dest);

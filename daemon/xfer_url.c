@@ -1206,7 +1206,7 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 			  (long long)r->ctx->request_id, rel, strerror(errno));
 }
 
-static void _count(struct url__run *r, int dirfd, int depth)
+static void _count(struct url__run *r, int dirfd, const char *prefix, int depth)
 {
 	DIR *d;
 	struct dirent *de;
@@ -1229,11 +1229,19 @@ static void _count(struct url__run *r, int dirfd, int depth)
 			r->files++;
 			r->bytes += st.st_size;
 		} else if (S_ISDIR(st.st_mode)) {
-			int sub = openat(dirfd, de->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			char rel[XFER_PATH_MAX];
+			int sub;
 
+			if (snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "",
+				     de->d_name) >= (int)sizeof(rel))
+				continue;	/* reported by the upload pass */
+			if (xfer_excluded(r->ctx, rel)) {
+				r->skipped++;
+				continue;
+			}
+			sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub >= 0) {
-				_count(r, sub, depth + 1);
+				_count(r, sub, rel, depth + 1);
 				close(sub);
 			}
 		} else {
@@ -1278,6 +1286,9 @@ static void _put_tree(struct url__run *r, CURL *esc, int sdir, const char *prefi
 				_fail_item(r, rel, 1, "URL too long for '%s'", rel);
 			else
 				_put(r, sdir, de->d_name, url, rel, &st);
+		} else if (S_ISDIR(st.st_mode) && xfer_excluded(r->ctx, rel)) {
+			/* exempt= inside the tree: not uploaded, not removed */
+			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, XFER_EXCLUDE_REASON);
 		} else if (S_ISDIR(st.st_mode)) {
 			int sub;
 
@@ -1374,7 +1385,7 @@ static int _stage_out(struct url__run *r)
 			return _finish(r, XFER_FINAL, "a directory goes to a URL ending in '/' "
 				       "(the remote directory or prefix)");
 		}
-		_count(r, sroot, 0);
+		_count(r, sroot, "", 0);
 		xfer_emit(ctx, XR_TOTALS, 0, r->files, r->bytes, r->skipped, NULL, NULL, NULL);
 		if (r->proto == P_HTTP && _mkcol_path(r, r->url, msg, sizeof(msg)) < 0) {
 			char full[XFER_TEXT_MAX];

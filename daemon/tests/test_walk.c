@@ -22,13 +22,15 @@ static char _dir[] = "/tmp/test_walk_XXXXXX";
 
 struct _seen {
 	int result;
-	int skipped, failed, done, files_total;
+	int skipped, failed, done, files_total, files_skipped;
+	char skipped_path[XFER_PATH_MAX + 1], skipped_text[XFER_TEXT_MAX + 1];
 	char failed_path[XFER_PATH_MAX + 1];
 };
 
 static volatile sig_atomic_t _stop;
 
-static int _sync_batch, _verify_sample;
+static int _sync_batch, _verify_sample, _nokeep;
+static const char *const *_exclude;
 
 /* Run backend be for source -> dest in a child; collect what it reports. */
 static void _run(const struct xfer_backend *be, const char *action, const char *src,
@@ -53,7 +55,8 @@ static void _run(const struct xfer_backend *be, const char *action, const char *
 		ctx.action = action;
 		ctx.source = src;
 		ctx.dest = dst;
-		ctx.keep = 1;
+		ctx.keep = !_nokeep;
+		ctx.exclude = _exclude;
 		ctx.chan = sv[1];
 		ctx.algo = CKSUM_XXH128;
 		ctx.xattr_ns = "user.";
@@ -78,7 +81,11 @@ static void _run(const struct xfer_backend *be, const char *action, const char *
 		off += (size_t)used;
 		switch (rec.type) {
 		case XR_RESULT: s->result = rec.code; break;
-		case XR_ITEM_SKIPPED: s->skipped++; break;
+		case XR_ITEM_SKIPPED:
+			s->skipped++;
+			snprintf(s->skipped_path, sizeof(s->skipped_path), "%s", path);
+			snprintf(s->skipped_text, sizeof(s->skipped_text), "%s", text);
+			break;
 		case XR_ITEM_DONE: s->done++; break;
 		case XR_ITEM_FILE:
 			/* A verified file: both checksums set and equal. */
@@ -87,7 +94,7 @@ static void _run(const struct xfer_backend *be, const char *action, const char *
 			else
 				s->failed++;
 			break;
-		case XR_TOTALS: s->files_total = (int)rec.a; break;
+		case XR_TOTALS: s->files_total = (int)rec.a; s->files_skipped = (int)rec.c; break;
 		case XR_ITEM_FAILED:
 			s->failed++;
 			snprintf(s->failed_path, sizeof(s->failed_path), "%s", path);
@@ -300,6 +307,77 @@ int main(void)
 		ok(_same_full(path, dpath), "the big file has the source's bytes");
 		snprintf(dpath, sizeof(dpath), "%s/a/.f001.stagehand-1", p[53]);
 		ok(!_exists(dpath), "no temporary file left");
+	}
+
+	/* Excluded directories (#DATA exempt= inside the tree), archive with keep=no. */
+	{
+		static const char *const ex[] = { "scratch", "a/b", NULL };
+		static const char *const none[] = { NULL };
+		struct xfer_ctx xc = { 0 };
+		char err[256];
+
+		xc.exclude = ex;
+		ok(xfer_excluded(&xc, "scratch") && xfer_excluded(&xc, "a/b"), "listed dirs excluded");
+		ok(!xfer_excluded(&xc, "a") && !xfer_excluded(&xc, "scratch/x") &&
+		   !xfer_excluded(&xc, "scratc") && !xfer_excluded(&xc, "a/b/c") &&
+		   !xfer_excluded(&xc, ""), "only exact relpaths are excluded");
+		xc.exclude = none;
+		ok(!xfer_excluded(&xc, "scratch"), "empty list excludes nothing");
+		xc.exclude = NULL;
+		ok(!xfer_excluded(&xc, "scratch") && !xfer_excluded(NULL, "x"), "NULL list excludes nothing");
+		ok(xfer_exclude_check("a/b", err, sizeof(err)) == 0 &&
+		   xfer_exclude_check("...", err, sizeof(err)) == 0, "relative paths accepted");
+		ok(xfer_exclude_check("", err, sizeof(err)) < 0, "empty refused: %s", err);
+		ok(xfer_exclude_check("/abs", err, sizeof(err)) < 0, "absolute refused: %s", err);
+		ok(xfer_exclude_check("a/", err, sizeof(err)) < 0, "trailing / refused: %s", err);
+		ok(xfer_exclude_check("a//b", err, sizeof(err)) < 0 &&
+		   xfer_exclude_check("a/./b", err, sizeof(err)) < 0 &&
+		   xfer_exclude_check(".", err, sizeof(err)) < 0 &&
+		   xfer_exclude_check("a/..", err, sizeof(err)) < 0 &&
+		   xfer_exclude_check("../x", err, sizeof(err)) < 0, "'', '.', '..' components refused: %s",
+		   err);
+
+		P(60, "%s/ex", _dir);
+		P(61, "%s/ex/scratch", _dir);
+		P(62, "%s/ex/a", _dir);
+		P(63, "%s/ex/a/b", _dir);
+		P(64, "%s/exdst", _dir);
+		mkdir(p[60], 0755);
+		mkdir(p[61], 0755);
+		mkdir(p[62], 0755);
+		mkdir(p[63], 0755);
+		P(40, "%s/ex/keep.txt", _dir);
+		_write(p[40], "kept\n");
+		P(40, "%s/ex/scratch/tmp.bin", _dir);
+		_write(p[40], "throwaway\n");
+		P(40, "%s/ex/a/x.txt", _dir);
+		_write(p[40], "a/x\n");
+		P(40, "%s/ex/a/b/y.txt", _dir);
+		_write(p[40], "a/b/y\n");
+		_exclude = ex;
+		_nokeep = 1;
+		_run(&xfer_backend_local, "archive", p[60], p[64], &s);
+		_exclude = NULL;
+		_nokeep = 0;
+		ok(s.result == XFER_OK && s.failed == 0, "tree with excluded dirs archived (result %d)",
+		   s.result);
+		ok(s.files_total == 2 && s.done == 2, "only the 2 files outside them counted and "
+		   "copied (%d, %d)", s.files_total, s.done);
+		ok(s.skipped == 2 && s.files_skipped == 2 &&
+		   strcmp(s.skipped_text, XFER_EXCLUDE_REASON) == 0, "each excluded dir skipped with "
+		   "the reason (%d: %s %s)", s.skipped, s.skipped_path, s.skipped_text);
+		P(40, "%s/exdst/a/x.txt", _dir);
+		P(41, "%s/exdst/keep.txt", _dir);
+		ok(_exists(p[40]) && _exists(p[41]), "files outside the excluded dirs copied");
+		P(40, "%s/exdst/scratch", _dir);
+		P(41, "%s/exdst/a/b", _dir);
+		ok(!_exists(p[40]) && !_exists(p[41]), "excluded dirs not in the copy");
+		P(40, "%s/ex/scratch/tmp.bin", _dir);
+		P(41, "%s/ex/a/b/y.txt", _dir);
+		ok(_exists(p[40]) && _exists(p[41]), "keep=no left the excluded dirs' files in place");
+		P(40, "%s/ex/keep.txt", _dir);
+		P(41, "%s/ex/a/x.txt", _dir);
+		ok(!_exists(p[40]) && !_exists(p[41]), "keep=no removed the archived files");
 	}
 
 	/* Missing source: final failure. */
