@@ -175,6 +175,22 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 			      PACKAGE_VERSION, "uid", (int)who->uid, "admin", who->admin, "queue", q);
 }
 
+struct _owner_check {
+	uid_t uid;
+	int other;
+};
+
+static int _other_owner(const struct queue_request *r, void *arg)
+{
+	struct _owner_check *oc = arg;
+
+	if (r->uid != (int64_t)oc->uid) {
+		oc->other = 1;
+		return 1;
+	}
+	return 0;
+}
+
 static void _submit(struct daemon *d, const struct api_caller *who, json_t *body,
 		    struct api_reply *out)
 {
@@ -200,17 +216,21 @@ static void _submit(struct daemon *d, const struct api_caller *who, json_t *body
 	lr.options = opt_text = s.options_text;
 	if (lr.job_id) {
 		struct queue_job *j = NULL;
+		struct queue_filter f = { .uid = -1, .job_id = lr.job_id, .state = -1, .limit = 0 };
+		struct _owner_check oc = { who->uid, 0 };
+		int other = 0;
 
 		if (queue_job_get(d->q, lr.job_id, &j, err, sizeof(err)) == 0) {
-			int other = j->uid >= 0 && j->uid != (int64_t)who->uid;
-
+			other = j->uid >= 0 && j->uid != (int64_t)who->uid;
 			queue_job_free(j);
-			if (other) {
-				free(opt_text);
-				api_error(out, 403, "job %lld belongs to another user",
-					  (long long)lr.job_id);
-				return;
-			}
+		}
+		/* A job known only through its requests belongs to their owner. */
+		if (!other && queue_request_list(d->q, &f, _other_owner, &oc, err, sizeof(err)) == 0)
+			other = oc.other;
+		if (other) {
+			free(opt_text);
+			api_error(out, 403, "job %lld belongs to another user", (long long)lr.job_id);
+			return;
 		}
 	}
 	if (lifecycle_check_request(d, &lr, err, sizeof(err)) < 0) {
