@@ -58,6 +58,7 @@ struct api {
 	pthread_cond_t wake;         /* signals the sweeper to stop */
 	int stop;
 	unsigned long refused;       /* connections closed at once: over MaxConnectionsPerUser */
+	time_t refused_logged;       /* last time a refusal was logged */
 	unsigned long cut;           /* connections closed: no complete request in time */
 };
 
@@ -164,7 +165,8 @@ static int _count(struct api *a, uid_t uid, int delta)
 static int _refuse(struct api *a, int fd, uid_t uid)
 {
 	char peek;
-	int sent;
+	int sent, say = 0;
+	time_t now;
 
 	static const char body[] = "{\"error\":\"too many connections from your uid "
 		"(MaxConnectionsPerUser): close some and try again\"}";
@@ -180,11 +182,18 @@ static int _refuse(struct api *a, int fd, uid_t uid)
 	}
 	sent = recv(fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 	shutdown(fd, sent ? SHUT_RDWR : SHUT_WR);
+	/* A flood refuses thousands a second: one log line per 10 s at most. */
 	pthread_mutex_lock(&a->lock);
 	total = ++a->refused;
+	now = time(NULL);
+	if (now - a->refused_logged >= 10) {
+		a->refused_logged = now;
+		say = 1;
+	}
 	pthread_mutex_unlock(&a->lock);
-	log_warn("uid %u is over MaxConnectionsPerUser: connection refused (%lu so far)",
-		 (unsigned)uid, total);
+	if (say)
+		log_warn("uid %u is over MaxConnectionsPerUser: connection refused (%lu refused "
+			 "since start)", (unsigned)uid, total);
 	return sent;
 }
 
