@@ -566,12 +566,12 @@ static void *_sweep(void *arg)
 	pthread_mutex_lock(&a->lock);
 	while (!a->stop) {
 		time_t now = time(NULL), limit;
+		int64_t ms = _now_ms(), next_ms = ms + 1000;
 		unsigned long n = 0;
 
 		pthread_rwlock_rdlock(&a->d->conf_lock);
 		limit = a->d->conf->connection_timeout;
 		pthread_rwlock_unlock(&a->d->conf_lock);
-		int64_t ms = _now_ms(), next_ms = ms + 1000;
 
 		for (struct _conn *k = a->conns; k; k = k->next) {
 			if (k->cut || k->fd < 0)
