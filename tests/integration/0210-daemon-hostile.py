@@ -249,6 +249,34 @@ def test_tcp_identity_comes_from_munge_only(daemon, a_job, test_users):
     assert st == 401 and "replay" in text.lower(), text
 
 
+def test_tcp_per_user_cap(daemon, test_users):
+    """Over TCP a connection counts for its uid once MUNGE names it: B's
+    connection number CAP+1 is answered 429 and closed; A is not affected."""
+    if not _munge_ok():
+        pytest.skip("munged is not running (munge -n fails)")
+    port = daemon.tcp_port
+    held = []
+    try:
+        for _ in range(CAP):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("GET", "/v1/health", headers={"X-Stagehand-Munge": _munge_cred(B)})
+            r = c.getresponse()
+            r.read()
+            assert r.status == 200
+            held.append(c)     # kept alive: still counted
+        st, doc, text = _tcp_call(port, "GET", "/v1/health", user=B)
+        assert st == 429 and "MaxConnectionsPerUser" in doc["error"], text
+        st, doc, text = _tcp_call(port, "GET", "/v1/health", user=A)
+        assert st == 200, text
+    finally:
+        for c in held:
+            c.close()
+    end = time.monotonic() + 5
+    while _tcp_call(port, "GET", "/v1/health", user=B)[0] != 200:
+        assert time.monotonic() < end, "B's TCP connection count never went down"
+        time.sleep(0.2)
+
+
 # ---- size limits and garbage ----------------------------------------------------
 
 def test_oversized_bodies_are_413(daemon):
