@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <munge.h>
 #include <netdb.h>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api.h"
@@ -20,10 +22,27 @@
 #include "log.h"
 
 #define MAX_UIDS 1024
+#define MAX_CONNECTIONS 1024         /* per listening socket */
+#define PER_IP_FACTOR 4              /* TCP: connections per address = this x MaxConnectionsPerUser */
+#define REFUSED_GRACE_MS 200         /* a refused client's time to send its request */
 
 struct _uidcount {
 	uid_t uid;
 	int n;
+};
+
+/* Per connection (socket context); linked into api.conns while open. */
+struct _conn {
+	int is_tcp;
+	int known;                   /* uid/gid are set and counted */
+	int over;                    /* over the per-user cap: every request gets 429 */
+	uid_t uid;
+	gid_t gid;
+	int fd;                      /* our dup of the socket, for the deadline sweeper; -1 none */
+	time_t since;                /* connection start or end of its last request */
+	int cut;                     /* the sweeper shut it down */
+	int64_t cut_at_ms;           /* refused: shut it down at this time (ms), 0 = no */
+	struct _conn *prev, *next;
 };
 
 struct api {
@@ -31,17 +50,16 @@ struct api {
 	int unix_fd, tcp_fd;
 	char *unix_path;
 	struct MHD_Daemon *mu, *mt;
-	pthread_mutex_t lock;        /* guards counts */
+	pthread_mutex_t lock;        /* guards counts, conns, stop and the counters */
 	struct _uidcount counts[MAX_UIDS];
-};
-
-/* Per connection (socket context). */
-struct _conn {
-	int is_tcp;
-	int known;                   /* uid/gid are set and counted */
-	int over;                    /* over the per-user cap: every request gets 429 */
-	uid_t uid;
-	gid_t gid;
+	struct _conn *conns;         /* open connections, for the sweeper */
+	pthread_t sweeper;
+	int sweeper_on;
+	pthread_cond_t wake;         /* signals the sweeper to stop */
+	int stop;
+	unsigned long refused;       /* connections closed at once: over MaxConnectionsPerUser */
+	time_t refused_logged;       /* last time a refusal was logged */
+	unsigned long cut;           /* connections closed: no complete request in time */
 };
 
 /* Per HTTP request (con_cls). */
@@ -107,25 +125,84 @@ int api_is_admin(struct daemon *d, uid_t uid, gid_t gid)
 /* Count a connection for uid; returns 1 if over the cap. */
 static int _count(struct api *a, uid_t uid, int delta)
 {
+	struct _uidcount *slot = NULL;
 	int over = 0, cap;
 
 	pthread_rwlock_rdlock(&a->d->conf_lock);
 	cap = a->d->conf->max_connections_per_user;
 	pthread_rwlock_unlock(&a->d->conf_lock);
 	pthread_mutex_lock(&a->lock);
+	/* The uid's own slot wherever it is; a free one only if it has none. */
 	for (int i = 0; i < MAX_UIDS; i++) {
 		struct _uidcount *u = &a->counts[i];
 
-		if ((u->n > 0 && u->uid == uid) || (delta > 0 && u->n == 0)) {
-			if (u->n == 0)
-				u->uid = uid;
-			u->n += delta;
-			over = delta > 0 && u->n > cap;
+		if (u->n > 0 && u->uid == uid) {
+			slot = u;
 			break;
 		}
+		if (!slot && u->n == 0)
+			slot = u;
+	}
+	if (slot && (slot->n > 0 || delta > 0)) {
+		if (slot->n == 0)
+			slot->uid = uid;
+		slot->n += delta;
+		over = delta > 0 && slot->n > cap;
 	}
 	pthread_mutex_unlock(&a->lock);
 	return over;
+}
+
+/*
+ * A UNIX connection over MaxConnectionsPerUser: answer 429 at once, so that a
+ * user holding idle connections cannot use up the server's connection slots.
+ * If the request is already there the socket is shut at once (libmicrohttpd
+ * closes it on its next poll). Otherwise only our sending side is shut: a
+ * client about to send still can, and then reads the 429 (libcurl reports a
+ * fully shut socket as "could not connect"); the sweeper shuts the rest
+ * REFUSED_GRACE_MS later. Returns 1 when the socket is fully shut.
+ */
+static int _refuse(struct api *a, int fd, uid_t uid)
+{
+	char peek;
+	int sent, say = 0;
+	time_t now;
+
+	static const char body[] = "{\"error\":\"too many connections from your uid "
+		"(MaxConnectionsPerUser): close some and try again\"}";
+	char msg[512];
+	int n = snprintf(msg, sizeof(msg), "HTTP/1.1 429 Too Many Requests\r\n"
+			 "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\n%s", sizeof(body) - 1, body);
+	unsigned long total;
+
+	if (n > 0 && (size_t)n < sizeof(msg) &&
+	    send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* The peer is gone or its buffer is full: closing is all that is left. */
+	}
+	sent = recv(fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+	shutdown(fd, sent ? SHUT_RDWR : SHUT_WR);
+	/* A flood refuses thousands a second: one log line per 10 s at most. */
+	pthread_mutex_lock(&a->lock);
+	total = ++a->refused;
+	now = time(NULL);
+	if (now - a->refused_logged >= 10) {
+		a->refused_logged = now;
+		say = 1;
+	}
+	pthread_mutex_unlock(&a->lock);
+	if (say)
+		log_warn("uid %u is over MaxConnectionsPerUser: connection refused (%lu refused "
+			 "since start)", (unsigned)uid, total);
+	return sent;
+}
+
+static int64_t _now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void _notify(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -142,7 +219,11 @@ static void _notify(void *cls, struct MHD_Connection *c, void **socket_context,
 
 		k = calloc(1, sizeof(*k));
 		*socket_context = k;
-		if (!k || !ci)
+		if (!k)
+			return;
+		k->fd = -1;
+		k->since = time(NULL);
+		if (!ci)
 			return;
 		/* Anything but a UNIX socket must prove its identity with MUNGE. */
 		k->is_tcp = getsockname(ci->connect_fd, (struct sockaddr *)&ss, &sl) < 0 ||
@@ -157,14 +238,35 @@ static void _notify(void *cls, struct MHD_Connection *c, void **socket_context,
 				k->gid = cr.gid;
 				k->known = 1;
 				k->over = _count(a, k->uid, 1);
-				if (k->over)
-					log_warn("uid %u is over MaxConnectionsPerUser: refusing a "
-						 "connection", (unsigned)k->uid);
 			}
 		}
+		if (k->over && _refuse(a, ci->connect_fd, k->uid))
+			return;
+		/* A dup keeps the socket alive while the sweeper may shut it down. */
+		k->fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0);
+		pthread_mutex_lock(&a->lock);
+		if (k->over) {
+			k->cut_at_ms = _now_ms() + REFUSED_GRACE_MS;
+			pthread_cond_signal(&a->wake);
+		}
+		k->next = a->conns;
+		if (a->conns)
+			a->conns->prev = k;
+		a->conns = k;
+		pthread_mutex_unlock(&a->lock);
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && k) {
 		if (k->known)
 			_count(a, k->uid, -1);
+		pthread_mutex_lock(&a->lock);
+		if (k->prev)
+			k->prev->next = k->next;
+		else if (a->conns == k)
+			a->conns = k->next;
+		if (k->next)
+			k->next->prev = k->prev;
+		pthread_mutex_unlock(&a->lock);
+		if (k->fd >= 0)
+			close(k->fd);
 		free(k);
 		*socket_context = NULL;
 	}
@@ -173,9 +275,19 @@ static void _notify(void *cls, struct MHD_Connection *c, void **socket_context,
 static void _completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		       enum MHD_RequestTerminationCode toe)
 {
+	struct api *a = cls;
 	struct _req *r = *con_cls;
+	const union MHD_ConnectionInfo *si =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct _conn *k = si ? si->socket_context : NULL;
 
-	(void)cls; (void)c; (void)toe;
+	(void)toe;
+	if (k) {
+		/* The next request on a kept-alive connection gets a full ConnectionTimeout. */
+		pthread_mutex_lock(&a->lock);
+		k->since = time(NULL);
+		pthread_mutex_unlock(&a->lock);
+	}
 	if (r) {
 		free(r->body);
 		free(r);
@@ -183,7 +295,7 @@ static void _completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 }
 
-static enum MHD_Result _send(struct MHD_Connection *c, struct api_reply *rep)
+static enum MHD_Result _send(struct MHD_Connection *c, struct api_reply *rep, int close_after)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
@@ -209,6 +321,8 @@ static enum MHD_Result _send(struct MHD_Connection *c, struct api_reply *rep)
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (close_after)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	ret = MHD_queue_response(c, rep->status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -219,7 +333,9 @@ static enum MHD_Result _fail(struct MHD_Connection *c, unsigned status, const ch
 	struct api_reply rep = { 0 };
 
 	api_error(&rep, status, "%s", msg);
-	return _send(c, &rep);
+	/* After a refusal the connection is not reused: it frees its slot now. */
+	return _send(c, &rep, status == MHD_HTTP_TOO_MANY_REQUESTS || status == 413 ||
+		     status == MHD_HTTP_UNAUTHORIZED);
 }
 
 /* TCP: identity from a MUNGE credential. 0, or -1 with the reason in why. */
@@ -332,7 +448,7 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 	api_route(d, &who, c, method, url, r->body, r->len, &rep);
 	pthread_rwlock_unlock(&d->conf_lock);
 	log_debug("api: uid %u %s %s -> %u", (unsigned)who.uid, method, url, rep.status);
-	ret = _send(c, &rep);
+	ret = _send(c, &rep, 0);
 	return ret;
 }
 
@@ -415,6 +531,7 @@ struct api *api_bind(struct daemon *d, char *err, size_t errlen)
 	a->d = d;
 	a->tcp_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->wake, NULL);
 	a->unix_path = strdup(d->conf->socket_path);
 	a->unix_fd = a->unix_path ? _bind_unix(a->unix_path, err, errlen) : -1;
 	if (a->unix_fd < 0) {
@@ -433,13 +550,72 @@ struct api *api_bind(struct daemon *d, char *err, size_t errlen)
 	return a;
 }
 
-static struct MHD_Daemon *_start(struct api *a, int fd, unsigned timeout)
+/*
+ * libmicrohttpd's timeout only closes idle connections: a client sending a
+ * byte a second is never idle. Once a second this thread shuts down every
+ * connection that has not delivered a complete request within
+ * ConnectionTimeout of its start (or of the end of its previous request).
+ * It works on our dup of the socket, so a descriptor libmicrohttpd has
+ * already closed and reused is never touched.
+ */
+static void *_sweep(void *arg)
+{
+	struct api *a = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&a->lock);
+	while (!a->stop) {
+		time_t now = time(NULL), limit;
+		int64_t ms = _now_ms(), next_ms = ms + 1000;
+		unsigned long n = 0;
+
+		pthread_rwlock_rdlock(&a->d->conf_lock);
+		limit = a->d->conf->connection_timeout;
+		pthread_rwlock_unlock(&a->d->conf_lock);
+
+		for (struct _conn *k = a->conns; k; k = k->next) {
+			if (k->cut || k->fd < 0)
+				continue;
+			if (k->cut_at_ms && k->cut_at_ms <= ms) {
+				shutdown(k->fd, SHUT_RDWR);	/* refused, and the grace is over */
+				k->cut = 1;
+				continue;
+			}
+			if (k->cut_at_ms && k->cut_at_ms < next_ms)
+				next_ms = k->cut_at_ms;
+			if (now - k->since < limit)
+				continue;
+			shutdown(k->fd, SHUT_RDWR);
+			k->cut = 1;
+			n++;
+		}
+		if (n) {
+			a->cut += n;
+			log_warn("api: closed %lu connection(s) that sent no complete request within "
+				 "ConnectionTimeout=%lds (%lu so far)", n, (long)limit, a->cut);
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ms = next_ms - ms;
+		ts.tv_sec += ms / 1000;
+		ts.tv_nsec += (ms % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&a->wake, &a->lock, &ts);
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+static struct MHD_Daemon *_start(struct api *a, int fd, unsigned timeout, unsigned per_ip)
 {
 	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
 				MHD_USE_ERROR_LOG, 0, NULL, NULL, _handle, a,
 				MHD_OPTION_LISTEN_SOCKET, fd,
 				MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
 				MHD_OPTION_NOTIFY_CONNECTION, _notify, a,
 				MHD_OPTION_NOTIFY_COMPLETED, _completed, a,
 				MHD_OPTION_END);
@@ -448,15 +624,26 @@ static struct MHD_Daemon *_start(struct api *a, int fd, unsigned timeout)
 int api_start(struct api *a, char *err, size_t errlen)
 {
 	unsigned timeout = (unsigned)a->d->conf->connection_timeout;
+	/*
+	 * TCP callers are anonymous until their MUNGE header arrives, so their
+	 * per-user cap cannot act before that: cap connections per address
+	 * instead (several users may share a login node's address).
+	 */
+	unsigned per_ip = (unsigned)a->d->conf->max_connections_per_user * PER_IP_FACTOR;
 
+	if (pthread_create(&a->sweeper, NULL, _sweep, a) != 0) {
+		snprintf(err, errlen, "cannot start the API connection sweeper thread");
+		return -1;
+	}
+	a->sweeper_on = 1;
 	if (a->tcp_fd >= 0) {
-		a->mt = _start(a, a->tcp_fd, timeout);
+		a->mt = _start(a, a->tcp_fd, timeout, per_ip);
 		if (!a->mt) {
 			snprintf(err, errlen, "cannot start the TCP API server");
 			return -1;
 		}
 	}
-	a->mu = _start(a, a->unix_fd, timeout);
+	a->mu = _start(a, a->unix_fd, timeout, 0);
 	if (!a->mu) {
 		snprintf(err, errlen, "cannot start the API server on %s", a->unix_path);
 		return -1;
@@ -468,6 +655,13 @@ void api_stop(struct api *a)
 {
 	if (!a)
 		return;
+	if (a->sweeper_on) {
+		pthread_mutex_lock(&a->lock);
+		a->stop = 1;
+		pthread_cond_signal(&a->wake);
+		pthread_mutex_unlock(&a->lock);
+		pthread_join(a->sweeper, NULL);
+	}
 	if (a->mu)
 		MHD_stop_daemon(a->mu);
 	if (a->mt)
@@ -480,6 +674,10 @@ void api_stop(struct api *a)
 		unlink(a->unix_path);
 		free(a->unix_path);
 	}
+	if (a->refused || a->cut)
+		log_info("api: %lu connection(s) refused over MaxConnectionsPerUser, %lu closed "
+			 "for sending no complete request in time", a->refused, a->cut);
+	pthread_cond_destroy(&a->wake);
 	pthread_mutex_destroy(&a->lock);
 	free(a);
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "api_labels.h"
+#include "api_decode.h"
 #include "api_private.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -118,17 +119,7 @@ static int _collect_item(const struct queue_item *it, void *arg)
 
 static int _parse_id(const char *s, int64_t *out)
 {
-	char *end;
-	long long v;
-
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || *end || v <= 0)
-		return -1;
-	*out = v;
-	return 0;
+	return api_decode_id(s, out);
 }
 
 /* Load request id for the caller; fills out with 404/403 on failure. NULL then. */
@@ -189,67 +180,63 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 				    atomic_load(&d->metrics->yield_busy_fs)));
 }
 
-static const char *_str_field(json_t *o, const char *k, int *bad)
-{
-	json_t *v = json_object_get(o, k);
+struct _owner_check {
+	uid_t uid;
+	int other;
+};
 
-	if (!v || json_is_null(v))
-		return NULL;
-	if (!json_is_string(v)) {
-		*bad = 1;
-		return NULL;
+static int _other_owner(const struct queue_request *r, void *arg)
+{
+	struct _owner_check *oc = arg;
+
+	if (r->uid != (int64_t)oc->uid) {
+		oc->other = 1;
+		return 1;
 	}
-	return json_string_value(v);
+	return 0;
 }
 
 static void _submit(struct daemon *d, const struct api_caller *who, json_t *body,
 		    struct api_reply *out)
 {
 	struct lifecycle_request lr = { 0 };
-	json_t *jid = json_object_get(body, "job_id"), *opts = json_object_get(body, "options");
+	struct api_submit s;
 	char err[1024], *opt_text = NULL;
-	int bad = 0;
 	int64_t id;
 
 	if (atomic_load(&d->draining)) {
 		api_error(out, 503, "stagehandd is shutting down: submit again when it is back");
 		return;
 	}
-	lr.uid = who->uid;	/* the kernel's or MUNGE's word, never the body's */
-	lr.gid = who->gid;
-	lr.action = _str_field(body, "action", &bad);
-	lr.source = _str_field(body, "source", &bad);
-	lr.dest = _str_field(body, "dest", &bad);
-	if (bad) {
-		api_error(out, 400, "'action', 'source' and 'dest' must be strings");
+	if (api_decode_submit(body, &s, err, sizeof(err)) < 0) {
+		api_error(out, 400, "%s", err);
 		return;
 	}
-	if (jid && !json_is_null(jid)) {
+	lr.uid = who->uid;	/* the kernel's or MUNGE's word, never the body's */
+	lr.gid = who->gid;
+	lr.action = s.action;
+	lr.source = s.source;
+	lr.dest = s.dest;
+	lr.job_id = s.job_id;
+	lr.options = opt_text = s.options_text;
+	if (lr.job_id) {
 		struct queue_job *j = NULL;
+		struct queue_filter f = { .uid = -1, .job_id = lr.job_id, .state = -1, .limit = 0 };
+		struct _owner_check oc = { who->uid, 0 };
+		int other = 0;
 
-		if (!json_is_integer(jid) || json_integer_value(jid) <= 0) {
-			api_error(out, 400, "'job_id' must be a positive integer");
-			return;
-		}
-		lr.job_id = json_integer_value(jid);
 		if (queue_job_get(d->q, lr.job_id, &j, err, sizeof(err)) == 0) {
-			int other = j->uid >= 0 && j->uid != (int64_t)who->uid;
-
+			other = j->uid >= 0 && j->uid != (int64_t)who->uid;
 			queue_job_free(j);
-			if (other) {
-				api_error(out, 403, "job %lld belongs to another user",
-					  (long long)lr.job_id);
-				return;
-			}
 		}
-	}
-	if (opts && !json_is_null(opts)) {
-		if (!json_is_object(opts)) {
-			api_error(out, 400, "'options' must be a JSON object");
+		/* A job known only through its requests belongs to their owner. */
+		if (!other && queue_request_list(d->q, &f, _other_owner, &oc, err, sizeof(err)) == 0)
+			other = oc.other;
+		if (other) {
+			free(opt_text);
+			api_error(out, 403, "job %lld belongs to another user", (long long)lr.job_id);
 			return;
 		}
-		opt_text = json_dumps(opts, JSON_COMPACT | JSON_SORT_KEYS);
-		lr.options = opt_text;
 	}
 	if (lifecycle_check_request(d, &lr, err, sizeof(err)) < 0) {
 		free(opt_text);
@@ -265,49 +252,42 @@ static void _submit(struct daemon *d, const struct api_caller *who, json_t *body
 	_reply_request(d, id, 201, out);
 }
 
+static const char *_query_arg(void *cls, const char *key)
+{
+	return MHD_lookup_connection_value(cls, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static int _is_state(const char *name)
+{
+	enum queue_state s;
+
+	return queue_state_from_name(name, &s) == 0;
+}
+
 static void _list(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
 		  struct api_reply *out)
 {
-	const char *job = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "job");
-	const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
-	const char *all = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "all");
-	const char *limit = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
 	struct queue_filter f = { .uid = who->uid, .job_id = 0, .state = -1, .limit = 1000 };
+	struct api_list_query lq;
+	enum queue_state s;
 	json_t *arr;
 	char err[512];
-	int64_t v;
 
-	if (all && strcmp(all, "0") != 0) {
+	if (api_decode_list(_query_arg, c, _is_state, &lq, err, sizeof(err)) < 0) {
+		api_error(out, 400, "%s", err);
+		return;
+	}
+	if (lq.all) {
 		if (!who->admin) {
 			api_error(out, 403, "all=1 is for admins; without it you see your own requests");
 			return;
 		}
 		f.uid = -1;
 	}
-	if (job) {
-		if (_parse_id(job, &v) < 0) {
-			api_error(out, 400, "job=%.64s is not a job id", job);
-			return;
-		}
-		f.job_id = v;
-	}
-	if (state) {
-		enum queue_state s;
-
-		if (queue_state_from_name(state, &s) < 0) {
-			api_error(out, 400, "state=%.64s is not a state (queued, running, verifying, "
-				  "done, failed_retryable, failed_final, cancelled)", state);
-			return;
-		}
+	f.job_id = lq.job_id;
+	if (lq.state && queue_state_from_name(lq.state, &s) == 0)
 		f.state = (int)s;
-	}
-	if (limit) {
-		if (_parse_id(limit, &v) < 0 || v > 100000) {
-			api_error(out, 400, "limit must be from 1 to 100000");
-			return;
-		}
-		f.limit = (int)v;
-	}
+	f.limit = lq.limit;
 	arr = json_array();
 	if (queue_request_list(d->q, &f, _collect, arr, err, sizeof(err)) < 0) {
 		json_decref(arr);
@@ -461,13 +441,12 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
 		     struct api_reply *out)
 {
-	json_t *st = json_object_get(body, "state"), *ec = json_object_get(body, "exit_code");
-	json_t *ju = json_object_get(body, "uid"), *jg = json_object_get(body, "gid");
-	json_t *plan = json_object_get(body, "plan"), *ids;
-	const char *user = NULL, *work_dir = NULL;
-	char *plan_text = NULL, err[512], ubuf[4096];
-	int64_t uid = -1, gid = -1, made_ids[64];
-	int dup = 0, bad = 0, made = 0;
+	struct api_job_end e;
+	json_t *ids;
+	const char *user;
+	char *plan_text, err[512], ubuf[4096];
+	int64_t uid, gid, made_ids[64];
+	int dup = 0, made = 0;
 	struct passwd pw, *pwp = NULL;
 
 	if (!who->admin) {
@@ -475,46 +454,14 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 			  "admin); users cannot send them");
 		return;
 	}
-	if (!json_is_string(st) || !*json_string_value(st)) {
-		api_error(out, 400, "'state' is required: Slurm's job state name, e.g. COMPLETED");
+	if (api_decode_job_end(body, &e, err, sizeof(err)) < 0) {
+		api_error(out, 400, "%s", err);
 		return;
 	}
-	if (ec && !json_is_integer(ec)) {
-		api_error(out, 400, "'exit_code' must be an integer");
-		return;
-	}
-	if (ju && !json_is_null(ju)) {
-		if (!json_is_integer(ju) || json_integer_value(ju) < 0) {
-			api_error(out, 400, "'uid' must be a non-negative integer");
-			return;
-		}
-		uid = json_integer_value(ju);
-	}
-	if (jg && !json_is_null(jg)) {
-		if (!json_is_integer(jg) || json_integer_value(jg) < 0) {
-			api_error(out, 400, "'gid' must be a non-negative integer");
-			return;
-		}
-		gid = json_integer_value(jg);
-	}
-	user = _str_field(body, "user", &bad);
-	work_dir = _str_field(body, "work_dir", &bad);
-	if (bad) {
-		api_error(out, 400, "'user' and 'work_dir' must be strings");
-		return;
-	}
-	if (work_dir && work_dir[0] != '/') {
-		api_error(out, 400, "'work_dir' must be an absolute path");
-		return;
-	}
-	if (plan && !json_is_null(plan)) {
-		if (!json_is_object(plan) || !json_is_array(json_object_get(plan, "actions"))) {
-			api_error(out, 400, "'plan' must be an object with an 'actions' array "
-				  "(docs/directives.md)");
-			return;
-		}
-		plan_text = json_dumps(plan, JSON_COMPACT);
-	}
+	uid = e.uid;
+	gid = e.gid;
+	user = e.user;
+	plan_text = e.plan_text;
 	if (uid >= 0 && (gid < 0 || !user) &&
 	    getpwuid_r((uid_t)uid, &pw, ubuf, sizeof(ubuf), &pwp) == 0 && pwp) {
 		if (gid < 0)
@@ -522,9 +469,8 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 		if (!user)
 			user = pwp->pw_name;
 	}
-	if (queue_job_end(d->q, job, json_string_value(st), ec ? (int)json_integer_value(ec) : 0,
-			  uid, gid, user, work_dir, plan_text, (int64_t)time(NULL), &dup, err,
-			  sizeof(err)) < 0) {
+	if (queue_job_end(d->q, job, e.state, e.exit_code, uid, gid, user, e.work_dir, plan_text,
+			  (int64_t)time(NULL), &dup, err, sizeof(err)) < 0) {
 		free(plan_text);
 		api_error(out, 500, "could not store the job-end event: %s", err);
 		return;
@@ -534,7 +480,7 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 	if (!dup) {
 		atomic_fetch_add(&d->metrics->job_end_events, 1);
 		log_info("job %lld: end event (%s) from uid %u", (long long)job,
-			 json_string_value(st), (unsigned)who->uid);
+			 e.state, (unsigned)who->uid);
 		/* Only database work: fast. If it fails, the main loop's hook tries again. */
 		if (lifecycle_process_job_end(d, job, made_ids, 64, &made, err, sizeof(err)) < 0)
 			log_err("job %lld: after-job requests deferred: %s", (long long)job, err);
@@ -590,40 +536,21 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 	       const char *method, const char *url, const char *body, size_t len,
 	       struct api_reply *out)
 {
-	char path[256], *seg[6] = { 0 }, *save = NULL, *t;
-	int nseg = 0, is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
+	struct api_path p;
+	char **seg = p.seg, err[512];
+	int nseg, is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
 	json_t *jb = NULL;
 	int64_t id = 0;
 
 	out->status = 500;
-	if (snprintf(path, sizeof(path), "%s", url) >= (int)sizeof(path)) {
-		api_error(out, 404, "no such path");
-		return;
-	}
-	for (t = strtok_r(path, "/", &save); t && nseg < 6; t = strtok_r(NULL, "/", &save))
-		seg[nseg++] = t;
-	if (t) {
+	if (api_decode_path(url, &p) < 0) {
 		api_error(out, 404, "no such path: %.200s", url);
 		return;
 	}
-	if (is_post) {
-		json_error_t je;
-
-		if (!body || len == 0) {
-			jb = json_object();
-		} else {
-			jb = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-			if (!jb) {
-				api_error(out, 400, "malformed JSON at line %d column %d: %s",
-					  je.line, je.column, je.text);
-				return;
-			}
-			if (!json_is_object(jb)) {
-				json_decref(jb);
-				api_error(out, 400, "the request body must be a JSON object");
-				return;
-			}
-		}
+	nseg = p.nseg;
+	if (is_post && api_decode_body(body, len, &jb, err, sizeof(err)) < 0) {
+		api_error(out, 400, "%s", err);
+		return;
 	}
 	if (nseg == 1 && strcmp(seg[0], "metrics") == 0) {
 		if (!is_get)
