@@ -54,7 +54,8 @@ static int _bad_path(const char *p, const char *field, int allow_null, char *err
 		return -1;
 	}
 	for (const char *c = p; *c; c++) {
-		if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+		/* A tab is allowed, as in #DATA values (docs/directives.md). */
+		if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f) {
 			snprintf(err, errlen, "'%s' contains a control character", field);
 			return -1;
 		}

@@ -379,3 +379,26 @@ def test_each_job_end_event_makes_one_set_of_requests(daemon, base_dir, test_use
     assert len(counts) == len(jobs), f"{len(jobs) - len(counts)} jobs got no request"
     twice = {j: c for j, c in counts.items() if c != 1}
     assert not twice, f"jobs with more than one archive request: {twice}"
+
+
+def test_a_tab_in_a_plan_path_is_archived(daemon, base_dir, test_users):
+    """#DATA accepts a tab inside a quoted value; the daemon must not then
+    skip that action at job end."""
+    u = test_users["shtest"]
+    work = owned_dir(os.path.join(base_dir, "tabpath", "run"), "shtest")
+    src = owned_dir(os.path.join(work, "res\tults"), "shtest")
+    with open(os.path.join(src, "f"), "wb") as f:
+        f.write(b"x" * 100)
+    os.chown(os.path.join(src, "f"), u.pw_uid, u.pw_gid)
+    st, doc, text, _ = daemon.api.post("/v1/jobs/778900/end", {
+        "state": "COMPLETED", "exit_code": 0, "uid": u.pw_uid, "work_dir": work,
+        "plan": {"version": 1, "actions": [
+            {"line": 3, "action": "archive", "path": "res\tults/",
+             "to": os.path.join(work, "arch\tive")}]}})
+    assert st == 202, text
+    assert len(doc["requests"]) == 1, text
+    r = daemon.api.wait(doc["requests"][0])
+    assert r["state"] == "done", r
+    found = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(work, "arch\tive"))
+             for f in fs]
+    assert len(found) == 1 and open(found[0], "rb").read() == b"x" * 100, (found, r)
