@@ -390,7 +390,7 @@ def test_a_tab_in_a_plan_path_is_archived(daemon, base_dir, test_users):
     with open(os.path.join(src, "f"), "wb") as f:
         f.write(b"x" * 100)
     os.chown(os.path.join(src, "f"), u.pw_uid, u.pw_gid)
-    st, doc, text, _ = daemon.api.post("/v1/jobs/778900/end", {
+    st, doc, text, _ = daemon.api.post("/v1/jobs/779500/end", {
         "state": "COMPLETED", "exit_code": 0, "uid": u.pw_uid, "work_dir": work,
         "plan": {"version": 1, "actions": [
             {"line": 3, "action": "archive", "path": "res\tults/",
