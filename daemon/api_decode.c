@@ -213,3 +213,51 @@ int api_decode_job_end(json_t *body, struct api_job_end *e, char *err, size_t er
 	}
 	return 0;
 }
+
+/* An absolute path of sane length, for the job-start event. */
+static int _start_path_ok(const char *p)
+{
+	return p && p[0] == '/' && strlen(p) < API_START_PATH_MAX;
+}
+
+int api_decode_job_start(json_t *body, struct api_job_start *s, char *err, size_t errlen)
+{
+	json_t *dirs = json_object_get(body, "dirs"), *v;
+	int bad = 0;
+	size_t i;
+
+	memset(s, 0, sizeof(*s));
+	s->uid = -1;
+	if (_int_field(body, "uid", 0, ID_MAX_UID, &s->uid) < 0) {
+		snprintf(err, errlen, "'uid' must be a non-negative integer (at most %lld)",
+			 ID_MAX_UID);
+		return -1;
+	}
+	s->work_dir = _str_field(body, "work_dir", &bad);
+	s->node = _str_field(body, "node", &bad);
+	if (bad) {
+		snprintf(err, errlen, "'work_dir' and 'node' must be strings");
+		return -1;
+	}
+	if (s->work_dir && !_start_path_ok(s->work_dir)) {
+		snprintf(err, errlen, "'work_dir' must be an absolute path (under %d bytes)",
+			 API_START_PATH_MAX);
+		return -1;
+	}
+	if (!dirs || json_is_null(dirs))
+		return 0;
+	if (!json_is_array(dirs) || json_array_size(dirs) > API_START_DIRS_MAX) {
+		snprintf(err, errlen, "'dirs' must be an array of at most %d absolute paths",
+			 API_START_DIRS_MAX);
+		return -1;
+	}
+	json_array_foreach(dirs, i, v) {
+		if (!json_is_string(v) || !_start_path_ok(json_string_value(v))) {
+			snprintf(err, errlen, "'dirs'[%zu] must be an absolute path (under %d bytes)",
+				 i, API_START_PATH_MAX);
+			return -1;
+		}
+		s->dirs[s->ndirs++] = json_string_value(v);
+	}
+	return 0;
+}

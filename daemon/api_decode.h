@@ -85,4 +85,18 @@ struct api_job_end {
 /* 0, or -1 with the field named in err (400). On -1 nothing needs freeing. */
 int api_decode_job_end(json_t *body, struct api_job_end *e, char *err, size_t errlen);
 
+/* POST /v1/jobs/{job}/start. Strings borrowed from the body. */
+#define API_START_DIRS_MAX 31	/* with work_dir: yield.h's YIELD_START_PATHS_MAX */
+#define API_START_PATH_MAX 4096
+struct api_job_start {
+	int64_t uid;             /* -1 when absent */
+	const char *work_dir;    /* absolute, or NULL */
+	const char *node;        /* NULL when absent */
+	const char *dirs[API_START_DIRS_MAX];  /* absolute paths */
+	size_t ndirs;
+};
+
+/* 0, or -1 with the field named in err (400). Nothing to free. */
+int api_decode_job_start(json_t *body, struct api_job_start *s, char *err, size_t errlen);
+
 #endif /* STAGEHAND_API_DECODE_H */

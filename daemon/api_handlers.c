@@ -15,6 +15,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "yield.h"
 
 #define ITEMS_MAX 10000
 
@@ -175,9 +176,10 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 			      atomic_load(&d->draining) ? "draining" : "ok", "version",
 			      PACKAGE_VERSION, "uid", (int)who->uid, "admin", who->admin, "queue", q);
 	if (out->body)	/* after-job transfers held back for running jobs (yield.h) */
-		json_object_set_new(out->body, "yield", json_pack("{s:i,s:i}", "active",
+		json_object_set_new(out->body, "yield", json_pack("{s:i,s:i,s:i}", "active",
 				    atomic_load(&d->metrics->yield_active), "busy_filesystems",
-				    atomic_load(&d->metrics->yield_busy_fs)));
+				    atomic_load(&d->metrics->yield_busy_fs), "started_jobs",
+				    yield_jobs_started()));
 }
 
 struct _owner_check {
@@ -462,6 +464,7 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 	gid = e.gid;
 	user = e.user;
 	plan_text = e.plan_text;
+	yield_job_end(d, job);	/* its file systems are free now */
 	if (uid >= 0 && (gid < 0 || !user) &&
 	    getpwuid_r((uid_t)uid, &pw, ubuf, sizeof(ubuf), &pwp) == 0 && pwp) {
 		if (gid < 0)
@@ -509,6 +512,46 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 			      "requests", ids);
 }
 
+/* POST /v1/jobs/{job}/start (a job's tasks are about to run) and DELETE
+   (the job ended without an end event: no plan). See yield.h. */
+static void _job_start(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
+		       int is_delete, struct api_reply *out)
+{
+	struct api_job_start s;
+	const char *paths[API_START_DIRS_MAX + 1];
+	size_t n = 0;
+	char err[512];
+
+	if (!who->admin) {
+		api_error(out, 403, "job-start events come from slurmstepd (root or an admin); "
+			  "users cannot send them");
+		return;
+	}
+	if (is_delete) {
+		int was = yield_job_end(d, job);
+
+		out->status = 200;
+		out->body = json_pack("{s:I,s:b}", "job_id", (json_int_t)job, "was_started", was);
+		return;
+	}
+	if (api_decode_job_start(body, &s, err, sizeof(err)) < 0) {
+		api_error(out, 400, "job %lld: %s", (long long)job, err);
+		return;
+	}
+	if (s.work_dir)
+		paths[n++] = s.work_dir;
+	for (size_t i = 0; i < s.ndirs; i++)
+		paths[n++] = s.dirs[i];
+	if (yield_job_start(d, job, paths, n, err, sizeof(err)) < 0) {
+		api_error(out, 503, "%s", err);
+		return;
+	}
+	log_info("job %lld: started on %s (uid %lld, %zu dirs); after-job transfers on its "
+		 "file systems yield", (long long)job, s.node ? s.node : "?", (long long)s.uid, n);
+	out->status = 202;
+	out->body = json_pack("{s:I,s:i}", "job_id", (json_int_t)job, "paths", (int)n);
+}
+
 static void _job_retry(struct daemon *d, const struct api_caller *who, int64_t job,
 		       struct api_reply *out)
 {
@@ -539,6 +582,7 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 	struct api_path p;
 	char **seg = p.seg, err[512];
 	int nseg, is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
+	int is_delete = strcmp(method, "DELETE") == 0;
 	json_t *jb = NULL;
 	int64_t id = 0;
 
@@ -599,7 +643,10 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 			_job_end(d, who, id, jb, out);
 		else if (nseg == 4 && is_post && strcmp(seg[3], "retry") == 0)
 			_job_retry(d, who, id, out);
-		else if (nseg == 3 || strcmp(seg[3], "end") == 0 || strcmp(seg[3], "retry") == 0)
+		else if (nseg == 4 && (is_post || is_delete) && strcmp(seg[3], "start") == 0)
+			_job_start(d, who, id, jb, is_delete, out);
+		else if (nseg == 3 || strcmp(seg[3], "end") == 0 || strcmp(seg[3], "retry") == 0 ||
+			 strcmp(seg[3], "start") == 0)
 			api_error(out, 405, "method %s not allowed here", method);
 		else
 			api_error(out, 404, "no such path: %.200s", url);

@@ -3,10 +3,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -27,7 +30,179 @@ static dev_t _busy[MAX_BUSY];
 static size_t _nbusy;
 static int _unknown_busy;
 static int64_t _last_ms;
+static int64_t _last_full_ms;
 static int _probe_warned;
+
+/* Job-start events: written by the API thread, read by the main loop. */
+static pthread_mutex_t _starts_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct yield_starts _starts;
+static atomic_int _kick;	/* 1: apply the busy set at the next loop turn */
+static atomic_int _nstarted;
+
+static int64_t _mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void _start_clear(struct yield_start *e)
+{
+	for (size_t i = 0; i < e->npaths; i++)
+		free(e->paths[i]);
+	e->npaths = 0;
+}
+
+int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *paths,
+		     size_t npaths, int64_t expire_ms)
+{
+	struct yield_start *e = NULL, fresh = { .job = job, .expire_ms = expire_ms };
+
+	for (size_t i = 0; i < npaths && fresh.npaths < YIELD_START_PATHS_MAX; i++) {
+		if (!paths[i] || paths[i][0] != '/')
+			continue;
+		if (!(fresh.paths[fresh.npaths] = strdup(paths[i]))) {
+			_start_clear(&fresh);
+			return -1;
+		}
+		fresh.npaths++;
+	}
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].job == job)
+			e = &t->v[i];
+	if (e) {
+		fresh.seen = e->seen && fresh.npaths && e->npaths &&
+			     strcmp(fresh.paths[0], e->paths[0]) == 0;
+		_start_clear(e);
+		*e = fresh;
+		return 0;
+	}
+	if (t->n >= YIELD_STARTS_MAX) {
+		_start_clear(&fresh);
+		return -1;
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct yield_start *v = realloc(t->v, cap * sizeof(*v));
+
+		if (!v) {
+			_start_clear(&fresh);
+			return -1;
+		}
+		t->v = v;
+		t->cap = cap;
+	}
+	t->v[t->n++] = fresh;
+	return 0;
+}
+
+static void _starts_drop(struct yield_starts *t, size_t i)
+{
+	_start_clear(&t->v[i]);
+	t->v[i] = t->v[--t->n];
+}
+
+int yield_starts_remove(struct yield_starts *t, int64_t job)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].job == job) {
+			_starts_drop(t, i);
+			return 1;
+		}
+	return 0;
+}
+
+size_t yield_starts_expire(struct yield_starts *t, int64_t now_ms)
+{
+	size_t dropped = 0;
+
+	for (size_t i = 0; i < t->n;)
+		if (t->v[i].expire_ms <= now_ms) {
+			_starts_drop(t, i);
+			dropped++;
+		} else {
+			i++;
+		}
+	return dropped;
+}
+
+static int _listed(char *const *running, const char *p)
+{
+	for (char *const *r = running; r && *r; r++)
+		if (strcmp(*r, p) == 0)
+			return 1;
+	return 0;
+}
+
+size_t yield_starts_watch(struct yield_starts *t, char *const *running)
+{
+	size_t dropped = 0;
+
+	for (size_t i = 0; i < t->n;) {
+		struct yield_start *e = &t->v[i];
+		int listed = e->npaths && _listed(running, e->paths[0]);
+
+		if (e->seen && !listed) {
+			_starts_drop(t, i);
+			dropped++;
+			continue;
+		}
+		e->seen |= listed;
+		i++;
+	}
+	return dropped;
+}
+
+void yield_starts_free(struct yield_starts *t)
+{
+	while (t->n)
+		_starts_drop(t, t->n - 1);
+	free(t->v);
+	t->v = NULL;
+	t->cap = 0;
+}
+
+int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
+		    char *err, size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&_starts_lock);
+	rc = yield_starts_add(&_starts, job, paths, npaths,
+			      _mono_ms() + (int64_t)YIELD_START_EXPIRY_S * 1000);
+	atomic_store(&_nstarted, (int)_starts.n);
+	pthread_mutex_unlock(&_starts_lock);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot record job %lld's start: %s", (long long)job,
+			 _starts.n >= YIELD_STARTS_MAX ? "too many running jobs marked "
+			 "(end events missing?)" : "out of memory");
+		return -1;
+	}
+	atomic_store(&_kick, 1);
+	daemon_wake(d);
+	return 0;
+}
+
+int yield_job_end(struct daemon *d, int64_t job)
+{
+	int was;
+
+	pthread_mutex_lock(&_starts_lock);
+	was = yield_starts_remove(&_starts, job);
+	atomic_store(&_nstarted, (int)_starts.n);
+	pthread_mutex_unlock(&_starts_lock);
+	if (was) {
+		atomic_store(&_kick, 1);
+		daemon_wake(d);
+	}
+	return was;
+}
+
+int yield_jobs_started(void)
+{
+	return atomic_load(&_nstarted);
+}
 
 int yield_after_job(const char *action)
 {
@@ -83,7 +258,16 @@ int yield_paths_affected(const struct yield_view *v, const char *source, const c
 
 void yield_set_running(struct daemon *d, char **paths)
 {
+	size_t gone;
+
 	(void)d;
+	/* After the watch has seen a started job, its view wins. */
+	pthread_mutex_lock(&_starts_lock);
+	gone = yield_starts_watch(&_starts, paths);
+	atomic_store(&_nstarted, (int)_starts.n);
+	pthread_mutex_unlock(&_starts_lock);
+	if (gone)
+		log_debug("yield: %zu started job(s) no longer run (slurmctld)", gone);
 	for (char **p = _slurm_paths; p && *p; p++)
 		free(*p);
 	free(_slurm_paths);
@@ -198,6 +382,16 @@ static void _refresh(struct daemon *d)
 		return;
 	for (char **p = _slurm_paths; p && *p; p++)
 		_mark(*p);
+	pthread_mutex_lock(&_starts_lock);
+	if (yield_starts_expire(&_starts, _mono_ms()))
+		log_warn("yield: a job-start event expired after %d h with no end event; "
+			 "its file systems are no longer held (check the SPANK plugin's log)",
+			 YIELD_START_EXPIRY_S / 3600);
+	for (size_t i = 0; i < _starts.n; i++)
+		for (size_t k = 0; k < _starts.v[i].npaths; k++)
+			_mark(_starts.v[i].paths[k]);
+	atomic_store(&_nstarted, (int)_starts.n);
+	pthread_mutex_unlock(&_starts_lock);
 	if (c->yield_probe)
 		_read_probe(c->yield_probe);
 }
@@ -206,6 +400,11 @@ static void _tick(struct daemon *d, int64_t now_ms)
 {
 	int held;
 
+	/* Runs every loop turn it can (period 50 ms); does its work every
+	   500 ms, or at once when a job-start or end event arrived. */
+	if (!atomic_exchange(&_kick, 0) && now_ms - _last_full_ms < 500)
+		return;
+	_last_full_ms = now_ms;
 	_refresh(d);
 	held = worker_pool_yield(d->pool, now_ms);
 	atomic_store(&d->metrics->yield_busy_fs, (int)_nbusy + _unknown_busy);
@@ -218,6 +417,9 @@ static void _tick(struct daemon *d, int64_t now_ms)
 static void _fini(struct daemon *d)
 {
 	yield_set_running(d, NULL);
+	pthread_mutex_lock(&_starts_lock);
+	yield_starts_free(&_starts);
+	pthread_mutex_unlock(&_starts_lock);
 	for (size_t i = 0; i < _nroots; i++)
 		free(_roots[i]);
 	_nroots = 0;
@@ -233,7 +435,7 @@ static int _init(struct daemon *d, char *err, size_t errlen)
 
 const struct lifecycle_hook yield_hook = {
 	.name = "yield",
-	.period_ms = 500,
+	.period_ms = 50,
 	.init = _init,
 	.tick = _tick,
 	.fini = _fini,

@@ -7,10 +7,18 @@
  * (YieldToJobs, YieldBandwidth, YieldMaxDelay, YieldTrickle). Stage-in is
  * never held back: the job it feeds is waiting for it, not running.
  *
- * Running jobs come from slurmctld (slurm_watch.c hands over each job's
- * WorkDir, StdOut and StdErr every tick) and, for tests and for sites
- * without the Slurm watch, from the YieldProbe file: one absolute path per
- * line, each treated as the directory of a running job.
+ * Running jobs come from three places: slurmctld (slurm_watch.c hands over
+ * each job's WorkDir, StdOut and StdErr every tick); job-start events (POST
+ * /v1/jobs/{id}/start, sent by the SPANK plugin before the job's tasks run,
+ * so a transfer steps aside from the job's first second, not the watch's
+ * next tick); and, for tests and for sites without the Slurm watch, the
+ * YieldProbe file: one absolute path per line, each treated as the
+ * directory of a running job.
+ *
+ * A job-start event's paths stay busy until the first of: the job's end
+ * event (or DELETE /v1/jobs/{id}/start), the Slurm watch no longer listing
+ * the job's work directory among running jobs after it has listed it once,
+ * or YIELD_START_EXPIRY_S after the event (a safety bound for a lost end).
  *
  * A path is mapped to a file system by prefix against the configured roots
  * (ScratchRoots, ArchiveRoot, StageInRoots); only those admin-configured
@@ -34,6 +42,26 @@ extern const struct lifecycle_hook yield_hook;
 /* Replace the running jobs' paths from slurmctld; takes ownership of paths
    (NULL-terminated, freed with sjob_free_paths-compatible free()s; may be NULL). */
 void yield_set_running(struct daemon *d, char **paths);
+
+/* Seconds a job-start event holds its paths when nothing ends it. */
+#define YIELD_START_EXPIRY_S (24 * 3600)
+#define YIELD_START_PATHS_MAX 32	/* paths kept per job-start event */
+#define YIELD_STARTS_MAX 4096		/* job-start events kept at once */
+
+/*
+ * A job started on a node (API thread): mark its paths busy and have the main
+ * loop apply it to the workers at once (daemon_wake). paths are copied;
+ * a repeat for the same job replaces its paths. 0, or -1 when the table is
+ * full or out of memory (err says).
+ */
+int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
+		    char *err, size_t errlen);
+
+/* The job ended (end event, or the start mark withdrawn): 1 if it was marked. */
+int yield_job_end(struct daemon *d, int64_t job);
+
+/* Number of jobs currently marked by start events (health). */
+int yield_jobs_started(void);
 
 /* 1 if request r should be held back now (after-job action on a busy file system). */
 int yield_request_affected(struct daemon *d, const struct queue_request *r);
@@ -60,6 +88,32 @@ struct yield_view {
 	int unknown_busy;
 };
 int yield_paths_affected(const struct yield_view *v, const char *source, const char *dest);
+
+/*
+ * The table of job-start events, pure (times are given; no locks, no I/O):
+ * yield.c keeps one behind a mutex, the unit test its own.
+ */
+struct yield_start {
+	int64_t job;
+	int64_t expire_ms;	/* monotonic ms */
+	int seen;		/* the Slurm watch listed its work directory */
+	size_t npaths;
+	char *paths[YIELD_START_PATHS_MAX];	/* paths[0] = work directory (or a dir) */
+};
+struct yield_starts {
+	struct yield_start *v;
+	size_t n, cap;
+};
+int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *paths,
+		     size_t npaths, int64_t expire_ms);
+int yield_starts_remove(struct yield_starts *t, int64_t job);
+/* Drop the entries whose expire_ms <= now_ms; how many. */
+size_t yield_starts_expire(struct yield_starts *t, int64_t now_ms);
+/* The Slurm watch's running paths (NULL-terminated; NULL = none run): an
+   entry whose paths[0] is listed is "seen"; a seen entry no longer listed is
+   dropped (the job ended). How many were dropped. */
+size_t yield_starts_watch(struct yield_starts *t, char *const *running);
+void yield_starts_free(struct yield_starts *t);
 
 /* 1 for the actions that run after the job (archive, stage_out). */
 int yield_after_job(const char *action);

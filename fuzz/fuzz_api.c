@@ -78,6 +78,7 @@ static void _body(const char *body, size_t len)
 	json_t *jb = NULL;
 	struct api_submit s;
 	struct api_job_end e;
+	struct api_job_start js;
 
 	err[0] = '\0';
 	if (api_decode_body(body, len, &jb, err, sizeof(err)) < 0) {
@@ -117,6 +118,13 @@ static void _body(const char *body, size_t len)
 			json_decref(pj);
 			free(e.plan_text);
 		}
+	}
+	if (api_decode_job_start(jb, &js, err, sizeof(err)) == 0) {
+		if ((js.work_dir && js.work_dir[0] != '/') || js.ndirs > API_START_DIRS_MAX)
+			_die("job start with a relative work_dir or too many dirs");
+		for (size_t i = 0; i < js.ndirs; i++)
+			if (!js.dirs[i] || js.dirs[i][0] != '/')
+				_die("job start with a relative dir");
 	}
 	json_decref(jb);
 }

@@ -1,7 +1,12 @@
 /*
  * stagehand.c - the SPANK plugin: stagehand in the job's own context.
  *
- * Owns, for the batch step of a job whose script has #DATA lines:
+ * Owns, for the batch step of every job (with or without #DATA lines):
+ *   init_post_opt (slurmstepd, root, before the tasks exist): tell
+ *              stagehandd the job starts (POST /v1/jobs/{id}/start), so
+ *              after-job transfers on its file systems step aside at once;
+ *              at most START_TIMEOUT_MS, never spooled, never fails the job;
+ * and for the batch step of a job whose script has #DATA lines:
  *   user_init  (slurmstepd, job owner's euid, in the working directory):
  *              read the batch script, build the expanded plan;
  *   task_init_privileged (the task, root, before it becomes the owner):
@@ -51,6 +56,9 @@ SPANK_PLUGIN(stagehand, 1);
 
 #define PFX "stagehand: "
 
+/* Budget for the job-start event: a late one is useless, and the job waits. */
+#define START_TIMEOUT_MS 300
+
 /* Budget for creating a job's directories as the owner in trusted mode. */
 #define TRUSTED_DIRS_TIMEOUT_MS 30000
 
@@ -73,6 +81,8 @@ static struct {
 	bool trusted;            /* xattr_ns=trusted: root labels */
 	bool dirs_done;          /* task_init_privileged prepared the dirs */
 	char dirs_fail[2048];    /* ... or why it could not (for task_init) */
+	bool started;            /* the daemon took the job-start event */
+	bool end_sent;           /* ... and the job-end event (which clears it) */
 } g;
 
 /* slurm_error reaches both the slurmd log and the job's stderr. */
@@ -186,6 +196,114 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		g.args.fail_on_error = true;
 	}
 	return 0;
+}
+
+/* NAME=value from the job's environment, or NULL. Borrowed from Slurm. */
+static const char *_job_env(spank_t sp, const char *name)
+{
+	char **env = NULL;
+	size_t n = strlen(name);
+
+	if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == NULL)
+		return NULL;
+	for (char **e = env; *e; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
+}
+
+/*
+ * The job-start event (docs/spank.md): every batch job, plan or not, since
+ * the point is to keep after-job transfers off the file systems that any
+ * running job computes on. Root, before the tasks are forked; the working
+ * directory is not known yet (slurmstepd changes to it later), so the
+ * job's PWD (falling back to SLURM_SUBMIT_DIR) stands for it, with the
+ * job's directory under the scratch root. A short, single attempt.
+ */
+static void _send_start(spank_t sp)
+{
+	uint32_t jid = 0;
+	uid_t uid = 0;
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096], scratch[PATH_MAX], host[256] = "", path[64], err[512];
+	const char *wd = _job_env(sp, "PWD");
+	struct uhttp_resp resp;
+	json_t *body, *dirs;
+	char *text;
+	long long t0 = uhttp_now_ms();
+
+	if (spank_get_item(sp, S_JOB_ID, &jid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+		return;
+	g.job_id = jid;
+	if (!wd || wd[0] != '/')
+		wd = _job_env(sp, "SLURM_SUBMIT_DIR");
+	if (wd && wd[0] != '/')
+		wd = NULL;
+	(void)gethostname(host, sizeof(host) - 1);
+	dirs = json_array();
+	if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res != NULL) {
+		int n = snprintf(scratch, sizeof(scratch), "%s/%s/%lu", g.args.scratch,
+				 pw.pw_name, (unsigned long)jid);
+
+		if (n > 0 && (size_t)n < sizeof(scratch) && scratch[0] == '/')
+			json_array_append_new(dirs, json_string(scratch));
+	}
+	body = json_pack("{s:I, s:s?, s:s, s:o}", "uid", (json_int_t)uid, "work_dir", wd,
+			 "node", host, "dirs", dirs);
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (text == NULL)
+		return;
+	snprintf(path, sizeof(path), "/v1/jobs/%lu/start", (unsigned long)jid);
+	int tmo = g.args.timeout_ms > 0 && g.args.timeout_ms < START_TIMEOUT_MS ?
+		  g.args.timeout_ms : START_TIMEOUT_MS;
+	if (uhttp_request(g.args.socket, "POST", path, text, tmo, &resp, err,
+			  sizeof(err)) < 0) {
+		slurm_info(PFX "job %lu: job-start event not sent (%s); after-job "
+			   "transfers yield once stagehandd sees the job in slurmctld",
+			   (unsigned long)jid, err);
+	} else {
+		if (resp.status == 202)
+			g.started = true;
+		else
+			slurm_info(PFX "job %lu: stagehandd answered HTTP %d to the job-start "
+				   "event: %.200s", (unsigned long)jid, resp.status,
+				   resp.body ? resp.body : "");
+		uhttp_resp_free(&resp);
+	}
+	free(text);
+	slurm_debug(PFX "job %lu: job-start event took %lld ms", (unsigned long)jid,
+		    uhttp_now_ms() - t0);
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (!g.batch || spank_context() != S_CTX_REMOTE || g.bad_args || geteuid() != 0)
+		return 0;
+	_send_start(sp);
+	return 0;      /* never fail a job for the daemon */
+}
+
+/* The job ended without an end event that clears its start mark (no plan,
+   or the event was not delivered): withdraw the mark, one short attempt. */
+static void _withdraw_start(void)
+{
+	char path[64], err[512];
+	struct uhttp_resp resp;
+
+	if (!g.started || g.end_sent)
+		return;
+	snprintf(path, sizeof(path), "/v1/jobs/%lu/start", g.job_id);
+	if (uhttp_request(g.args.socket, "DELETE", path, NULL, START_TIMEOUT_MS, &resp, err,
+			  sizeof(err)) == 0)
+		uhttp_resp_free(&resp);
+	else
+		slurm_info(PFX "job %lu: job-start mark not withdrawn (%s); stagehandd "
+			   "drops it when slurmctld reports the job ended", g.job_id, err);
+	g.started = false;
 }
 
 /* Fill the expansion context and the job's identity. */
@@ -573,8 +691,11 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	}
 	/* Older events first: one timeout at most when the daemon is down. */
 	bool reachable = _drain_spool(2 * g.args.end_timeout_ms);
-	if (!g.active)
+	if (!g.active) {
+		if (reachable)
+			_withdraw_start();
 		goto out;
+	}
 
 	json_t *ev = _end_event();
 	if (ev == NULL) {
@@ -590,6 +711,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 		snprintf(err, sizeof(err), "stagehandd did not answer for older events");
 	}
 	if (r == SPOOL_SENT) {
+		g.end_sent = true;
 		slurm_info(PFX "job %lu: job-end event delivered", g.job_id);
 	} else {
 		char e2[1024];
@@ -607,6 +729,8 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 		}
 	}
 	json_decref(ev);
+	if (reachable)
+		_withdraw_start();
 out:
 	jobplan_free(g.plan);
 	g.plan = NULL;

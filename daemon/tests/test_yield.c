@@ -1,6 +1,7 @@
 /* test_yield.c - mapping paths to file systems and the yield decision. */
 #include "config.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "tap.h"
@@ -37,6 +38,38 @@ int main(void)
 	   "a job on an unknown file system does not hold known roots");
 	ok(yield_paths_affected(&v, "/home/u/out", "/archive/u"),
 	   "... but holds paths of unknown file systems");
+
+	/* Job-start events: until the end event, the watch, or the expiry. */
+	struct yield_starts t = { 0 };
+	const char *j1[] = { "/scratch/u/run1", "/scratch/u/1" };
+	const char *j2[] = { "/home/v/run2", "relative/ignored" };
+	char *watch_none[] = { NULL };
+	char *watch_j1[] = { "/scratch/u/run1", "/scratch/u/run1/slurm-1.out", NULL };
+
+	ok(yield_starts_add(&t, 1, j1, 2, 1000) == 0 && t.n == 1 && t.v[0].npaths == 2,
+	   "a start event records its paths");
+	ok(yield_starts_add(&t, 2, j2, 2, 5000) == 0 && t.n == 2, "a second job");
+	ok(t.v[1].npaths == 1, "relative paths are not kept");
+	ok(yield_starts_add(&t, 1, j1, 1, 1000) == 0 && t.n == 2 && t.v[0].npaths == 1,
+	   "a repeat replaces the job's paths");
+	ok(yield_starts_watch(&t, watch_none) == 0 && t.n == 2,
+	   "the watch not listing a job it never saw drops nothing");
+	ok(yield_starts_watch(&t, watch_j1) == 0 && t.v[0].seen && !t.v[1].seen,
+	   "the watch listing the work directory marks the job seen");
+	ok(yield_starts_watch(&t, NULL) == 1 && t.n == 1 && t.v[0].job == 2,
+	   "a seen job the watch no longer lists is dropped");
+	ok(yield_starts_expire(&t, 4999) == 0 && t.n == 1, "not expired before its time");
+	ok(yield_starts_expire(&t, 5000) == 1 && t.n == 0, "expired at its time");
+	ok(yield_starts_add(&t, 3, j1, 2, 1000) == 0 && yield_starts_remove(&t, 3) == 1 &&
+	   t.n == 0, "the end event removes it");
+	ok(yield_starts_remove(&t, 3) == 0, "a second end event is a no-op");
+	for (int64_t k = 0; k < YIELD_STARTS_MAX; k++)
+		yield_starts_add(&t, 100 + k, j1, 1, 1000);
+	ok(t.n == YIELD_STARTS_MAX && yield_starts_add(&t, 99, j1, 1, 1000) < 0,
+	   "the table is bounded");
+	ok(yield_starts_add(&t, 100, j2, 1, 1000) == 0, "... a repeat still fits");
+	yield_starts_free(&t);
+	ok(t.n == 0 && t.v == NULL, "freed");
 
 	ok(yield_after_job("archive") && yield_after_job("stage_out"), "after-job actions");
 	ok(!yield_after_job("stage_in") && !yield_after_job("label") && !yield_after_job(NULL),

@@ -7,6 +7,10 @@ the probe lists it and resume when it is gone; a stage-in is not held back;
 ArchiveWorkers caps concurrent after-job transfers; YieldMaxDelay lets a
 starved archive go on at YieldTrickle. Progress is sampled with timestamps
 from the request's bytes_done (verified bytes) and the /metrics gauges.
+
+Job-start events (POST /v1/jobs/{id}/start, sent by the SPANK plugin before
+a job's tasks run) pause an archive at once, not at the next refresh: the
+bytes written to the destination are sampled every 20 ms to time it.
 """
 import os
 import re
@@ -93,7 +97,8 @@ def test_archive_pauses_while_job_runs_and_resumes(daemon, layout):
     assert paused[-1][2] == "running", paused[-1]
     assert _metric(daemon, "stagehand_yield_active") == 1
     st, health, _, _ = daemon.api.get("/v1/health")
-    assert st == 200 and health["yield"] == {"active": 1, "busy_filesystems": 1}, health
+    assert st == 200 and health["yield"] == {"active": 1, "busy_filesystems": 1,
+                                            "started_jobs": 0}, health
     t_release = time.monotonic()
     _idle(layout)
     moving = _sample(daemon, req["id"], 3.0)
@@ -164,3 +169,117 @@ def test_max_delay_trickles(make_daemon, layout, base_dir):
         assert "YieldMaxDelay reached" in d.log_tail(400)
     finally:
         os.unlink(layout["probe"] + "-max")
+
+
+def _dest_bytes(root):
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def _sample_dest(root, seconds, step=0.02):
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        out.append((time.monotonic(), _dest_bytes(root)))
+        time.sleep(step)
+    return out
+
+
+def _last_growth(samples):
+    """Time of the last sample whose size grew over the one before it, or None."""
+    last = None
+    for (t0, b0), (t1, b1) in zip(samples, samples[1:]):
+        if b1 > b0:
+            last = t1
+    return last
+
+
+def _start_event(daemon, job, workdir, **kw):
+    return daemon.api.post(f"/v1/jobs/{job}/start",
+                           {"uid": 0, "work_dir": workdir, "node": "testnode",
+                            "dirs": [workdir + "/tmp"]}, **kw)
+
+
+def test_start_event_pauses_at_once_and_end_event_resumes(daemon, layout):
+    _idle(layout)
+    src = _tree(user_dir(layout["scratch"], "shtest", "js1", "results"), "shtest")
+    dest = os.path.join(layout["archive"], "shtest-js1")
+    time.sleep(0.6)    # the probe's busy state is gone
+    req = daemon.api.submit("archive", src, dest, as_user="shtest")
+    moving = _sample_dest(dest, 1.0)
+    assert moving[-1][1] > moving[0][1], f"the archive did not move bytes: {moving[-5:]}"
+    t_post = time.monotonic()
+    st, doc, text, _ = _start_event(daemon, 9101, os.path.join(layout["scratch"], "shtest2", "run"))
+    assert st == 202, text
+    assert doc == {"job_id": 9101, "paths": 2}, doc
+    t_ack = time.monotonic()
+    held = None
+    while time.monotonic() - t_post < 1.0:
+        if _metric(daemon, "stagehand_yield_active") == 1:
+            held = time.monotonic()
+            break
+        time.sleep(0.01)
+    assert held is not None, daemon.log_tail()
+    paused = _sample_dest(dest, 2.0)
+    last = _last_growth([(t_post, moving[-1][1])] + paused)
+    lat = (last - t_post) if last else 0.0
+    print(f"start event: answered in {1000 * (t_ack - t_post):.0f} ms, yield_active "
+          f"after {1000 * (held - t_post):.0f} ms, last byte written {1000 * lat:.0f} ms "
+          f"after the event")
+    assert lat < 0.5, f"bytes still written {lat:.2f} s after the start event: {paused}"
+    assert paused[-1][1] < N_FILES * SIZE, "the archive finished instead of pausing"
+    st, health, _, _ = daemon.api.get("/v1/health")
+    assert health["yield"]["started_jobs"] == 1 and health["yield"]["active"] == 1, health
+    assert _metric(daemon, "stagehand_yield_busy_filesystems") >= 1
+    assert daemon.api.request(req["id"])["state"] == "running"
+    # The job's end event frees its file system: the archive goes on.
+    t_end = time.monotonic()
+    st, _, text, _ = daemon.api.post("/v1/jobs/9101/end", {"state": "COMPLETED", "exit_code": 0})
+    assert st == 202, text
+    after = _sample_dest(dest, 1.5)
+    first = next((t for (t, b) in after if b > paused[-1][1]), None)
+    assert first is not None and first - t_end < 1.0, f"no progress after the end event: {after}"
+    r = daemon.api.wait(req["id"], timeout=120)
+    assert r["state"] == "done", r
+    assert r["bytes_done"] == N_FILES * SIZE
+    st, health, _, _ = daemon.api.get("/v1/health")
+    assert health["yield"]["started_jobs"] == 0, health
+    assert "job 9101: started on testnode" in daemon.log_tail(400)
+
+
+def test_start_event_withdrawn_and_other_fs_not_held(daemon, layout):
+    # A job on a file system under no configured root holds only unknown paths,
+    # not the scratch/archive roots; DELETE withdraws the mark.
+    st, doc, text, _ = _start_event(daemon, 9102, "/nonexistent-fs/u/run")
+    assert st == 202, text
+    src = _tree(user_dir(layout["scratch"], "shtest", "js2", "results"), "shtest", n=16)
+    req = daemon.api.submit("archive", src, os.path.join(layout["archive"], "js2"),
+                            as_user="shtest")
+    assert daemon.api.wait(req["id"], timeout=60)["state"] == "done"
+    st, doc, text, _ = daemon.api.call("DELETE", "/v1/jobs/9102/start")
+    assert st == 200 and doc == {"job_id": 9102, "was_started": True}, text
+    st, doc, text, _ = daemon.api.call("DELETE", "/v1/jobs/9102/start")
+    assert st == 200 and doc["was_started"] is False, text
+
+
+def test_start_event_refused(daemon, layout):
+    workdir = os.path.join(layout["scratch"], "shtest", "run")
+    st, doc, text, _ = _start_event(daemon, 9103, workdir, as_user="shtest")
+    assert st == 403, text
+    assert "users cannot send them" in doc["error"], doc
+    st, _, text, _ = daemon.api.call("DELETE", "/v1/jobs/9103/start", as_user="shtest")
+    assert st == 403, text
+    for bad, word in (({"work_dir": "relative"}, "work_dir"), ({"dirs": "/x"}, "dirs"),
+                      ({"dirs": ["/ok", "rel"]}, "dirs'[1]"), ({"uid": -3}, "uid"),
+                      ({"node": 3}, "node")):
+        st, doc, text, _ = daemon.api.post("/v1/jobs/9103/start", bad)
+        assert st == 400 and word in doc["error"] and "job 9103" in doc["error"], (bad, text)
+    st, _, text, _ = daemon.api.get("/v1/jobs/9103/start")
+    assert st == 405, text
+    st, health, _, _ = daemon.api.get("/v1/health")
+    assert health["yield"]["started_jobs"] == 0, health

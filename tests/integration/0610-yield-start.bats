@@ -1,0 +1,107 @@
+#!/usr/bin/env bats
+# A job's start makes after-job transfers on its file system yield at once:
+# the SPANK plugin sends a job-start event before the job's tasks run, so a
+# running archive stops writing before the job's first command, not at the
+# daemon's next look at slurmctld (every 2 s). Needs 'scripts/testbed up'
+# with the SPANK plugin and stagehandd built in this tree. The test slows the
+# test bed's daemon down (BandwidthCap=20M, reloaded with SIGHUP) while it
+# runs and restores its configuration afterwards.
+
+load helpers
+
+setup() {
+	testbed_require
+	[[ -S $STAGEHAND_SOCKET ]] || {
+		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
+		return 1
+	}
+	grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" || {
+		echo "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'" >&2
+		return 1
+	}
+	SHCONF=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
+	PIDF=$STAGEHAND_TESTBED_DIR/run/stagehandd.pid
+	LOG=$STAGEHAND_TESTBED_DIR/log/stagehandd.log
+	WD=$(user_workdir)
+	JOBS=()
+	SAMPLER=
+	cp -p "$SHCONF" "$BATS_TEST_TMPDIR/stagehand.conf.orig"
+	printf 'BandwidthCap=20M\nYieldToJobs=yes\nYieldBandwidth=0\nYieldMaxDelay=10m\n' >>"$SHCONF"
+	reload_daemon
+}
+
+teardown() {
+	[[ -z $SAMPLER ]] || kill "$SAMPLER" 2>/dev/null || true
+	cancel_jobs "${JOBS[@]}"
+	if [[ -f $BATS_TEST_TMPDIR/stagehand.conf.orig ]]; then
+		cp -p "$BATS_TEST_TMPDIR/stagehand.conf.orig" "$SHCONF"
+		reload_daemon || true
+	fi
+}
+
+# reload_daemon: SIGHUP the daemon and wait until its log shows the reload.
+reload_daemon() {
+	local before
+	before=$(wc -l <"$LOG")
+	kill -HUP "$(cat "$PIDF")"
+	wait_for 10 bash -c "tail -n +$((before + 1)) '$LOG' | grep -qi 'reload\|configuration'"
+}
+
+# api [curl args] PATH: the daemon's API as root; prints the body.
+api() {
+	curl -sS --max-time 10 --unix-socket "$STAGEHAND_SOCKET" "${@:1:$#-1}" "http://localhost${!#}"
+}
+
+# request_done ID
+request_done() {
+	api "/v1/requests/$1" | grep -q '"state": *"done"'
+}
+
+# dest_bytes DIR: bytes of the files under DIR.
+dest_bytes() {
+	find "$1" -type f -printf '%s\n' 2>/dev/null | awk '{s += $1} END {print s + 0}'
+}
+
+@test "a job's start pauses a running archive on its file system within 1 s; it completes after the job" {
+	local src=$WD/big dest=$STAGEHAND_TESTBED_ARCHIVE/yield-start-$$ k rid t0 samples j
+	install -d -o "$TESTBED_USER" "$src"
+	for k in $(seq 1 12); do
+		runuser -u "$TESTBED_USER" -- dd if=/dev/urandom of="$src/f$k" bs=1M count=10 status=none
+	done
+	# 120 MiB at 20 MiB/s: about 6 s unhindered.
+	rid=$(runuser -u "$TESTBED_USER" -- curl -sS --max-time 10 --unix-socket "$STAGEHAND_SOCKET" \
+		-X POST -H 'Content-Type: application/json' \
+		--data "{\"action\":\"archive\",\"source\":\"$src\",\"dest\":\"$dest\"}" \
+		http://localhost/v1/requests | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+	[[ $rid =~ ^[0-9]+$ ]]
+	samples=$BATS_TEST_TMPDIR/samples
+	(while :; do echo "$(date +%s.%N) $(dest_bytes "$dest")"; sleep 0.05; done) >"$samples" &
+	SAMPLER=$!
+	wait_for 20 bash -c "[[ \$(tail -n1 '$samples' | cut -d' ' -f2) -gt 0 ]]"
+	write_user_script "$TESTBED_USER" "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+date +%s.%N > $WD/t0
+sleep 4
+EOF
+	j=$(submit_as_user -d "$WD" "$WD/job.sh")
+	JOBS+=("$j")
+	wait_job_state "$j" COMPLETED 60
+	t0=$(cat "$WD/t0")
+	# The archive was still moving when the job started (not done already).
+	awk -v t0="$t0" '$1 < t0 - 0.3 { b = $2 } END { exit !(b > 0 && b < 120 * 1048576) }' "$samples"
+	# From 1 s after the job's first command to its end, not a byte was written.
+	run awk -v t0="$t0" '$1 >= t0 + 1.0 && $1 <= t0 + 3.8 { if (first == "") first = $2; last = $2 }
+		END { print first, last; exit !(first != "" && first == last) }' "$samples"
+	echo "bytes at t0+1 s and t0+3.8 s: $output"
+	[ "$status" -eq 0 ]
+	# How soon the writes stopped around the job's start (for the record).
+	awk -v t0="$t0" '{ if (prev != "" && $2 > prev) last = $1; prev = $2 }
+		$1 > t0 + 3.8 { exit } END { printf "last byte written %.3f s after the job'"'"'s first command\n", last - t0 }' "$samples" >&3 || true
+	grep -q "job $j: started on" "$LOG"
+	# The job ended: the archive goes on and completes.
+	wait_for 60 request_done "$rid"
+	[ "$(dest_bytes "$dest")" -ge $((120 * 1048576)) ]
+	# ... and the daemon no longer holds the job's file system.
+	wait_for 10 bash -c "curl -sS --unix-socket '$STAGEHAND_SOCKET' http://localhost/v1/health | grep -q '\"started_jobs\": *0'"
+}
