@@ -192,11 +192,10 @@ static int _conf_socket_path(char *out, size_t outlen)
 	return found_line ? 1 : 0;
 }
 
-/* Open the daemon connection per client.h's order. NULL: message printed. */
-static struct http *_connect(void)
+struct http *client_connect(const char *socket_path, const char *server,
+			    int (*conf_socket)(char *out, size_t outlen))
 {
 	char sock[108], err[512];	/* sun_path size */
-	const char *server = _opt_server, *socket_path = _opt_socket;
 	struct http *h;
 
 	if (!server && !socket_path) {
@@ -208,7 +207,7 @@ static struct http *_connect(void)
 			server = ev;
 	}
 	if (!server && !socket_path) {
-		int rc = _conf_socket_path(sock, sizeof(sock));
+		int rc = conf_socket(sock, sizeof(sock));
 
 		if (rc < 0)
 			return NULL;
@@ -218,6 +217,12 @@ static struct http *_connect(void)
 	if (!h)
 		_errx("%s", err);
 	return h;
+}
+
+/* Open the daemon connection per client.h's order. NULL: message printed. */
+static struct http *_connect(void)
+{
+	return client_connect(_opt_socket, _opt_server, _conf_socket_path);
 }
 
 /*

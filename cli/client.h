@@ -18,7 +18,22 @@
 #ifndef STAGEHAND_CLI_CLIENT_H
 #define STAGEHAND_CLI_CLIENT_H
 
+#include <stddef.h>
+
+#include "http.h"
+
 #define CLIENT_DEFAULT_SOCKET "/run/stagehand/stagehandd.sock"
+
+/*
+ * Open the daemon connection in the order above: socket_path or server when
+ * given (NULL = not given), else STAGEHAND_SOCKET, else STAGEHAND_SERVER,
+ * else conf_socket(), which returns 1 with the config file's SocketPath in
+ * out, 0 when the file sets none (or the default file is absent), -1 on an
+ * error it has printed; else CLIENT_DEFAULT_SOCKET. Returns a new connection
+ * (http_close() it), or NULL with a message printed.
+ */
+struct http *client_connect(const char *socket_path, const char *server,
+			    int (*conf_socket)(char *out, size_t outlen));
 
 /*
  * Take a daemon-selection option given before the subcommand

@@ -269,29 +269,7 @@ static int _conf_socket(char *out, size_t outlen)
 
 struct http *labels_connect(void)
 {
-	char sock[108], err[512];
-	const char *server = labels_opt_server, *socket_path = labels_opt_socket;
-	struct http *h;
-
-	if (!server && !socket_path) {
-		const char *es = getenv("STAGEHAND_SOCKET"), *ev = getenv("STAGEHAND_SERVER");
-
-		if (es && *es)
-			socket_path = es;
-		else if (ev && *ev)
-			server = ev;
-	}
-	if (!server && !socket_path) {
-		int rc = _conf_socket(sock, sizeof(sock));
-
-		if (rc < 0)
-			return NULL;
-		socket_path = rc ? sock : CLIENT_DEFAULT_SOCKET;
-	}
-	h = http_open(socket_path, server, err, sizeof(err));
-	if (!h)
-		labels_errx("%s", err);
-	return h;
+	return client_connect(labels_opt_socket, labels_opt_server, _conf_socket);
 }
 
 const char *labels_human(unsigned long long n, char *buf, size_t len)

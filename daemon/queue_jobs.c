@@ -54,6 +54,48 @@ int queue_item_copied(struct queue *q, int64_t req, const char *relpath, const c
 	return qp_end(q, rc, 0, err, errlen);
 }
 
+/* One more file done for request req, of size bytes (inside the caller's transaction). */
+static int _count_file_done(struct queue *q, int64_t req, int64_t size, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = qp_cached(q, "UPDATE requests SET files_done=files_done+1,"
+				     " bytes_done=bytes_done+?2, updated=?3 WHERE id=?1", err, errlen);
+
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, req);
+	sqlite3_bind_int64(st, 2, size);
+	sqlite3_bind_int64(st, 3, qp_now());
+	return qp_step_reset(q, st, err, errlen);
+}
+
+/*
+ * The audit row of a verified file (inside the caller's transaction). The
+ * unique key makes a redo after a crash add no second row.
+ */
+static int _audit_add(struct queue *q, int64_t req, const struct queue_audit *a, char *err,
+		      size_t errlen)
+{
+	sqlite3_stmt *st = qp_cached(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id,"
+				     " path_src, path_dst, bytes, checksum, started, ended)"
+				     " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)", err, errlen);
+
+	if (!st)
+		return -1;
+	if (a->job_id > 0)
+		sqlite3_bind_int64(st, 1, a->job_id);
+	else
+		sqlite3_bind_null(st, 1);
+	sqlite3_bind_int64(st, 2, a->uid);
+	sqlite3_bind_int64(st, 3, req);
+	qp_bind_text(st, 4, a->path_src);
+	qp_bind_text(st, 5, a->path_dst);
+	sqlite3_bind_int64(st, 6, a->bytes);
+	qp_bind_text(st, 7, a->checksum);
+	sqlite3_bind_int64(st, 8, a->started);
+	sqlite3_bind_int64(st, 9, a->ended);
+	return qp_step_reset(q, st, err, errlen);
+}
+
 int queue_item_done(struct queue *q, int64_t req, const char *relpath, const char *cks_dst,
 		    const struct queue_audit *a, char *err, size_t errlen)
 {
@@ -101,38 +143,11 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 	if (qp_step_reset(q, st, err, errlen) < 0)
 		goto out;
 	if (is_file) {
-		st = qp_cached(q, "UPDATE requests SET files_done=files_done+1,"
-			     " bytes_done=bytes_done+?2, updated=?3 WHERE id=?1", err, errlen);
-		if (!st)
-			goto out;
-		sqlite3_bind_int64(st, 1, req);
-		sqlite3_bind_int64(st, 2, size);
-		sqlite3_bind_int64(st, 3, qp_now());
-		if (qp_step_reset(q, st, err, errlen) < 0)
+		if (_count_file_done(q, req, size, err, errlen) < 0)
 			goto out;
 	}
-	if (a) {
-		/* The unique key makes a redo after a crash add no second row. */
-		st = qp_cached(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id, path_src,"
-			     " path_dst, bytes, checksum, started, ended) VALUES"
-			     " (?1,?2,?3,?4,?5,?6,?7,?8,?9)", err, errlen);
-		if (!st)
-			goto out;
-		if (a->job_id > 0)
-			sqlite3_bind_int64(st, 1, a->job_id);
-		else
-			sqlite3_bind_null(st, 1);
-		sqlite3_bind_int64(st, 2, a->uid);
-		sqlite3_bind_int64(st, 3, req);
-		qp_bind_text(st, 4, a->path_src);
-		qp_bind_text(st, 5, a->path_dst);
-		sqlite3_bind_int64(st, 6, a->bytes);
-		qp_bind_text(st, 7, a->checksum);
-		sqlite3_bind_int64(st, 8, a->started);
-		sqlite3_bind_int64(st, 9, a->ended);
-		if (qp_step_reset(q, st, err, errlen) < 0)
-			goto out;
-	}
+	if (a && _audit_add(q, req, a, err, errlen) < 0)
+		goto out;
 	rc = 0;
 out:
 	return qp_end(q, rc, 0, err, errlen);
@@ -177,35 +192,11 @@ int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int6
 	if (qp_step_reset(q, st, err, errlen) < 0)
 		goto out;
 	if (!was_done) {
-		st = qp_cached(q, "UPDATE requests SET files_done=files_done+1,"
-			       " bytes_done=bytes_done+?2, updated=?3 WHERE id=?1", err, errlen);
-		if (!st)
-			goto out;
-		sqlite3_bind_int64(st, 1, req);
-		sqlite3_bind_int64(st, 2, size);
-		sqlite3_bind_int64(st, 3, qp_now());
-		if (qp_step_reset(q, st, err, errlen) < 0)
+		if (_count_file_done(q, req, size, err, errlen) < 0)
 			goto out;
 	}
-	if (a) {
-		st = qp_cached(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id, path_src,"
-			       " path_dst, bytes, checksum, started, ended) VALUES"
-			       " (?1,?2,?3,?4,?5,?6,?7,?8,?9)", err, errlen);
-		if (!st)
-			goto out;
-		if (a->job_id > 0)
-			sqlite3_bind_int64(st, 1, a->job_id);
-		sqlite3_bind_int64(st, 2, a->uid);
-		sqlite3_bind_int64(st, 3, req);
-		qp_bind_text(st, 4, a->path_src);
-		qp_bind_text(st, 5, a->path_dst);
-		sqlite3_bind_int64(st, 6, a->bytes);
-		qp_bind_text(st, 7, a->checksum);
-		sqlite3_bind_int64(st, 8, a->started);
-		sqlite3_bind_int64(st, 9, a->ended);
-		if (qp_step_reset(q, st, err, errlen) < 0)
-			goto out;
-	}
+	if (a && _audit_add(q, req, a, err, errlen) < 0)
+		goto out;
 	rc = 0;
 out:
 	return qp_end(q, rc, 0, err, errlen);

@@ -64,6 +64,7 @@
 #include "tar.h"
 #include "xattr.h"
 #include "xfer.h"
+#include "xfer_util.h"
 
 #define CHUNK (4u << 20)
 #define MAX_DEPTH 256
@@ -144,11 +145,6 @@ struct _run {
 	char first_error[XFER_TEXT_MAX];
 };
 
-static int64_t _ns(const struct timespec *ts)
-{
-	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
-}
-
 static int _stopped(struct _run *r)
 {
 	return r->ctx->stop && *r->ctx->stop;
@@ -163,8 +159,7 @@ static void _fail_item(struct _run *r, const char *rel, int err, const char *wha
 	if (!r->failures)
 		memcpy(r->first_error, msg, sizeof(r->first_error));
 	r->failures++;
-	if (err == EACCES || err == EPERM || err == ENOENT || err == ELOOP || err == ENOTDIR ||
-	    err == EISDIR || err == ENAMETOOLONG)
+	if (xfer_err_final(err))
 		r->final_failures++;
 }
 
@@ -248,14 +243,6 @@ static struct _bmeta *_bundle_meta_add(struct _run *r, int num)
 	return b;
 }
 
-static int _join(char *out, size_t outlen, const char *prefix, const char *name)
-{
-	int n = *prefix ? snprintf(out, outlen, "%s/%s", prefix, name)
-			: snprintf(out, outlen, "%s", name);
-
-	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
-}
-
 /* ---- pass 1: walk the source into r->src ---- */
 
 static void _walk(struct _run *r, int dirfd, const char *prefix, int depth)
@@ -296,7 +283,7 @@ static void _walk(struct _run *r, int dirfd, const char *prefix, int depth)
 		e = _push(&r->src);
 		if (!e)
 			break;
-		if (_join(rel, sizeof(rel), prefix, de->d_name) < 0) {
+		if (xfer_join(rel, sizeof(rel), prefix, de->d_name) < 0) {
 			e->type = E_ERROR;
 			e->err = ENAMETOOLONG;
 			e->rel = strdup(de->d_name);
@@ -309,7 +296,7 @@ static void _walk(struct _run *r, int dirfd, const char *prefix, int depth)
 			continue;
 		}
 		e->size = st.st_size;
-		e->mtime_ns = _ns(&st.st_mtim);
+		e->mtime_ns = xfer_ns(&st.st_mtim);
 		e->mode = st.st_mode & 07777;
 		e->ino = st.st_ino;
 		if (S_ISREG(st.st_mode)) {
@@ -1029,7 +1016,7 @@ static int _read_small(struct _run *r, struct _rec *e)
 	if (fd < 0)
 		return errno;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != e->ino ||
-	    st.st_size != e->size || _ns(&st.st_mtim) != e->mtime_ns) {
+	    st.st_size != e->size || xfer_ns(&st.st_mtim) != e->mtime_ns) {
 		close(fd);
 		return EAGAIN;
 	}
@@ -1050,7 +1037,7 @@ static int _read_small(struct _run *r, struct _rec *e)
 			break;
 	}
 	/* Changed while read: other size, or a newer mtime. */
-	if (!err && (got != (size_t)e->size || fstat(fd, &st) < 0 || _ns(&st.st_mtim) != e->mtime_ns))
+	if (!err && (got != (size_t)e->size || fstat(fd, &st) < 0 || xfer_ns(&st.st_mtim) != e->mtime_ns))
 		err = EAGAIN;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	close(fd);
@@ -1212,7 +1199,7 @@ static void _copy_plain(struct _run *r, struct _rec *e)
 		off += n;
 	}
 	cksum_final(&ck, want);
-	if (off != e->size || fstat(sfd, &st) < 0 || _ns(&st.st_mtim) != e->mtime_ns) {
+	if (off != e->size || fstat(sfd, &st) < 0 || xfer_ns(&st.st_mtim) != e->mtime_ns) {
 		err = EAGAIN;
 		goto out;
 	}
@@ -1278,7 +1265,7 @@ static int _try_keep(struct _run *r, struct _rec *e)
 		struct stat st;
 
 		if (dp < 0 || fstatat(dp, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(st.st_mode) || st.st_size != e->size || _ns(&st.st_mtim) != e->mtime_ns)
+		    !S_ISREG(st.st_mode) || st.st_size != e->size || xfer_ns(&st.st_mtim) != e->mtime_ns)
 			return 0;
 	}
 	e->bundle = j->bundle;
@@ -1413,35 +1400,6 @@ fail:
 
 /* ---- labels (as the local backend sets them) ---- */
 
-static void _label(struct _run *r, const char *name, const char *value)
-{
-	char err[256];
-
-	if (r->ctx->label_via_daemon) {
-		if (xfer_emit_label_fd(r->ctx, r->sroot, name, value) < 0)
-			xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: cannot pass label fd: %s",
-				  (long long)r->ctx->request_id, strerror(errno));
-		return;
-	}
-	if (xattr_set_label(r->sroot, r->ctx->xattr_ns, name, value, err, sizeof(err)) < 0)
-		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: %s on %s",
-			  (long long)r->ctx->request_id, err, r->ctx->source);
-}
-
-static void _label_archived(struct _run *r)
-{
-	char num[32];
-
-	_label(r, XATTR_POLICY, "archived");
-	_label(r, XATTR_LOCATION, r->ctx->dest);
-	if (r->ctx->job_id > 0) {
-		snprintf(num, sizeof(num), "%lld", (long long)r->ctx->job_id);
-		_label(r, XATTR_JOB, num);
-	}
-	snprintf(num, sizeof(num), "%u", (unsigned)r->ctx->uid);
-	_label(r, XATTR_OWNER, num);
-}
-
 /* Directories of the destination take the source's modes and times, deepest first. */
 static void _dir_times(struct _run *r)
 {
@@ -1462,21 +1420,6 @@ static void _dir_times(struct _run *r)
 			futimens(fd, ts);
 			close(fd);
 		}
-	}
-}
-
-static void _mkparents(const char *path)
-{
-	char buf[XFER_PATH_MAX];
-
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		mkdir(buf, 0755);
-		*p = '/';
 	}
 }
 
@@ -1574,7 +1517,7 @@ static int _run_bundle(struct xfer_ctx *ctx)
 		  (long long)r.small, (unsigned long long)r.p.file_max, ctx->source, ctx->dest,
 		  BUNDLE_DIR);
 	/* The destination and its bundle folder, as the owner. */
-	_mkparents(ctx->dest);
+	xfer_mkparents(ctx->dest);
 	r.droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r.droot < 0 && errno == ENOENT && mkdir(ctx->dest, 0700) == 0)
 		r.droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1624,13 +1567,10 @@ static int _run_bundle(struct xfer_ctx *ctx)
 			 (long long)(r.verified + r.kept));
 		return _finish(&r, XFER_RETRYABLE, msg);
 	}
-	if (r.failures) {
-		if (snprintf(msg, sizeof(msg), "%d of the entries failed; first: %s", r.failures,
-			     r.first_error) >= (int)sizeof(msg))
-			memcpy(msg + sizeof(msg) - 4, "...", 4);
-		return _finish(&r, r.final_failures == r.failures ? XFER_FINAL : XFER_RETRYABLE, msg);
-	}
-	_label_archived(&r);
+	if (r.failures)
+		return _finish(&r, xfer_failed_result(r.failures, r.final_failures, r.first_error,
+						      msg, sizeof(msg)), msg);
+	xfer_label_all(ctx, r.sroot, "archived", ctx->dest);
 	return _finish(&r, XFER_OK, NULL);
 }
 

@@ -34,6 +34,7 @@
 #include "xattr.h"
 #include "xfer.h"
 #include "xfer_big.h"
+#include "xfer_util.h"
 
 #define CHUNK (4u << 20)          /* the walker's buffer (single files, null backend) */
 #define TBUF (256u << 10)         /* a copy thread's buffer (aligned: O_DIRECT reads) */
@@ -111,11 +112,6 @@ struct _run {
 	int quit;
 };
 
-static int64_t _ns(const struct timespec *ts)
-{
-	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
-}
-
 static int _stopped(struct _run *r)
 {
 	return r->ctx->stop && *r->ctx->stop;
@@ -132,8 +128,7 @@ static void _fail_item(struct _run *r, const char *rel, int err, const char *wha
 	if (!r->failures)
 		memcpy(r->first_error, msg, sizeof(r->first_error));
 	r->failures++;
-	if (err == EACCES || err == EPERM || err == ENOENT || err == ELOOP || err == ENOTDIR ||
-	    err == EISDIR || err == ENAMETOOLONG)
+	if (xfer_err_final(err))
 		r->final_failures++;
 	pthread_mutex_unlock(&r->mu);
 }
@@ -145,60 +140,7 @@ static void _count_add(struct _run *r, int64_t *counter)
 	pthread_mutex_unlock(&r->mu);
 }
 
-static int _join(char *out, size_t outlen, const char *prefix, const char *name)
-{
-	int n = *prefix ? snprintf(out, outlen, "%s/%s", prefix, name)
-			: snprintf(out, outlen, "%s", name);
-
-	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
-}
-
 /* ---- pass 1: count ---- */
-
-static int _count(struct _run *r, int dirfd, const char *prefix, int depth)
-{
-	DIR *d;
-	struct dirent *de;
-	int fd = dup(dirfd);
-
-	if (fd < 0 || depth > MAX_DEPTH || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	rewinddir(d);	/* the dup shares its offset with dirfd */
-	while ((de = readdir(d))) {
-		struct stat st;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (S_ISREG(st.st_mode)) {
-			r->files++;
-			r->bytes += st.st_size;
-		} else if (S_ISDIR(st.st_mode)) {
-			char rel[XFER_PATH_MAX];
-			int sub;
-
-			if (_join(rel, sizeof(rel), prefix, de->d_name) < 0)
-				continue;	/* reported by the copy pass */
-			if (xfer_excluded(r->ctx, rel)) {
-				r->skipped++;
-				continue;
-			}
-			sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				_count(r, sub, rel, depth + 1);
-				close(sub);
-			}
-		} else if (!S_ISLNK(st.st_mode)) {
-			r->skipped++;
-		}
-	}
-	closedir(d);
-	return 0;
-}
 
 /* ---- pass 2: copy ---- */
 
@@ -220,20 +162,6 @@ static void _copy_xattrs(int sfd, int dfd, const char *ns)
 		if (vl >= 0)
 			fsetxattr(dfd, nm, val, (size_t)vl, 0);
 	}
-}
-
-static int _tmpname(char *out, size_t outlen, const char *name, int64_t id)
-{
-	int n = snprintf(out, outlen, ".%s.stagehand-%lld", name, (long long)id);
-
-	if (n < 0 || (size_t)n >= outlen || n > NAME_MAX) {
-		unsigned h = 5381;
-
-		for (const char *p = name; *p; p++)
-			h = h * 33 + (unsigned char)*p;
-		n = snprintf(out, outlen, ".stagehand-%lld-%08x", (long long)id, h);
-	}
-	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
 /* Create the temporary file; a stale one from an interrupted attempt is replaced. */
@@ -375,10 +303,10 @@ static int _resume_ok(struct _run *r, int ddir, const char *name, const char *re
 	const struct xfer_done_ent *de = xfer_done_find(r->ctx->done, r->ctx->ndone, rel);
 	struct stat dst;
 
-	if (!de || r->null || de->size != st->st_size || de->mtime_ns != _ns(&st->st_mtim))
+	if (!de || r->null || de->size != st->st_size || de->mtime_ns != xfer_ns(&st->st_mtim))
 		return 0;
 	if (fstatat(ddir, name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
-	    dst.st_size == st->st_size && _ns(&dst.st_mtim) == de->mtime_ns) {
+	    dst.st_size == st->st_size && xfer_ns(&dst.st_mtim) == de->mtime_ns) {
 		_count_add(r, &r->kept);
 		return 1;
 	}
@@ -390,7 +318,7 @@ static void _report(struct _run *r, int sdir, const char *sname, const char *rel
 		    const struct stat *st, int64_t total, int64_t started, const char *cks,
 		    const char *got)
 {
-	xfer_emit_file(r->ctx, rel, total, _ns(&st->st_mtim), (int)(st->st_mode & 07777), started,
+	xfer_emit_file(r->ctx, rel, total, xfer_ns(&st->st_mtim), (int)(st->st_mode & 07777), started,
 		       (int64_t)time(NULL), cks, got);
 	_count_add(r, &r->verified);
 	if (!r->null && !r->ctx->keep && strcmp(r->ctx->action, "archive") == 0 &&
@@ -416,7 +344,7 @@ static void _copy_file(struct _run *r, struct _tbuf *tb, int sdir, const char *s
 		return;
 	/* Small files are reported once, when verified; a big one shows while it runs. */
 	if (big)
-		xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, _ns(&st->st_mtim),
+		xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim),
 			  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
 	/* O_NONBLOCK: never hang on a FIFO swapped in; no effect on a regular file. */
 	sfd = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
@@ -430,7 +358,7 @@ static void _copy_file(struct _run *r, struct _tbuf *tb, int sdir, const char *s
 		return;
 	}
 	if (!r->null) {
-		if (_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
+		if (xfer_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
 			close(sfd);
 			_fail_item(r, rel, ENAMETOOLONG, "name too long");
 			return;
@@ -518,7 +446,7 @@ static void _batch_copy(struct _run *r, struct _tbuf *tb, struct _pend *p)
 		_fail_item(r, p->rel, EAGAIN, "source changed while walking");
 		return;
 	}
-	if (_tmpname(p->tmp, sizeof(p->tmp), p->name, r->ctx->request_id) < 0) {
+	if (xfer_tmpname(p->tmp, sizeof(p->tmp), p->name, r->ctx->request_id) < 0) {
 		close(sfd);
 		_fail_item(r, p->rel, ENAMETOOLONG, "name too long");
 		return;
@@ -798,7 +726,7 @@ static void _copy_symlink(struct _run *r, int sdir, int ddir, const char *name, 
 	char target[PATH_MAX], tmp[NAME_MAX + 1];
 	ssize_t n;
 
-	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, _ns(&st->st_mtim), 0, NULL, rel, "symlink");
+	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim), 0, NULL, rel, "symlink");
 	n = readlinkat(sdir, name, target, sizeof(target) - 1);
 	if (n < 0) {
 		_fail_item(r, rel, errno, "cannot read symlink");
@@ -809,7 +737,7 @@ static void _copy_symlink(struct _run *r, int sdir, int ddir, const char *name, 
 		_verified_link(r, ddir, name, rel, target);
 		return;
 	}
-	if (_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
+	if (xfer_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
 		_fail_item(r, rel, ENAMETOOLONG, "name too long");
 		return;
 	}
@@ -870,7 +798,7 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 			_batch_flush(r, &b);
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if (_join(rel, sizeof(rel), prefix, de->d_name) < 0) {
+		if (xfer_join(rel, sizeof(rel), prefix, de->d_name) < 0) {
 			_fail_item(r, de->d_name, ENAMETOOLONG, "path too long under");
 			continue;
 		}
@@ -935,52 +863,6 @@ static void _copy_tree(struct _run *r, int sdir, int ddir, const char *prefix, i
 	closedir(d);
 }
 
-static void _label(struct _run *r, int fd, const char *name, const char *value)
-{
-	char err[256];
-
-	if (r->ctx->label_via_daemon) {
-		if (xfer_emit_label_fd(r->ctx, fd, name, value) < 0)
-			xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: cannot pass label fd: %s",
-				  (long long)r->ctx->request_id, strerror(errno));
-		return;
-	}
-	if (xattr_set_label(fd, r->ctx->xattr_ns, name, value, err, sizeof(err)) < 0)
-		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: %s on %s",
-			  (long long)r->ctx->request_id, err, r->ctx->source);
-}
-
-static void _label_all(struct _run *r, int fd, const char *policy, const char *location)
-{
-	char num[32];
-
-	_label(r, fd, XATTR_POLICY, policy);
-	if (location)
-		_label(r, fd, XATTR_LOCATION, location);
-	if (r->ctx->job_id > 0) {
-		snprintf(num, sizeof(num), "%lld", (long long)r->ctx->job_id);
-		_label(r, fd, XATTR_JOB, num);
-	}
-	snprintf(num, sizeof(num), "%u", (unsigned)r->ctx->uid);
-	_label(r, fd, XATTR_OWNER, num);
-}
-
-/* mkdir -p of path's parents (as the owner; existing components are fine). */
-static void _mkparents(const char *path)
-{
-	char buf[XFER_PATH_MAX];
-
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		mkdir(buf, 0755);
-		*p = '/';
-	}
-}
-
 static int _finish(struct _run *r, int result, const char *msg)
 {
 	xfer_emit(r->ctx, XR_RESULT, result, 0, 0, 0, NULL, NULL, msg);
@@ -1010,7 +892,7 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
 	}
 	if (strcmp(ctx->action, "label") == 0) {
-		_label_all(&r, sroot, "archive", NULL);
+		xfer_label_all(ctx, sroot, "archive", NULL);
 		close(sroot);
 		return _finish(&r, XFER_OK, "labelled archive");
 	}
@@ -1021,10 +903,10 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	}
 	fcntl(sroot, F_SETFL, fcntl(sroot, F_GETFL) & ~O_NONBLOCK);
 	if (S_ISDIR(st.st_mode)) {
-		_count(&r, sroot, "", 0);
+		xfer_count_tree(ctx, sroot, "", 0, MAX_DEPTH, 0, &r.files, &r.bytes, &r.skipped);
 		xfer_emit(ctx, XR_TOTALS, 0, r.files, r.bytes, r.skipped, NULL, NULL, NULL);
 		if (!null) {
-			_mkparents(ctx->dest);
+			xfer_mkparents(ctx->dest);
 			droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			if (droot < 0 && errno == ENOENT && mkdir(ctx->dest, 0700) == 0)
 				droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1064,7 +946,7 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 			char dir[XFER_PATH_MAX];
 			const char *db = strrchr(ctx->dest, '/');
 
-			_mkparents(ctx->dest);
+			xfer_mkparents(ctx->dest);
 
 			snprintf(dir, sizeof(dir), "%.*s", db == ctx->dest ? 1 : (int)(db - ctx->dest),
 				 ctx->dest);
@@ -1113,7 +995,7 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	/* Every file was verified as it was copied; the final check is the count. */
 	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
 	if (!r.failures && !null && strcmp(ctx->action, "archive") == 0)
-		_label_all(&r, sroot, "archived", ctx->dest);
+		xfer_label_all(ctx, sroot, "archived", ctx->dest);
 	close(sroot);
 	close(droot);
 	if (sparent >= 0)
@@ -1125,12 +1007,9 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 			 (long long)(r.verified + r.kept));
 		return _finish(&r, XFER_RETRYABLE, msg);
 	}
-	if (r.failures) {
-		if (snprintf(msg, sizeof(msg), "%d of the entries failed; first: %s", r.failures,
-			     r.first_error) >= (int)sizeof(msg))
-			memcpy(msg + sizeof(msg) - 4, "...", 4);
-		return _finish(&r, r.final_failures == r.failures ? XFER_FINAL : XFER_RETRYABLE, msg);
-	}
+	if (r.failures)
+		return _finish(&r, xfer_failed_result(r.failures, r.final_failures, r.first_error,
+						      msg, sizeof(msg)), msg);
 	return _finish(&r, XFER_OK, NULL);
 }
 

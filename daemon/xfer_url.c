@@ -52,6 +52,7 @@
 #include "xattr.h"
 #include "xfer.h"
 #include "xfer_url_int.h"
+#include "xfer_util.h"
 
 #define CHUNK (1u << 20)
 #define PARTIAL_XATTR "user.stagehand-partial"
@@ -534,20 +535,6 @@ static size_t _write(char *b, size_t sz, size_t nm, void *p)
 	return n;
 }
 
-static int _tmpname(char *out, size_t outlen, const char *name, int64_t id)
-{
-	int n = snprintf(out, outlen, ".%s.stagehand-%lld", name, (long long)id);
-
-	if (n < 0 || (size_t)n >= outlen || n > NAME_MAX) {
-		unsigned h = 5381;
-
-		for (const char *p = name; *p; p++)
-			h = h * 33 + (unsigned char)*p;
-		n = snprintf(out, outlen, ".stagehand-%lld-%08x", (long long)id, h);
-	}
-	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
-}
-
 /* Read the file back from disk and compare with the checksum of what was received. */
 static int _readback(struct url__run *r, int fd, const char *want)
 {
@@ -606,7 +593,7 @@ static void _fetch(struct url__run *r, const char *url, int ddir, const char *na
 	}
 	xfer_emit(r->ctx, XR_ITEM_START, 0, m->size >= 0 ? m->size : 0, mtime_ns, 0644, NULL, rel,
 		  "file");
-	if (_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
+	if (xfer_tmpname(tmp, sizeof(tmp), name, r->ctx->request_id) < 0) {
 		_fail_item(r, rel, 1, "name too long: '%s'", rel);
 		return;
 	}
@@ -808,22 +795,6 @@ again:
 
 /* ---- local destination of a download ---- */
 
-/* mkdir -p of path's parents (as the owner; existing components are fine). */
-static void _mkparents(const char *path)
-{
-	char buf[XFER_PATH_MAX];
-
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		mkdir(buf, 0755);
-		*p = '/';
-	}
-}
-
 /* Open (creating) the directory holding rel under droot, never through a symlink. */
 static int _open_parent(int droot, const char *rel, const char **leaf)
 {
@@ -919,7 +890,7 @@ static int _stage_in(struct url__run *r)
 		} else {
 			const char *db = strrchr(ctx->dest, '/');
 
-			_mkparents(ctx->dest);
+			xfer_mkparents(ctx->dest);
 			snprintf(dir, sizeof(dir), "%.*s", db == ctx->dest ? 1 : (int)(db - ctx->dest),
 				 ctx->dest);
 			droot = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -952,7 +923,7 @@ static int _stage_in(struct url__run *r)
 		for (size_t i = 0; i < r->nents; i++)
 			r->bytes += r->ents[i].size > 0 ? r->ents[i].size : 0;
 		xfer_emit(ctx, XR_TOTALS, 0, r->files, r->bytes, r->skipped, NULL, NULL, NULL);
-		_mkparents(ctx->dest);
+		xfer_mkparents(ctx->dest);
 		if (mkdir(ctx->dest, 0755) < 0 && errno != EEXIST) {
 			snprintf(msg, sizeof(msg), "cannot create destination directory %s: %s "
 				 "(its parent must exist and be writable by you)", ctx->dest,
@@ -1084,11 +1055,6 @@ static int _mkcol_path(struct url__run *r, const char *url, char *err, size_t er
 	return 0;
 }
 
-static int64_t _ns(const struct timespec *ts)
-{
-	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
-}
-
 /* PUT/STOR one local file (opened relative to sdir) to url, then verify it. */
 static void _put(struct url__run *r, int sdir, const char *sname, const char *url, const char *rel,
 		 const struct stat *st)
@@ -1105,13 +1071,13 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 	CURLcode rc;
 	int final = 0;
 
-	if (de && de->size == st->st_size && de->mtime_ns == _ns(&st->st_mtim) &&
+	if (de && de->size == st->st_size && de->mtime_ns == xfer_ns(&st->st_mtim) &&
 	    _stat_remote(r, url, &after, &final, why, sizeof(why)) == 0 &&
 	    after.size == st->st_size) {
 		r->kept++;
 		return;
 	}
-	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, _ns(&st->st_mtim),
+	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim),
 		  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
 	memset(&s, 0, sizeof(s));
 	s.r = r;
@@ -1159,7 +1125,7 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 	}
 	url__easy_done(c, hdrs);
 	url__md5_hex(&s.md5, md5);
-	if (fstat(s.fd, &cur) < 0 || cur.st_size != s.sent || _ns(&cur.st_mtim) != _ns(&st->st_mtim)) {
+	if (fstat(s.fd, &cur) < 0 || cur.st_size != s.sent || xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)) {
 		close(s.fd);
 		_fail_item(r, rel, 0, "source '%s' changed during the upload: will be redone", rel);
 		return;
@@ -1204,51 +1170,6 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 	if (!r->ctx->keep && strcmp(r->ctx->action, "archive") == 0 && unlinkat(sdir, sname, 0) < 0)
 		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
 			  (long long)r->ctx->request_id, rel, strerror(errno));
-}
-
-static void _count(struct url__run *r, int dirfd, const char *prefix, int depth)
-{
-	DIR *d;
-	struct dirent *de;
-	int fd = dup(dirfd);
-
-	if (fd < 0 || depth > MAX_DEPTH || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	rewinddir(d);
-	while ((de = readdir(d))) {
-		struct stat st;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (S_ISREG(st.st_mode)) {
-			r->files++;
-			r->bytes += st.st_size;
-		} else if (S_ISDIR(st.st_mode)) {
-			char rel[XFER_PATH_MAX];
-			int sub;
-
-			if (snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "",
-				     de->d_name) >= (int)sizeof(rel))
-				continue;	/* reported by the upload pass */
-			if (xfer_excluded(r->ctx, rel)) {
-				r->skipped++;
-				continue;
-			}
-			sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				_count(r, sub, rel, depth + 1);
-				close(sub);
-			}
-		} else {
-			r->skipped++;
-		}
-	}
-	closedir(d);
 }
 
 /* Upload the tree under sdir; prefix is its relpath ("" at the root). */
@@ -1328,35 +1249,6 @@ static void _put_tree(struct url__run *r, CURL *esc, int sdir, const char *prefi
 
 /* ---- labels (archive to a URL) ---- */
 
-static void _label(struct url__run *r, int fd, const char *name, const char *value)
-{
-	char err[256];
-
-	if (r->ctx->label_via_daemon) {
-		if (xfer_emit_label_fd(r->ctx, fd, name, value) < 0)
-			xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: cannot pass label fd: %s",
-				  (long long)r->ctx->request_id, strerror(errno));
-		return;
-	}
-	if (xattr_set_label(fd, r->ctx->xattr_ns, name, value, err, sizeof(err)) < 0)
-		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: %s on %s",
-			  (long long)r->ctx->request_id, err, r->ctx->source);
-}
-
-static void _label_archived(struct url__run *r, int fd)
-{
-	char num[32];
-
-	_label(r, fd, XATTR_POLICY, "archived");
-	_label(r, fd, XATTR_LOCATION, r->ctx->dest);
-	if (r->ctx->job_id > 0) {
-		snprintf(num, sizeof(num), "%lld", (long long)r->ctx->job_id);
-		_label(r, fd, XATTR_JOB, num);
-	}
-	snprintf(num, sizeof(num), "%u", (unsigned)r->ctx->uid);
-	_label(r, fd, XATTR_OWNER, num);
-}
-
 static int _stage_out(struct url__run *r)
 {
 	struct xfer_ctx *ctx = r->ctx;
@@ -1385,7 +1277,8 @@ static int _stage_out(struct url__run *r)
 			return _finish(r, XFER_FINAL, "a directory goes to a URL ending in '/' "
 				       "(the remote directory or prefix)");
 		}
-		_count(r, sroot, "", 0);
+		xfer_count_tree(r->ctx, sroot, "", 0, MAX_DEPTH, 1, &r->files, &r->bytes,
+				&r->skipped);
 		xfer_emit(ctx, XR_TOTALS, 0, r->files, r->bytes, r->skipped, NULL, NULL, NULL);
 		if (r->proto == P_HTTP && _mkcol_path(r, r->url, msg, sizeof(msg)) < 0) {
 			char full[XFER_TEXT_MAX];
@@ -1451,7 +1344,7 @@ static int _stage_out(struct url__run *r)
 	}
 	curl_easy_cleanup(esc);
 	if (!url__stopped(r) && !r->failures && strcmp(ctx->action, "archive") == 0)
-		_label_archived(r, sroot);
+		xfer_label_all(r->ctx, sroot, "archived", r->ctx->dest);
 	close(sroot);
 	return -1;
 }
@@ -1665,12 +1558,9 @@ static int _run_url(struct xfer_ctx *ctx)
 			 (long long)(r.verified + r.kept));
 		return _finish(&r, XFER_RETRYABLE, msg);
 	}
-	if (r.failures) {
-		if (snprintf(msg, sizeof(msg), "%d of the entries failed; first: %s", r.failures,
-			     r.first_error) >= (int)sizeof(msg))
-			memcpy(msg + sizeof(msg) - 4, "...", 4);
-		return _finish(&r, r.final_failures == r.failures ? XFER_FINAL : XFER_RETRYABLE, msg);
-	}
+	if (r.failures)
+		return _finish(&r, xfer_failed_result(r.failures, r.final_failures, r.first_error,
+						      msg, sizeof(msg)), msg);
 	return _finish(&r, XFER_OK, NULL);
 }
 

@@ -1,0 +1,151 @@
+/*
+ * xfer_util.c - helpers shared by the transfer backends (see xfer_util.h).
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "xattr.h"
+#include "xfer_util.h"
+
+int64_t xfer_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+int xfer_join(char *out, size_t outlen, const char *prefix, const char *name)
+{
+	int n = *prefix ? snprintf(out, outlen, "%s/%s", prefix, name)
+			: snprintf(out, outlen, "%s", name);
+
+	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
+}
+
+int xfer_tmpname(char *out, size_t outlen, const char *name, int64_t id)
+{
+	int n = snprintf(out, outlen, ".%s.stagehand-%lld", name, (long long)id);
+
+	if (n < 0 || (size_t)n >= outlen || n > NAME_MAX) {
+		unsigned h = 5381;
+
+		for (const char *p = name; *p; p++)
+			h = h * 33 + (unsigned char)*p;
+		n = snprintf(out, outlen, ".stagehand-%lld-%08x", (long long)id, h);
+	}
+	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
+}
+
+void xfer_mkparents(const char *path)
+{
+	char buf[XFER_PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		mkdir(buf, 0755);
+		*p = '/';
+	}
+}
+
+int xfer_err_final(int err)
+{
+	return err == EACCES || err == EPERM || err == ENOENT || err == ELOOP || err == ENOTDIR ||
+	       err == EISDIR || err == ENAMETOOLONG;
+}
+
+void xfer_count_tree(const struct xfer_ctx *ctx, int dirfd, const char *prefix, int depth,
+		     int max_depth, int links_skipped, int64_t *files, int64_t *bytes,
+		     int64_t *skipped)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd = dup(dirfd);
+
+	if (fd < 0 || depth > max_depth || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	rewinddir(d);	/* the dup shares its offset with dirfd */
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISREG(st.st_mode)) {
+			++*files;
+			*bytes += st.st_size;
+		} else if (S_ISDIR(st.st_mode)) {
+			char rel[XFER_PATH_MAX];
+			int sub;
+
+			if (xfer_join(rel, sizeof(rel), prefix, de->d_name) < 0)
+				continue;	/* reported by the copy pass */
+			if (xfer_excluded(ctx, rel)) {
+				++*skipped;
+				continue;
+			}
+			sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0) {
+				xfer_count_tree(ctx, sub, rel, depth + 1, max_depth, links_skipped,
+						files, bytes, skipped);
+				close(sub);
+			}
+		} else if (links_skipped || !S_ISLNK(st.st_mode)) {
+			++*skipped;
+		}
+	}
+	closedir(d);
+}
+
+void xfer_label(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
+{
+	char err[256];
+
+	if (ctx->label_via_daemon) {
+		if (xfer_emit_label_fd(ctx, fd, name, value) < 0)
+			xfer_logf(ctx, LOG_LVL_WARN, "request %lld: cannot pass label fd: %s",
+				  (long long)ctx->request_id, strerror(errno));
+		return;
+	}
+	if (xattr_set_label(fd, ctx->xattr_ns, name, value, err, sizeof(err)) < 0)
+		xfer_logf(ctx, LOG_LVL_WARN, "request %lld: %s on %s",
+			  (long long)ctx->request_id, err, ctx->source);
+}
+
+void xfer_label_all(struct xfer_ctx *ctx, int fd, const char *policy, const char *location)
+{
+	char num[32];
+
+	xfer_label(ctx, fd, XATTR_POLICY, policy);
+	if (location)
+		xfer_label(ctx, fd, XATTR_LOCATION, location);
+	if (ctx->job_id > 0) {
+		snprintf(num, sizeof(num), "%lld", (long long)ctx->job_id);
+		xfer_label(ctx, fd, XATTR_JOB, num);
+	}
+	snprintf(num, sizeof(num), "%u", (unsigned)ctx->uid);
+	xfer_label(ctx, fd, XATTR_OWNER, num);
+}
+
+int xfer_failed_result(int failures, int final_failures, const char *first_error, char *msg,
+		       size_t msglen)
+{
+	if (snprintf(msg, msglen, "%d of the entries failed; first: %s", failures,
+		     first_error) >= (int)msglen && msglen >= 4)
+		memcpy(msg + msglen - 4, "...", 4);
+	return final_failures == failures ? XFER_FINAL : XFER_RETRYABLE;
+}
