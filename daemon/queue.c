@@ -248,6 +248,15 @@ static const char *_schema =
 	" bytes INTEGER NOT NULL, checksum TEXT, started INTEGER NOT NULL, ended INTEGER NOT NULL,"
 	" UNIQUE (request_id, path_dst, checksum));";
 
+/*
+ * Fair dispatch: the order in which users were last served (a counter, not a
+ * clock, so claims within one second still alternate).
+ */
+static const char *_schema_fair =
+	"CREATE INDEX IF NOT EXISTS requests_fair ON requests(state, uid, id);"
+	"CREATE TABLE IF NOT EXISTS dispatch (uid INTEGER PRIMARY KEY,"
+	" last_claim INTEGER NOT NULL);";
+
 struct queue *queue_open(const char *path, char *err, size_t errlen)
 {
 	struct queue *q = calloc(1, sizeof(*q));
@@ -300,6 +309,9 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 			goto fail;
 		}
 	}
+	/* Databases made before fair dispatch lack its table and index; harmless to repeat. */
+	if (qp_exec(q, _schema_fair, err, errlen) < 0)
+		goto fail;
 	return q;
 fail:
 	queue_close(q);
@@ -573,9 +585,26 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 	int rc = -1, step;
 
 	qp_begin(q);
-	st = qp_prep(q, "SELECT id FROM requests WHERE state='queued' AND"
-		   " (next_attempt_at IS NULL OR next_attempt_at <= ?1)"
-		   " AND (?2 OR action NOT IN ('archive','stage_out')) ORDER BY id LIMIT 1",
+	/*
+	 * Fair dispatch. Inputs a waiting job needs (stage_in) come before
+	 * after-job copies; within a class, the user with the fewest requests
+	 * in flight goes first, then the user served longest ago (round robin,
+	 * table dispatch), then the oldest request. So one user's 10,000
+	 * queued archives never keep another user's request waiting for more
+	 * than one free worker, and users share the workers equally while
+	 * several have work. The inner query reads each queued row once (index
+	 * requests_fair); in-flight counts and dispatch have a row per user.
+	 */
+	st = qp_prep(q, "SELECT c.id FROM"
+		   " (SELECT uid, action IN ('archive','stage_out') AS cls, min(id) AS id"
+		   "  FROM requests WHERE state='queued'"
+		   "  AND (next_attempt_at IS NULL OR next_attempt_at <= ?1)"
+		   "  AND (?2 OR action NOT IN ('archive','stage_out'))"
+		   "  GROUP BY uid, cls) c"
+		   " LEFT JOIN (SELECT uid, count(*) AS n FROM requests"
+		   "  WHERE state IN ('running','verifying') GROUP BY uid) f ON f.uid = c.uid"
+		   " LEFT JOIN dispatch d ON d.uid = c.uid"
+		   " ORDER BY c.cls, coalesce(f.n, 0), coalesce(d.last_claim, 0), c.id LIMIT 1",
 		   err, errlen);
 	if (!st)
 		goto out;
@@ -603,6 +632,14 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 		goto out;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, now);
+	if (qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	st = qp_prep(q, "INSERT OR REPLACE INTO dispatch (uid, last_claim) SELECT uid,"
+		   " (SELECT coalesce(max(last_claim), 0) + 1 FROM dispatch) FROM requests"
+		   " WHERE id=?1", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, id);
 	if (qp_step_done(q, st, err, errlen) < 0)
 		goto out;
 	rc = _get_locked(q, id, out, err, errlen);

@@ -137,9 +137,12 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
 		       char *err, size_t errlen);
 
 /*
- * Claim the oldest runnable queued request: it becomes running, attempts+1,
- * its done counters are recomputed from verified items. 0 claimed (*out new),
- * 1 none runnable, -1 error.
+ * Claim the next runnable queued request, fairly: stage-in before after-job
+ * copies (archive, stage_out); within that, the user with the fewest
+ * requests running or verifying, then the user served longest ago (round
+ * robin), then the oldest request. It becomes
+ * running, attempts+1, its done counters are recomputed from verified
+ * items. 0 claimed (*out new), 1 none runnable, -1 error.
  */
 int queue_request_claim(struct queue *q, int64_t now, struct queue_request **out,
 			char *err, size_t errlen);

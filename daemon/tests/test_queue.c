@@ -12,15 +12,87 @@
 static char _dir[] = "/tmp/test_queue_XXXXXX";
 static char _db[300];
 
-static int64_t _create(struct queue *q, const char *action, int64_t job, int retries)
+static int64_t _create_as(struct queue *q, int64_t uid, const char *user, const char *action,
+			  int64_t job, int retries)
 {
-	struct queue_new_request nr = { 1001, 1001, "alice", job, action, "/src", "/dst", NULL, retries };
+	struct queue_new_request nr = { uid, uid, user, job, action, "/src", "/dst", NULL, retries };
 	int64_t id = 0;
 	char err[256];
 
 	if (queue_request_create(q, &nr, &id, err, sizeof(err)) < 0)
 		printf("# create: %s\n", err);
 	return id;
+}
+
+static int64_t _create(struct queue *q, const char *action, int64_t job, int retries)
+{
+	return _create_as(q, 1001, "alice", action, job, retries);
+}
+
+/* The id the next claim picks, or -1; the claimed request stays running. */
+static int64_t _claim_id(struct queue *q, int64_t now)
+{
+	struct queue_request *r = NULL;
+	char err[256];
+	int64_t id = -1;
+
+	if (queue_request_claim(q, now, &r, err, sizeof(err)) == 0)
+		id = r->id;
+	queue_request_free(r);
+	return id;
+}
+
+/*
+ * Fair dispatch: stage-in first, then the user with the fewest requests in
+ * flight, then the oldest. Uses its own job ids and uids so the states the
+ * rest of this file checks are unaffected (all claimed here end cancelled).
+ */
+static void _test_fair(struct queue *q)
+{
+	int64_t a1, a2, a3, b1, s1, got[4];
+	struct queue_request *none = NULL;
+	char err[256];
+
+	a1 = _create_as(q, 2001, "usera", "archive", 501, 3);
+	a2 = _create_as(q, 2001, "usera", "archive", 502, 3);
+	a3 = _create_as(q, 2001, "usera", "archive", 503, 3);
+	b1 = _create_as(q, 2002, "userb", "archive", 601, 3);
+	s1 = _create_as(q, 2001, "usera", "stage_in", 504, 3);
+	for (int i = 0; i < 4; i++)
+		got[i] = _claim_id(q, 5000);
+	ok(got[0] == s1, "fair: the stage-in, queued last, is claimed first");
+	ok(got[1] == b1, "fair: then the user with nothing in flight, though its request is newer");
+	ok(got[2] == a1, "fair: at equal shares, the oldest request");
+	ok(got[3] == a2, "fair: the other user has nothing queued: the next of the busy user");
+	ok(queue_request_claim_ex(q, 5000, 0, &none, err, sizeof(err)) == 1,
+	   "fair: with after-job copies barred, a3 waits");
+	queue_request_free(none);
+	for (int i = 0; i < 4; i++)
+		queue_request_set_state(q, got[i], -1, QS_CANCELLED, "by test", err, sizeof(err));
+	queue_request_set_state(q, a3, -1, QS_CANCELLED, "by test", err, sizeof(err));
+
+	/* One worker: nothing is in flight at any claim, so users take turns. */
+	{
+		int64_t c1 = _create_as(q, 3001, "userc", "archive", 701, 3);
+		int64_t c2 = _create_as(q, 3001, "userc", "archive", 702, 3);
+		int64_t c3 = _create_as(q, 3001, "userc", "archive", 703, 3);
+		int64_t d1 = _create_as(q, 3002, "userd", "archive", 801, 3);
+		int64_t d2 = _create_as(q, 3002, "userd", "archive", 802, 3);
+		int64_t want[5] = { c1, d1, c2, d2, c3 }, seq[5];
+		int in_turn = 1;
+
+		for (int i = 0; i < 5; i++) {
+			seq[i] = _claim_id(q, 6000);
+			queue_request_set_state(q, seq[i], -1, QS_CANCELLED, "by test", err,
+						sizeof(err));
+			if (seq[i] != want[i]) {
+				in_turn = 0;
+				printf("# claim %d: got request %lld, want %lld\n", i, (long long)seq[i],
+				     (long long)want[i]);
+			}
+		}
+		ok(in_turn, "fair: with one worker, two users' archives alternate");
+	}
 }
 
 static enum queue_state _state(struct queue *q, int64_t id)
@@ -186,6 +258,8 @@ int main(void)
 	queue_item_start(q, id, "x", "file", 1, 1, 0600, err, sizeof(err));
 	ok(queue_request_checkpoint(q, id, err, sizeof(err)) == 0 && _state(q, id) == QS_QUEUED,
 	   "checkpoint: running -> queued");
+	queue_request_set_state(q, id, -1, QS_CANCELLED, "by test", err, sizeof(err));
+	_test_fair(q);
 	queue_close(q);
 	{
 		static const char *const sfx[] = { "", "-wal", "-shm" };
