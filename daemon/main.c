@@ -28,6 +28,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "sdnotify.h"
 #include "worker.h"
 #include "xfer.h"
 
@@ -237,10 +238,13 @@ static void _loop(struct daemon *d)
 
 		if (_got_hup) {
 			_got_hup = 0;
+			sdnotify_reloading();
 			_reload(d);
+			sdnotify_reloaded(d->q);
 		}
 		if (_got_term && !atomic_load(&d->draining)) {
 			atomic_store(&d->draining, 1);
+			sdnotify_stopping(worker_pool_busy(d->pool));
 			drain_deadline = now_ms + (int64_t)d->conf->drain_timeout * 1000;
 			log_info("draining: no new transfers; waiting up to %d s for %d running",
 				 d->conf->drain_timeout, worker_pool_busy(d->pool));
@@ -262,6 +266,7 @@ static void _loop(struct daemon *d)
 			lifecycle_tick(d, now_ms);
 		}
 		metrics_tick(d->metrics, now);
+		sdnotify_tick(d->q, now_ms);
 		fds[0].fd = d->wake_fd;
 		fds[0].events = POLLIN;
 		fds[0].revents = 0;
@@ -388,6 +393,8 @@ int main(int argc, char **argv)
 		 d.conf->socket_path, d.conf->listen_host ? ", TCP " : "",
 		 d.conf->listen_host ? d.conf->listen_host : "", d.conf->state_db, d.conf->workers);
 	_report(&status_fd, 1);
+	sdnotify_init();
+	sdnotify_ready(d.q);
 
 	_loop(&d);
 	rc = 0;
