@@ -49,7 +49,7 @@ enum { OPT_SOCKET = 1000, OPT_SERVER, OPT_CONFIG, OPT_HELP };
 	"daemon selection:\n" \
 	"  --socket PATH       UNIX socket of stagehandd (env STAGEHAND_SOCKET)\n" \
 	"  --server HOST:PORT  TCP address, authenticated with MUNGE (env STAGEHAND_SERVER)\n" \
-	"  --config FILE       config file to read SocketPath from (env STAGEHAND_CONF)\n"
+	"  --config FILE       config file to read Server or SocketPath from (env STAGEHAND_CONF)\n"
 
 static void _errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void _errx(const char *fmt, ...)
@@ -118,111 +118,34 @@ static int _common_opt(int c, const char *arg)
 	}
 }
 
-/*
- * The config file's SocketPath, read the way stagehandd reads it
- * (stagehand.conf(5)): "Key=Value" lines, keys case-insensitive, '#' starts
- * a comment anywhere, a key set twice is an error. Only SocketPath matters
- * to the CLI; the daemon judges every other key. Returns 1 found, 0 not
- * found (or the default file is absent), -1 error (message printed).
- */
-static int _conf_socket_path(char *out, size_t outlen)
+struct http *client_connect(const char *socket_path, const char *server, const char *config)
 {
-	const char *path = _opt_config ? _opt_config : getenv("STAGEHAND_CONF");
-	int explicit_path = path != NULL;
-	char line[4096 + 2];
-	FILE *fp;
-	int lineno = 0, found_line = 0;
-
-	if (!path)
-		path = CLIENT_DEFAULT_CONF;
-	fp = fopen(path, "re");
-	if (!fp) {
-		if (!explicit_path && (errno == ENOENT || errno == EACCES))
-			return 0;
-		_errx("cannot read config file %s: %s (give --socket PATH, or fix --config / STAGEHAND_CONF)",
-		      path, strerror(errno));
-		return -1;
-	}
-	while (fgets(line, sizeof(line), fp)) {
-		char *k = line, *eq, *v, *end, *hash;
-
-		lineno++;
-		if (!strchr(line, '\n') && !feof(fp)) {
-			_errx("%s:%d: line longer than 4096 bytes", path, lineno);
-			fclose(fp);
-			return -1;
-		}
-		if ((hash = strchr(line, '#')))
-			*hash = '\0';
-		while (isspace((unsigned char)*k))
-			k++;
-		if (!(eq = strchr(k, '=')))
-			continue;	/* the daemon reports malformed lines; not ours to judge */
-		for (end = eq; end > k && isspace((unsigned char)end[-1]); end--)
-			;
-		if ((size_t)(end - k) != strlen("SocketPath") || strncasecmp(k, "SocketPath", end - k))
-			continue;
-		if (found_line) {
-			_errx("%s:%d: SocketPath is already set on line %d: set it once",
-			      path, lineno, found_line);
-			fclose(fp);
-			return -1;
-		}
-		v = eq + 1;
-		while (isspace((unsigned char)*v))
-			v++;
-		end = v + strlen(v);
-		while (end > v && isspace((unsigned char)end[-1]))
-			end--;
-		*end = '\0';
-		if (*v != '/') {
-			_errx("%s:%d: SocketPath must be an absolute path, not '%s'", path, lineno, v);
-			fclose(fp);
-			return -1;
-		}
-		if (snprintf(out, outlen, "%s", v) >= (int)outlen) {
-			_errx("%s:%d: SocketPath is longer than %zu bytes (a UNIX socket limit)",
-			      path, lineno, outlen - 1);
-			fclose(fp);
-			return -1;
-		}
-		found_line = lineno;
-	}
-	fclose(fp);
-	return found_line ? 1 : 0;
-}
-
-struct http *client_connect(const char *socket_path, const char *server,
-			    int (*conf_socket)(char *out, size_t outlen))
-{
-	char sock[108], err[512];	/* sun_path size */
+	struct dclient_target t;
+	char err[1280];
+	const char *conf = config && *config ? config : getenv("STAGEHAND_CONF");
+	int conf_given = conf && *conf;
 	struct http *h;
 
-	if (!server && !socket_path) {
-		const char *es = getenv("STAGEHAND_SOCKET"), *ev = getenv("STAGEHAND_SERVER");
-
-		if (es && *es)
-			socket_path = es;
-		else if (ev && *ev)
-			server = ev;
+	if ((!server || !*server) && (!socket_path || !*socket_path)) {
+		server = getenv("STAGEHAND_SERVER");
+		socket_path = getenv("STAGEHAND_SOCKET");
 	}
-	if (!server && !socket_path) {
-		int rc = conf_socket(sock, sizeof(sock));
-
-		if (rc < 0)
-			return NULL;
-		socket_path = rc ? sock : CLIENT_DEFAULT_SOCKET;
+	if (dclient_find(&t, server, socket_path, conf_given ? conf : CLIENT_DEFAULT_CONF,
+			 conf_given, err, sizeof(err)) < 0) {
+		_errx("%s (give --server HOST:PORT or --socket PATH, or fix --config / "
+		      "STAGEHAND_CONF)", err);
+		return NULL;
 	}
-	h = http_open(socket_path, server, err, sizeof(err));
+	h = http_open(&t);
 	if (!h)
-		_errx("%s", err);
+		_errx("out of memory");
 	return h;
 }
 
 /* Open the daemon connection per client.h's order. NULL: message printed. */
 static struct http *_connect(void)
 {
-	return client_connect(_opt_socket, _opt_server, _conf_socket_path);
+	return client_connect(_opt_socket, _opt_server, _opt_config);
 }
 
 /*
