@@ -35,6 +35,11 @@ const char *http_target(const struct http *h)
 	return h->t.label;
 }
 
+const struct dclient_target *http_dclient_target(const struct http *h)
+{
+	return &h->t;
+}
+
 /* One exchange; the body (NUL-terminated, possibly empty) goes to *out. */
 static int _perform(struct http *h, const char *method, const char *path,
 		    const char *payload, long *status, char **out,

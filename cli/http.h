@@ -29,6 +29,10 @@ void http_close(struct http *h);
 /* Where this context talks to, for messages. Borrowed; lives as long as h. */
 const char *http_target(const struct http *h);
 
+/* The daemon h talks to, for callers that use dclient directly (the
+ * job-end spool). Borrowed; lives as long as h. */
+const struct dclient_target *http_dclient_target(const struct http *h);
+
 /*
  * One request. method is "GET", "POST" or "DELETE"; path starts with "/"
  * (e.g. "/v1/health"); body may be NULL (borrowed, serialized as JSON).
