@@ -1,8 +1,10 @@
 /* api_handlers.c - the endpoints of docs/api.md. Called with conf_lock held (read). */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "slurm_nodes.h"
 #include "yield.h"
 
 #define ITEMS_MAX 10000
@@ -440,6 +443,63 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 	queue_job_free(j);
 }
 
+/* How long a job event over TCP may wait for slurmctld (the TCP listener's
+   thread waits with it; a cache hit answers at once). */
+#define EVENT_LOOKUP_MS 500
+
+/*
+ * Job-start and job-end events (docs/security.md "Job events"): only from
+ * root. Over the UNIX socket root is on this host and trusted; over TCP
+ * the connection must come from the address of a node where slurmctld says
+ * the job runs or ran (slurm_nodes.h). Returns 1 allowed, 0 refused (out
+ * filled).
+ */
+static int _event_allowed(struct daemon *d, const struct api_caller *who, int64_t job,
+			  const char *what, struct api_reply *out)
+{
+	char why[512], peer[INET6_ADDRSTRLEN + 8] = "?";
+	enum snodes_verdict v;
+
+	if (who->uid != 0) {
+		api_error(out, 403, "%s events come from slurmstepd or the epilog, which run "
+			  "as root; uid %u cannot send them", what, (unsigned)who->uid);
+		return 0;
+	}
+	if (!who->tcp)
+		return 1;
+	if (!d->conf->slurm_watch) {
+		api_error(out, 403, "%s events over TCP are checked against slurmctld, and this "
+			  "daemon does not talk to it (SlurmWatch=no): send them over its UNIX "
+			  "socket", what);
+		return 0;
+	}
+	if (job <= 0 || job > (int64_t)UINT32_MAX) {
+		api_error(out, 404, "%lld is not a Slurm job id", (long long)job);
+		return 0;
+	}
+	if (who->peer && who->peer->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)who->peer)->sin_addr, peer,
+			  sizeof(peer));
+	else if (who->peer && who->peer->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)who->peer)->sin6_addr, peer,
+			  sizeof(peer));
+	v = snodes_check((uint32_t)job, who->peer, who->peer ? sizeof(struct sockaddr_storage) : 0,
+			 EVENT_LOOKUP_MS, why, sizeof(why));
+	if (v == SNODES_YES)
+		return 1;
+	if (v == SNODES_UNKNOWN) {
+		log_warn("job %lld: %s event from %s not checked: %s", (long long)job, what, peer, why);
+		api_error(out, 503, "job %lld: %s event from %s cannot be checked now: %s; try "
+			  "again later", (long long)job, what, peer, why);
+		return 0;
+	}
+	log_warn("job %lld: %s event from root at %s refused: %s", (long long)job, what, peer, why);
+	api_error(out, 403, "job %lld: %s event from %s refused: %s. Over TCP, job events are "
+		  "taken only from a node where slurmctld says the job runs or ran "
+		  "(docs/security.md)", (long long)job, what, peer, why);
+	return 0;
+}
+
 static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
 		     struct api_reply *out)
 {
@@ -451,11 +511,8 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 	int dup = 0, made = 0;
 	struct passwd pw, *pwp = NULL;
 
-	if (!who->admin) {
-		api_error(out, 403, "job-end events come from slurmstepd or the epilog (root or an "
-			  "admin); users cannot send them");
+	if (!_event_allowed(d, who, job, "job-end", out))
 		return;
-	}
 	if (api_decode_job_end(body, &e, err, sizeof(err)) < 0) {
 		api_error(out, 400, "%s", err);
 		return;
@@ -522,11 +579,8 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 	size_t n = 0;
 	char err[512];
 
-	if (!who->admin) {
-		api_error(out, 403, "job-start events come from slurmstepd (root or an admin); "
-			  "users cannot send them");
+	if (!_event_allowed(d, who, job, "job-start", out))
 		return;
-	}
 	if (is_delete) {
 		int was = yield_job_end(d, job);
 
