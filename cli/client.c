@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <jansson.h>
 
 #include "client.h"
+#include "client_int.h"
 #include "commands.h"
 #include "http.h"
 #include "progress.h"
@@ -30,29 +32,13 @@
 #endif
 #define CLIENT_DEFAULT_CONF STAGEHAND_SYSCONFDIR "/stagehand/stagehand.conf"
 
-enum { EXIT_OK = 0, EXIT_REFUSED = 1, EXIT_ENV = 2 };
 
 /* Daemon selection from the command line (global or per subcommand). */
 static const char *_opt_socket;
 static const char *_opt_server;
 static const char *_opt_config;
 
-/* Long-option codes shared by every subcommand. */
-enum { OPT_SOCKET = 1000, OPT_SERVER, OPT_CONFIG, OPT_HELP };
-#define COMMON_LONGOPTS \
-	{ "socket", required_argument, NULL, OPT_SOCKET }, \
-	{ "server", required_argument, NULL, OPT_SERVER }, \
-	{ "config", required_argument, NULL, OPT_CONFIG }, \
-	{ "help", no_argument, NULL, 'h' }
-
-#define COMMON_HELP \
-	"daemon selection:\n" \
-	"  --socket PATH       UNIX socket of stagehandd (env STAGEHAND_SOCKET)\n" \
-	"  --server HOST:PORT  TCP address, authenticated with MUNGE (env STAGEHAND_SERVER)\n" \
-	"  --config FILE       config file to read SocketPath from (env STAGEHAND_CONF)\n"
-
-static void _errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void _errx(const char *fmt, ...)
+void client_errx(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -82,7 +68,7 @@ int client_global_option(int argc, char **argv)
 			used = 1;
 		} else if (argv[0][len] == '\0') {
 			if (argc < 2) {
-				_errx("option '%s' needs a value", opts[i].name);
+				client_errx("option '%s' needs a value", opts[i].name);
 				return -1;
 			}
 			*opts[i].slot = argv[1];
@@ -100,15 +86,15 @@ int client_global_option(int argc, char **argv)
 }
 
 /* getopt's '?': say which argument, in our voice, and point at --help. */
-static int _bad_option(const char *cmd, const char *arg)
+int client_bad_option(const char *cmd, const char *arg)
 {
-	_errx("%s: bad option '%s': unknown, or missing its value (see 'stagehand %s --help')",
+	client_errx("%s: bad option '%s': unknown, or missing its value (see 'stagehand %s --help')",
 	      cmd, arg, cmd);
 	return EXIT_ENV;
 }
 
 /* Returns 1 if c was a common option (handled), 0 otherwise. */
-static int _common_opt(int c, const char *arg)
+int client_common_opt(int c, const char *arg)
 {
 	switch (c) {
 	case OPT_SOCKET: _opt_socket = arg; _opt_server = NULL; return 1;
@@ -118,111 +104,34 @@ static int _common_opt(int c, const char *arg)
 	}
 }
 
-/*
- * The config file's SocketPath, read the way stagehandd reads it
- * (stagehand.conf(5)): "Key=Value" lines, keys case-insensitive, '#' starts
- * a comment anywhere, a key set twice is an error. Only SocketPath matters
- * to the CLI; the daemon judges every other key. Returns 1 found, 0 not
- * found (or the default file is absent), -1 error (message printed).
- */
-static int _conf_socket_path(char *out, size_t outlen)
+struct http *client_connect(const char *socket_path, const char *server, const char *config)
 {
-	const char *path = _opt_config ? _opt_config : getenv("STAGEHAND_CONF");
-	int explicit_path = path != NULL;
-	char line[4096 + 2];
-	FILE *fp;
-	int lineno = 0, found_line = 0;
-
-	if (!path)
-		path = CLIENT_DEFAULT_CONF;
-	fp = fopen(path, "re");
-	if (!fp) {
-		if (!explicit_path && (errno == ENOENT || errno == EACCES))
-			return 0;
-		_errx("cannot read config file %s: %s (give --socket PATH, or fix --config / STAGEHAND_CONF)",
-		      path, strerror(errno));
-		return -1;
-	}
-	while (fgets(line, sizeof(line), fp)) {
-		char *k = line, *eq, *v, *end, *hash;
-
-		lineno++;
-		if (!strchr(line, '\n') && !feof(fp)) {
-			_errx("%s:%d: line longer than 4096 bytes", path, lineno);
-			fclose(fp);
-			return -1;
-		}
-		if ((hash = strchr(line, '#')))
-			*hash = '\0';
-		while (isspace((unsigned char)*k))
-			k++;
-		if (!(eq = strchr(k, '=')))
-			continue;	/* the daemon reports malformed lines; not ours to judge */
-		for (end = eq; end > k && isspace((unsigned char)end[-1]); end--)
-			;
-		if ((size_t)(end - k) != strlen("SocketPath") || strncasecmp(k, "SocketPath", end - k))
-			continue;
-		if (found_line) {
-			_errx("%s:%d: SocketPath is already set on line %d: set it once",
-			      path, lineno, found_line);
-			fclose(fp);
-			return -1;
-		}
-		v = eq + 1;
-		while (isspace((unsigned char)*v))
-			v++;
-		end = v + strlen(v);
-		while (end > v && isspace((unsigned char)end[-1]))
-			end--;
-		*end = '\0';
-		if (*v != '/') {
-			_errx("%s:%d: SocketPath must be an absolute path, not '%s'", path, lineno, v);
-			fclose(fp);
-			return -1;
-		}
-		if (snprintf(out, outlen, "%s", v) >= (int)outlen) {
-			_errx("%s:%d: SocketPath is longer than %zu bytes (a UNIX socket limit)",
-			      path, lineno, outlen - 1);
-			fclose(fp);
-			return -1;
-		}
-		found_line = lineno;
-	}
-	fclose(fp);
-	return found_line ? 1 : 0;
-}
-
-struct http *client_connect(const char *socket_path, const char *server,
-			    int (*conf_socket)(char *out, size_t outlen))
-{
-	char sock[108], err[512];	/* sun_path size */
+	struct dclient_target t;
+	char err[1280];
+	const char *conf = config && *config ? config : getenv("STAGEHAND_CONF");
+	int conf_given = conf && *conf;
 	struct http *h;
 
-	if (!server && !socket_path) {
-		const char *es = getenv("STAGEHAND_SOCKET"), *ev = getenv("STAGEHAND_SERVER");
-
-		if (es && *es)
-			socket_path = es;
-		else if (ev && *ev)
-			server = ev;
+	if ((!server || !*server) && (!socket_path || !*socket_path)) {
+		server = getenv("STAGEHAND_SERVER");
+		socket_path = getenv("STAGEHAND_SOCKET");
 	}
-	if (!server && !socket_path) {
-		int rc = conf_socket(sock, sizeof(sock));
-
-		if (rc < 0)
-			return NULL;
-		socket_path = rc ? sock : CLIENT_DEFAULT_SOCKET;
+	if (dclient_find(&t, server, socket_path, conf_given ? conf : CLIENT_DEFAULT_CONF,
+			 conf_given, err, sizeof(err)) < 0) {
+		client_errx("%s (give --server HOST:PORT or --socket PATH, or fix --config / "
+		      "STAGEHAND_CONF)", err);
+		return NULL;
 	}
-	h = http_open(socket_path, server, err, sizeof(err));
+	h = http_open(&t);
 	if (!h)
-		_errx("%s", err);
+		client_errx("out of memory");
 	return h;
 }
 
 /* Open the daemon connection per client.h's order. NULL: message printed. */
-static struct http *_connect(void)
+struct http *client_open(void)
 {
-	return client_connect(_opt_socket, _opt_server, _conf_socket_path);
+	return client_connect(_opt_socket, _opt_server, _opt_config);
 }
 
 /*
@@ -231,7 +140,7 @@ static struct http *_connect(void)
  * failure) and returns EXIT_REFUSED / EXIT_ENV; *status, if given, says
  * which HTTP status came back (0 for none).
  */
-static int _call(struct http *h, const char *method, const char *path, json_t *body,
+int client_call(struct http *h, const char *method, const char *path, json_t *body,
 		 json_t **resp, long *status_out)
 {
 	char err[1024], *raw = NULL;
@@ -243,7 +152,7 @@ static int _call(struct http *h, const char *method, const char *path, json_t *b
 	if (status_out)
 		*status_out = 0;
 	if (http_call(h, method, path, body, &status, &r, &raw, err, sizeof(err)) < 0) {
-		_errx("%s", err);
+		client_errx("%s", err);
 		return EXIT_ENV;
 	}
 	if (status_out)
@@ -257,9 +166,9 @@ static int _call(struct http *h, const char *method, const char *path, json_t *b
 		return EXIT_OK;
 	}
 	if (json_is_string(json_object_get(r, "error")))
-		_errx("%s", json_string_value(json_object_get(r, "error")));
+		client_errx("%s", json_string_value(json_object_get(r, "error")));
 	else
-		_errx("stagehandd at %s answered HTTP %ld to %s %s%s%.200s", http_target(h), status,
+		client_errx("stagehandd at %s answered HTTP %ld to %s %s%s%.200s", http_target(h), status,
 		      method, path, raw && *raw ? ": " : "", raw ? raw : "");
 	free(raw);
 	json_decref(r);
@@ -288,9 +197,8 @@ static void _print_json_line(json_t *j)
 }
 
 /* Ids: "r123" (or "R123") is a request, "123" a Slurm job id. */
-enum id_kind { ID_BAD, ID_REQUEST, ID_JOB };
 
-static enum id_kind _parse_id(const char *s, unsigned long long *out)
+enum id_kind client_parse_id(const char *s, unsigned long long *out)
 {
 	enum id_kind kind = ID_JOB;
 	char *end;
@@ -310,7 +218,7 @@ static enum id_kind _parse_id(const char *s, unsigned long long *out)
 
 static void _bad_id(const char *cmd, const char *s)
 {
-	_errx("%s: '%s' is not an id: write a request as r123 (see 'stagehand status') or a Slurm job as 123",
+	client_errx("%s: '%s' is not an id: write a request as r123 (see 'stagehand status') or a Slurm job as 123",
 	      cmd, s);
 }
 
@@ -330,9 +238,7 @@ static void _sleep_s(double s)
 		;
 }
 
-static int _path_fmt(char *buf, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int _path_fmt(char *buf, size_t len, const char *fmt, ...)
+int client_path_fmt(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -402,12 +308,12 @@ static int _watch(struct http *h, const char *path, double interval, int force_j
 		size_t i;
 		json_t *r;
 
-		rc = _call(h, "GET", path, NULL, &resp, NULL);
+		rc = client_call(h, "GET", path, NULL, &resp, NULL);
 		if (rc != EXIT_OK)
 			break;
 		reqs = _requests_of(resp, &single);
 		if (!reqs) {
-			_errx("stagehandd at %s sent an answer without requests for %s", http_target(h), path);
+			client_errx("stagehandd at %s sent an answer without requests for %s", http_target(h), path);
 			json_decref(resp);
 			rc = EXIT_REFUSED;
 			break;
@@ -459,7 +365,7 @@ static int _make_absolute(const char *in, char *out, size_t len)
 	char cwd[PATH_MAX];
 
 	if (!*in) {
-		_errx("submit: empty path");
+		client_errx("submit: empty path");
 		return -1;
 	}
 	if (strstr(in, "://") || *in == '/') {
@@ -469,14 +375,14 @@ static int _make_absolute(const char *in, char *out, size_t len)
 	}
 	/* Relative paths are the user's view from here; no symlink is resolved. */
 	if (!getcwd(cwd, sizeof(cwd))) {
-		_errx("submit: cannot resolve '%s': current directory: %s", in, strerror(errno));
+		client_errx("submit: cannot resolve '%s': current directory: %s", in, strerror(errno));
 		return -1;
 	}
 	if (snprintf(out, len, "%s/%s", cwd, in) >= (int)len)
 		goto toolong;
 	return 0;
 toolong:
-	_errx("submit: path too long (max %zu bytes): %.80s...", len - 1, in);
+	client_errx("submit: path too long (max %zu bytes): %.80s...", len - 1, in);
 	return -1;
 }
 
@@ -529,25 +435,25 @@ int cmd_submit(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 'i': case 'a': case 'o': case 'l': {
 			const char *a = c == 'i' ? "stage_in" : c == 'a' ? "archive" :
 					c == 'o' ? "stage_out" : "label";
 
 			if (action && strcmp(action, a)) {
-				_errx("submit: give one of --stage-in, --archive, --stage-out, --label");
+				client_errx("submit: give one of --stage-in, --archive, --stage-out, --label");
 				return EXIT_ENV;
 			}
 			action = a;
 			break;
 		}
 		case 'j':
-			if (_parse_id(optarg, &job) != ID_JOB) {
-				_errx("submit: --job wants a Slurm job id such as 4711, got '%s'", optarg);
+			if (client_parse_id(optarg, &job) != ID_JOB) {
+				client_errx("submit: --job wants a Slurm job id such as 4711, got '%s'", optarg);
 				return EXIT_ENV;
 			}
 			break;
@@ -558,7 +464,7 @@ int cmd_submit(int argc, char **argv)
 		case 'n':
 			interval = strtod(optarg, NULL);
 			if (!(interval >= 0.1 && interval <= 3600)) {
-				_errx("submit: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
+				client_errx("submit: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
 				return EXIT_ENV;
 			}
 			break;
@@ -568,13 +474,13 @@ int cmd_submit(int argc, char **argv)
 	}
 	nargs = action && !strcmp(action, "label") ? 1 : 2;
 	if (!action || argc - optind != nargs) {
-		_errx(nargs == 1 ? "submit: --label takes exactly one path"
+		client_errx(nargs == 1 ? "submit: --label takes exactly one path"
 				 : "submit: need an action and exactly SRC DEST");
 		_submit_usage(stderr);
 		return EXIT_ENV;
 	}
 	if (no_keep && strcmp(action, "archive")) {
-		_errx("submit: --no-keep only applies to --archive");
+		client_errx("submit: --no-keep only applies to --archive");
 		return EXIT_ENV;
 	}
 	if (_make_absolute(argv[optind], src, sizeof(src)) < 0 ||
@@ -582,7 +488,7 @@ int cmd_submit(int argc, char **argv)
 		return EXIT_ENV;
 	body = json_pack("{s:s, s:s}", "action", action, "source", src);
 	if (!body) {
-		_errx("submit: out of memory");
+		client_errx("submit: out of memory");
 		return EXIT_ENV;
 	}
 	if (nargs == 2)
@@ -598,11 +504,11 @@ int cmd_submit(int argc, char **argv)
 			json_object_set_new(o, "keep", json_false());
 		json_object_set_new(body, "options", o);
 	}
-	if (!(h = _connect())) {
+	if (!(h = client_open())) {
 		json_decref(body);
 		return EXIT_ENV;
 	}
-	rc = _call(h, "POST", "/v1/requests", body, &resp, NULL);
+	rc = client_call(h, "POST", "/v1/requests", body, &resp, NULL);
 	json_decref(body);
 	if (rc == EXIT_OK) {
 		json_int_t id = json_integer_value(json_object_get(resp, "id"));
@@ -614,9 +520,9 @@ int cmd_submit(int argc, char **argv)
 			       json_string_value(json_object_get(resp, "state")) ?: "queued");
 		fflush(stdout);
 		if (wait) {
-			if (id <= 0 || _path_fmt(path, sizeof(path), "/v1/requests/%llu",
+			if (id <= 0 || client_path_fmt(path, sizeof(path), "/v1/requests/%llu",
 						 (unsigned long long)id) < 0) {
-				_errx("submit: the daemon answered without a request id; cannot wait");
+				client_errx("submit: the daemon answered without a request id; cannot wait");
 				rc = EXIT_REFUSED;
 			} else {
 				rc = _watch(h, path, interval, json_out);
@@ -708,10 +614,10 @@ int cmd_status(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hw", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 'w': watch = 1; break;
 		case 'I': items = 1; break;
@@ -719,7 +625,7 @@ int cmd_status(int argc, char **argv)
 		case 'n':
 			interval = strtod(optarg, NULL);
 			if (!(interval >= 0.1 && interval <= 3600)) {
-				_errx("status: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
+				client_errx("status: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
 				return EXIT_ENV;
 			}
 			break;
@@ -732,13 +638,13 @@ int cmd_status(int argc, char **argv)
 		return EXIT_ENV;
 	}
 	if (argc - optind == 1) {
-		switch (_parse_id(argv[optind], &id)) {
+		switch (client_parse_id(argv[optind], &id)) {
 		case ID_REQUEST:
-			_path_fmt(path, sizeof(path), "/v1/requests/%llu%s", id,
+			client_path_fmt(path, sizeof(path), "/v1/requests/%llu%s", id,
 				  items && !watch ? "?items=1" : "");
 			break;
 		case ID_JOB:
-			_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
+			client_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
 			is_job = 1;
 			break;
 		default:
@@ -747,17 +653,17 @@ int cmd_status(int argc, char **argv)
 		}
 	}
 	if (items && (argc - optind != 1 || is_job)) {
-		_errx("status: --items needs one request id, e.g. 'stagehand status r12 --items'");
+		client_errx("status: --items needs one request id, e.g. 'stagehand status r12 --items'");
 		return EXIT_ENV;
 	}
-	if (!(h = _connect()))
+	if (!(h = client_open()))
 		return EXIT_ENV;
 	if (watch) {
 		rc = _watch(h, path, interval, json_out);
 		http_close(h);
 		return rc;
 	}
-	rc = _call(h, "GET", path, NULL, &resp, NULL);
+	rc = client_call(h, "GET", path, NULL, &resp, NULL);
 	if (rc == EXIT_OK) {
 		if (json_out)
 			_print_json(resp);
@@ -793,10 +699,10 @@ int cmd_queue(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 's':
 			state = optarg;
@@ -813,7 +719,7 @@ int cmd_queue(int argc, char **argv)
 		}
 	}
 	if (optind != argc) {
-		_errx("queue: unexpected argument '%s'", argv[optind]);
+		client_errx("queue: unexpected argument '%s'", argv[optind]);
 		return EXIT_ENV;
 	}
 	if (state) {
@@ -821,7 +727,7 @@ int cmd_queue(int argc, char **argv)
 			if (!strcmp(state, _states[i]))
 				break;
 		if (i == sizeof(_states) / sizeof(_states[0])) {
-			_errx("queue: unknown state '%s'; use one of queued, running, verifying, done, "
+			client_errx("queue: unknown state '%s'; use one of queued, running, verifying, done, "
 			      "failed_retryable, failed_final, cancelled", state);
 			return EXIT_ENV;
 		}
@@ -829,9 +735,9 @@ int cmd_queue(int argc, char **argv)
 	if (snprintf(path, sizeof(path), "/v1/requests?all=1%s%s", state ? "&state=" : "",
 		     state ? state : "") >= (int)sizeof(path))
 		return EXIT_ENV;	/* cannot happen: state is one of _states */
-	if (!(h = _connect()))
+	if (!(h = client_open()))
 		return EXIT_ENV;
-	rc = _call(h, "GET", path, NULL, &resp, NULL);
+	rc = client_call(h, "GET", path, NULL, &resp, NULL);
 	if (rc == EXIT_OK) {
 		if (json_out)
 			_print_json(resp);
@@ -854,7 +760,7 @@ static int _request_verb(struct http *h, unsigned long long id, const char *verb
 
 	if (snprintf(path, sizeof(path), "/v1/requests/%llu/%s", id, verb) >= (int)sizeof(path))
 		return EXIT_ENV;
-	rc = _call(h, "POST", path, NULL, &resp, NULL);
+	rc = client_call(h, "POST", path, NULL, &resp, NULL);
 	if (rc == EXIT_OK)
 		printf("%s r%llu (%s)\n", done, id,
 		       json_string_value(json_object_get(resp, "state")) ?: "?");
@@ -873,10 +779,10 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		if (c == 'h') {
 			if (is_cancel)
 				printf("usage: stagehand cancel rREQ|JOB\n"
@@ -895,12 +801,12 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 		fprintf(stderr, "usage: stagehand %s rREQ|JOB\n", cmd);
 		return EXIT_ENV;
 	}
-	kind = _parse_id(argv[optind], &id);
+	kind = client_parse_id(argv[optind], &id);
 	if (kind == ID_BAD) {
 		_bad_id(cmd, argv[optind]);
 		return EXIT_ENV;
 	}
-	if (!(h = _connect()))
+	if (!(h = client_open()))
 		return EXIT_ENV;
 	if (kind == ID_REQUEST) {
 		rc = _request_verb(h, id, cmd, is_cancel ? "cancelled" : "re-queued");
@@ -908,8 +814,8 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 		char path[64];
 		json_t *resp;
 
-		_path_fmt(path, sizeof(path), "/v1/jobs/%llu/retry", id);
-		rc = _call(h, "POST", path, NULL, &resp, NULL);
+		client_path_fmt(path, sizeof(path), "/v1/jobs/%llu/retry", id);
+		rc = client_call(h, "POST", path, NULL, &resp, NULL);
 		if (rc == EXIT_OK) {
 			json_t *ids = json_object_get(resp, "requeued"), *v;
 			size_t i;
@@ -930,8 +836,8 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 		json_t *resp, *single, *reqs, *r;
 		size_t i, n = 0;
 
-		_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
-		rc = _call(h, "GET", path, NULL, &resp, NULL);
+		client_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
+		rc = client_call(h, "GET", path, NULL, &resp, NULL);
 		if (rc == EXIT_OK) {
 			reqs = _requests_of(resp, &single);
 			json_array_foreach(reqs, i, r) {
@@ -966,177 +872,6 @@ int cmd_retry(int argc, char **argv)
 	return _verb_main("retry", argc, argv);
 }
 
-/* ---- job-end ----------------------------------------------------------- */
-
-static void _job_end_usage(FILE *fp)
-{
-	fprintf(fp,
-		"usage: stagehand job-end [JOB] --state STATE [--exit-code N] [--uid UID] [--gid GID]\n"
-		"                         [--user NAME] [--work-dir DIR] [--plan FILE]\n"
-		"Tell stagehandd that Slurm job JOB ended (root or admin; for Epilog= hooks).\n"
-		"JOB defaults to $SLURM_JOB_ID, --uid to $SLURM_JOB_UID, --gid to $SLURM_JOB_GID,\n"
-		"--user to $SLURM_JOB_USER.\n"
-		"  --state STATE     the job's end state: COMPLETED, FAILED, CANCELLED, TIMEOUT, ...\n"
-		"  --exit-code N     the job's exit code\n"
-		"  --uid UID         the job owner's uid\n"
-		"  --gid GID         the job owner's primary gid\n"
-		"  --user NAME       the job owner's user name\n"
-		"  --work-dir DIR    the job's working directory (needed for relative plan paths)\n"
-		"  --plan FILE       the job's normalised #DATA plan as JSON ('-' for stdin)\n"
-		COMMON_HELP);
-}
-
-int cmd_job_end(int argc, char **argv)
-{
-	static const struct option lo[] = {
-		{ "state", required_argument, NULL, 's' },
-		{ "exit-code", required_argument, NULL, 'x' },
-		{ "uid", required_argument, NULL, 'u' },
-		{ "work-dir", required_argument, NULL, 'd' },
-		{ "gid", required_argument, NULL, 'g' },
-		{ "user", required_argument, NULL, 'U' },
-		{ "plan", required_argument, NULL, 'p' },
-		COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 }
-	};
-	const char *state = NULL, *job_s, *uid_s = getenv("SLURM_JOB_UID"), *work_dir = NULL;
-	const char *gid_s = getenv("SLURM_JOB_GID"), *user = getenv("SLURM_JOB_USER");
-	const char *plan_file = NULL;
-	unsigned long long gid = 0;
-	json_t *plan = NULL;
-	json_error_t jerr;
-	long exit_code = 0;
-	int c, have_exit = 0, rc;
-	unsigned long long job, uid = 0;
-	char path[64], *end;
-	const char *p;
-	struct http *h;
-	json_t *body, *resp;
-
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
-			continue;
-		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
-		switch (c) {
-		case 's': state = optarg; break;
-		case 'x':
-			errno = 0;
-			exit_code = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || exit_code < 0 || exit_code > 255) {
-				_errx("job-end: --exit-code wants 0..255, got '%s'", optarg);
-				return EXIT_ENV;
-			}
-			have_exit = 1;
-			break;
-		case 'u': uid_s = optarg; break;
-		case 'd': work_dir = optarg; break;
-		case 'g': gid_s = optarg; break;
-		case 'U': user = optarg; break;
-		case 'p': plan_file = optarg; break;
-		case 'h': _job_end_usage(stdout); return EXIT_OK;
-		default: _job_end_usage(stderr); return EXIT_ENV;
-		}
-	}
-	job_s = argc - optind == 1 ? argv[optind] : getenv("SLURM_JOB_ID");
-	if (argc - optind > 1 || !job_s) {
-		_errx("job-end: name the job (JOB, or $SLURM_JOB_ID in an epilog)");
-		_job_end_usage(stderr);
-		return EXIT_ENV;
-	}
-	if (_parse_id(job_s, &job) != ID_JOB) {
-		_errx("job-end: '%s' is not a Slurm job id", job_s);
-		return EXIT_ENV;
-	}
-	if (!state || !*state) {
-		_errx("job-end: --state is required (e.g. --state COMPLETED)");
-		return EXIT_ENV;
-	}
-	for (p = state; *p; p++)
-		if (!isupper((unsigned char)*p) && *p != '_') {
-			_errx("job-end: --state '%s' is not a Slurm job state such as COMPLETED or FAILED",
-			      state);
-			return EXIT_ENV;
-		}
-	if (uid_s && *uid_s) {
-		errno = 0;
-		uid = strtoull(uid_s, &end, 10);
-		if (errno || *end || uid > 0xfffffffeULL) {
-			_errx("job-end: uid '%s' is not a number", uid_s);
-			return EXIT_ENV;
-		}
-	}
-	if (gid_s && *gid_s) {
-		errno = 0;
-		gid = strtoull(gid_s, &end, 10);
-		if (errno || *end || gid > 0xfffffffeULL) {
-			_errx("job-end: gid '%s' is not a number", gid_s);
-			return EXIT_ENV;
-		}
-	}
-	if (work_dir && *work_dir != '/') {
-		_errx("job-end: --work-dir must be absolute, got '%s'", work_dir);
-		return EXIT_ENV;
-	}
-	if (plan_file) {
-		plan = !strcmp(plan_file, "-") ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
-					       : json_load_file(plan_file, JSON_REJECT_DUPLICATES, &jerr);
-		if (!plan) {
-			_errx("job-end: plan %s:%d: %s", !strcmp(plan_file, "-") ? "(stdin)" : plan_file,
-			      jerr.line, jerr.text);
-			return EXIT_ENV;
-		}
-		if (!json_is_object(plan)) {
-			_errx("job-end: plan %s must be a JSON object ({\"version\":1,\"actions\":[...]})",
-			      plan_file);
-			json_decref(plan);
-			return EXIT_ENV;
-		}
-	}
-	body = json_pack("{s:s}", "state", state);
-	if (!body) {
-		json_decref(plan);
-		return EXIT_ENV;
-	}
-	if (gid_s && *gid_s)
-		json_object_set_new(body, "gid", json_integer((json_int_t)gid));
-	if (user && *user)
-		json_object_set_new(body, "user", json_string(user));
-	if (plan)
-		json_object_set_new(body, "plan", plan);
-	if (have_exit)
-		json_object_set_new(body, "exit_code", json_integer(exit_code));
-	if (uid_s && *uid_s)
-		json_object_set_new(body, "uid", json_integer((json_int_t)uid));
-	if (work_dir)
-		json_object_set_new(body, "work_dir", json_string(work_dir));
-	_path_fmt(path, sizeof(path), "/v1/jobs/%llu/end", job);
-	if (!(h = _connect())) {
-		json_decref(body);
-		return EXIT_ENV;
-	}
-	rc = _call(h, "POST", path, body, &resp, NULL);
-	json_decref(body);
-	if (rc == EXIT_OK) {
-		json_t *ids = json_object_get(resp, "requests"), *v;
-		size_t i;
-
-		if (json_is_true(json_object_get(resp, "duplicate"))) {
-			printf("job %llu: end already recorded; nothing changed\n", job);
-		} else {
-			printf("job %llu: end recorded", job);
-			json_array_foreach(ids, i, v)
-				printf("%s r%" JSON_INTEGER_FORMAT, i ? "" : "; requests", json_integer_value(v));
-			printf("\n");
-		}
-	}
-	json_decref(resp);
-	http_close(h);
-	return rc;
-}
-
 /* ---- health ------------------------------------------------------------ */
 
 int cmd_health(int argc, char **argv)
@@ -1153,10 +888,10 @@ int cmd_health(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		if (c == 'J') {
 			json_out = 1;
 		} else if (c == 'h') {
@@ -1168,9 +903,9 @@ int cmd_health(int argc, char **argv)
 			return EXIT_ENV;
 		}
 	}
-	if (!(h = _connect()))
+	if (!(h = client_open()))
 		return EXIT_ENV;
-	rc = _call(h, "GET", "/v1/health", NULL, &resp, NULL);
+	rc = client_call(h, "GET", "/v1/health", NULL, &resp, NULL);
 	if (rc == EXIT_OK) {
 		const char *st = json_string_value(json_object_get(resp, "status"));
 		json_t *q = json_object_get(resp, "queue"), *v;
