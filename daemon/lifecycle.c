@@ -303,9 +303,26 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 					json_decref(o);
 					return -1;
 				}
+			} else if (strcmp(k, "beneath") == 0) {
+				/* Only ever stricter: no symlink followed below it. */
+				if (!json_is_string(v) || src_url ||
+				    json_string_value(v)[0] != '/' ||
+				    !_under(lr->source, json_string_value(v))) {
+					json_decref(o);
+					snprintf(err, errlen, "options.beneath must be an absolute "
+						 "directory above the source path");
+					return -1;
+				}
+			} else if (strcmp(k, "line") == 0) {
+				if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+				    json_integer_value(v) > 1000000) {
+					json_decref(o);
+					snprintf(err, errlen, "options.line must be a #DATA line number");
+					return -1;
+				}
 			} else {
 				snprintf(err, errlen, "unknown option '%.64s' (known: backend, keep, "
-					 "exclude)", k);
+					 "exclude, beneath, line)", k);
 				json_decref(o);
 				return -1;
 			}
@@ -376,6 +393,24 @@ static int _resolve(const char *path, const char *work_dir, char *out, size_t ou
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Below which directory a directive path is opened without following any
+ * symlink (options.beneath): the longest ScratchRoot holding it, else the
+ * job's working directory when it is there, else "/" (every component).
+ * Those directories are the site's or were checked when the job started.
+ */
+static const char *_beneath(const struct conf *c, const char *src, const char *work_dir)
+{
+	const char *best = NULL;
+
+	for (char **r = c->scratch_roots; r && *r; r++)
+		if (_under(src, *r) && (!best || strlen(*r) > strlen(best)))
+			best = *r;
+	if (!best && work_dir && work_dir[0] == '/' && _under(src, work_dir))
+		best = work_dir;
+	return best ? best : "/";
 }
 
 /*
@@ -560,6 +595,13 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 			lr.dest = dst;
 		}
 		lr.source = src;
+		/* Nothing below the scratch root or work dir is followed (xfer_open_beneath). */
+		if (!strstr(src, "://")) {
+			json_object_set_new(opt, "beneath",
+					    json_string(_beneath(d->conf, src, j->work_dir)));
+			if (line > 0)
+				json_object_set_new(opt, "line", json_integer(line));
+		}
 		/* exempt= directories inside this one are left out of the copy. */
 		if (strcmp(lr.action, "label") != 0) {
 			json_t *ex = json_array();

@@ -191,6 +191,14 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.sync_batch = d->conf->sync_batch;
 	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;
 	ctx.exclude = (const char *const *)exclude;
+	{
+		/* Directive paths: no symlink followed below options.beneath. This
+		   child exits after the run: opts is not freed. */
+		json_t *opts = json_loads(r->options, 0, NULL);
+
+		ctx.beneath = json_string_value(json_object_get(opts, "beneath"));
+		ctx.line = (int)json_integer_value(json_object_get(opts, "line"));
+	}
 	be->run(&ctx);
 	_exit(0);
 }

@@ -1257,13 +1257,14 @@ static int _stage_out(struct url__run *r)
 	int sroot;
 	CURL *esc;
 
-	sroot = open(ctx->source, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (sroot < 0 || fstat(sroot, &st) < 0) {
-		snprintf(msg, sizeof(msg), "cannot open source %s: %s", ctx->source, strerror(errno));
-		if (sroot >= 0)
-			close(sroot);
-		return _finish(r, XFER_FINAL, msg);
+	sroot = xfer_open_source(ctx, O_RDONLY | O_NOCTTY | O_NONBLOCK, msg, sizeof(msg));
+	if (sroot >= 0 && fstat(sroot, &st) < 0) {
+		snprintf(msg, sizeof(msg), "cannot stat source %s: %s", ctx->source, strerror(errno));
+		close(sroot);
+		sroot = -1;
 	}
+	if (sroot < 0)
+		return _finish(r, XFER_FINAL, msg);
 	esc = curl_easy_init();
 	if (!esc) {
 		close(sroot);
