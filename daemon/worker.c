@@ -198,6 +198,7 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 
 		ctx.beneath = json_string_value(json_object_get(opts, "beneath"));
 		ctx.line = (int)json_integer_value(json_object_get(opts, "line"));
+		ctx.label_policy = json_string_value(json_object_get(opts, "policy"));
 	}
 	be->run(&ctx);
 	_exit(0);

@@ -88,6 +88,8 @@ struct xfer_ctx {
 					followed below this directory (xfer_open_beneath);
 					NULL: opened normally (an API request's own path) */
 	int line;                    /* options.line: the #DATA line of the source, or 0 */
+	const char *label_policy;    /* label requests: options.policy ("archive", or
+					"skipped" for a skipped archive); NULL = "archive" */
 };
 
 

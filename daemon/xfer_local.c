@@ -895,9 +895,12 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	if (sroot < 0)
 		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
 	if (strcmp(ctx->action, "label") == 0) {
-		xfer_label_all(ctx, sroot, "archive", NULL);
+		const char *pol = ctx->label_policy ? ctx->label_policy : "archive";
+
+		xfer_label_all(ctx, sroot, pol, NULL);
 		close(sroot);
-		return _finish(&r, XFER_OK, "labelled archive");
+		snprintf(msg, sizeof(msg), "labelled %s", pol);
+		return _finish(&r, XFER_OK, msg);
 	}
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
 		close(sroot);

@@ -354,6 +354,10 @@ EOF
 	echo "$out"
 	[[ $out =~ "line 3" ]]
 	[[ $out =~ "symbolic link" ]]
+	# The daemon learned of the plugin's refusal: no after-job request at all.
+	[[ "$(api_get "/v1/jobs/$j" | jq -r .refused)" =~ "symbolic link" ]]
+	[ -z "$(job_requests "$j" | jq -c 'select(.action != "stage_in")')" ]
+	[[ $out =~ "refused at job start" ]]
 }
 
 @test "the job swaps results/ for a symlink to /etc before it exits: the archive refuses it with the #DATA line and the link" {
