@@ -533,7 +533,9 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 		else {
 			struct queue_job *qj = NULL;
 
-			if (queue_job_get(d->q, job, &qj, err, sizeof(err)) == 0 && qj->notes)
+			/* libslurm is initialised only with SlurmWatch=yes. */
+			if (d->conf->slurm_watch &&
+			    queue_job_get(d->q, job, &qj, err, sizeof(err)) == 0 && qj->notes)
 				_comment_skipped(job, qj);
 			queue_job_free(qj);
 		}

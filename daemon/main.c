@@ -28,6 +28,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "userdir.h"
 #include "worker.h"
 #include "xfer.h"
 
@@ -318,6 +319,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s\n", err);
 			return 1;
 		}
+		/* Warnings only: a root may be mounted later. */
+		userdir_check_roots(d.conf, stdout);
 		printf("configuration OK\n");
 		conf_destroy(d.conf);
 		return 0;

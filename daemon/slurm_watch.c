@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <slurm/slurm.h>
@@ -62,6 +63,16 @@ static int _init(struct daemon *d, char *err, size_t errlen)
 	if (!d->conf->slurm_watch) {
 		log_info("SlurmWatch=no: not watching Slurm for held jobs");
 		return 0;
+	}
+	/* SlurmConf= wins over the environment (a unit started without SLURM_CONF). */
+	if (d->conf->slurm_conf) {
+		if (access(d->conf->slurm_conf, R_OK) < 0) {
+			snprintf(err, errlen, "SlurmConf=%s: %s", d->conf->slurm_conf,
+				 strerror(errno));
+			return -1;
+		}
+		setenv("SLURM_CONF", d->conf->slurm_conf, 1);
+		log_info("SlurmConf: libslurm reads %s", d->conf->slurm_conf);
 	}
 	sjob_init();
 	_slurm_ok = 1;

@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "userdir.h"
 #include "worker.h"
 #include "xattr.h"
 #include "xfer.h"
@@ -436,6 +437,16 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	    getgrouplist(pwp->pw_name, r->gid, groups, &ngroups) < 0) {
 		groups[0] = r->gid;
 		ngroups = 1;
+	}
+	/* ArchiveRoot/USER or ScratchRoots/USER, made by root when missing (the
+	   worker, as the user, cannot create it below a root-owned 0755 root). */
+	if (pwp && userdir_for_dest(d->conf, r->dest, pwp->pw_name, r->uid, r->gid, err,
+				    sizeof(err)) < 0) {
+		log_err("request %lld: %s", (long long)r->id, err);
+		_free_exclude(exclude);
+		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
+		queue_request_free(r);
+		return 0;
 	}
 	if (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, &ds, err, sizeof(err)) < 0) {
 		log_err("request %lld: cannot read resume state: %s", (long long)r->id, err);

@@ -1520,7 +1520,8 @@ static int _run_bundle(struct xfer_ctx *ctx)
 		  (long long)r.small, (unsigned long long)r.p.file_max, ctx->source, ctx->dest,
 		  BUNDLE_DIR);
 	/* The destination and its bundle folder, as the owner. */
-	xfer_mkparents(ctx->dest);
+	if (xfer_mkparents(ctx->dest, msg, sizeof(msg)) < 0)
+		return _finish(&r, XFER_FINAL, msg);
 	r.droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r.droot < 0 && errno == ENOENT && mkdir(ctx->dest, 0700) == 0)
 		r.droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

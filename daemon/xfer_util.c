@@ -43,19 +43,56 @@ int xfer_tmpname(char *out, size_t outlen, const char *name, int64_t id)
 	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
-void xfer_mkparents(const char *path)
+void xfer_mkdir_why(const char *path, int e, char *why, size_t whylen)
+{
+	char parent[XFER_PATH_MAX];
+	const char *sl = strrchr(path, '/');
+	struct stat st;
+
+	snprintf(parent, sizeof(parent), "%.*s", sl && sl != path ? (int)(sl - path) : 1, path);
+	if ((e == EACCES || e == EPERM || e == EROFS) && stat(parent, &st) == 0) {
+		char owner[32];
+
+		if (st.st_uid == 0)
+			snprintf(owner, sizeof(owner), "root");
+		else
+			snprintf(owner, sizeof(owner), "uid %u", (unsigned)st.st_uid);
+		snprintf(why, whylen, "mkdir %s: %s (%s: owner %s, mode %04o; you are uid %u)", path,
+			 strerror(e), parent, owner, (unsigned)(st.st_mode & 07777),
+			 (unsigned)geteuid());
+		return;
+	}
+	snprintf(why, whylen, "mkdir %s: %s", path, strerror(e));
+}
+
+int xfer_mkparents(const char *path, char *why, size_t whylen)
 {
 	char buf[XFER_PATH_MAX];
 
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return;
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+		snprintf(why, whylen, "path too long: %.200s", path);
+		return -1;
+	}
 	for (char *p = buf + 1; *p; p++) {
+		struct stat st;
+
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		mkdir(buf, 0755);
+		/* The first step that fails is the one reported, with its errno. */
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
+			int e = errno;
+
+			/* EACCES on a directory that is there (a parent one may not
+			   write in): go on down the path. */
+			if (!(stat(buf, &st) == 0 && S_ISDIR(st.st_mode))) {
+				xfer_mkdir_why(buf, e, why, whylen);
+				return -1;
+			}
+		}
 		*p = '/';
 	}
+	return 0;
 }
 
 /* Why openat(dfd, comp) failed with e: a symlink or a non-directory is named. */

@@ -29,8 +29,15 @@ int xfer_join(char *out, size_t outlen, const char *prefix, const char *name);
  */
 int xfer_tmpname(char *out, size_t outlen, const char *name, int64_t id);
 
-/* mkdir -p of path's parents (as the owner; existing components are fine). */
-void xfer_mkparents(const char *path);
+/*
+ * mkdir -p of path's parents (as the owner; existing components are fine).
+ * 0, or -1 with why naming the first mkdir that failed, its errno and, when
+ * permission was refused, the owner and mode of the directory it was made in.
+ */
+int xfer_mkparents(const char *path, char *why, size_t whylen);
+
+/* why = "mkdir PATH: strerror(e)", with the parent's owner and mode for EACCES/EPERM. */
+void xfer_mkdir_why(const char *path, int e, char *why, size_t whylen);
 
 /*
  * Open path, which lies below the directory beneath (an absolute path the
