@@ -394,8 +394,10 @@ int queue_job_add_note(struct queue *q, int64_t job_id, const char *note_json, c
 	int rc = -1;
 
 	qp_begin(q);
+	/* Idempotent: a job end processed again (after a crash) adds no twin. */
 	st = qp_prep(q, "UPDATE jobs SET notes=json_insert(COALESCE(notes, '[]'), '$[#]',"
-		     " json(?2)) WHERE job_id=?1", err, errlen);
+		     " json(?2)) WHERE job_id=?1 AND NOT EXISTS (SELECT 1 FROM"
+		     " json_each(COALESCE(notes, '[]')) WHERE value = json(?2))", err, errlen);
 	if (!st)
 		goto out;
 	sqlite3_bind_int64(st, 1, job_id);
