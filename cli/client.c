@@ -590,6 +590,20 @@ static int _print_status(json_t *resp, int is_job)
 	reqs = _requests_of(resp, &single);
 	progress_print_table(stdout, reqs, 0);
 	json_decref(single);
+	if (is_job) {
+		const char *refused = json_string_value(json_object_get(resp, "refused"));
+		json_t *sk = json_object_get(resp, "skipped"), *n;
+		size_t i;
+
+		if (refused)
+			printf("refused at job start: %s\n", refused);
+		json_array_foreach(sk, i, n)
+			printf("skipped: line %" JSON_INTEGER_FORMAT " %s=%s: %s\n",
+			       json_integer_value(json_object_get(n, "line")),
+			       json_string_value(json_object_get(n, "action")) ?: "?",
+			       json_string_value(json_object_get(n, "path")) ?: "?",
+			       json_string_value(json_object_get(n, "reason")) ?: "?");
+	}
 	_print_items(resp);
 	return EXIT_OK;
 }

@@ -61,7 +61,7 @@ void labels_global_option(int argc, char **argv)
 int labels_policy_known(const char *p)
 {
 	return !strcmp(p, "exempt") || !strcmp(p, "pending") || !strcmp(p, "archive") ||
-	       !strcmp(p, "archived");
+	       !strcmp(p, "archived") || !strcmp(p, "skipped");
 }
 
 int labels_namespace(const char *opt, char *out, size_t outlen)

@@ -64,7 +64,8 @@ int policy_paths_scan(const char *root, const char *ns, struct policy_paths *p)
 	}
 	for (size_t i = 0; i < r.ntrees; i++) {
 		const char *pol = r.trees[i].l.policy;
-		int k = !strcmp(pol, "exempt") || !strcmp(pol, "pending") ? POLICY_HOLD :
+		int k = !strcmp(pol, "exempt") || !strcmp(pol, "pending") ||
+			!strcmp(pol, "skipped") ? POLICY_HOLD :
 			!strcmp(pol, "archive") ? POLICY_ARCHIVE :
 			!strcmp(pol, "archived") ? POLICY_ARCHIVED : -1;
 
@@ -125,6 +126,7 @@ static int _gpfs(FILE *fp, const struct policy_opts *o, const struct policy_path
 		" *\n"
 		" * exempt   never migrate (throwaway scratch)\n"
 		" * pending  never migrate yet (the job is writing)\n"
+		" * skipped  never migrate (archive=... when=success and the job failed)\n"
 		" * archive  migrate now\n"
 		" * archived stagehand already copied it (%sstagehand.location); no rule here\n"
 		" *\n"
@@ -134,7 +136,7 @@ static int _gpfs(FILE *fp, const struct policy_opts *o, const struct policy_path
 		" * generated: regenerate (with --paths-from) before every policy run.\n"
 		" */\n"
 		"RULE 'stagehand_hold_dirs' EXCLUDE DIRECTORIES_PLUS\n"
-		"  WHERE XATTR('%sstagehand.policy') IN ('exempt','pending')\n",
+		"  WHERE XATTR('%sstagehand.policy') IN ('exempt','pending','skipped')\n",
 		o->ns, o->paths_from ? " --paths-from=" : "", o->paths_from ? o->paths_from : "",
 		o->pool, o->ns, o->ns);
 	if (!o->paths_from) {
@@ -193,7 +195,7 @@ static int _rbh_class(FILE *fp, const struct policy_opts *o, const char *name,
 
 static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy_paths *p)
 {
-	static const char *const hold[] = { "exempt", "pending", NULL };
+	static const char *const hold[] = { "exempt", "pending", "skipped", NULL };
 	static const char *const arch[] = { "archive", NULL };
 	int skipped = 0;
 
@@ -210,7 +212,8 @@ static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy
 		"\n",
 		o->ns, o->paths_from ? " --paths-from=" : "", o->paths_from ? o->paths_from : "");
 	_rbh_class(fp, o, "stagehand_hold", hold,
-		   "exempt (throwaway) and pending (job still writing): never archive or release",
+		   "exempt (throwaway), pending (job still writing), skipped (archive "
+		   "skipped by when=success): never archive or release",
 		   p->v[POLICY_HOLD], p->n[POLICY_HOLD], &skipped);
 	_rbh_class(fp, o, "stagehand_archive", arch, "archive: the job ended; archive now",
 		   p->v[POLICY_ARCHIVE], p->n[POLICY_ARCHIVE], &skipped);
@@ -307,10 +310,10 @@ static int _lustre(FILE *fp, const struct policy_opts *o)
 		"root=$1\n"
 		"archive_id=${2:-%d}\n"
 		"\n"
-		"labelled hold exempt,pending\n"
+		"labelled hold exempt,pending,skipped\n"
 		"labelled todo archive\n"
 		"\n"
-		"# exempt and pending: no copytool and no Robinhood rule may archive or\n"
+		"# exempt, pending and skipped: no copytool and no Robinhood rule may archive or\n"
 		"# release these files (NOARCHIVE, NORELEASE refuse the requests).\n"
 		"for d in \"${hold[@]}\"; do\n"
 		"    find \"$d\" -xdev -type f -print0 | xargs -0 -r -n \"$batch\" lfs hsm_set --noarchive --norelease\n"
@@ -333,7 +336,7 @@ static int _dmf(FILE *fp, const struct policy_opts *o)
 		"# DMF decides by file, so the labels become site tags (dmtag) that the\n"
 		"# migration policy in dmf.conf selects on. Add to the site's policy object\n"
 		"# (syntax per dmf.conf(5) of your DMF release):\n"
-		"#     SELECT_VG  none        when sitetag = %d   # exempt, pending: never migrate\n"
+		"#     SELECT_VG  none        when sitetag = %d   # exempt, pending, skipped: never migrate\n"
 		"#     SELECT_VG  <your VGs>  when sitetag = %d   # archive: migrate\n"
 		"# before the site's other SELECT_VG lines (the first match is used).\n"
 		"[ $# -eq 1 ] || { echo \"usage: ${0##*/} DMF_MANAGED_DIR\" >&2; exit 2; }\n"
@@ -341,7 +344,7 @@ static int _dmf(FILE *fp, const struct policy_opts *o)
 		"hold_tag=%d\n"
 		"archive_tag=%d\n"
 		"\n"
-		"labelled hold exempt,pending\n"
+		"labelled hold exempt,pending,skipped\n"
 		"labelled todo archive\n"
 		"\n"
 		"for d in \"${hold[@]}\"; do\n"
@@ -382,7 +385,7 @@ static void _usage(FILE *fp)
 		"                               [--hold-tag N] [--archive-tag N]\n"
 		"\n"
 		"Print rules that make the site's policy engine honour stagehand's labels:\n"
-		"  gpfs        Storage Scale ILM rules (EXCLUDE exempt/pending, MIGRATE archive)\n"
+		"  gpfs        Storage Scale ILM rules (EXCLUDE exempt/pending/skipped, MIGRATE archive)\n"
 		"  robinhood   Robinhood v3 fileclasses and lhsm rules\n"
 		"  lustre-hsm  a bash driver: lfs hsm_set/hsm_clear/hsm_archive from the labels\n"
 		"  dmf         a bash driver: dmtag/dmput from the labels, plus dmf.conf lines\n"

@@ -161,6 +161,8 @@ enum scan_class scan_classify(const struct scan_tree *t, time_t now, int older_t
 		return SCAN_PENDING;
 	if (!strcmp(p, "archived"))
 		return SCAN_ARCHIVED;
+	if (!strcmp(p, "skipped"))	/* an archive= the job's end state skipped: kept as is */
+		return SCAN_EXEMPT;
 	if (!strcmp(p, "exempt"))
 		return now - t->newest >= (time_t)older_than_days * 86400 ? SCAN_PURGE : SCAN_EXEMPT;
 	return SCAN_BAD;
@@ -408,7 +410,7 @@ static int _check_list(const char *list)
 	}
 	return *list ? 0 : -1;
 bad:
-	labels_errx("scan: --list %s: give policies from exempt, pending, archive, archived, "
+	labels_errx("scan: --list %s: give policies from exempt, pending, skipped, archive, archived, "
 		    "separated by commas", list);
 	return -1;
 }

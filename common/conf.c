@@ -472,6 +472,27 @@ static int _k_slurmwatch(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_createuserdirs(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "yes") == 0)
+		c->create_user_dirs = 1;
+	else if (strcasecmp(v, "no") == 0)
+		c->create_user_dirs = 0;
+	else
+		return _fail(w, wl, "CreateUserDirs must be 'yes' or 'no', not '%s'", v);
+	return 0;
+}
+
+static int _k_slurmconf(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "environment") == 0) {
+		free(c->slurm_conf);
+		c->slurm_conf = NULL;
+		return 0;
+	}
+	return _set_path(&c->slurm_conf, v, "SlurmConf", w, wl);
+}
+
 /* ---- Bundling (small-file bundles for archive copies) ---- */
 
 static int _k_archbundle(struct conf *c, const char *v, char *w, size_t wl)
@@ -659,6 +680,8 @@ static const struct _key _keys[] = {
 	{ "DrainTimeout", _k_draintimeout },
 	{ "Checksum", _k_checksum },
 	{ "SlurmWatch", _k_slurmwatch },
+	{ "SlurmConf", _k_slurmconf },
+	{ "CreateUserDirs", _k_createuserdirs },
 	/* Bundling */
 	{ "ArchiveBundle", _k_archbundle },
 	{ "BundleMinFiles", _k_bundleminfiles },
@@ -705,6 +728,7 @@ struct conf *conf_create(void)
 	}
 	c->archive_mode = CONF_ARCHIVE_COPY;
 	c->slurm_watch = 1;
+	c->create_user_dirs = 1;
 	c->workers = 2;
 	c->bandwidth_cap = 0;
 	c->max_retries = 3;
@@ -875,6 +899,7 @@ void conf_destroy(struct conf *c)
 	free(c->s3_credentials_file);
 	free(c->url_ca_file);
 	free(c->yield_probe);
+	free(c->slurm_conf);
 	free(c);
 }
 

@@ -86,6 +86,11 @@ struct conf {
 					  (large files: 1 chunk in 16 read back) */
 	char *yield_probe;             /* test/site hook: a file listing busy directories,
 					  one per line, as if jobs ran there; NULL = none */
+	int create_user_dirs;          /* 1: the daemon makes ArchiveRoot/USER and
+					  ScratchRoots/USER (owner USER, mode 0700) when a
+					  request needs them and they are missing */
+	char *slurm_conf;              /* SlurmConf: the slurm.conf libslurm reads (set as
+					  SLURM_CONF before slurm_init); NULL = environment */
 	int key_line[64];              /* line each key was set on, 0 = default (conf.c only) */
 };
 

@@ -583,6 +583,57 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 	pl->dirs[pl->ndirs++] = d;
 }
 
+/* Length of a stage_in to= without its trailing '/'. */
+static size_t _to_len(const char *to)
+{
+	size_t n = strlen(to);
+
+	return n > 1 && to[n - 1] == '/' ? n - 1 : n;
+}
+
+/* Give d's to= its trailing '/' (it names a directory). false when out of memory. */
+static bool _to_dir(struct dsl_directive *d)
+{
+	size_t n = strlen(d->to);
+	char *t;
+
+	if (d->to[n - 1] == '/')
+		return true;
+	t = realloc(d->to, n + 2);
+	if (!t)
+		return false;
+	t[n] = '/';
+	t[n + 1] = '\0';
+	d->to = t;
+	return true;
+}
+
+/*
+ * Several stage_in lines with the same to= put their inputs in one
+ * directory: that to= names a directory, as if written with a trailing '/'
+ * (docs/directives.md, "Where stage_in puts its input").
+ */
+static bool _shared_to_dirs(struct dsl_plan *pl)
+{
+	for (size_t i = 0; i < pl->ndirs; i++) {
+		struct dsl_directive *a = &pl->dirs[i];
+
+		if (a->action != DSL_STAGE_IN || !a->to)
+			continue;
+		for (size_t k = i + 1; k < pl->ndirs; k++) {
+			struct dsl_directive *b = &pl->dirs[k];
+			size_t n = _to_len(a->to);
+
+			if (b->action != DSL_STAGE_IN || !b->to || _to_len(b->to) != n ||
+			    memcmp(a->to, b->to, n) != 0)
+				continue;
+			if (!_to_dir(a) || !_to_dir(b))
+				return false;
+		}
+	}
+	return true;
+}
+
 struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_config *cfg)
 {
 	struct _parser ps;
@@ -653,6 +704,8 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 			first_cmd = lineno;
 		}
 	}
+	if (!ps.oom && !_shared_to_dirs(ps.plan))
+		ps.oom = true;
 	free(ps.toks);
 	free(ps.scratch);
 	dsl__rules_free(&ps.rules);

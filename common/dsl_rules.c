@@ -466,6 +466,7 @@ int dsl__check_path_value(const struct dsl__rules *r, enum dsl__role role, const
 			  const char *v, size_t n, char **out, struct dsl__fail *f)
 {
 	long c;
+	int rc;
 
 	*out = NULL;
 	if (n == 0)
@@ -480,7 +481,23 @@ int dsl__check_path_value(const struct dsl__rules *r, enum dsl__role role, const
 				     n, r->max_path);
 	if (dsl__is_url(v, n))
 		return _check_url(r, role, key, v, n, out, f);
-	return _check_path(r, role, v, n, out, f);
+	rc = _check_path(r, role, v, n, out, f);
+	/* stage_in's to= keeps one trailing '/': it means "a directory to put the
+	   input in" (docs/directives.md, "Where stage_in puts its input"). */
+	if (rc == 0 && role == DSL__ROLE_DIR && !strcmp(key, "to") && v[n - 1] == '/') {
+		size_t ol = strlen(*out);
+		char *o2 = realloc(*out, ol + 2);
+
+		if (!o2) {
+			free(*out);
+			*out = NULL;
+			return -1;
+		}
+		o2[ol] = '/';
+		o2[ol + 1] = '\0';
+		*out = o2;
+	}
+	return rc;
 }
 
 static const char *_done_word(enum dsl_action a)

@@ -191,8 +191,13 @@ int api_decode_job_end(json_t *body, struct api_job_end *e, char *err, size_t er
 	}
 	e->user = _str_field(body, "user", &bad);
 	e->work_dir = _str_field(body, "work_dir", &bad);
+	e->refused = _str_field(body, "refused", &bad);
 	if (bad) {
-		snprintf(err, errlen, "'user' and 'work_dir' must be strings");
+		snprintf(err, errlen, "'user', 'work_dir' and 'refused' must be strings");
+		return -1;
+	}
+	if (e->refused && (!*e->refused || strlen(e->refused) > 4096)) {
+		snprintf(err, errlen, "'refused' must be the plugin's message, 1 to 4096 bytes");
 		return -1;
 	}
 	if (e->work_dir && e->work_dir[0] != '/') {

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "slurm_jobs.h"
 #include "slurm_nodes.h"
 #include "yield.h"
 
@@ -409,6 +410,45 @@ static int _job_access(struct daemon *d, const struct api_caller *who, int64_t j
 	return 0;
 }
 
+/* The job's notes of after-job actions not done (new reference; [] when none). */
+static json_t *_skipped(const struct queue_job *j)
+{
+	json_t *n = j && j->notes ? json_loads(j->notes, 0, NULL) : NULL;
+
+	if (json_is_array(n))
+		return n;
+	json_decref(n);
+	return json_array();
+}
+
+/*
+ * Tell the user in the job's comment (squeue -o %k) that after-job actions
+ * were skipped. Only possible now: Slurm refuses updates once the job has
+ * finished, and the end event comes from slurmstepd just before that. A
+ * comment the user set (not one of ours) is kept in front.
+ */
+static void _comment_skipped(int64_t job, const struct queue_job *j)
+{
+	json_t *n = _skipped(j), *first = json_array_get(n, 0);
+	char text[512], err[256];
+	int k;
+
+	if (json_array_size(n) == 0) {
+		json_decref(n);
+		return;
+	}
+	k = snprintf(text, sizeof(text), "stagehand: %s of %s (line %d) skipped: %s%s",
+		     json_string_value(json_object_get(first, "action")),
+		     json_string_value(json_object_get(first, "path")),
+		     (int)json_integer_value(json_object_get(first, "line")),
+		     json_string_value(json_object_get(first, "reason")),
+		     json_array_size(n) > 1 ? " (and more: stagehand status)" : "");
+	(void)k;	/* a cut comment is still useful */
+	json_decref(n);
+	if (sjob_add_comment((uint32_t)job, text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+}
+
 static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 		 struct api_reply *out)
 {
@@ -432,13 +472,15 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 		end = json_pack("{s:s,s:i,s:I}", "state", j->end_state, "exit_code",
 				j->end_exit_code, "received", (json_int_t)j->end_received);
 	out->status = 200;
-	out->body = json_pack("{s:I,s:o,s:o,s:o,s:{s:s,s:o},s:o,s:o}",
+	out->body = json_pack("{s:I,s:o,s:o,s:o,s:{s:s,s:o},s:o,s:o,s:o,s:o}",
 		"job_id", (json_int_t)job,
 		"uid", j && j->uid >= 0 ? json_integer(j->uid) : json_null(),
 		"user", _jstr(j ? j->user : NULL),
 		"work_dir", _jstr(j ? j->work_dir : NULL),
 		"stage_in", "state", si_state, "error", _jstr(si_error),
-		"end", end, "requests", arr);
+		"end", end, "requests", arr,
+		"refused", _jstr(j ? j->refused : NULL),
+		"skipped", _skipped(j));
 	free(si_error);
 	queue_job_free(j);
 }
@@ -540,8 +582,9 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 		if (!user)
 			user = pwp->pw_name;
 	}
-	if (queue_job_end(d->q, job, e.state, e.exit_code, uid, gid, user, e.work_dir, plan_text,
-			  (int64_t)time(NULL), &dup, err, sizeof(err)) < 0) {
+	if (queue_job_end_refused(d->q, job, e.state, e.exit_code, uid, gid, user, e.work_dir,
+				  plan_text, e.refused, (int64_t)time(NULL), &dup, err,
+				  sizeof(err)) < 0) {
 		free(plan_text);
 		api_error(out, 500, "could not store the job-end event: %s", err);
 		return;
@@ -555,6 +598,15 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 		/* Only database work: fast. If it fails, the main loop's hook tries again. */
 		if (lifecycle_process_job_end(d, job, made_ids, 64, &made, err, sizeof(err)) < 0)
 			log_err("job %lld: after-job requests deferred: %s", (long long)job, err);
+		else {
+			struct queue_job *qj = NULL;
+
+			/* libslurm is initialised only with SlurmWatch=yes. */
+			if (d->conf->slurm_watch &&
+			    queue_job_get(d->q, job, &qj, err, sizeof(err)) == 0 && qj->notes)
+				_comment_skipped(job, qj);
+			queue_job_free(qj);
+		}
 		for (int i = 0; i < made; i++)
 			json_array_append_new(ids, json_integer(made_ids[i]));
 	}

@@ -7,6 +7,8 @@
  *             archive is on its way (a stale pending label keeps an HSM
  *             engine away from data nobody will archive)
  *   archive   a label request (ArchiveMode=label) for this directory
+ *   skipped   the plan has archive= for it and a label request of the job
+ *             moved it there (when=success and the job did not succeed)
  *   archived  a done archive request with audit rows (verified copies)
  *             whose destination is the label's location
  * and the job belongs to the label's owner. Everything else is reported.
@@ -514,9 +516,10 @@ static void _verify_one(struct _ctx *c, json_t *in, struct _verdict *v)
 		return;
 	}
 	if (!policy || (strcmp(policy, "exempt") && strcmp(policy, "pending") &&
-			strcmp(policy, "archive") && strcmp(policy, "archived"))) {
-		_set(v, 0, "bad_value", "policy label '%.64s' is not exempt, pending, archive or "
-		     "archived: engines will ignore it or misread it; remove it",
+			strcmp(policy, "archive") && strcmp(policy, "archived") &&
+			strcmp(policy, "skipped"))) {
+		_set(v, 0, "bad_value", "policy label '%.64s' is not exempt, pending, archive, "
+		     "archived or skipped: engines will ignore it or misread it; remove it",
 		     policy ? policy : "(none)");
 		return;
 	}
@@ -573,6 +576,20 @@ static void _verify_one(struct _ctx *c, json_t *in, struct _verdict *v)
 	}
 	if (strcmp(policy, "archive") == 0) {
 		_check_archive(j, rq, v);
+		goto out;
+	}
+	if (strcmp(policy, "skipped") == 0) {
+		int labelled = 0;
+
+		for (int i = 0; i < rq->n; i++)
+			labelled |= rq->r[i].job_id == job_id && !strcmp(rq->r[i].action, "label");
+		if (labelled && j->plan && _plan_has(j, "archive", path))
+			_set(v, 1, "valid", "archive= of job %lld skipped (when=success; the job "
+			     "did not succeed): stagehand status %lld says why", (long long)job_id,
+			     (long long)job_id);
+		else
+			_set(v, 0, "no_record", "stagehandd never skipped an archive of %s for job "
+			     "%lld: the label was set by hand", path, (long long)job_id);
 		goto out;
 	}
 	if (!j->plan) {

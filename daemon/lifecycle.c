@@ -303,9 +303,35 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 					json_decref(o);
 					return -1;
 				}
+			} else if (strcmp(k, "beneath") == 0) {
+				/* Only ever stricter: no symlink followed below it. */
+				if (!json_is_string(v) || src_url ||
+				    json_string_value(v)[0] != '/' ||
+				    !_under(lr->source, json_string_value(v))) {
+					json_decref(o);
+					snprintf(err, errlen, "options.beneath must be an absolute "
+						 "directory above the source path");
+					return -1;
+				}
+			} else if (strcmp(k, "policy") == 0) {
+				if (!json_is_string(v) || strcmp(lr->action, "label") != 0 ||
+				    (strcmp(json_string_value(v), "archive") &&
+				     strcmp(json_string_value(v), "skipped"))) {
+					json_decref(o);
+					snprintf(err, errlen, "options.policy is \"archive\" or "
+						 "\"skipped\", for label requests only");
+					return -1;
+				}
+			} else if (strcmp(k, "line") == 0) {
+				if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+				    json_integer_value(v) > 1000000) {
+					json_decref(o);
+					snprintf(err, errlen, "options.line must be a #DATA line number");
+					return -1;
+				}
 			} else {
 				snprintf(err, errlen, "unknown option '%.64s' (known: backend, keep, "
-					 "exclude)", k);
+					 "exclude, beneath, line, policy)", k);
 				json_decref(o);
 				return -1;
 			}
@@ -376,6 +402,24 @@ static int _resolve(const char *path, const char *work_dir, char *out, size_t ou
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Below which directory a directive path is opened without following any
+ * symlink (options.beneath): the longest ScratchRoot holding it, else the
+ * job's working directory when it is there, else "/" (every component).
+ * Those directories are the site's or were checked when the job started.
+ */
+static const char *_beneath(const struct conf *c, const char *src, const char *work_dir)
+{
+	const char *best = NULL;
+
+	for (char **r = c->scratch_roots; r && *r; r++)
+		if (_under(src, *r) && (!best || strlen(*r) > strlen(best)))
+			best = *r;
+	if (!best && work_dir && work_dir[0] == '/' && _under(src, work_dir))
+		best = work_dir;
+	return best ? best : "/";
 }
 
 /*
@@ -451,6 +495,64 @@ static int _exempts_inside(const json_t *actions, const char *src, const char *w
 	return added;
 }
 
+/*
+ * Record that line's action was not done and why: the job's notes (shown by
+ * GET /v1/jobs/ID and 'stagehand status'), and the daemon log.
+ */
+static void _note(struct daemon *d, int64_t job_id, int line, const char *act, const char *path,
+		  const char *reason)
+{
+	json_t *n = json_pack("{s:i,s:s,s:s,s:s}", "line", line, "action", act, "path", path,
+			      "reason", reason);
+	char *text = n ? json_dumps(n, JSON_COMPACT) : NULL;
+	char err[256];
+
+	log_info("job %lld: line %d: %s of %s skipped: %s", (long long)job_id, line, act, path,
+		 reason);
+	if (!text || queue_job_add_note(d->q, job_id, text, err, sizeof(err)) < 0)
+		log_err("job %lld: cannot record that line %d was skipped: %s", (long long)job_id,
+			line, text ? err : "out of memory");
+	free(text);
+	json_decref(n);
+}
+
+/*
+ * A skipped archive's directory leaves 'pending' for 'skipped' (label mode
+ * and copy mode alike): a label request, run as the owner with no symlink
+ * followed, so the HSM engine does not wait on it for ever.
+ */
+static int _label_skipped(struct daemon *d, const struct queue_job *j, const char *path,
+			  int line, int64_t *id)
+{
+	struct lifecycle_request lr;
+	char src[PATH_LIMIT + 1], why[512], *opt_text;
+	json_t *opt;
+	int rc;
+
+	if (_resolve(path, j->work_dir, src, sizeof(src), why, sizeof(why)) < 0)
+		return -1;
+	opt = json_pack("{s:s,s:s,s:i}", "policy", "skipped", "beneath",
+			_beneath(d->conf, src, j->work_dir), "line", line);
+	opt_text = opt ? json_dumps(opt, JSON_COMPACT) : NULL;
+	json_decref(opt);
+	if (!opt_text)
+		return -1;
+	memset(&lr, 0, sizeof(lr));
+	lr.uid = (uid_t)j->uid;
+	lr.gid = (gid_t)(j->gid >= 0 ? j->gid : j->uid);
+	lr.user = j->user;
+	lr.job_id = j->job_id;
+	lr.action = "label";
+	lr.source = src;
+	lr.options = opt_text;
+	rc = lifecycle_create_request(d, &lr, id, why, sizeof(why));
+	if (rc < 0)
+		log_warn("job %lld: line %d: cannot label %s 'skipped': %s", (long long)j->job_id,
+			 line, src, why);
+	free(opt_text);
+	return rc;
+}
+
 static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
 			    char *err, size_t errlen)
 {
@@ -500,10 +602,19 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 			continue;
 		if (strcmp(act, "archive") != 0 && strcmp(act, "stage_out") != 0)
 			continue;
+		if (j->refused) {
+			/* The plugin refused the job's directories: nothing is copied,
+			   labelled or removed (the daemon would refuse a link as well). */
+			snprintf(why, sizeof(why), "the job was refused at start: %.400s", j->refused);
+			_note(d, job_id, line, act, path, why);
+			continue;
+		}
 		if (strcmp(act, "archive") == 0 && when && strcmp(when, "success") == 0 && !success) {
-			log_info("job %lld: line %d: archive of %s skipped: when=success and the job "
-				 "ended %s (exit %d)", (long long)job_id, line, path,
+			snprintf(why, sizeof(why), "when=success and the job ended %s (exit %d)",
 				 j->end_state ? j->end_state : "?", j->end_exit_code);
+			_note(d, job_id, line, act, path, why);
+			if (_label_skipped(d, j, path, line, &id) == 0 && *n < max)
+				ids[(*n)++] = id;
 			continue;
 		}
 		memset(&lr, 0, sizeof(lr));
@@ -560,6 +671,13 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 			lr.dest = dst;
 		}
 		lr.source = src;
+		/* Nothing below the scratch root or work dir is followed (xfer_open_beneath). */
+		if (!strstr(src, "://")) {
+			json_object_set_new(opt, "beneath",
+					    json_string(_beneath(d->conf, src, j->work_dir)));
+			if (line > 0)
+				json_object_set_new(opt, "line", json_integer(line));
+		}
 		/* exempt= directories inside this one are left out of the copy. */
 		if (strcmp(lr.action, "label") != 0) {
 			json_t *ex = json_array();

@@ -29,6 +29,7 @@
 #include "metrics.h"
 #include "queue.h"
 #include "sdnotify.h"
+#include "userdir.h"
 #include "worker.h"
 #include "xfer.h"
 
@@ -323,6 +324,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s\n", err);
 			return 1;
 		}
+		/* Warnings only: a root may be mounted later. */
+		userdir_check_roots(d.conf, stdout);
 		printf("configuration OK\n");
 		conf_destroy(d.conf);
 		return 0;

@@ -12,7 +12,7 @@
 #include "queue.h"
 #include "queue_private.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 
 static const char *_state_names[QS_COUNT] = {
@@ -220,7 +220,7 @@ static const char *_schema =
 	" plan TEXT, hold_state TEXT NOT NULL DEFAULT 'none',"
 	" end_state TEXT, end_exit_code INTEGER NOT NULL DEFAULT 0, end_received INTEGER,"
 	" end_processed INTEGER NOT NULL DEFAULT 0,"
-	" created INTEGER NOT NULL, updated INTEGER NOT NULL);"
+	" created INTEGER NOT NULL, updated INTEGER NOT NULL, refused TEXT, notes TEXT);"
 	"CREATE TABLE IF NOT EXISTS requests ("
 	" id INTEGER PRIMARY KEY AUTOINCREMENT, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
 	" user TEXT NOT NULL, job_id INTEGER, action TEXT NOT NULL, source TEXT NOT NULL,"
@@ -303,6 +303,13 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 		if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
 			goto fail;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
+		/* 1 -> 2: the plugin's refusal and the notes of skipped actions. */
+		if (ver == 1 && (qp_exec(q, "ALTER TABLE jobs ADD COLUMN refused TEXT", err,
+					 errlen) < 0 ||
+				 qp_exec(q, "ALTER TABLE jobs ADD COLUMN notes TEXT", err, errlen) < 0)) {
+			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+			goto fail;
+		}
 		if (qp_exec(q, _schema, err, errlen) < 0 || qp_exec(q, sql, err, errlen) < 0 ||
 		    qp_exec(q, "COMMIT", err, errlen) < 0) {
 			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
@@ -409,6 +416,8 @@ void queue_job_free(struct queue_job *j)
 	free(j->plan);
 	free(j->hold_state);
 	free(j->end_state);
+	free(j->refused);
+	free(j->notes);
 	free(j);
 }
 

@@ -89,6 +89,10 @@ struct queue_job {
 	int64_t end_received;
 	int end_processed;          /* 1 once after-job requests were created */
 	int64_t created, updated;
+	char *refused;              /* why the SPANK plugin refused the job at start
+				       (its end event said so), or NULL */
+	char *notes;                /* JSON array of after-job actions not done, each
+				       {"line","action","path","reason"}, or NULL */
 };
 
 void queue_job_free(struct queue_job *j);
@@ -254,6 +258,17 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 int queue_job_end(struct queue *q, int64_t job_id, const char *state, int exit_code,
 		  int64_t uid, int64_t gid, const char *user, const char *work_dir,
 		  const char *plan, int64_t now, int *duplicate, char *err, size_t errlen);
+/*
+ * queue_job_end, and refused (not NULL) records that the SPANK plugin
+ * refused the job at start: no after-job transfers are made for it.
+ */
+int queue_job_end_refused(struct queue *q, int64_t job_id, const char *state, int exit_code,
+			  int64_t uid, int64_t gid, const char *user, const char *work_dir,
+			  const char *plan, const char *refused, int64_t now, int *duplicate,
+			  char *err, size_t errlen);
+/* Append one note (a JSON object, compact text) to the job's notes. */
+int queue_job_add_note(struct queue *q, int64_t job_id, const char *note_json, char *err,
+		       size_t errlen);
 /* Job ids with an end event whose requests are not created yet (up to max). */
 int queue_job_ends_pending(struct queue *q, int64_t *ids, int max, char *err, size_t errlen);
 int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t errlen);

@@ -336,8 +336,8 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 
 	pthread_mutex_lock(&q->lock);
 	st = qp_prep(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
-		     " end_exit_code, end_received, end_processed, created, updated FROM jobs"
-		     " WHERE job_id=?1", err, errlen);
+		     " end_exit_code, end_received, end_processed, created, updated, refused, notes"
+		     " FROM jobs WHERE job_id=?1", err, errlen);
 	if (!st) {
 		pthread_mutex_unlock(&q->lock);
 		return -1;
@@ -366,6 +366,8 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 		j->end_processed = sqlite3_column_int(st, 10);
 		j->created = sqlite3_column_int64(st, 11);
 		j->updated = sqlite3_column_int64(st, 12);
+		j->refused = qp_col_dup(st, 13);
+		j->notes = qp_col_dup(st, 14);
 	}
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&q->lock);
@@ -380,6 +382,35 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 int queue_job_end(struct queue *q, int64_t job_id, const char *state, int exit_code,
 		  int64_t uid, int64_t gid, const char *user, const char *work_dir,
 		  const char *plan, int64_t now, int *duplicate, char *err, size_t errlen)
+{
+	return queue_job_end_refused(q, job_id, state, exit_code, uid, gid, user, work_dir, plan,
+				     NULL, now, duplicate, err, errlen);
+}
+
+int queue_job_add_note(struct queue *q, int64_t job_id, const char *note_json, char *err,
+		       size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	/* Idempotent: a job end processed again (after a crash) adds no twin. */
+	st = qp_prep(q, "UPDATE jobs SET notes=json_insert(COALESCE(notes, '[]'), '$[#]',"
+		     " json(?2)) WHERE job_id=?1 AND NOT EXISTS (SELECT 1 FROM"
+		     " json_each(COALESCE(notes, '[]')) WHERE value = json(?2))", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, job_id);
+	qp_bind_text(st, 2, note_json);
+	rc = qp_step_done(q, st, err, errlen);
+out:
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int queue_job_end_refused(struct queue *q, int64_t job_id, const char *state, int exit_code,
+			  int64_t uid, int64_t gid, const char *user, const char *work_dir,
+			  const char *plan, const char *refused, int64_t now, int *duplicate,
+			  char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc = -1;
@@ -400,13 +431,14 @@ int queue_job_end(struct queue *q, int64_t job_id, const char *state, int exit_c
 	if (_job_upsert_locked(q, job_id, uid, gid, user, work_dir, plan, err, errlen) < 0)
 		goto out;
 	st = qp_prep(q, "UPDATE jobs SET end_state=?2, end_exit_code=?3, end_received=?4,"
-		     " end_processed=0 WHERE job_id=?1", err, errlen);
+		     " end_processed=0, refused=?5 WHERE job_id=?1", err, errlen);
 	if (!st)
 		goto out;
 	sqlite3_bind_int64(st, 1, job_id);
 	qp_bind_text(st, 2, state);
 	sqlite3_bind_int(st, 3, exit_code);
 	sqlite3_bind_int64(st, 4, now);
+	qp_bind_text(st, 5, refused);
 	rc = qp_step_done(q, st, err, errlen);
 out:
 	return qp_end(q, rc, 1, err, errlen);

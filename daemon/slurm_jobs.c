@@ -233,6 +233,33 @@ int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t err
 	return _update(&d, "cannot set the comment of", err, errlen);
 }
 
+int sjob_add_comment(uint32_t job_id, const char *text, char *err, size_t errlen)
+{
+	job_info_msg_t *msg = NULL;
+	const char *cur = NULL;
+	char buf[SJOB_COMMENT_MAX + 1];
+	int rc;
+
+	if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
+		_err_slurm(err, errlen, "cannot read the comment of", job_id);
+		return -1;
+	}
+	if (msg->record_count > 0)
+		cur = msg->job_array[0].comment;
+	/* The user's own --comment stays in front; one of ours is replaced. */
+	if (cur && *cur && strncmp(cur, "stagehand:", 10) != 0) {
+		const char *mark = strstr(cur, " | stagehand:");
+		int keep = mark ? (int)(mark - cur) : (int)strlen(cur);
+
+		snprintf(buf, sizeof(buf), "%.*s | %s", keep, cur, text);
+	} else {
+		snprintf(buf, sizeof(buf), "%s", text);
+	}
+	slurm_free_job_info_msg(msg);
+	rc = sjob_set_comment(job_id, buf, err, errlen);
+	return rc;
+}
+
 int sjob_release(uint32_t job_id, char *err, size_t errlen)
 {
 	job_desc_msg_t d;

@@ -76,6 +76,11 @@ const char *sjob_state_name(uint32_t state);
 
 /* Set the job's comment (truncated to a safe length). 0 or -1 with err. */
 int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t errlen);
+/*
+ * Put text in the job's comment; a comment the user set (one not starting
+ * with "stagehand:") is kept in front of it, "USER'S | text". Two RPCs.
+ */
+int sjob_add_comment(uint32_t job_id, const char *text, char *err, size_t errlen);
 /* Release (priority INFINITE): the scheduler may start it. */
 int sjob_release(uint32_t job_id, char *err, size_t errlen);
 

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <slurm/slurm.h>
@@ -62,6 +63,16 @@ static int _init(struct daemon *d, char *err, size_t errlen)
 	if (!d->conf->slurm_watch) {
 		log_info("SlurmWatch=no: not watching Slurm for held jobs");
 		return 0;
+	}
+	/* SlurmConf= wins over the environment (a unit started without SLURM_CONF). */
+	if (d->conf->slurm_conf) {
+		if (access(d->conf->slurm_conf, R_OK) < 0) {
+			snprintf(err, errlen, "SlurmConf=%s: %s", d->conf->slurm_conf,
+				 strerror(errno));
+			return -1;
+		}
+		setenv("SLURM_CONF", d->conf->slurm_conf, 1);
+		log_info("SlurmConf: libslurm reads %s", d->conf->slurm_conf);
 	}
 	sjob_init();
 	_slurm_ok = 1;
@@ -118,32 +129,44 @@ static void _dsl_config(struct daemon *d, struct dsl_config *dc)
 	dc->stage_in_roots = (const char *const *)d->conf->stage_in_roots;
 }
 
-static const char *_basename(const char *p)
+/* The last component of p, trailing '/' left out: *len bytes at the result. */
+static const char *_basename(const char *p, int *len)
 {
-	const char *s = strrchr(p, '/');
+	size_t n = strlen(p);
+	const char *s;
 
-	return s && s[1] ? s + 1 : p;
+	while (n > 1 && p[n - 1] == '/')
+		n--;
+	s = p + n;
+	while (s > p && s[-1] != '/')
+		s--;
+	*len = (int)(n - (size_t)(s - p));
+	return s;
 }
 
 /*
  * Where a stage_in lands: to= absolute as is, relative under the job's
  * working directory; no to= in the job's scratch input directory
  * (ScratchRoots[0]/USER/JOBID/input/NAME, the STAGEHAND_INPUT_DIR the SPANK
- * plugin exports).
+ * plugin exports). A to= ending in '/' names a directory: the input goes
+ * inside it under its own name (docs/directives.md, "Where stage_in puts
+ * its input"); without it, to= names the copy itself.
  */
 static int _stage_in_dest(struct daemon *d, const struct sjob *j, const char *user,
-			  const char *src, const char *to, char *out, size_t outlen,
+			  const char *src, const char *to, int into, char *out, size_t outlen,
 			  char *err, size_t errlen)
 {
-	int n;
+	int n, bl;
+	const char *b = _basename(src, &bl);
 
 	if (to && to[0] == '/')
-		n = snprintf(out, outlen, "%s", to);
+		n = snprintf(out, outlen, "%s%s%.*s", to, into ? "/" : "", into ? bl : 0, b);
 	else if (to)
-		n = snprintf(out, outlen, "%s/%s", j->work_dir ? j->work_dir : "", to);
+		n = snprintf(out, outlen, "%s/%s%s%.*s", j->work_dir ? j->work_dir : "", to,
+			     into ? "/" : "", into ? bl : 0, b);
 	else if (d->conf->scratch_roots && d->conf->scratch_roots[0])
-		n = snprintf(out, outlen, "%s/%s/%u/input/%s", d->conf->scratch_roots[0], user,
-			     j->job_id, _basename(src));
+		n = snprintf(out, outlen, "%s/%s/%u/input/%.*s", d->conf->scratch_roots[0], user,
+			     j->job_id, bl, b);
 	else {
 		snprintf(err, errlen, "the site has no ScratchRoots for inputs without to=; "
 			 "add to=DEST to the stage_in line");
@@ -211,7 +234,8 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 			continue;
 		if (dsl_expand(dir->path, &ctx, src, sizeof(src), err, sizeof(err)) < 0 ||
 		    (dir->to && dsl_expand(dir->to, &ctx, to, sizeof(to), err, sizeof(err)) < 0) ||
-		    _stage_in_dest(d, j, user, src, dir->to ? to : NULL, dest, sizeof(dest),
+		    _stage_in_dest(d, j, user, src, dir->to ? to : NULL,
+				   dir->to && dir->to[strlen(dir->to) - 1] == '/', dest, sizeof(dest),
 				   err, sizeof(err)) < 0)
 			goto refused;
 		memset(&lr, 0, sizeof(lr));

@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "userdir.h"
 #include "worker.h"
 #include "xattr.h"
 #include "xfer.h"
@@ -191,6 +192,15 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.sync_batch = d->conf->sync_batch;
 	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;
 	ctx.exclude = (const char *const *)exclude;
+	{
+		/* Directive paths: no symlink followed below options.beneath. This
+		   child exits after the run: opts is not freed. */
+		json_t *opts = json_loads(r->options, 0, NULL);
+
+		ctx.beneath = json_string_value(json_object_get(opts, "beneath"));
+		ctx.line = (int)json_integer_value(json_object_get(opts, "line"));
+		ctx.label_policy = json_string_value(json_object_get(opts, "policy"));
+	}
 	be->run(&ctx);
 	_exit(0);
 }
@@ -427,6 +437,16 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	    getgrouplist(pwp->pw_name, r->gid, groups, &ngroups) < 0) {
 		groups[0] = r->gid;
 		ngroups = 1;
+	}
+	/* ArchiveRoot/USER or ScratchRoots/USER, made by root when missing (the
+	   worker, as the user, cannot create it below a root-owned 0755 root). */
+	if (pwp && userdir_for_dest(d->conf, r->dest, pwp->pw_name, r->uid, r->gid, err,
+				    sizeof(err)) < 0) {
+		log_err("request %lld: %s", (long long)r->id, err);
+		_free_exclude(exclude);
+		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
+		queue_request_free(r);
+		return 0;
 	}
 	if (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, &ds, err, sizeof(err)) < 0) {
 		log_err("request %lld: cannot read resume state: %s", (long long)r->id, err);

@@ -84,7 +84,14 @@ struct xfer_ctx {
 	const char *const *exclude;  /* relpaths (from the source root) of directories left
 					out of the copy (#DATA exempt= inside the tree);
 					NULL-terminated, or NULL for none */
+	const char *beneath;         /* options.beneath: the source is opened with no symlink
+					followed below this directory (xfer_open_beneath);
+					NULL: opened normally (an API request's own path) */
+	int line;                    /* options.line: the #DATA line of the source, or 0 */
+	const char *label_policy;    /* label requests: options.policy ("archive", or
+					"skipped" for a skipped archive); NULL = "archive" */
 };
+
 
 struct xfer_backend {
 	const char *name;

@@ -1465,11 +1465,14 @@ static int _run_bundle(struct xfer_ctx *ctx)
 
 	if (strcmp(ctx->action, "archive") != 0)
 		return xfer_backend_local.run(ctx);
-	r.sroot = open(ctx->source, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (r.sroot < 0 || fstat(r.sroot, &st) < 0) {
-		snprintf(msg, sizeof(msg), "cannot open source %s: %s", ctx->source, strerror(errno));
-		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
+	r.sroot = xfer_open_source(ctx, O_RDONLY | O_NOCTTY | O_NONBLOCK, msg, sizeof(msg));
+	if (r.sroot >= 0 && fstat(r.sroot, &st) < 0) {
+		snprintf(msg, sizeof(msg), "cannot stat source %s: %s", ctx->source, strerror(errno));
+		close(r.sroot);
+		r.sroot = -1;
 	}
+	if (r.sroot < 0)
+		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
 	if (!S_ISDIR(st.st_mode)) {
 		_cleanup(&r);	/* not a tree: nothing to bundle */
 		return xfer_backend_local.run(ctx);
@@ -1517,7 +1520,8 @@ static int _run_bundle(struct xfer_ctx *ctx)
 		  (long long)r.small, (unsigned long long)r.p.file_max, ctx->source, ctx->dest,
 		  BUNDLE_DIR);
 	/* The destination and its bundle folder, as the owner. */
-	xfer_mkparents(ctx->dest);
+	if (xfer_mkparents(ctx->dest, msg, sizeof(msg)) < 0)
+		return _finish(&r, XFER_FINAL, msg);
 	r.droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r.droot < 0 && errno == ENOENT && mkdir(ctx->dest, 0700) == 0)
 		r.droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -886,15 +886,21 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	if (!r.tb0.p)
 		return _finish(&r, XFER_RETRYABLE, "out of memory");
 	/* The request's own paths are resolved normally, with the owner's identity. */
-	sroot = open(ctx->source, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (sroot < 0 || fstat(sroot, &st) < 0) {
-		snprintf(msg, sizeof(msg), "cannot open source %s: %s", ctx->source, strerror(errno));
-		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
-	}
-	if (strcmp(ctx->action, "label") == 0) {
-		xfer_label_all(ctx, sroot, "archive", NULL);
+	sroot = xfer_open_source(ctx, O_RDONLY | O_NOCTTY | O_NONBLOCK, msg, sizeof(msg));
+	if (sroot >= 0 && fstat(sroot, &st) < 0) {
+		snprintf(msg, sizeof(msg), "cannot stat source %s: %s", ctx->source, strerror(errno));
 		close(sroot);
-		return _finish(&r, XFER_OK, "labelled archive");
+		sroot = -1;
+	}
+	if (sroot < 0)
+		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
+	if (strcmp(ctx->action, "label") == 0) {
+		const char *pol = ctx->label_policy ? ctx->label_policy : "archive";
+
+		xfer_label_all(ctx, sroot, pol, NULL);
+		close(sroot);
+		snprintf(msg, sizeof(msg), "labelled %s", pol);
+		return _finish(&r, XFER_OK, msg);
 	}
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
 		close(sroot);
@@ -905,20 +911,29 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	if (S_ISDIR(st.st_mode)) {
 		xfer_count_tree(ctx, sroot, "", 0, MAX_DEPTH, 0, &r.files, &r.bytes, &r.skipped);
 		xfer_emit(ctx, XR_TOTALS, 0, r.files, r.bytes, r.skipped, NULL, NULL, NULL);
+		msg[0] = '\0';
 		if (!null) {
-			xfer_mkparents(ctx->dest);
-			droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (droot < 0 && errno == ENOENT && mkdir(ctx->dest, 0700) == 0)
-				droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			/* The first failing step is the one reported (not a later ENOENT). */
+			if (xfer_mkparents(ctx->dest, msg, sizeof(msg)) < 0)
+				errno = EACCES;
+			else if ((droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 &&
+				 errno == ENOENT) {
+				if (mkdir(ctx->dest, 0700) == 0)
+					droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+				else
+					xfer_mkdir_why(ctx->dest, errno, msg, sizeof(msg));
+			}
 		} else {
 			droot = dup(sroot);
 		}
 		if (droot < 0) {
-			snprintf(msg, sizeof(msg), "cannot create destination directory %s: %s "
-				 "(its parent must exist and be writable by you)", ctx->dest,
-				 strerror(errno));
+			int e = errno;
+
+			if (!msg[0])
+				snprintf(msg, sizeof(msg), "cannot open destination directory %s: %s",
+					 ctx->dest, strerror(e));
 			close(sroot);
-			return _finish(&r, errno == ENOSPC || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
+			return _finish(&r, e == ENOSPC || e == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
 		}
 		_pool_start(&r);
 		_copy_tree(&r, sroot, droot, "", 0);
@@ -946,16 +961,17 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 			char dir[XFER_PATH_MAX];
 			const char *db = strrchr(ctx->dest, '/');
 
-			xfer_mkparents(ctx->dest);
-
+			msg[0] = '\0';
 			snprintf(dir, sizeof(dir), "%.*s", db == ctx->dest ? 1 : (int)(db - ctx->dest),
 				 ctx->dest);
-			droot = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (xfer_mkparents(ctx->dest, msg, sizeof(msg)) == 0)
+				droot = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			leaf = db + 1;
 		}
 		if (droot < 0) {
-			snprintf(msg, sizeof(msg), "cannot open destination directory for %s: %s",
-				 ctx->dest, strerror(errno));
+			if (!msg[0])
+				snprintf(msg, sizeof(msg), "cannot open destination directory for %s: %s",
+					 ctx->dest, strerror(errno));
 			close(sroot);
 			return _finish(&r, XFER_FINAL, msg);
 		}

@@ -890,7 +890,8 @@ static int _stage_in(struct url__run *r)
 		} else {
 			const char *db = strrchr(ctx->dest, '/');
 
-			xfer_mkparents(ctx->dest);
+			if (xfer_mkparents(ctx->dest, msg, sizeof(msg)) < 0)
+				return _finish(r, XFER_FINAL, msg);
 			snprintf(dir, sizeof(dir), "%.*s", db == ctx->dest ? 1 : (int)(db - ctx->dest),
 				 ctx->dest);
 			droot = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -923,11 +924,10 @@ static int _stage_in(struct url__run *r)
 		for (size_t i = 0; i < r->nents; i++)
 			r->bytes += r->ents[i].size > 0 ? r->ents[i].size : 0;
 		xfer_emit(ctx, XR_TOTALS, 0, r->files, r->bytes, r->skipped, NULL, NULL, NULL);
-		xfer_mkparents(ctx->dest);
+		if (xfer_mkparents(ctx->dest, msg, sizeof(msg)) < 0)
+			return _finish(r, XFER_FINAL, msg);
 		if (mkdir(ctx->dest, 0755) < 0 && errno != EEXIST) {
-			snprintf(msg, sizeof(msg), "cannot create destination directory %s: %s "
-				 "(its parent must exist and be writable by you)", ctx->dest,
-				 strerror(errno));
+			xfer_mkdir_why(ctx->dest, errno, msg, sizeof(msg));
 			return _finish(r, XFER_FINAL, msg);
 		}
 		droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1257,13 +1257,14 @@ static int _stage_out(struct url__run *r)
 	int sroot;
 	CURL *esc;
 
-	sroot = open(ctx->source, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (sroot < 0 || fstat(sroot, &st) < 0) {
-		snprintf(msg, sizeof(msg), "cannot open source %s: %s", ctx->source, strerror(errno));
-		if (sroot >= 0)
-			close(sroot);
-		return _finish(r, XFER_FINAL, msg);
+	sroot = xfer_open_source(ctx, O_RDONLY | O_NOCTTY | O_NONBLOCK, msg, sizeof(msg));
+	if (sroot >= 0 && fstat(sroot, &st) < 0) {
+		snprintf(msg, sizeof(msg), "cannot stat source %s: %s", ctx->source, strerror(errno));
+		close(sroot);
+		sroot = -1;
 	}
+	if (sroot < 0)
+		return _finish(r, XFER_FINAL, msg);
 	esc = curl_easy_init();
 	if (!esc) {
 		close(sroot);

@@ -43,19 +43,178 @@ int xfer_tmpname(char *out, size_t outlen, const char *name, int64_t id)
 	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
-void xfer_mkparents(const char *path)
+void xfer_mkdir_why(const char *path, int e, char *why, size_t whylen)
+{
+	char parent[XFER_PATH_MAX];
+	const char *sl = strrchr(path, '/');
+	struct stat st;
+
+	snprintf(parent, sizeof(parent), "%.*s", sl && sl != path ? (int)(sl - path) : 1, path);
+	if ((e == EACCES || e == EPERM || e == EROFS) && stat(parent, &st) == 0) {
+		char owner[32];
+
+		if (st.st_uid == 0)
+			snprintf(owner, sizeof(owner), "root");
+		else
+			snprintf(owner, sizeof(owner), "uid %u", (unsigned)st.st_uid);
+		snprintf(why, whylen, "mkdir %s: %s (%s: owner %s, mode %04o; you are uid %u)", path,
+			 strerror(e), parent, owner, (unsigned)(st.st_mode & 07777),
+			 (unsigned)geteuid());
+		return;
+	}
+	snprintf(why, whylen, "mkdir %s: %s", path, strerror(e));
+}
+
+int xfer_mkparents(const char *path, char *why, size_t whylen)
 {
 	char buf[XFER_PATH_MAX];
 
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return;
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+		snprintf(why, whylen, "path too long: %.200s", path);
+		return -1;
+	}
 	for (char *p = buf + 1; *p; p++) {
+		struct stat st;
+
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		mkdir(buf, 0755);
+		/* The first step that fails is the one reported, with its errno. */
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
+			int e = errno;
+
+			/* EACCES on a directory that is there (a parent one may not
+			   write in): go on down the path. */
+			if (!(stat(buf, &st) == 0 && S_ISDIR(st.st_mode))) {
+				xfer_mkdir_why(buf, e, why, whylen);
+				return -1;
+			}
+		}
 		*p = '/';
 	}
+	return 0;
+}
+
+/* Why openat(dfd, comp) failed with e: a symlink or a non-directory is named. */
+static void _beneath_why(int dfd, const char *comp, const char *path, int e, char *why,
+			 size_t whylen)
+{
+	struct stat st;
+	char target[256];
+	ssize_t tl;
+
+	if ((e == ELOOP || e == ENOTDIR) && fstatat(dfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(st.st_mode)) {
+		tl = readlinkat(dfd, comp, target, sizeof(target) - 1);
+		target[tl > 0 ? tl : 0] = '\0';
+		snprintf(why, whylen, "'%s' in %s is a symbolic link (to '%s'); stagehand does not "
+			 "follow links in #DATA directories: nothing is copied through it", comp, path,
+			 target);
+		return;
+	}
+	snprintf(why, whylen, "cannot open '%s' in %s: %s", comp, path, strerror(e));
+}
+
+int xfer_open_beneath(const char *beneath, const char *path, int flags, char *why,
+		      size_t whylen)
+{
+	size_t bl = strlen(beneath);
+	const char *p = path;
+	char comp[NAME_MAX + 1];
+	int cur, e;
+
+	while (bl > 1 && beneath[bl - 1] == '/')
+		bl--;
+	if (strcmp(beneath, "/") == 0)
+		bl = 0;
+	else if (strncmp(path, beneath, bl) != 0 || (path[bl] != '/' && path[bl] != '\0')) {
+		snprintf(why, whylen, "%s is not below %s", path, beneath);
+		errno = EINVAL;
+		return -1;
+	}
+	cur = open(bl ? beneath : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0) {
+		e = errno;
+		snprintf(why, whylen, "cannot open %s: %s", bl ? beneath : "/", strerror(e));
+		errno = e;
+		return -1;
+	}
+	p += bl;
+	while (*p == '/')
+		p++;
+	if (!*p) {	/* path is beneath itself */
+		int fd = openat(cur, ".", flags | O_CLOEXEC);
+
+		e = errno;
+		close(cur);
+		errno = e;
+		if (fd < 0)
+			snprintf(why, whylen, "cannot open %s: %s", path, strerror(e));
+		return fd;
+	}
+	while (*p) {
+		size_t n = strcspn(p, "/");
+		int last, next;
+
+		if (n > NAME_MAX) {
+			snprintf(why, whylen, "a component of %s is longer than %d bytes", path,
+				 NAME_MAX);
+			close(cur);
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		p += n;
+		while (*p == '/')
+			p++;
+		last = *p == '\0';
+		if (strcmp(comp, ".") == 0 && !last)
+			continue;
+		if (strcmp(comp, "..") == 0) {
+			snprintf(why, whylen, "'..' in %s is not allowed", path);
+			close(cur);
+			errno = EINVAL;
+			return -1;
+		}
+		/* O_PATH: a directory the owner may search but not list is still crossed. */
+		next = last ? openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC)
+			    : openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0) {
+			e = errno;
+			_beneath_why(cur, comp, path, e, why, whylen);
+			close(cur);
+			errno = e;
+			return -1;
+		}
+		close(cur);
+		cur = next;
+	}
+	return cur;
+}
+
+int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t msglen)
+{
+	char why[XFER_TEXT_MAX / 2];
+	int fd, e;
+
+	if (ctx->beneath)
+		fd = xfer_open_beneath(ctx->beneath, ctx->source, flags, why, sizeof(why));
+	else {
+		fd = open(ctx->source, flags | O_CLOEXEC);
+		if (fd < 0)
+			snprintf(why, sizeof(why), "cannot open source %s: %s", ctx->source,
+				 strerror(errno));
+	}
+	if (fd >= 0)
+		return fd;
+	e = errno;
+	if (ctx->line > 0)
+		snprintf(msg, msglen, "#DATA line %d: %s", ctx->line, why);
+	else
+		snprintf(msg, msglen, "%s", why);
+	errno = e;
+	return -1;
 }
 
 int xfer_err_final(int err)

@@ -29,8 +29,35 @@ int xfer_join(char *out, size_t outlen, const char *prefix, const char *name);
  */
 int xfer_tmpname(char *out, size_t outlen, const char *name, int64_t id);
 
-/* mkdir -p of path's parents (as the owner; existing components are fine). */
-void xfer_mkparents(const char *path);
+/*
+ * mkdir -p of path's parents (as the owner; existing components are fine).
+ * 0, or -1 with why naming the first mkdir that failed, its errno and, when
+ * permission was refused, the owner and mode of the directory it was made in.
+ */
+int xfer_mkparents(const char *path, char *why, size_t whylen);
+
+/* why = "mkdir PATH: strerror(e)", with the parent's owner and mode for EACCES/EPERM. */
+void xfer_mkdir_why(const char *path, int e, char *why, size_t whylen);
+
+/*
+ * Open path, which lies below the directory beneath (an absolute path the
+ * site controls: a scratch root or the job's working directory), without
+ * following a symbolic link in any component below beneath: every component
+ * is opened with openat(O_NOFOLLOW) from the one before it, the last with
+ * flags | O_NOFOLLOW. beneath itself is opened normally; beneath "/" checks
+ * every component. Returns a descriptor the caller owns, or -1 with errno set
+ * and why saying which component failed and how (a symbolic link is named,
+ * with its target).
+ */
+int xfer_open_beneath(const char *beneath, const char *path, int flags, char *why,
+		      size_t whylen);
+
+/*
+ * Open a request's source: below ctx->beneath without following a symlink
+ * when it is set, else normally. On failure returns -1 and msg says why,
+ * naming the #DATA line when ctx->line is set; errno is kept.
+ */
+int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t msglen);
 
 /* 1 if an entry failing with errno err cannot be fixed by a retry. */
 int xfer_err_final(int err);

@@ -8,7 +8,7 @@
 # the queue, not on the compute node, while it is copied), plus the capture
 # panel from the sequencing core's web server. Sorted chunks are throwaway;
 # the aligned BAMs go to the archive tier and leave scratch once verified.
-#DATA stage_in=/archive/ref/GRCh38/ to=ref/
+#DATA stage_in=/archive/ref/GRCh38/ to=ref
 #DATA stage_in=https://data.example.org/panels/exome_v2.bed to=ref/panel.bed
 #DATA exempt=tmp          # sorted chunks, throwaway
 #DATA archive="aligned bams/" keep=no

@@ -466,6 +466,8 @@ local function _parse_directive(cfg, line)
 			else kind = "dir" end
 			local nv, c2, m2 = _check_value(cfg, value, kind, key)
 			if not nv then return nil, c2, raw, m2 end
+			-- stage_in's to= keeps one trailing '/': a directory to put the input in
+			if key == "to" and kind == "dir" and byte(value, -1) == 47 then nv = nv .. "/" end
 			if key == "to" then d.to = nv else d.path = nv end
 		end
 	end
@@ -687,6 +689,22 @@ local function parse(script, cfg)
 
 	if #errors > 0 then
 		res.actions = {}
+	else
+		-- Several stage_in lines with one to= share a directory: it gets its
+		-- trailing '/' (docs/directives.md, "Where stage_in puts its input").
+		local seen = {}
+		for _, a in ipairs(res.actions) do
+			if a.action == "stage_in" and a.to then
+				local k = (byte(a.to, -1) == 47 and #a.to > 1) and sub(a.to, 1, -2) or a.to
+				local first = seen[k]
+				if first then
+					if byte(first.to, -1) ~= 47 then first.to = first.to .. "/" end
+					if byte(a.to, -1) ~= 47 then a.to = a.to .. "/" end
+				else
+					seen[k] = a
+				end
+			end
+		end
 	end
 	return res
 end

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -63,6 +64,8 @@ SPANK_PLUGIN(stagehand, 1);
 
 /* Budget for creating a job's directories as the owner in trusted mode. */
 #define TRUSTED_DIRS_TIMEOUT_MS 30000
+/* The refusal message shared from the task to slurmstepd (one page). */
+#define REFUSED_MAX 4096
 
 /* State of this slurmstepd (one job step); task_init sees a forked copy. */
 static struct {
@@ -84,11 +87,29 @@ static struct {
 	bool trusted;            /* xattr_ns=trusted: root labels */
 	bool dirs_done;          /* task_init_privileged prepared the dirs */
 	char dirs_fail[2048];    /* ... or why it could not (for task_init) */
+	char *refused;           /* why task_init refused the job's directories, sent in
+				    the end event so the daemon makes no after-job
+				    transfers (it checks again itself). A MAP_SHARED page
+				    made before the task is forked: task_init runs in the
+				    task, slurm_spank_exit in slurmstepd. NULL if none. */
 	bool started;            /* the daemon took the job-start event */
 	bool end_sent;           /* ... and the job-end event (which clears it) */
 } g;
 
 /* slurm_error reaches both the slurmd log and the job's stderr. */
+/* Remember (in the page slurmstepd shares with the task) why the job was refused. */
+static void _refused(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void _refused(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!g.refused)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(g.refused, REFUSED_MAX, fmt, ap);
+	va_end(ap);
+}
+
 static void _user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void _user_error(const char *fmt, ...)
 {
@@ -213,6 +234,10 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		_defer("%s", err);
 		g.bad_args = bad = true;
 	}
+	g.refused = mmap(NULL, REFUSED_MAX, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			 -1, 0);
+	if (g.refused == MAP_FAILED)
+		g.refused = NULL;	/* the daemon's own check still applies */
 	g.trusted = !bad && strcmp(g.args.xattr_ns, "trusted") == 0;
 	if (bad) {
 		/* Refused in task_init: failing here (or in user_init) would
@@ -740,10 +765,12 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 			rc = -1;
 		} else if (g.dirs_fail[0]) {
 			_user_error("job %lu: %s", g.job_id, g.dirs_fail);
+			_refused("%s", g.dirs_fail);
 			rc = -1;
 		}
 	} else if (_make_dirs(err, sizeof(err)) < 0) {
 		_user_error("job %lu: %s", g.job_id, err);
+		_refused("%s", err);
 		rc = -1;
 	}
 	if (g.plan->has_stage_in && _confirm_stage_in(err, sizeof(err)) < 0) {
@@ -752,6 +779,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	}
 	if (rc < 0 && !g.args.fail_on_error) {
 		slurm_error(PFX "job %lu: continuing (on_error=warn)", g.job_id);
+		if (g.refused)	/* the job runs: the daemon checks its paths itself */
+			g.refused[0] = '\0';
 		rc = 0;
 	}
 	return rc;
@@ -789,7 +818,19 @@ static json_t *_end_event(void)
 	}
 	(void)gethostname(host, sizeof(host) - 1);
 	ji.node = host;
-	return jobend_event(&ji);
+	json_t *ev = jobend_event(&ji);
+
+	/* The job's directories were refused: no after-job transfers. */
+	if (ev && g.refused && g.refused[0]) {
+		json_t *r = json_string(g.refused);   /* NULL when a path is not UTF-8 */
+
+		if (!r)
+			r = json_string("the job's #DATA directories were refused at start");
+		if (json_object_set_new(ev, "refused", r) < 0)
+			slurm_error(PFX "job %lu: the end event cannot say the job was refused",
+				    g.job_id);
+	}
+	return ev;
 }
 
 /* Deliver older spooled events; true if the daemon looked reachable. */
@@ -870,5 +911,8 @@ out:
 	jobplan_free(g.plan);
 	g.plan = NULL;
 	g.active = false;
+	if (g.refused)
+		munmap(g.refused, REFUSED_MAX);
+	g.refused = NULL;
 	return 0;     /* never fail the step or drain the node at job end */
 }

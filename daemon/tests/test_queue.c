@@ -247,6 +247,17 @@ int main(void)
 		ok(queue_job_get(q, 7, &j, err, sizeof(err)) == 0 && strcmp(j->end_state, "COMPLETED") == 0,
 		   "the first event's state is kept");
 		queue_job_free(j);
+		/* Refusal and notes (schema 2). */
+		ok(queue_job_end_refused(q, 17, "FAILED", 1, 1001, 1001, "alice", "/w", "{}",
+					 "'r' is a symbolic link", 3002, &dup, err, sizeof(err)) == 0 &&
+		   queue_job_add_note(q, 17, "{\"line\":3,\"reason\":\"x\"}", err, sizeof(err)) == 0 &&
+		   queue_job_add_note(q, 17, "{\"line\":3,\"reason\":\"x\"}", err, sizeof(err)) == 0 &&
+		   queue_job_add_note(q, 17, "{\"line\":4,\"reason\":\"y\"}", err, sizeof(err)) == 0 &&
+		   queue_job_get(q, 17, &j, err, sizeof(err)) == 0 && j->refused &&
+		   strcmp(j->refused, "'r' is a symbolic link") == 0 && j->notes &&
+		   strcmp(j->notes, "[{\"line\":3,\"reason\":\"x\"},{\"line\":4,\"reason\":\"y\"}]") == 0,
+		   "refusal stored; notes appended once each (%s)", j ? j->notes : "?");
+		queue_job_free(j);
 	}
 	ok(queue_count_states(q, counts, err, sizeof(err)) == 0 && counts[QS_CANCELLED] == 1 &&
 	   counts[QS_FAILED_FINAL] == 1, "counts by state");

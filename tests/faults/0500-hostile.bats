@@ -324,3 +324,96 @@ PY
 	chown shtest "$WD/c.sh"
 	sbatch_refused "$WD/c.sh" "line 2.*control"
 }
+
+# The job's end was received and every after-job request of it is finished.
+after_job_settled() {
+	api_get "/v1/jobs/$1" | jq -e '.end != null and ([.requests[] |
+		select(.action != "stage_in" and (.state | test("^(queued|running|verifying|failed_retryable)$")))] | length == 0)' >/dev/null
+}
+
+# What shtest's 'stagehand status JOB' prints.
+user_status() {
+	run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$1" 2>&1
+}
+
+@test "archive=results/ where results is a symlink to /etc before submit: refused by the plugin, nothing archived, the user is told" {
+	runuser -u shtest -- ln -s /etc "$WD/results"
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=results/
+echo ran > ran.txt
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" 'FAILED|COMPLETED' 60
+	wait_for 60 after_job_settled "$j"
+	# Nothing of /etc under the job's name, and no label put on /etc.
+	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -mindepth 1 2>/dev/null | head -1)" ]
+	[ -z "$(getfattr -n user.stagehand.policy /etc 2>/dev/null)" ]
+	out=$(user_status "$j")
+	echo "$out"
+	[[ $out =~ "line 3" ]]
+	[[ $out =~ "symbolic link" ]]
+	# The daemon learned of the plugin's refusal: no after-job request at all.
+	[[ "$(api_get "/v1/jobs/$j" | jq -r .refused)" =~ "symbolic link" ]]
+	[ -z "$(job_requests "$j" | jq -c 'select(.action != "stage_in")')" ]
+	[[ $out =~ "refused at job start" ]]
+}
+
+@test "the job swaps results/ for a symlink to /etc before it exits: the archive refuses it with the #DATA line and the link" {
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=results/
+echo data > results/a.txt
+rm -rf results && ln -s /etc results
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 60
+	wait_for 60 after_job_settled "$j"
+	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
+	err=$(job_requests "$j" | jq -r 'select(.action == "archive") | .error')
+	echo "$err"
+	[[ $err =~ "#DATA line 3" ]]
+	[[ $err =~ "'results'" ]]
+	[[ $err =~ "symbolic link (to '/etc')" ]]
+	[[ "$(user_status "$j")" =~ "symbolic link" ]]
+}
+
+@test "a symlink in a middle component (out/ swapped during the job) is refused too" {
+	install -d -o shtest -g shtest "$WD/elsewhere/results"
+	runuser -u shtest -- bash -c "echo foreign > '$WD/elsewhere/results/f.txt'"
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=out/results
+echo data > out/results/a.txt
+rm -rf out && ln -s $WD/elsewhere out
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 60
+	wait_for 60 after_job_settled "$j"
+	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
+	err=$(job_requests "$j" | jq -r 'select(.action == "archive") | .error')
+	echo "$err"
+	[[ $err =~ "'out'".*"symbolic link" ]]
+	[ -z "$(getfattr -n user.stagehand.policy "$WD/elsewhere/results" 2>/dev/null)" ]
+}
+
+@test "keep=no and results/ swapped for a symlink to another tree of the user's: nothing archived, nothing deleted through the link" {
+	install -d -o shtest -g shtest "$WD/precious"
+	for i in 1 2 3; do runuser -u shtest -- bash -c "echo $i > '$WD/precious/f$i.txt'"; done
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=results/ keep=no
+echo data > results/a.txt
+rm -rf results && ln -s $WD/precious results
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 60
+	wait_for 60 after_job_settled "$j"
+	[ "$(ls "$WD/precious" | tr '\n' ' ')" = "f1.txt f2.txt f3.txt " ]
+	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
+	[[ "$(job_requests "$j" | jq -r 'select(.action == "archive") | .error')" =~ "symbolic link" ]]
+}

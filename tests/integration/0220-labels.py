@@ -106,6 +106,8 @@ def tree(daemon, base_dir, test_users):
                       as_user="shtest", job_id=JOB_NOPLAN)
 
     reqs = _wait_requests(daemon, JOB_OK, 1)
+    # JOB_FAILED's archive is skipped: a label request moves 'out' to 'skipped'.
+    reqs += _wait_requests(daemon, JOB_FAILED, 1)
     for r in reqs:
         assert daemon.api.wait(r["id"], timeout=120)["state"] == "done", r
     return {"work": work, "dirs": dirs, "dest": dest, "a": a, "b": b}
@@ -135,7 +137,7 @@ def test_verify_codes(stagehand_bin, daemon, tree):
         "tmp": (True, "valid"),
         "results": (True, "valid"),
         "scr2": (False, "owner_mismatch"),
-        "out": (False, "stale"),
+        "out": (True, "valid"),             # skipped by when=success, relabelled
         "late": (True, "in_progress"),     # ended seconds ago: not stale yet
         "forged": (False, "not_in_plan"),
         "ghost": (False, "unknown_job"),
@@ -149,6 +151,7 @@ def test_verify_codes(stagehand_bin, daemon, tree):
     assert got == expect, json.dumps(v, indent=1)
     assert doc["problems"] == sum(1 for ok, _ in expect.values() if not ok)
     assert "when=success" in v["out"]["reason"], v["out"]
+    assert os.getxattr(tree["dirs"]["out"], "user.stagehand.policy") == b"skipped"
     assert v["results"]["request"] is not None
 
 

@@ -175,9 +175,11 @@ rmdir results && ln -s $other results
 EOF
 	submit_umask 0022 "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 60
-	# The daemon handles the end event (it logs the refusal) ...
-	wait_for 30 grep -q "$WD/results not labelled policy: it is not owned by the request's owner" \
-		"$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
+	# The daemon handles the end event: its worker refuses to open the link
+	# (no symlink is followed below the scratch root or work dir) ...
+	wait_for 30 bash -c "curl -sf --unix-socket '$STAGEHAND_SOCKET' 'http://x/v1/requests?job=$j&all=1' |
+		jq -e '.requests[] | select(.state == \"failed_final\") | .error |
+			test(\"#DATA line 3: .results. in .* is a symbolic link\")' >/dev/null"
 	# ... and root wrote nothing on shtest2's directory.
 	[ -z "$(getfattr -R -P -d -m 'stagehand\.' "$other" 2>/dev/null)" ]
 	[ "$(cat "$other/f")" = theirs ]
