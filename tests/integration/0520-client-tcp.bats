@@ -15,6 +15,12 @@
 # On this one-node bed the node's NodeAddr is 127.0.0.1 and the plugin's
 # connections come from 198.18.52.1: both are this host's addresses, which
 # is what the daemon's "this host" rule accepts (docs/security.md).
+#
+# On the multi-node bed (scripts/testbed up --nodes N, N >= 2) no extra
+# namespace is made: the daemon already listens on the bed's service address
+# ($STAGEHAND_SERVER) and the plugin already uses server=; the jobs run on
+# the first node, whose address is HOST_IP, root "on the job's node" runs
+# there (scripts/testbed exec), and the second node plays the other node.
 
 load helpers
 
@@ -36,29 +42,58 @@ _netns_down() {
 	ip link del "$VH" 2>/dev/null || true
 }
 
+# Where the test's job runs and where "another node" is: sets SRV, HOST_IP,
+# NS_IP, PIN (sbatch options), ON_JOB_NODE and ON_OTHER_NODE (command prefixes).
+_topology() {
+	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
+		local nodes=($STAGEHAND_TESTBED_NODES)
+		SRV=$STAGEHAND_SERVER
+		HOST_IP=$(scontrol show node "${nodes[0]}" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
+		NS_IP=$(scontrol show node "${nodes[1]:-}" 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
+		PIN=(--nodelist="${nodes[0]}")
+		ON_JOB_NODE=("$TESTBED" exec "${nodes[0]}")
+		ON_OTHER_NODE=("$TESTBED" exec "${nodes[1]:-}")
+	else
+		PIN=()
+		ON_JOB_NODE=()
+		ON_OTHER_NODE=(ip netns exec "$NS")
+	fi
+}
+
 setup_file() {
 	testbed_require
+	_topology
+	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
+		[[ -n $NS_IP ]] || _tb_fail "this test needs a multi-node bed of at least 2 nodes" || return 1
+	fi
 	[[ -x $STAGEHAND_BUILD_DIR/daemon/stagehandd && -x $STAGEHAND_BUILD_DIR/cli/stagehand ]] ||
 		_tb_fail "stagehandd and stagehand are not built in $STAGEHAND_BUILD_DIR" || return 1
 	munge -n </dev/null >/dev/null 2>&1 || _tb_fail "munged is not running here" || return 1
 	local line mode so rest w args=()
 	line=$(_plugstack_line)
 	[[ -n $line ]] || _tb_fail "the test bed does not load stagehand.so: build it and run 'scripts/testbed up'" || return 1
-	_netns_down
-	ip netns add "$NS" &&
-		ip link add "$VH" type veth peer name "$VN" &&
-		ip link set "$VN" netns "$NS" &&
-		ip addr add "$HOST_IP/30" dev "$VH" && ip link set "$VH" up &&
-		ip -n "$NS" addr add "$NS_IP/30" dev "$VN" && ip -n "$NS" link set "$VN" up &&
-		ip -n "$NS" link set lo up ||
-		_tb_fail "cannot create network namespace $NS with a veth pair ($HOST_IP <-> $NS_IP)" || return 1
+	if [[ $STAGEHAND_TESTBED_MODE != multi ]]; then
+		_netns_down
+		ip netns add "$NS" &&
+			ip link add "$VH" type veth peer name "$VN" &&
+			ip link set "$VN" netns "$NS" &&
+			ip addr add "$HOST_IP/30" dev "$VH" && ip link set "$VH" up &&
+			ip -n "$NS" addr add "$NS_IP/30" dev "$VN" && ip -n "$NS" link set "$VN" up &&
+			ip -n "$NS" link set lo up ||
+			_tb_fail "cannot create network namespace $NS with a veth pair ($HOST_IP <-> $NS_IP)" || return 1
+	fi
 	# Keep the caller's spool/scratch/...; the daemon is found by server= only.
 	read -r mode so rest <<<"$line"
 	for w in $rest; do
 		[[ $w == socket=* || $w == server=* || $w == on_error=* ]] || args+=("$w")
 	done
 	args+=("server=$SRV" on_error=fail)
-	printf 'ListenAddress=%s\n' "$SRV" >"$BATS_FILE_TMPDIR/daemon.conf"
+	# (the multi-node bed's daemon listens on $SRV already)
+	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
+		: >"$BATS_FILE_TMPDIR/daemon.conf"
+	else
+		printf 'ListenAddress=%s\n' "$SRV" >"$BATS_FILE_TMPDIR/daemon.conf"
+	fi
 	STAGEHAND_SPANK_ARGS="${args[*]}" STAGEHAND_TESTBED_SPANK_MODE=required \
 		STAGEHAND_TESTBED_DAEMON_CONF=$BATS_FILE_TMPDIR/daemon.conf \
 		"$TESTBED" up >"$BATS_FILE_TMPDIR/up.log" 2>&1 ||
@@ -72,7 +107,7 @@ setup_file() {
 teardown_file() {
 	"$TESTBED" up >"$BATS_FILE_TMPDIR/down.log" 2>&1 ||
 		echo "could not restore the test bed: $(tail -n 20 "$BATS_FILE_TMPDIR/down.log")" >&2
-	_netns_down
+	[[ $STAGEHAND_TESTBED_MODE == multi ]] || _netns_down
 }
 
 setup() {
@@ -81,6 +116,11 @@ setup() {
 	LOG=$STAGEHAND_TESTBED_LOGDIR/stagehandd.log
 	SLURMD_LOG=$STAGEHAND_TESTBED_LOGDIR/slurmd.log
 	SPOOL=$STAGEHAND_TESTBED_SPOOL
+	_topology
+	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
+		SLURMD_LOG=$STAGEHAND_TESTBED_LOGDIR/slurmd-$STAGEHAND_TESTBED_NODE.log
+		SPOOL=$(node_spool "$STAGEHAND_TESTBED_NODE")
+	fi
 	WD=$(user_workdir)
 	JOBS=()
 	# The daemon must answer on TCP (an earlier test may have stopped it).
@@ -111,11 +151,6 @@ daemon_start() {
 	wait_for 30 "$STAGEHAND" --server "$SRV" health >/dev/null
 }
 
-submit() {
-	j=$(submit_as_user "$@") || return 1
-	JOBS+=("$j")
-}
-
 user_file() {
 	local u=$1 p=$2 mib=$3
 	install -d -o "$u" -g "$(id -gn "$u")" "$(dirname "$p")"
@@ -138,7 +173,7 @@ next_job() {
 #DATA exempt=scratchpad
 true
 EOF
-	submit -d "$WD" "$WD/next.sh"
+	submit -d "$WD" "$WD/next.sh" "${PIN[@]}"
 	wait_job_state "$j" COMPLETED 90
 }
 
@@ -153,7 +188,7 @@ EOF
 sha256sum "\$STAGEHAND_INPUT_DIR/ref.db" | cut -d' ' -f1 > input.sha
 mkdir -p results; echo data > results/a.txt
 EOF
-	submit -d "$WD" "$WD/job.sh"
+	submit -d "$WD" "$WD/job.sh" "${PIN[@]}"
 	wait_job_state "$j" COMPLETED 120
 	[ "$(cat "$WD/input.sha")" = "$want" ]
 	run cat "$WD/out-$j.txt"
@@ -175,7 +210,7 @@ EOF
 #DATA exempt=tmp
 true
 EOF
-	submit -d "$WD" "$WD/job.sh"
+	submit -d "$WD" "$WD/job.sh" "${PIN[@]}"
 	wait_job_state "$j" COMPLETED 90
 	wait_for 30 grep -q "job $j: end event (COMPLETED) from uid 0 (TCP" "$LOG"
 	# A user, even the job's owner, cannot send one, over TCP or the socket.
@@ -186,15 +221,15 @@ EOF
 	[ "$status" -eq 1 ]
 	[[ $output == *"cannot send them"* ]]
 	# Root on another node (the namespace): refused, with the reason.
-	run ip netns exec "$NS" "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
+	run "${ON_OTHER_NODE[@]}" "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
 	[ "$status" -eq 1 ]
 	[[ $output == *"job $j: job-end event (TCP from $NS_IP) refused: job $j runs on $STAGEHAND_TESTBED_NODE, not on the sending node"* ]]
 	grep -q "job $j: job-end event from root (TCP from $NS_IP) refused" "$LOG"
-	run ip netns exec "$NS" "$STAGEHAND" --server "$SRV" job-end 4000000001 --state FAILED
+	run "${ON_OTHER_NODE[@]}" "$STAGEHAND" --server "$SRV" job-end 4000000001 --state FAILED
 	[ "$status" -eq 1 ]
 	[[ $output == *"slurmctld does not know job 4000000001"* ]]
 	# Root on the job's node (this host): taken; it is a repeat, so nothing changes.
-	run "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
+	run "${ON_JOB_NODE[@]}" "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
 	[ "$status" -eq 0 ]
 	[[ $output == "job $j: end already recorded; nothing changed" ]]
 	# Nothing the refused senders said was recorded.
@@ -215,7 +250,7 @@ sha256sum "\$STAGEHAND_INPUT_DIR/ref.db" | cut -d' ' -f1 > input.sha
 mkdir -p results; echo late > results/a.txt
 EOF
 	# A begin time keeps it waiting once released: the daemon goes away first.
-	submit -d "$WD" "$WD/job.sh" --begin=now+600
+	submit -d "$WD" "$WD/job.sh" "${PIN[@]}" --begin=now+600
 	wait_for 90 released "$j"
 	daemon_stop
 	rm -f "$SPOOL/job-$j.json"
@@ -244,7 +279,7 @@ EOF
 #DATA stage_in=$WD/in/ref.db
 echo "script ran"
 EOF
-	submit -d "$WD" "$WD/job.sh" --begin=now+600
+	submit -d "$WD" "$WD/job.sh" "${PIN[@]}" --begin=now+600
 	wait_for 90 released "$j"
 	daemon_stop
 	rm -f "$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input/ref.db"
@@ -265,7 +300,7 @@ EOF
 mkdir -p results; echo "end" > results/a.txt
 while [[ ! -e go ]]; do sleep 0.2; done
 EOF
-	submit -d "$WD" "$WD/job.sh"
+	submit -d "$WD" "$WD/job.sh" "${PIN[@]}"
 	wait_job_state "$j" RUNNING 90
 	wait_for 30 grep -q "job $j: started on .*TCP from $HOST_IP" "$LOG"
 	daemon_stop
@@ -289,11 +324,11 @@ EOF
 #DATA exempt=tmp
 exit 3
 EOF
-	submit -d "$WD" "$WD/job.sh"
+	submit -d "$WD" "$WD/job.sh" "${PIN[@]}"
 	wait_job_state "$j" FAILED 90
 	ep=$BATS_TEST_TMPDIR/spool
 	epilog() {
-		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF="$SLURM_CONF" \
+		"${ON_JOB_NODE[@]}" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF="$SLURM_CONF" \
 			SLURM_JOB_ID="$1" SLURM_JOB_UID="$(id -u shtest)" SLURM_JOB_USER=shtest \
 			STAGEHAND_SERVER="$SRV" STAGEHAND_SPOOL="$ep" STAGEHAND_CLI="$STAGEHAND" \
 			"$STAGEHAND_SRC_DIR/scripts/stagehand-epilog"
@@ -312,7 +347,7 @@ EOF
 #SBATCH --output=$WD/plain-%j.txt
 true
 EOF
-	submit -d "$WD" "$WD/plain.sh"
+	submit -d "$WD" "$WD/plain.sh" "${PIN[@]}"
 	wait_job_state "$j" COMPLETED 90
 	run epilog "$j"
 	[ "$status" -eq 0 ]
