@@ -445,8 +445,15 @@ static int _read_resp(int fd, const struct dclient_target *t, long long deadline
 				 t->label, strerror(errno));
 			goto out;
 		}
-		if (hend >= 0)
+		if (hend >= 0) {
+			/* Without Content-Length the body runs to EOF: bound it too. */
+			if (clen < 0 && len - (size_t)hend - 4 > max_body) {
+				snprintf(err, errlen, "the answer of stagehandd at %s is larger "
+					 "than %zu bytes; refusing it", t->label, max_body);
+				goto out;
+			}
 			continue;
+		}
 		hend = _head_end(buf, len);
 		if (hend < 0 && len > HEAD_MAX) {
 			snprintf(err, errlen, "stagehandd at %s sent headers longer than %d "
@@ -470,6 +477,11 @@ static int _read_resp(int fd, const struct dclient_target *t, long long deadline
 				snprintf(err, errlen, "the answer of stagehandd at %s is %ld "
 					 "bytes, over the %zu byte limit", t->label, clen,
 					 max_body);
+				goto out;
+			}
+			if (len - (size_t)hend - 4 > max_body && clen < 0) {
+				snprintf(err, errlen, "the answer of stagehandd at %s is larger "
+					 "than %zu bytes; refusing it", t->label, max_body);
 				goto out;
 			}
 		}

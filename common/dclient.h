@@ -29,7 +29,8 @@
  *
  * MUNGE: munge_encode() talks to the local munged; it is called once per
  * TCP request, before connecting, and a deadline that passed meanwhile ends
- * the request. libmunge retries a missing munged a few times on its own.
+ * the request. A missing munged fails at once; a busy one is subject to
+ * libmunge's own retries, which this code cannot cut short.
  *
  * Must never: block past the deadline (resolver aside), read more than the
  * caller's body limit, raise SIGPIPE, keep a descriptor open after

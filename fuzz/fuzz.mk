@@ -13,7 +13,7 @@ SRC ?= $(abspath $(HERE)/..)
 BUILD ?= $(SRC)
 OUT ?= $(BUILD)/fuzz/out
 FUZZ_SECONDS ?= 60
-TARGETS ?= fuzz_dsl fuzz_plan_json fuzz_api
+TARGETS ?= fuzz_dsl fuzz_plan_json fuzz_api fuzz_dclient
 CLANG ?= clang
 PYTHON3 ?= python3
 
@@ -28,6 +28,7 @@ FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer \
 DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.c \
 	$(SRC)/common/dsl_expand.c
 API_SRCS = $(SRC)/daemon/api_decode.c $(DSL_SRCS)
+DCLIENT_SRCS = $(SRC)/common/dclient.c $(SRC)/common/conf.c
 
 all: $(addprefix $(OUT)/,$(TARGETS))
 
@@ -42,6 +43,10 @@ $(OUT)/fuzz_plan_json: $(SRC)/fuzz/fuzz_plan_json.c $(DSL_SRCS) $(SRC)/common/ds
 $(OUT)/fuzz_api: $(SRC)/fuzz/fuzz_api.c $(API_SRCS) $(SRC)/daemon/api_decode.h $(BUILD)/config.h
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_api.c $(API_SRCS) $(PKG_LIBS)
+
+$(OUT)/fuzz_dclient: $(SRC)/fuzz/fuzz_dclient.c $(DCLIENT_SRCS) $(SRC)/common/dclient.h $(BUILD)/config.h
+	@mkdir -p $(OUT)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_dclient.c $(DCLIENT_SRCS) $(PKG_LIBS) -lmunge -lpthread
 
 # Seeds: the grammar vectors' scripts and plans, plus fuzz/seeds/api.
 seeds: $(OUT)/seeds.stamp

@@ -108,6 +108,14 @@ static void _tcp(const char *dir)
 	ok(rc == DCLIENT_ERR_IO && r.body == NULL, "TCP: body over the caller's limit refused");
 	contains(err, "16 byte limit", "message names the limit");
 	fake_stop(&s);
+	/* The same limit when the body runs to EOF (found by fuzz_dclient). */
+	fake_start_tcp(&s, dir, FAKE_NOLENGTH, 200, "{\"pad\":\"0123456789012345678901234567890123456789\"}", 0);
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
+	dclient_target_server(&t, hp, err, sizeof(err));
+	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 16, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_IO && r.body == NULL, "TCP: body to EOF over the caller's limit refused");
+	contains(err, "larger than 16 bytes", "message names the limit");
+	fake_stop(&s);
 	fake_start_tcp(&s, dir, FAKE_HUGE, 0, NULL, 0);
 	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
 	dclient_target_server(&t, hp, err, sizeof(err));

@@ -1,26 +1,26 @@
 #!/usr/bin/env bats
 # The SPANK plugin, the CLI and the epilog reaching stagehandd over TCP with
 # MUNGE, on the real test bed, as a compute node without the daemon's UNIX
-# socket would; who may send job events; and what happens when the daemon
-# is down at job start and job end.
+# socket does; who may send job events; and what happens when the daemon is
+# down at job start and job end.
 #
-# setup_file makes a network namespace (a second "node", no Slurm in it)
-# joined to this host by a veth pair: this host 198.18.52.1, the namespace
-# 198.18.52.2 (a benchmarking range, never routed). It switches the test bed
-# to: stagehandd with ListenAddress=198.18.52.1:PORT, the plugin with
-# server=198.18.52.1:PORT instead of socket= (required, so a failing
-# task_init fails the job). teardown_file restores the caller's settings and
-# removes the namespace. PORT is $STAGEHAND_TEST_TCP_PORT (default 19819).
+# Multi-node bed (scripts/testbed up --nodes N, tests run in its service
+# namespace): the plugin already speaks TCP (server=) from each node's own
+# namespace, where the daemon's socket does not exist. setup_file only makes
+# the plugin required with on_error=fail (so a failing task_init fails the
+# job); "another node" is another compute node.
 #
-# On this one-node bed the node's NodeAddr is 127.0.0.1 and the plugin's
-# connections come from 198.18.52.1: both are this host's addresses, which
-# is what the daemon's "this host" rule accepts (docs/security.md).
+# One-node bed: setup_file makes a network namespace (a second "node", no
+# Slurm in it) joined to this host by a veth pair: this host 198.18.52.1,
+# the namespace 198.18.52.2 (a benchmarking range, never routed), and
+# switches the bed to stagehandd with ListenAddress=198.18.52.1:PORT and the
+# plugin with server=198.18.52.1:PORT instead of socket=. The node's
+# NodeAddr is 127.0.0.1 and the plugin's connections come from 198.18.52.1:
+# both are this host's addresses, which the daemon's "this host" rule
+# accepts (docs/security.md). PORT is $STAGEHAND_TEST_TCP_PORT (default
+# 19819).
 #
-# On the multi-node bed (scripts/testbed up --nodes N, N >= 2) no extra
-# namespace is made: the daemon already listens on the bed's service address
-# ($STAGEHAND_SERVER) and the plugin already uses server=; the jobs run on
-# the first node, whose address is HOST_IP, root "on the job's node" runs
-# there (scripts/testbed exec), and the second node plays the other node.
+# teardown_file restores the caller's settings (and removes the namespace).
 
 load helpers
 
@@ -37,63 +37,51 @@ _plugstack_line() {
 		"$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" 2>/dev/null | head -n1
 }
 
+multi() {
+	[[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]]
+}
+
 _netns_down() {
 	ip netns del "$NS" 2>/dev/null || true
 	ip link del "$VH" 2>/dev/null || true
 }
 
-# Where the test's job runs and where "another node" is: sets SRV, HOST_IP,
-# NS_IP, PIN (sbatch options), ON_JOB_NODE and ON_OTHER_NODE (command prefixes).
-_topology() {
-	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
-		local nodes=($STAGEHAND_TESTBED_NODES)
-		SRV=$STAGEHAND_SERVER
-		HOST_IP=$(scontrol show node "${nodes[0]}" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-		NS_IP=$(scontrol show node "${nodes[1]:-}" 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
-		PIN=(--nodelist="${nodes[0]}")
-		ON_JOB_NODE=("$TESTBED" exec "${nodes[0]}")
-		ON_OTHER_NODE=("$TESTBED" exec "${nodes[1]:-}")
-	else
-		PIN=()
-		ON_JOB_NODE=()
-		ON_OTHER_NODE=(ip netns exec "$NS")
-	fi
-}
-
 setup_file() {
 	testbed_require
-	_topology
-	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
-		[[ -n $NS_IP ]] || _tb_fail "this test needs a multi-node bed of at least 2 nodes" || return 1
-	fi
 	[[ -x $STAGEHAND_BUILD_DIR/daemon/stagehandd && -x $STAGEHAND_BUILD_DIR/cli/stagehand ]] ||
 		_tb_fail "stagehandd and stagehand are not built in $STAGEHAND_BUILD_DIR" || return 1
 	munge -n </dev/null >/dev/null 2>&1 || _tb_fail "munged is not running here" || return 1
 	local line mode so rest w args=()
 	line=$(_plugstack_line)
 	[[ -n $line ]] || _tb_fail "the test bed does not load stagehand.so: build it and run 'scripts/testbed up'" || return 1
-	if [[ $STAGEHAND_TESTBED_MODE != multi ]]; then
-		_netns_down
-		ip netns add "$NS" &&
-			ip link add "$VH" type veth peer name "$VN" &&
-			ip link set "$VN" netns "$NS" &&
-			ip addr add "$HOST_IP/30" dev "$VH" && ip link set "$VH" up &&
-			ip -n "$NS" addr add "$NS_IP/30" dev "$VN" && ip -n "$NS" link set "$VN" up &&
-			ip -n "$NS" link set lo up ||
-			_tb_fail "cannot create network namespace $NS with a veth pair ($HOST_IP <-> $NS_IP)" || return 1
-	fi
-	# Keep the caller's spool/scratch/...; the daemon is found by server= only.
 	read -r mode so rest <<<"$line"
+	if multi; then
+		[[ $line == *server=* ]] || _tb_fail "multi-node bed without server= in plugstack.conf: $line" || return 1
+		for w in $rest; do
+			[[ $w == on_error=* ]] || args+=("$w")
+		done
+		args+=(on_error=fail)
+		STAGEHAND_SPANK_ARGS="${args[*]}" STAGEHAND_TESTBED_SPANK_MODE=required \
+			"$TESTBED" up >"$BATS_FILE_TMPDIR/up.log" 2>&1 ||
+			_tb_fail "scripts/testbed up (required) failed: $(tail -n 20 "$BATS_FILE_TMPDIR/up.log")" || return 1
+		[[ $(_plugstack_line) == required*on_error=fail* ]] ||
+			_tb_fail "plugstack.conf was not switched to required, on_error=fail: $(_plugstack_line)" || return 1
+		return 0
+	fi
+	_netns_down
+	ip netns add "$NS" &&
+		ip link add "$VH" type veth peer name "$VN" &&
+		ip link set "$VN" netns "$NS" &&
+		ip addr add "$HOST_IP/30" dev "$VH" && ip link set "$VH" up &&
+		ip -n "$NS" addr add "$NS_IP/30" dev "$VN" && ip -n "$NS" link set "$VN" up &&
+		ip -n "$NS" link set lo up ||
+		_tb_fail "cannot create network namespace $NS with a veth pair ($HOST_IP <-> $NS_IP)" || return 1
+	# Keep the caller's spool/scratch/...; the daemon is found by server= only.
 	for w in $rest; do
 		[[ $w == socket=* || $w == server=* || $w == on_error=* ]] || args+=("$w")
 	done
 	args+=("server=$SRV" on_error=fail)
-	# (the multi-node bed's daemon listens on $SRV already)
-	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
-		: >"$BATS_FILE_TMPDIR/daemon.conf"
-	else
-		printf 'ListenAddress=%s\n' "$SRV" >"$BATS_FILE_TMPDIR/daemon.conf"
-	fi
+	printf 'ListenAddress=%s\n' "$SRV" >"$BATS_FILE_TMPDIR/daemon.conf"
 	STAGEHAND_SPANK_ARGS="${args[*]}" STAGEHAND_TESTBED_SPANK_MODE=required \
 		STAGEHAND_TESTBED_DAEMON_CONF=$BATS_FILE_TMPDIR/daemon.conf \
 		"$TESTBED" up >"$BATS_FILE_TMPDIR/up.log" 2>&1 ||
@@ -107,20 +95,14 @@ setup_file() {
 teardown_file() {
 	"$TESTBED" up >"$BATS_FILE_TMPDIR/down.log" 2>&1 ||
 		echo "could not restore the test bed: $(tail -n 20 "$BATS_FILE_TMPDIR/down.log")" >&2
-	[[ $STAGEHAND_TESTBED_MODE == multi ]] || _netns_down
+	multi || _netns_down
 }
 
 setup() {
 	testbed_env
 	STAGEHAND=$STAGEHAND_BUILD_DIR/cli/stagehand
 	LOG=$STAGEHAND_TESTBED_LOGDIR/stagehandd.log
-	SLURMD_LOG=$STAGEHAND_TESTBED_LOGDIR/slurmd.log
-	SPOOL=$STAGEHAND_TESTBED_SPOOL
-	_topology
-	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
-		SLURMD_LOG=$STAGEHAND_TESTBED_LOGDIR/slurmd-$STAGEHAND_TESTBED_NODE.log
-		SPOOL=$(node_spool "$STAGEHAND_TESTBED_NODE")
-	fi
+	multi && SRV=$STAGEHAND_SERVER
 	WD=$(user_workdir)
 	JOBS=()
 	# The daemon must answer on TCP (an earlier test may have stopped it).
@@ -136,7 +118,46 @@ _daemon_pid() {
 	local pid
 	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid" 2>/dev/null) || return 1
 	[[ -n $pid && "$(cat "/proc/$pid/comm" 2>/dev/null)" == stagehandd ]] || return 1
+	[[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 1
 	echo "$pid"
+}
+
+# Where job events from NODE come from, as the daemon sees it.
+node_from() {
+	if multi; then
+		scontrol show node "$1" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p'
+	else
+		echo "$HOST_IP"
+	fi
+}
+
+# Run CMD as root on "another node" than NODE; its address goes to $OTHER_IP
+# (set before calling, since "run" runs this in a subshell).
+other_node() {
+	local node=$1
+	shift
+	if multi; then
+		on_node "$(other_of "$node")" "$@"
+	else
+		ip netns exec "$NS" "$@"
+	fi
+}
+
+other_of() {
+	local n
+	for n in $STAGEHAND_TESTBED_NODES; do
+		[[ $n == "$1" ]] || { echo "$n"; return 0; }
+	done
+	return 1
+}
+
+# slurmd's log on NODE.
+slurmd_log() {
+	if multi; then
+		echo "$STAGEHAND_TESTBED_LOGDIR/slurmd-$1.log"
+	else
+		echo "$STAGEHAND_TESTBED_LOGDIR/slurmd.log"
+	fi
 }
 
 daemon_stop() {
@@ -165,7 +186,7 @@ released() {
 	[[ "$(job_field "$1" AdminComment)" =~ stagehand:hold=released ]]
 }
 
-# A trivial job with a plan; its end drains the node's spool.
+# A trivial job with a plan on node $1; its end drains the node's spool.
 next_job() {
 	write_user_script shtest "$WD/next.sh" <<EOF
 #!/bin/bash
@@ -173,7 +194,7 @@ next_job() {
 #DATA exempt=scratchpad
 true
 EOF
-	submit -d "$WD" "$WD/next.sh" "${PIN[@]}"
+	submit -d "$WD" "$WD/next.sh" -w "$1"
 	wait_job_state "$j" COMPLETED 90
 }
 
@@ -188,13 +209,14 @@ EOF
 sha256sum "\$STAGEHAND_INPUT_DIR/ref.db" | cut -d' ' -f1 > input.sha
 mkdir -p results; echo data > results/a.txt
 EOF
-	submit -d "$WD" "$WD/job.sh" "${PIN[@]}"
+	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 120
+	from=$(node_from "$(job_node "$j")")
 	[ "$(cat "$WD/input.sha")" = "$want" ]
 	run cat "$WD/out-$j.txt"
 	[[ $output != *stagehand* ]]
-	grep -q "job $j: started on .*TCP from $HOST_IP" "$LOG"
-	grep -q "job $j: end event (COMPLETED) from uid 0 (TCP from $HOST_IP)" "$LOG"
+	grep -q "job $j: started on .*TCP from $from" "$LOG"
+	grep -q "job $j: end event (COMPLETED) from uid 0 (TCP from $from)" "$LOG"
 	wait_for 60 label_is "$WD/results" archived
 	cmp "$WD/results/a.txt" "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results/a.txt"
 	# The user's status call went over TCP too.
@@ -210,9 +232,11 @@ EOF
 #DATA exempt=tmp
 true
 EOF
-	submit -d "$WD" "$WD/job.sh" "${PIN[@]}"
+	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 90
+	node=$(job_node "$j")
 	wait_for 30 grep -q "job $j: end event (COMPLETED) from uid 0 (TCP" "$LOG"
+	if multi; then other_ip=$(node_from "$(other_of "$node")"); else other_ip=$NS_IP; fi
 	# A user, even the job's owner, cannot send one, over TCP or the socket.
 	run run_as_user shtest "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
 	[ "$status" -eq 1 ]
@@ -221,15 +245,15 @@ EOF
 	[ "$status" -eq 1 ]
 	[[ $output == *"cannot send them"* ]]
 	# Root on another node (the namespace): refused, with the reason.
-	run "${ON_OTHER_NODE[@]}" "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
+	run other_node "$node" "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
 	[ "$status" -eq 1 ]
-	[[ $output == *"job $j: job-end event (TCP from $NS_IP) refused: job $j runs on $STAGEHAND_TESTBED_NODE, not on the sending node"* ]]
-	grep -q "job $j: job-end event from root (TCP from $NS_IP) refused" "$LOG"
-	run "${ON_OTHER_NODE[@]}" "$STAGEHAND" --server "$SRV" job-end 4000000001 --state FAILED
+	[[ $output == *"job $j: job-end event (TCP from $other_ip) refused: job $j runs on $node, not on the sending node"* ]]
+	grep -q "job $j: job-end event from root (TCP from $other_ip) refused" "$LOG"
+	run other_node "$node" "$STAGEHAND" --server "$SRV" job-end 4000000001 --state FAILED
 	[ "$status" -eq 1 ]
 	[[ $output == *"slurmctld does not know job 4000000001"* ]]
-	# Root on the job's node (this host): taken; it is a repeat, so nothing changes.
-	run "${ON_JOB_NODE[@]}" "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
+	# Root on the job's node: taken; it is a repeat, so nothing changes.
+	run on_node "$node" "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
 	[ "$status" -eq 0 ]
 	[[ $output == "job $j: end already recorded; nothing changed" ]]
 	# Nothing the refused senders said was recorded.
@@ -250,23 +274,24 @@ sha256sum "\$STAGEHAND_INPUT_DIR/ref.db" | cut -d' ' -f1 > input.sha
 mkdir -p results; echo late > results/a.txt
 EOF
 	# A begin time keeps it waiting once released: the daemon goes away first.
-	submit -d "$WD" "$WD/job.sh" "${PIN[@]}" --begin=now+600
+	submit -d "$WD" "$WD/job.sh" --begin=now+600
 	wait_for 90 released "$j"
 	daemon_stop
-	rm -f "$SPOOL/job-$j.json"
 	scontrol update JobId="$j" StartTime=now
 	wait_job_state "$j" COMPLETED 120
+	node=$(job_node "$j")
+	spool=$(node_spool "$node")
 	[ "$(cat "$WD/input.sha")" = "$want" ]
-	grep -q "job $j: stagehandd did not answer (.*); the job was released by slurmctld and its 1 input is on disk: starting" "$SLURMD_LOG"
+	grep -q "job $j: stagehandd did not answer (.*); the job was released by slurmctld and its 1 input is on disk: starting" "$(slurmd_log "$node")"
 	# The end event waits in the node's spool, in the documented format.
-	[ -f "$SPOOL/job-$j.json" ]
-	[ "$(jq -r '.version, .job_id, .event.state, .event.source' "$SPOOL/job-$j.json" | tr '\n' ' ')" = "1 $j COMPLETED spank " ]
+	[ -f "$spool/job-$j.json" ]
+	[ "$(jq -r '.version, .job_id, .event.state, .event.source' "$spool/job-$j.json" | tr '\n' ' ')" = "1 $j COMPLETED spank " ]
 	# The daemon comes back; the next job end on the node delivers it.
 	daemon_start
 	first=$j
-	next_job
-	wait_for 30 eval "[[ ! -e $SPOOL/job-$first.json ]]"
-	[ ! -e "$SPOOL/bad-job-$first.json" ]
+	next_job "$node"
+	wait_for 30 eval "[[ ! -e $spool/job-$first.json ]]"
+	[ ! -e "$spool/bad-job-$first.json" ]
 	wait_for 90 label_is "$WD/results" archived
 	cmp "$WD/results/a.txt" "$STAGEHAND_TESTBED_ARCHIVE/shtest/$first/results/a.txt"
 }
@@ -279,7 +304,7 @@ EOF
 #DATA stage_in=$WD/in/ref.db
 echo "script ran"
 EOF
-	submit -d "$WD" "$WD/job.sh" "${PIN[@]}" --begin=now+600
+	submit -d "$WD" "$WD/job.sh" --begin=now+600
 	wait_for 90 released "$j"
 	daemon_stop
 	rm -f "$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input/ref.db"
@@ -300,19 +325,20 @@ EOF
 mkdir -p results; echo "end" > results/a.txt
 while [[ ! -e go ]]; do sleep 0.2; done
 EOF
-	submit -d "$WD" "$WD/job.sh" "${PIN[@]}"
+	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" RUNNING 90
-	wait_for 30 grep -q "job $j: started on .*TCP from $HOST_IP" "$LOG"
+	node=$(job_node "$j")
+	spool=$(node_spool "$node")
+	wait_for 30 grep -q "job $j: started on .*TCP from $(node_from "$node")" "$LOG"
 	daemon_stop
-	rm -f "$SPOOL/job-$j.json"
 	touch "$WD/go"
 	wait_job_state "$j" COMPLETED 90
-	[ -f "$SPOOL/job-$j.json" ]
+	[ -f "$spool/job-$j.json" ]
 	daemon_start
 	first=$j
-	next_job
-	wait_for 30 eval "[[ ! -e $SPOOL/job-$first.json ]]"
-	[ ! -e "$SPOOL/bad-job-$first.json" ]
+	next_job "$node"
+	wait_for 30 eval "[[ ! -e $spool/job-$first.json ]]"
+	[ ! -e "$spool/bad-job-$first.json" ]
 	wait_for 90 label_is "$WD/results" archived
 	cmp "$WD/results/a.txt" "$STAGEHAND_TESTBED_ARCHIVE/shtest/$first/results/a.txt"
 }
@@ -324,11 +350,14 @@ EOF
 #DATA exempt=tmp
 exit 3
 EOF
-	submit -d "$WD" "$WD/job.sh" "${PIN[@]}"
+	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" FAILED 90
-	ep=$BATS_TEST_TMPDIR/spool
+	node=$(job_node "$j")
+	# Where the node sees the same files as this test (the bed's state dir).
+	ep=$STAGEHAND_TESTBED_DIR/t0520-epilog-spool
+	rm -rf "$ep"
 	epilog() {
-		"${ON_JOB_NODE[@]}" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF="$SLURM_CONF" \
+		on_node "$node" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF="$SLURM_CONF" \
 			SLURM_JOB_ID="$1" SLURM_JOB_UID="$(id -u shtest)" SLURM_JOB_USER=shtest \
 			STAGEHAND_SERVER="$SRV" STAGEHAND_SPOOL="$ep" STAGEHAND_CLI="$STAGEHAND" \
 			"$STAGEHAND_SRC_DIR/scripts/stagehand-epilog"
@@ -347,7 +376,7 @@ EOF
 #SBATCH --output=$WD/plain-%j.txt
 true
 EOF
-	submit -d "$WD" "$WD/plain.sh" "${PIN[@]}"
+	submit -d "$WD" "$WD/plain.sh" -w "$node"
 	wait_job_state "$j" COMPLETED 90
 	run epilog "$j"
 	[ "$status" -eq 0 ]
@@ -356,4 +385,5 @@ EOF
 	# The daemon got it (a repeat of the plugin's event, so it changed nothing).
 	run "$STAGEHAND" --server "$SRV" status "$first" --json
 	[ "$(jq -r .end.state <<<"$output")" = FAILED ]
+	rm -rf "$ep"
 }
