@@ -181,7 +181,7 @@ node_net_down() {
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
 	if ns_exists "$ns"; then
-		pids=$(ip netns pids "$ns" 2>/dev/null | grep -vx "$$" | tr '\n' ' ')
+		pids=$(ip netns pids "$ns" 2>/dev/null | grep -vx "$$" | tr "\n" " " || true)
 		if [[ -n ${pids// /} ]]; then
 			# shellcheck disable=SC2086
 			kill -KILL $pids 2>/dev/null || true
