@@ -22,39 +22,23 @@
 #include <jansson.h>
 
 #include "client.h"
+#include "client_int.h"
 #include "commands.h"
 #include "http.h"
 #include "progress.h"
-#include "spool.h"
 
 #ifndef STAGEHAND_SYSCONFDIR
 #define STAGEHAND_SYSCONFDIR "/etc"
 #endif
 #define CLIENT_DEFAULT_CONF STAGEHAND_SYSCONFDIR "/stagehand/stagehand.conf"
 
-enum { EXIT_OK = 0, EXIT_REFUSED = 1, EXIT_ENV = 2 };
 
 /* Daemon selection from the command line (global or per subcommand). */
 static const char *_opt_socket;
 static const char *_opt_server;
 static const char *_opt_config;
 
-/* Long-option codes shared by every subcommand. */
-enum { OPT_SOCKET = 1000, OPT_SERVER, OPT_CONFIG, OPT_HELP };
-#define COMMON_LONGOPTS \
-	{ "socket", required_argument, NULL, OPT_SOCKET }, \
-	{ "server", required_argument, NULL, OPT_SERVER }, \
-	{ "config", required_argument, NULL, OPT_CONFIG }, \
-	{ "help", no_argument, NULL, 'h' }
-
-#define COMMON_HELP \
-	"daemon selection:\n" \
-	"  --socket PATH       UNIX socket of stagehandd (env STAGEHAND_SOCKET)\n" \
-	"  --server HOST:PORT  TCP address, authenticated with MUNGE (env STAGEHAND_SERVER)\n" \
-	"  --config FILE       config file to read Server or SocketPath from (env STAGEHAND_CONF)\n"
-
-static void _errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void _errx(const char *fmt, ...)
+void client_errx(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -84,7 +68,7 @@ int client_global_option(int argc, char **argv)
 			used = 1;
 		} else if (argv[0][len] == '\0') {
 			if (argc < 2) {
-				_errx("option '%s' needs a value", opts[i].name);
+				client_errx("option '%s' needs a value", opts[i].name);
 				return -1;
 			}
 			*opts[i].slot = argv[1];
@@ -102,15 +86,15 @@ int client_global_option(int argc, char **argv)
 }
 
 /* getopt's '?': say which argument, in our voice, and point at --help. */
-static int _bad_option(const char *cmd, const char *arg)
+int client_bad_option(const char *cmd, const char *arg)
 {
-	_errx("%s: bad option '%s': unknown, or missing its value (see 'stagehand %s --help')",
+	client_errx("%s: bad option '%s': unknown, or missing its value (see 'stagehand %s --help')",
 	      cmd, arg, cmd);
 	return EXIT_ENV;
 }
 
 /* Returns 1 if c was a common option (handled), 0 otherwise. */
-static int _common_opt(int c, const char *arg)
+int client_common_opt(int c, const char *arg)
 {
 	switch (c) {
 	case OPT_SOCKET: _opt_socket = arg; _opt_server = NULL; return 1;
@@ -134,18 +118,18 @@ struct http *client_connect(const char *socket_path, const char *server, const c
 	}
 	if (dclient_find(&t, server, socket_path, conf_given ? conf : CLIENT_DEFAULT_CONF,
 			 conf_given, err, sizeof(err)) < 0) {
-		_errx("%s (give --server HOST:PORT or --socket PATH, or fix --config / "
+		client_errx("%s (give --server HOST:PORT or --socket PATH, or fix --config / "
 		      "STAGEHAND_CONF)", err);
 		return NULL;
 	}
 	h = http_open(&t);
 	if (!h)
-		_errx("out of memory");
+		client_errx("out of memory");
 	return h;
 }
 
 /* Open the daemon connection per client.h's order. NULL: message printed. */
-static struct http *_connect(void)
+struct http *client_open(void)
 {
 	return client_connect(_opt_socket, _opt_server, _opt_config);
 }
@@ -156,7 +140,7 @@ static struct http *_connect(void)
  * failure) and returns EXIT_REFUSED / EXIT_ENV; *status, if given, says
  * which HTTP status came back (0 for none).
  */
-static int _call(struct http *h, const char *method, const char *path, json_t *body,
+int client_call(struct http *h, const char *method, const char *path, json_t *body,
 		 json_t **resp, long *status_out)
 {
 	char err[1024], *raw = NULL;
@@ -168,7 +152,7 @@ static int _call(struct http *h, const char *method, const char *path, json_t *b
 	if (status_out)
 		*status_out = 0;
 	if (http_call(h, method, path, body, &status, &r, &raw, err, sizeof(err)) < 0) {
-		_errx("%s", err);
+		client_errx("%s", err);
 		return EXIT_ENV;
 	}
 	if (status_out)
@@ -182,9 +166,9 @@ static int _call(struct http *h, const char *method, const char *path, json_t *b
 		return EXIT_OK;
 	}
 	if (json_is_string(json_object_get(r, "error")))
-		_errx("%s", json_string_value(json_object_get(r, "error")));
+		client_errx("%s", json_string_value(json_object_get(r, "error")));
 	else
-		_errx("stagehandd at %s answered HTTP %ld to %s %s%s%.200s", http_target(h), status,
+		client_errx("stagehandd at %s answered HTTP %ld to %s %s%s%.200s", http_target(h), status,
 		      method, path, raw && *raw ? ": " : "", raw ? raw : "");
 	free(raw);
 	json_decref(r);
@@ -213,9 +197,8 @@ static void _print_json_line(json_t *j)
 }
 
 /* Ids: "r123" (or "R123") is a request, "123" a Slurm job id. */
-enum id_kind { ID_BAD, ID_REQUEST, ID_JOB };
 
-static enum id_kind _parse_id(const char *s, unsigned long long *out)
+enum id_kind client_parse_id(const char *s, unsigned long long *out)
 {
 	enum id_kind kind = ID_JOB;
 	char *end;
@@ -235,7 +218,7 @@ static enum id_kind _parse_id(const char *s, unsigned long long *out)
 
 static void _bad_id(const char *cmd, const char *s)
 {
-	_errx("%s: '%s' is not an id: write a request as r123 (see 'stagehand status') or a Slurm job as 123",
+	client_errx("%s: '%s' is not an id: write a request as r123 (see 'stagehand status') or a Slurm job as 123",
 	      cmd, s);
 }
 
@@ -255,9 +238,7 @@ static void _sleep_s(double s)
 		;
 }
 
-static int _path_fmt(char *buf, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int _path_fmt(char *buf, size_t len, const char *fmt, ...)
+int client_path_fmt(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -327,12 +308,12 @@ static int _watch(struct http *h, const char *path, double interval, int force_j
 		size_t i;
 		json_t *r;
 
-		rc = _call(h, "GET", path, NULL, &resp, NULL);
+		rc = client_call(h, "GET", path, NULL, &resp, NULL);
 		if (rc != EXIT_OK)
 			break;
 		reqs = _requests_of(resp, &single);
 		if (!reqs) {
-			_errx("stagehandd at %s sent an answer without requests for %s", http_target(h), path);
+			client_errx("stagehandd at %s sent an answer without requests for %s", http_target(h), path);
 			json_decref(resp);
 			rc = EXIT_REFUSED;
 			break;
@@ -384,7 +365,7 @@ static int _make_absolute(const char *in, char *out, size_t len)
 	char cwd[PATH_MAX];
 
 	if (!*in) {
-		_errx("submit: empty path");
+		client_errx("submit: empty path");
 		return -1;
 	}
 	if (strstr(in, "://") || *in == '/') {
@@ -394,14 +375,14 @@ static int _make_absolute(const char *in, char *out, size_t len)
 	}
 	/* Relative paths are the user's view from here; no symlink is resolved. */
 	if (!getcwd(cwd, sizeof(cwd))) {
-		_errx("submit: cannot resolve '%s': current directory: %s", in, strerror(errno));
+		client_errx("submit: cannot resolve '%s': current directory: %s", in, strerror(errno));
 		return -1;
 	}
 	if (snprintf(out, len, "%s/%s", cwd, in) >= (int)len)
 		goto toolong;
 	return 0;
 toolong:
-	_errx("submit: path too long (max %zu bytes): %.80s...", len - 1, in);
+	client_errx("submit: path too long (max %zu bytes): %.80s...", len - 1, in);
 	return -1;
 }
 
@@ -454,25 +435,25 @@ int cmd_submit(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 'i': case 'a': case 'o': case 'l': {
 			const char *a = c == 'i' ? "stage_in" : c == 'a' ? "archive" :
 					c == 'o' ? "stage_out" : "label";
 
 			if (action && strcmp(action, a)) {
-				_errx("submit: give one of --stage-in, --archive, --stage-out, --label");
+				client_errx("submit: give one of --stage-in, --archive, --stage-out, --label");
 				return EXIT_ENV;
 			}
 			action = a;
 			break;
 		}
 		case 'j':
-			if (_parse_id(optarg, &job) != ID_JOB) {
-				_errx("submit: --job wants a Slurm job id such as 4711, got '%s'", optarg);
+			if (client_parse_id(optarg, &job) != ID_JOB) {
+				client_errx("submit: --job wants a Slurm job id such as 4711, got '%s'", optarg);
 				return EXIT_ENV;
 			}
 			break;
@@ -483,7 +464,7 @@ int cmd_submit(int argc, char **argv)
 		case 'n':
 			interval = strtod(optarg, NULL);
 			if (!(interval >= 0.1 && interval <= 3600)) {
-				_errx("submit: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
+				client_errx("submit: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
 				return EXIT_ENV;
 			}
 			break;
@@ -493,13 +474,13 @@ int cmd_submit(int argc, char **argv)
 	}
 	nargs = action && !strcmp(action, "label") ? 1 : 2;
 	if (!action || argc - optind != nargs) {
-		_errx(nargs == 1 ? "submit: --label takes exactly one path"
+		client_errx(nargs == 1 ? "submit: --label takes exactly one path"
 				 : "submit: need an action and exactly SRC DEST");
 		_submit_usage(stderr);
 		return EXIT_ENV;
 	}
 	if (no_keep && strcmp(action, "archive")) {
-		_errx("submit: --no-keep only applies to --archive");
+		client_errx("submit: --no-keep only applies to --archive");
 		return EXIT_ENV;
 	}
 	if (_make_absolute(argv[optind], src, sizeof(src)) < 0 ||
@@ -507,7 +488,7 @@ int cmd_submit(int argc, char **argv)
 		return EXIT_ENV;
 	body = json_pack("{s:s, s:s}", "action", action, "source", src);
 	if (!body) {
-		_errx("submit: out of memory");
+		client_errx("submit: out of memory");
 		return EXIT_ENV;
 	}
 	if (nargs == 2)
@@ -523,11 +504,11 @@ int cmd_submit(int argc, char **argv)
 			json_object_set_new(o, "keep", json_false());
 		json_object_set_new(body, "options", o);
 	}
-	if (!(h = _connect())) {
+	if (!(h = client_open())) {
 		json_decref(body);
 		return EXIT_ENV;
 	}
-	rc = _call(h, "POST", "/v1/requests", body, &resp, NULL);
+	rc = client_call(h, "POST", "/v1/requests", body, &resp, NULL);
 	json_decref(body);
 	if (rc == EXIT_OK) {
 		json_int_t id = json_integer_value(json_object_get(resp, "id"));
@@ -539,9 +520,9 @@ int cmd_submit(int argc, char **argv)
 			       json_string_value(json_object_get(resp, "state")) ?: "queued");
 		fflush(stdout);
 		if (wait) {
-			if (id <= 0 || _path_fmt(path, sizeof(path), "/v1/requests/%llu",
+			if (id <= 0 || client_path_fmt(path, sizeof(path), "/v1/requests/%llu",
 						 (unsigned long long)id) < 0) {
-				_errx("submit: the daemon answered without a request id; cannot wait");
+				client_errx("submit: the daemon answered without a request id; cannot wait");
 				rc = EXIT_REFUSED;
 			} else {
 				rc = _watch(h, path, interval, json_out);
@@ -633,10 +614,10 @@ int cmd_status(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hw", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 'w': watch = 1; break;
 		case 'I': items = 1; break;
@@ -644,7 +625,7 @@ int cmd_status(int argc, char **argv)
 		case 'n':
 			interval = strtod(optarg, NULL);
 			if (!(interval >= 0.1 && interval <= 3600)) {
-				_errx("status: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
+				client_errx("status: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
 				return EXIT_ENV;
 			}
 			break;
@@ -657,13 +638,13 @@ int cmd_status(int argc, char **argv)
 		return EXIT_ENV;
 	}
 	if (argc - optind == 1) {
-		switch (_parse_id(argv[optind], &id)) {
+		switch (client_parse_id(argv[optind], &id)) {
 		case ID_REQUEST:
-			_path_fmt(path, sizeof(path), "/v1/requests/%llu%s", id,
+			client_path_fmt(path, sizeof(path), "/v1/requests/%llu%s", id,
 				  items && !watch ? "?items=1" : "");
 			break;
 		case ID_JOB:
-			_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
+			client_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
 			is_job = 1;
 			break;
 		default:
@@ -672,17 +653,17 @@ int cmd_status(int argc, char **argv)
 		}
 	}
 	if (items && (argc - optind != 1 || is_job)) {
-		_errx("status: --items needs one request id, e.g. 'stagehand status r12 --items'");
+		client_errx("status: --items needs one request id, e.g. 'stagehand status r12 --items'");
 		return EXIT_ENV;
 	}
-	if (!(h = _connect()))
+	if (!(h = client_open()))
 		return EXIT_ENV;
 	if (watch) {
 		rc = _watch(h, path, interval, json_out);
 		http_close(h);
 		return rc;
 	}
-	rc = _call(h, "GET", path, NULL, &resp, NULL);
+	rc = client_call(h, "GET", path, NULL, &resp, NULL);
 	if (rc == EXIT_OK) {
 		if (json_out)
 			_print_json(resp);
@@ -718,10 +699,10 @@ int cmd_queue(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
 		case 's':
 			state = optarg;
@@ -738,7 +719,7 @@ int cmd_queue(int argc, char **argv)
 		}
 	}
 	if (optind != argc) {
-		_errx("queue: unexpected argument '%s'", argv[optind]);
+		client_errx("queue: unexpected argument '%s'", argv[optind]);
 		return EXIT_ENV;
 	}
 	if (state) {
@@ -746,7 +727,7 @@ int cmd_queue(int argc, char **argv)
 			if (!strcmp(state, _states[i]))
 				break;
 		if (i == sizeof(_states) / sizeof(_states[0])) {
-			_errx("queue: unknown state '%s'; use one of queued, running, verifying, done, "
+			client_errx("queue: unknown state '%s'; use one of queued, running, verifying, done, "
 			      "failed_retryable, failed_final, cancelled", state);
 			return EXIT_ENV;
 		}
@@ -754,9 +735,9 @@ int cmd_queue(int argc, char **argv)
 	if (snprintf(path, sizeof(path), "/v1/requests?all=1%s%s", state ? "&state=" : "",
 		     state ? state : "") >= (int)sizeof(path))
 		return EXIT_ENV;	/* cannot happen: state is one of _states */
-	if (!(h = _connect()))
+	if (!(h = client_open()))
 		return EXIT_ENV;
-	rc = _call(h, "GET", path, NULL, &resp, NULL);
+	rc = client_call(h, "GET", path, NULL, &resp, NULL);
 	if (rc == EXIT_OK) {
 		if (json_out)
 			_print_json(resp);
@@ -779,7 +760,7 @@ static int _request_verb(struct http *h, unsigned long long id, const char *verb
 
 	if (snprintf(path, sizeof(path), "/v1/requests/%llu/%s", id, verb) >= (int)sizeof(path))
 		return EXIT_ENV;
-	rc = _call(h, "POST", path, NULL, &resp, NULL);
+	rc = client_call(h, "POST", path, NULL, &resp, NULL);
 	if (rc == EXIT_OK)
 		printf("%s r%llu (%s)\n", done, id,
 		       json_string_value(json_object_get(resp, "state")) ?: "?");
@@ -798,10 +779,10 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		if (c == 'h') {
 			if (is_cancel)
 				printf("usage: stagehand cancel rREQ|JOB\n"
@@ -820,12 +801,12 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 		fprintf(stderr, "usage: stagehand %s rREQ|JOB\n", cmd);
 		return EXIT_ENV;
 	}
-	kind = _parse_id(argv[optind], &id);
+	kind = client_parse_id(argv[optind], &id);
 	if (kind == ID_BAD) {
 		_bad_id(cmd, argv[optind]);
 		return EXIT_ENV;
 	}
-	if (!(h = _connect()))
+	if (!(h = client_open()))
 		return EXIT_ENV;
 	if (kind == ID_REQUEST) {
 		rc = _request_verb(h, id, cmd, is_cancel ? "cancelled" : "re-queued");
@@ -833,8 +814,8 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 		char path[64];
 		json_t *resp;
 
-		_path_fmt(path, sizeof(path), "/v1/jobs/%llu/retry", id);
-		rc = _call(h, "POST", path, NULL, &resp, NULL);
+		client_path_fmt(path, sizeof(path), "/v1/jobs/%llu/retry", id);
+		rc = client_call(h, "POST", path, NULL, &resp, NULL);
 		if (rc == EXIT_OK) {
 			json_t *ids = json_object_get(resp, "requeued"), *v;
 			size_t i;
@@ -855,8 +836,8 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 		json_t *resp, *single, *reqs, *r;
 		size_t i, n = 0;
 
-		_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
-		rc = _call(h, "GET", path, NULL, &resp, NULL);
+		client_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
+		rc = client_call(h, "GET", path, NULL, &resp, NULL);
 		if (rc == EXIT_OK) {
 			reqs = _requests_of(resp, &single);
 			json_array_foreach(reqs, i, r) {
@@ -891,327 +872,6 @@ int cmd_retry(int argc, char **argv)
 	return _verb_main("retry", argc, argv);
 }
 
-/* ---- job-end ----------------------------------------------------------- */
-
-static void _job_end_usage(FILE *fp)
-{
-	fprintf(fp,
-		"usage: stagehand job-end [JOB] [--state STATE] [--exit-code N] [--signal N]\n"
-		"                         [--uid UID] [--gid GID] [--user NAME] [--work-dir DIR]\n"
-		"                         [--node NAME] [--plan FILE] [--spool DIR [--timeout MS]]\n"
-		"       stagehand job-end --spool DIR --drain [--timeout MS]\n"
-		"Tell stagehandd that Slurm job JOB ended (root; for Epilog= hooks).\n"
-		"JOB defaults to $SLURM_JOB_ID, --uid to $SLURM_JOB_UID, --gid to $SLURM_JOB_GID,\n"
-		"--user to $SLURM_JOB_USER. The state sent is STATE when it is a final Slurm\n"
-		"state; otherwise (e.g. COMPLETING) it follows from --exit-code and --signal,\n"
-		"by the rule the SPANK plugin uses (docs/spank.md).\n"
-		"  --state STATE     Slurm's job state: COMPLETED, FAILED, TIMEOUT, COMPLETING, ...\n"
-		"  --exit-code N     the batch script's exit code\n"
-		"  --signal N        the signal that ended the batch script (0 = none)\n"
-		"  --uid UID         the job owner's uid\n"
-		"  --gid GID         the job owner's primary gid\n"
-		"  --user NAME       the job owner's user name\n"
-		"  --work-dir DIR    the job's working directory (needed for relative plan paths)\n"
-		"  --node NAME       the node the event comes from (default: this host's name)\n"
-		"  --plan FILE       the job's normalised #DATA plan as JSON ('-' for stdin)\n"
-		"  --spool DIR       epilog mode: deliver older events spooled in DIR first, and\n"
-		"                    spool this one there if the daemon cannot take it now;\n"
-		"                    exit 0 once it is delivered or spooled\n"
-		"  --drain           only deliver the events spooled in DIR (no JOB)\n"
-		"  --timeout MS      per-request budget in --spool mode (default 2000)\n"
-		COMMON_HELP);
-}
-
-/* Parsed job-end options. */
-struct _jeopts {
-	const char *state, *uid_s, *gid_s, *user, *work_dir, *plan_file, *node, *spool;
-	bool have_exit, drain;
-	int exit_code, sig, timeout_ms;
-	unsigned long long job;
-};
-
-/* A number in [lo, hi] for option opt. 0, or -1 with a message printed. */
-static int _num_opt(const char *opt, const char *v, long lo, long hi, int *out)
-{
-	char *end;
-	long n;
-
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (errno || *end || end == v || n < lo || n > hi) {
-		_errx("job-end: %s wants %ld..%ld, got '%s'", opt, lo, hi, v);
-		return -1;
-	}
-	*out = (int)n;
-	return 0;
-}
-
-/* Parse argv into o. Returns -1 to go on, else the exit code. */
-static int _job_end_args(int argc, char **argv, struct _jeopts *o)
-{
-	static const struct option lo[] = {
-		{ "state", required_argument, NULL, 's' },
-		{ "exit-code", required_argument, NULL, 'x' },
-		{ "signal", required_argument, NULL, 'S' },
-		{ "uid", required_argument, NULL, 'u' },
-		{ "work-dir", required_argument, NULL, 'd' },
-		{ "gid", required_argument, NULL, 'g' },
-		{ "user", required_argument, NULL, 'U' },
-		{ "plan", required_argument, NULL, 'p' },
-		{ "node", required_argument, NULL, 'n' },
-		{ "spool", required_argument, NULL, 'P' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "drain", no_argument, NULL, 'D' },
-		COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 }
-	};
-	const char *job_s;
-	int c;
-
-	memset(o, 0, sizeof(*o));
-	o->uid_s = getenv("SLURM_JOB_UID");
-	o->gid_s = getenv("SLURM_JOB_GID");
-	o->user = getenv("SLURM_JOB_USER");
-	o->timeout_ms = 2000;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
-			continue;
-		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
-		switch (c) {
-		case 's': o->state = optarg; break;
-		case 'x':
-			if (_num_opt("--exit-code", optarg, 0, 255, &o->exit_code) < 0)
-				return EXIT_ENV;
-			o->have_exit = true;
-			break;
-		case 'S':
-			if (_num_opt("--signal", optarg, 0, 127, &o->sig) < 0)
-				return EXIT_ENV;
-			break;
-		case 't':
-			if (_num_opt("--timeout", optarg, 1, 600000, &o->timeout_ms) < 0)
-				return EXIT_ENV;
-			break;
-		case 'u': o->uid_s = optarg; break;
-		case 'd': o->work_dir = optarg; break;
-		case 'g': o->gid_s = optarg; break;
-		case 'U': o->user = optarg; break;
-		case 'p': o->plan_file = optarg; break;
-		case 'n': o->node = optarg; break;
-		case 'P': o->spool = optarg; break;
-		case 'D': o->drain = true; break;
-		case 'h': _job_end_usage(stdout); return EXIT_OK;
-		default: _job_end_usage(stderr); return EXIT_ENV;
-		}
-	}
-	if (o->drain) {
-		if (!o->spool || *o->spool != '/' || argc != optind) {
-			_errx("job-end: --drain takes --spool DIR (absolute) and no JOB");
-			return EXIT_ENV;
-		}
-		return -1;
-	}
-	job_s = argc - optind == 1 ? argv[optind] : getenv("SLURM_JOB_ID");
-	if (argc - optind > 1 || !job_s) {
-		_errx("job-end: name the job (JOB, or $SLURM_JOB_ID in an epilog)");
-		_job_end_usage(stderr);
-		return EXIT_ENV;
-	}
-	if (_parse_id(job_s, &o->job) != ID_JOB || o->job > 0xffffffffULL) {
-		_errx("job-end: '%s' is not a Slurm job id", job_s);
-		return EXIT_ENV;
-	}
-	if (o->state && !*o->state)
-		o->state = NULL;
-	for (const char *p = o->state; p && *p; p++)
-		if (!isupper((unsigned char)*p) && *p != '_') {
-			_errx("job-end: --state '%s' is not a Slurm job state such as COMPLETED or FAILED",
-			      o->state);
-			return EXIT_ENV;
-		}
-	if (!o->state && !o->have_exit) {
-		_errx("job-end: give --state (e.g. --state COMPLETED) or --exit-code");
-		return EXIT_ENV;
-	}
-	if (o->sig && !o->have_exit) {
-		_errx("job-end: --signal goes with --exit-code (Slurm's ExitCode=N:SIG)");
-		return EXIT_ENV;
-	}
-	if (o->work_dir && *o->work_dir != '/') {
-		_errx("job-end: --work-dir must be absolute, got '%s'", o->work_dir);
-		return EXIT_ENV;
-	}
-	if (o->spool && *o->spool != '/') {
-		_errx("job-end: --spool must be an absolute directory, got '%s'", o->spool);
-		return EXIT_ENV;
-	}
-	return -1;
-}
-
-/* A uid/gid from text ("" or NULL = unknown, -1). 0, or -1 with a message. */
-static int _id_arg(const char *what, const char *s, long long *out)
-{
-	unsigned long long v;
-	char *end;
-
-	*out = -1;
-	if (!s || !*s)
-		return 0;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > 0xfffffffeULL) {
-		_errx("job-end: %s '%s' is not a number", what, s);
-		return -1;
-	}
-	*out = (long long)v;
-	return 0;
-}
-
-/* The event for o (new reference), or NULL with a message printed. */
-static json_t *_job_end_event(const struct _jeopts *o)
-{
-	struct jobend_info ji = {
-		.slurm_state = o->state, .have_exit = o->have_exit, .exit_code = o->exit_code,
-		.sig = o->sig, .user = o->user && *o->user ? o->user : NULL,
-		.work_dir = o->work_dir, .source = o->spool ? "epilog" : "cli",
-	};
-	char host[256] = "";
-	json_error_t jerr;
-	json_t *ev;
-
-	if (_id_arg("uid", o->uid_s, &ji.uid) < 0 || _id_arg("gid", o->gid_s, &ji.gid) < 0)
-		return NULL;
-	if (o->node) {
-		ji.node = o->node;
-	} else if (gethostname(host, sizeof(host) - 1) == 0) {
-		ji.node = host;
-	}
-	if (o->plan_file) {
-		bool in = !strcmp(o->plan_file, "-");
-
-		ji.plan = in ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
-			     : json_load_file(o->plan_file, JSON_REJECT_DUPLICATES, &jerr);
-		if (!ji.plan) {
-			_errx("job-end: plan %s:%d: %s", in ? "(stdin)" : o->plan_file,
-			      jerr.line, jerr.text);
-			return NULL;
-		}
-		if (!json_is_object(ji.plan)) {
-			_errx("job-end: plan %s must be a JSON object ({\"version\":1,\"actions\":[...]})",
-			      o->plan_file);
-			json_decref(ji.plan);
-			return NULL;
-		}
-	}
-	ev = jobend_event(&ji);
-	json_decref(ji.plan);
-	if (!ev)
-		_errx("job-end: out of memory");
-	return ev;
-}
-
-static void _spool_warn(const char *msg)
-{
-	_errx("%s", msg);
-}
-
-/*
- * Epilog mode: older spooled events first, then this one; whatever the
- * daemon cannot take now is spooled (the plugin's spool, common/spool.h).
- */
-static int _job_end_spooled(struct http *h, const struct _jeopts *o, json_t *ev)
-{
-	const struct dclient_target *t = http_dclient_target(h);
-	struct spool_stats st;
-	char err[1280], e2[1280];
-	enum spool_send r = SPOOL_RETRY;
-	unsigned long job = (unsigned long)o->job;
-
-	if (spool_deliver(o->spool, t, 20, o->timeout_ms, 2 * o->timeout_ms, &st,
-			  _spool_warn, err, sizeof(err)) < 0)
-		_errx("%s", err);
-	else if (st.delivered || st.rejected)
-		printf("delivered %d spooled job-end event(s), set aside %d, %d left\n",
-		       st.delivered, st.rejected, st.left);
-	if (ev == NULL)   /* --drain */
-		return st.daemon_down ? EXIT_ENV : EXIT_OK;
-	if (!st.daemon_down)
-		r = spool_send_event(t, job, ev, o->timeout_ms, err, sizeof(err));
-	else
-		snprintf(err, sizeof(err), "stagehandd at %s did not answer for older events",
-			 t->label);
-	if (r == SPOOL_SENT) {
-		printf("job %lu: end recorded\n", job);
-		return EXIT_OK;
-	}
-	if (spool_prepare_dir(o->spool, e2, sizeof(e2)) < 0 ||
-	    spool_write(o->spool, job, ev, e2, sizeof(e2)) < 0) {
-		_errx("job %lu: job-end event LOST: not delivered (%s) and not spooled (%s); "
-		      "run 'stagehand job-end %lu --state STATE' by hand", job, err, e2, job);
-		return EXIT_ENV;
-	}
-	if (r == SPOOL_REJECTED) {
-		spool_set_aside(o->spool, job, _spool_warn, err);
-		return EXIT_REFUSED;
-	}
-	printf("job %lu: job-end event spooled in %s/job-%lu.json (%s); it is sent at a "
-	       "later job end on this node\n", job, o->spool, job, err);
-	return EXIT_OK;
-}
-
-int cmd_job_end(int argc, char **argv)
-{
-	struct _jeopts o;
-	char path[64];
-	struct http *h;
-	json_t *body, *resp;
-	int rc = _job_end_args(argc, argv, &o);
-
-	if (rc >= 0)
-		return rc;
-	if (o.drain) {
-		if (!(h = _connect()))
-			return EXIT_ENV;
-		rc = _job_end_spooled(h, &o, NULL);
-		http_close(h);
-		return rc;
-	}
-	if (!(body = _job_end_event(&o)))
-		return EXIT_ENV;
-	if (!(h = _connect())) {
-		json_decref(body);
-		return EXIT_ENV;
-	}
-	if (o.spool) {
-		rc = _job_end_spooled(h, &o, body);
-		json_decref(body);
-		http_close(h);
-		return rc;
-	}
-	_path_fmt(path, sizeof(path), "/v1/jobs/%llu/end", o.job);
-	rc = _call(h, "POST", path, body, &resp, NULL);
-	json_decref(body);
-	if (rc == EXIT_OK) {
-		json_t *ids = json_object_get(resp, "requests"), *v;
-		size_t i;
-
-		if (json_is_true(json_object_get(resp, "duplicate"))) {
-			printf("job %llu: end already recorded; nothing changed\n", o.job);
-		} else {
-			printf("job %llu: end recorded", o.job);
-			json_array_foreach(ids, i, v)
-				printf("%s r%" JSON_INTEGER_FORMAT, i ? "" : "; requests", json_integer_value(v));
-			printf("\n");
-		}
-	}
-	json_decref(resp);
-	http_close(h);
-	return rc;
-}
-
 /* ---- health ------------------------------------------------------------ */
 
 int cmd_health(int argc, char **argv)
@@ -1228,10 +888,10 @@ int cmd_health(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (_common_opt(c, optarg))
+		if (client_common_opt(c, optarg))
 			continue;
 		if (c == '?')
-			return _bad_option(argv[0], argv[optind - 1]);
+			return client_bad_option(argv[0], argv[optind - 1]);
 		if (c == 'J') {
 			json_out = 1;
 		} else if (c == 'h') {
@@ -1243,9 +903,9 @@ int cmd_health(int argc, char **argv)
 			return EXIT_ENV;
 		}
 	}
-	if (!(h = _connect()))
+	if (!(h = client_open()))
 		return EXIT_ENV;
-	rc = _call(h, "GET", "/v1/health", NULL, &resp, NULL);
+	rc = client_call(h, "GET", "/v1/health", NULL, &resp, NULL);
 	if (rc == EXIT_OK) {
 		const char *st = json_string_value(json_object_get(resp, "status"));
 		json_t *q = json_object_get(resp, "queue"), *v;

@@ -211,7 +211,7 @@ static int _connect_unix(const struct dclient_target *t, long long deadline, int
 		snprintf(err, errlen, "cannot reach stagehandd at %s: %s%s", t->label,
 			 why == ETIMEDOUT ? "timed out connecting" : strerror(why),
 			 why == ENOENT || why == ECONNREFUSED ?
-			 " (is the daemon running on this host? systemctl status stagehandd)" : "");
+			 " (is the daemon running? systemctl status stagehandd)" : "");
 		return why == ETIMEDOUT ? DCLIENT_ERR_TIMEOUT : DCLIENT_ERR_CONNECT;
 	}
 	*out = fd;

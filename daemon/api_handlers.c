@@ -477,7 +477,8 @@ static int _event_allowed(struct daemon *d, const struct api_caller *who, int64_
 
 	if (who->uid != 0) {
 		api_error(out, 403, "%s events come from slurmstepd or the epilog, which run "
-			  "as root; uid %u cannot send them", what, (unsigned)who->uid);
+			  "as root: users cannot send them (this is uid %u)", what,
+			  (unsigned)who->uid);
 		return 0;
 	}
 	if (!who->tcp)

@@ -240,10 +240,10 @@ EOF
 	# A user, even the job's owner, cannot send one, over TCP or the socket.
 	run run_as_user shtest "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
 	[ "$status" -eq 1 ]
-	[[ $output == *"job-end events come from slurmstepd or the epilog, which run as root; uid $(id -u shtest) cannot send them"* ]]
+	[[ $output == *"job-end events come from slurmstepd or the epilog, which run as root: users cannot send them (this is uid $(id -u shtest))"* ]]
 	run run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" job-end "$j" --state FAILED
 	[ "$status" -eq 1 ]
-	[[ $output == *"cannot send them"* ]]
+	[[ $output == *"users cannot send them"* ]]
 	# Root on another node (the namespace): refused, with the reason.
 	run other_node "$node" "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
 	[ "$status" -eq 1 ]
