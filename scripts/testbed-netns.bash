@@ -103,18 +103,21 @@ holder_pid() {
 # scratch/) must reach the nodes as they would on a shared file system: the
 # state directory becomes a shared mount, the nodes' copies its slaves.
 ensure_shared_tb() {
-	local line
-	line=$(awk -v d="$TB_DIR" '$5 == d' /proc/self/mountinfo | tail -n1)
+	local d line
+	d=$(readlink -f "$TB_DIR")
+	line=$(awk -v d="$d" '$5 == d' /proc/self/mountinfo | tail -n1)
 	if [[ -z $line ]]; then
-		mount --bind "$TB_DIR" "$TB_DIR" || die "mount --bind $TB_DIR $TB_DIR failed"
-		line=$(awk -v d="$TB_DIR" '$5 == d' /proc/self/mountinfo | tail -n1)
+		mount --bind "$d" "$d" || die "mount --bind $d $d failed"
+		line=$(awk -v d="$d" '$5 == d' /proc/self/mountinfo | tail -n1)
 	fi
-	[[ $line == *shared:* ]] || mount --make-shared "$TB_DIR" || die "mount --make-shared $TB_DIR failed"
+	[[ $line == *shared:* ]] || mount --make-shared "$d" || die "mount --make-shared $d failed"
 }
 
 release_shared_tb() {
-	if awk -v d="$TB_DIR" '$5 == d' /proc/self/mountinfo | grep -q .; then
-		umount -l "$TB_DIR" 2>/dev/null || note "warning: could not unmount the bind mount $TB_DIR"
+	local d
+	d=$(readlink -f "$TB_DIR")
+	if awk -v d="$d" '$5 == d' /proc/self/mountinfo | grep -q .; then
+		umount -l "$d" 2>/dev/null || note "warning: could not unmount the bind mount $d"
 	fi
 }
 
@@ -181,7 +184,7 @@ node_net_down() {
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
 	if ns_exists "$ns"; then
-		pids=$(ip netns pids "$ns" 2>/dev/null | grep -vx "$$" | tr '\n' ' ')
+		pids=$(ip netns pids "$ns" 2>/dev/null | grep -vx "$$" | tr "\n" " " || true)
 		if [[ -n ${pids// /} ]]; then
 			# shellcheck disable=SC2086
 			kill -KILL $pids 2>/dev/null || true
