@@ -235,7 +235,6 @@ static int _k_listen(struct conf *c, const char *v, char *w, size_t wl)
 
 	if (strcasecmp(v, "off") == 0 || strcasecmp(v, "none") == 0) {
 		free(c->listen_host);
-	free(c->server);
 		c->listen_host = NULL;
 		return 0;
 	}
@@ -885,6 +884,7 @@ void conf_destroy(struct conf *c)
 	free(c->path);
 	free(c->socket_path);
 	free(c->listen_host);
+	free(c->server);
 	free(c->state_db);
 	_free_list(c->scratch_roots);
 	free(c->archive_root);

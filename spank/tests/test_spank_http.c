@@ -142,7 +142,8 @@ static void _find(const char *dir)
 	   "find: absent named file is an error");
 	snprintf(conf, sizeof(conf), "%s/a.conf", dir);
 	f = fopen(conf, "w");
-	fprintf(f, "SocketPath=/run/x/d.sock\nServer=mover1:7780\n");
+	/* ListenAddress=off after Server= must leave Server= alone (it once freed it). */
+	fprintf(f, "SocketPath=/run/x/d.sock\nServer=mover1:7780\nListenAddress=off\n");
 	fclose(f);
 	ok(dclient_find(&t, NULL, NULL, conf, 1, err, sizeof(err)) == 0 &&
 	   t.kind == DCLIENT_TCP && strcmp(t.host, "mover1") == 0, "find: conf Server= wins");
