@@ -4,33 +4,16 @@
 # socket does; who may send job events; and what happens when the daemon is
 # down at job start and job end.
 #
-# Multi-node bed (scripts/testbed up --nodes N, tests run in its service
-# namespace): the plugin already speaks TCP (server=) from each node's own
-# namespace, where the daemon's socket does not exist. setup_file only makes
-# the plugin required with on_error=fail (so a failing task_init fails the
-# job); "another node" is another compute node.
-#
-# One-node bed: setup_file makes a network namespace (a second "node", no
-# Slurm in it) joined to this host by a veth pair: this host 198.18.52.1,
-# the namespace 198.18.52.2 (a benchmarking range, never routed), and
-# switches the bed to stagehandd with ListenAddress=198.18.52.1:PORT and the
-# plugin with server=198.18.52.1:PORT instead of socket=. The node's
-# NodeAddr is 127.0.0.1 and the plugin's connections come from 198.18.52.1:
-# both are this host's addresses, which the daemon's "this host" rule
-# accepts (docs/security.md). PORT is $STAGEHAND_TEST_TCP_PORT (default
-# 19819).
-#
-# teardown_file restores the caller's settings (and removes the namespace).
+# It runs on the multi-node bed only (scripts/testbed up --nodes N, tests in
+# its service namespace): the plugin speaks TCP (server=) from each node's
+# own namespace, where the daemon's socket does not exist, and "another
+# node" is another compute node. setup_file makes the plugin required with
+# on_error=fail (so a failing task_init fails the job); teardown_file
+# restores the bed. On the one-node bed every test is skipped: a second node
+# would need an address outside the namespaces the bed makes.
 
 load helpers
 
-NS=shcl520
-VH=shcl520h
-VN=shcl520n
-HOST_IP=198.18.52.1
-NS_IP=198.18.52.2
-PORT=${STAGEHAND_TEST_TCP_PORT:-19819}
-SRV=$HOST_IP:$PORT
 
 _plugstack_line() {
 	grep -E '^(optional|required)[[:space:]].*stagehand\.so' \
@@ -39,11 +22,6 @@ _plugstack_line() {
 
 multi() {
 	[[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]]
-}
-
-_netns_down() {
-	ip netns del "$NS" 2>/dev/null || true
-	ip link del "$VH" 2>/dev/null || true
 }
 
 setup_file() {
@@ -55,54 +33,30 @@ setup_file() {
 	line=$(_plugstack_line)
 	[[ -n $line ]] || _tb_fail "the test bed does not load stagehand.so: build it and run 'scripts/testbed up'" || return 1
 	read -r mode so rest <<<"$line"
-	if multi; then
-		[[ $line == *server=* ]] || _tb_fail "multi-node bed without server= in plugstack.conf: $line" || return 1
-		for w in $rest; do
-			[[ $w == on_error=* ]] || args+=("$w")
-		done
-		args+=(on_error=fail)
-		STAGEHAND_SPANK_ARGS="${args[*]}" STAGEHAND_TESTBED_SPANK_MODE=required \
-			"$TESTBED" up >"$BATS_FILE_TMPDIR/up.log" 2>&1 ||
-			_tb_fail "scripts/testbed up (required) failed: $(tail -n 20 "$BATS_FILE_TMPDIR/up.log")" || return 1
-		[[ $(_plugstack_line) == required*on_error=fail* ]] ||
-			_tb_fail "plugstack.conf was not switched to required, on_error=fail: $(_plugstack_line)" || return 1
-		return 0
-	fi
-	_netns_down
-	ip netns add "$NS" &&
-		ip link add "$VH" type veth peer name "$VN" &&
-		ip link set "$VN" netns "$NS" &&
-		ip addr add "$HOST_IP/30" dev "$VH" && ip link set "$VH" up &&
-		ip -n "$NS" addr add "$NS_IP/30" dev "$VN" && ip -n "$NS" link set "$VN" up &&
-		ip -n "$NS" link set lo up ||
-		_tb_fail "cannot create network namespace $NS with a veth pair ($HOST_IP <-> $NS_IP)" || return 1
-	# Keep the caller's spool/scratch/...; the daemon is found by server= only.
+	multi || skip "needs the multi-node bed (scripts/testbed up --nodes 3): compute nodes in their own namespaces"
+	[[ $line == *server=* ]] || _tb_fail "multi-node bed without server= in plugstack.conf: $line" || return 1
 	for w in $rest; do
-		[[ $w == socket=* || $w == server=* || $w == on_error=* ]] || args+=("$w")
+		[[ $w == on_error=* ]] || args+=("$w")
 	done
-	args+=("server=$SRV" on_error=fail)
-	printf 'ListenAddress=%s\n' "$SRV" >"$BATS_FILE_TMPDIR/daemon.conf"
+	args+=(on_error=fail)
 	STAGEHAND_SPANK_ARGS="${args[*]}" STAGEHAND_TESTBED_SPANK_MODE=required \
-		STAGEHAND_TESTBED_DAEMON_CONF=$BATS_FILE_TMPDIR/daemon.conf \
 		"$TESTBED" up >"$BATS_FILE_TMPDIR/up.log" 2>&1 ||
-		_tb_fail "scripts/testbed up (TCP mode) failed: $(tail -n 20 "$BATS_FILE_TMPDIR/up.log")" || return 1
-	[[ $(_plugstack_line) == required*server=$SRV* ]] ||
-		_tb_fail "plugstack.conf was not switched to server=$SRV (edited by hand?): $(_plugstack_line)" || return 1
-	grep -qx "ListenAddress=$SRV" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf" ||
-		_tb_fail "stagehand.conf has no ListenAddress=$SRV" || return 1
+		_tb_fail "scripts/testbed up (required) failed: $(tail -n 20 "$BATS_FILE_TMPDIR/up.log")" || return 1
+	[[ $(_plugstack_line) == required*on_error=fail* ]] ||
+		_tb_fail "plugstack.conf was not switched to required, on_error=fail: $(_plugstack_line)" || return 1
 }
 
 teardown_file() {
+	multi || return 0
 	"$TESTBED" up >"$BATS_FILE_TMPDIR/down.log" 2>&1 ||
 		echo "could not restore the test bed: $(tail -n 20 "$BATS_FILE_TMPDIR/down.log")" >&2
-	multi || _netns_down
 }
 
 setup() {
 	testbed_env
 	STAGEHAND=$STAGEHAND_BUILD_DIR/cli/stagehand
 	LOG=$STAGEHAND_TESTBED_LOGDIR/stagehandd.log
-	multi && SRV=$STAGEHAND_SERVER
+	SRV=$STAGEHAND_SERVER
 	WD=$(user_workdir)
 	JOBS=()
 	# The daemon must answer on TCP (an earlier test may have stopped it).
@@ -124,11 +78,7 @@ _daemon_pid() {
 
 # Where job events from NODE come from, as the daemon sees it.
 node_from() {
-	if multi; then
-		scontrol show node "$1" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p'
-	else
-		echo "$HOST_IP"
-	fi
+	scontrol show node "$1" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p'
 }
 
 # Run CMD as root on "another node" than NODE; its address goes to $OTHER_IP
@@ -136,11 +86,7 @@ node_from() {
 other_node() {
 	local node=$1
 	shift
-	if multi; then
-		on_node "$(other_of "$node")" "$@"
-	else
-		ip netns exec "$NS" "$@"
-	fi
+	on_node "$(other_of "$node")" "$@"
 }
 
 other_of() {
@@ -153,11 +99,7 @@ other_of() {
 
 # slurmd's log on NODE.
 slurmd_log() {
-	if multi; then
-		echo "$STAGEHAND_TESTBED_LOGDIR/slurmd-$1.log"
-	else
-		echo "$STAGEHAND_TESTBED_LOGDIR/slurmd.log"
-	fi
+	echo "$STAGEHAND_TESTBED_LOGDIR/slurmd-$1.log"
 }
 
 daemon_stop() {
@@ -236,7 +178,7 @@ EOF
 	wait_job_state "$j" COMPLETED 90
 	node=$(job_node "$j")
 	wait_for 30 grep -q "job $j: end event (COMPLETED) from uid 0 (TCP" "$LOG"
-	if multi; then other_ip=$(node_from "$(other_of "$node")"); else other_ip=$NS_IP; fi
+	other_ip=$(node_from "$(other_of "$node")")
 	# A user, even the job's owner, cannot send one, over TCP or the socket.
 	run run_as_user shtest "$STAGEHAND" --server "$SRV" job-end "$j" --state FAILED
 	[ "$status" -eq 1 ]
