@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "fakesrv.h"
-#include "tap.h"
+#include "tests/tap.h"
 #include "uhttp.h"
 
 int main(void)

@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tap.h"
+#include "tests/tap.h"
 #include "tar.h"
 
 extern char **environ;
