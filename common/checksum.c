@@ -1,104 +1,12 @@
 /* checksum.c - see checksum.h. */
 #include "config.h"
 
-#include <stdio.h>
+#include <openssl/evp.h>
 #include <string.h>
 #include <strings.h>
 #include <xxhash.h>
 
 #include "checksum.h"
-
-static const uint32_t _k[64] = {
-	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-	0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-	0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-	0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-	0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-
-static void _sha256_block(uint32_t h[8], const uint8_t *p)
-{
-	uint32_t w[64], a, b, c, d, e, f, g, hh;
-
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-	for (int i = 16; i < 64; i++) {
-		uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
-		uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
-
-		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-	}
-	a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4]; f = h[5]; g = h[6]; hh = h[7];
-	for (int i = 0; i < 64; i++) {
-		uint32_t s1 = ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25);
-		uint32_t ch = (e & f) ^ (~e & g);
-		uint32_t t1 = hh + s1 + ch + _k[i] + w[i];
-		uint32_t s0 = ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22);
-		uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-		uint32_t t2 = s0 + maj;
-
-		hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
-	}
-	h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
-}
-
-void sha256_init(struct sha256_ctx *c)
-{
-	static const uint32_t iv[8] = {
-		0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-		0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-	};
-
-	memcpy(c->h, iv, sizeof(iv));
-	c->len = 0;
-	c->nbuf = 0;
-}
-
-void sha256_update(struct sha256_ctx *c, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	c->len += len;
-	if (c->nbuf) {
-		size_t take = 64 - c->nbuf < len ? 64 - c->nbuf : len;
-
-		memcpy(c->buf + c->nbuf, p, take);
-		c->nbuf += take;
-		p += take;
-		len -= take;
-		if (c->nbuf < 64)
-			return;
-		_sha256_block(c->h, c->buf);
-		c->nbuf = 0;
-	}
-	for (; len >= 64; p += 64, len -= 64)
-		_sha256_block(c->h, p);
-	memcpy(c->buf, p, len);
-	c->nbuf = len;
-}
-
-void sha256_final(struct sha256_ctx *c, uint8_t out[32])
-{
-	uint64_t bits = c->len * 8;
-	uint8_t pad[72] = { 0x80 };
-	size_t padlen = (c->nbuf < 56 ? 56 : 120) - c->nbuf;
-
-	for (int i = 0; i < 8; i++)
-		pad[padlen + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
-	sha256_update(c, pad, padlen + 8);
-	for (int i = 0; i < 8; i++) {
-		out[4 * i] = (uint8_t)(c->h[i] >> 24);
-		out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
-		out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
-		out[4 * i + 3] = (uint8_t)c->h[i];
-	}
-}
 
 int cksum_algo_from_name(const char *name, enum cksum_algo *out)
 {
@@ -111,30 +19,43 @@ int cksum_algo_from_name(const char *name, enum cksum_algo *out)
 	return 0;
 }
 
+const char *cksum_algo_name(enum cksum_algo algo)
+{
+	return algo == CKSUM_SHA256 ? "sha256" : algo == CKSUM_MD5 ? "md5" : "xxh128";
+}
+
 int cksum_init(struct cksum *c, enum cksum_algo algo)
 {
 	c->algo = algo;
 	c->xxh = NULL;
-	if (algo == CKSUM_SHA256) {
-		sha256_init(&c->sha);
+	c->evp = NULL;
+	if (algo == CKSUM_XXH128) {
+		c->xxh = XXH3_createState();
+		if (!c->xxh)
+			return -1;
+		XXH3_128bits_reset(c->xxh);
 		return 0;
 	}
-	c->xxh = XXH3_createState();
-	if (!c->xxh)
+	c->evp = EVP_MD_CTX_new();
+	if (!c->evp)
 		return -1;
-	XXH3_128bits_reset(c->xxh);
+	if (!EVP_DigestInit_ex(c->evp, algo == CKSUM_SHA256 ? EVP_sha256() : EVP_md5(), NULL)) {
+		EVP_MD_CTX_free(c->evp);
+		c->evp = NULL;
+		return -1;
+	}
 	return 0;
 }
 
 void cksum_update(struct cksum *c, const void *data, size_t len)
 {
-	if (c->algo == CKSUM_SHA256)
-		sha256_update(&c->sha, data, len);
-	else
+	if (c->evp)
+		EVP_DigestUpdate(c->evp, data, len);
+	else if (c->xxh)
 		XXH3_128bits_update(c->xxh, data, len);
 }
 
-static void _hex(const uint8_t *b, size_t n, char *out)
+static void _hex(const unsigned char *b, size_t n, char *out)
 {
 	static const char d[] = "0123456789abcdef";
 
@@ -147,18 +68,25 @@ static void _hex(const uint8_t *b, size_t n, char *out)
 
 void cksum_final(struct cksum *c, char out[CKSUM_HEX_MAX])
 {
-	if (c->algo == CKSUM_SHA256) {
-		uint8_t md[32];
+	const char *name = cksum_algo_name(c->algo);
+	size_t nl = strlen(name);
 
-		sha256_final(&c->sha, md);
-		memcpy(out, "sha256:", 7);
-		_hex(md, sizeof(md), out + 7);
-	} else {
+	memcpy(out, name, nl);
+	out[nl] = ':';
+	if (c->evp) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned int n = 0;
+
+		/* Cannot fail for a context EVP_DigestInit_ex accepted. */
+		EVP_DigestFinal_ex(c->evp, md, &n);
+		_hex(md, n, out + nl + 1);
+	} else if (c->xxh) {
 		XXH128_canonical_t can;
 
 		XXH128_canonicalFromHash(&can, XXH3_128bits_digest(c->xxh));
-		memcpy(out, "xxh128:", 7);
-		_hex(can.digest, sizeof(can.digest), out + 7);
+		_hex(can.digest, sizeof(can.digest), out + nl + 1);
+	} else {
+		out[nl + 1] = '\0';
 	}
 	cksum_abort(c);
 }
@@ -168,4 +96,50 @@ void cksum_abort(struct cksum *c)
 	if (c->xxh)
 		XXH3_freeState(c->xxh);
 	c->xxh = NULL;
+	if (c->evp)
+		EVP_MD_CTX_free(c->evp);
+	c->evp = NULL;
+}
+
+const char *cksum_hex(const char *s)
+{
+	const char *p = strchr(s, ':');
+
+	return p ? p + 1 : s;
+}
+
+long cksum_b64_decode(const char *in, size_t n, unsigned char *out, size_t outcap)
+{
+	static const char alpha[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	unsigned char tmp[3 * 64];
+	unsigned char *dst;
+	size_t pad, want;
+	int got;
+
+	if (n == 0)
+		return 0;
+	if (n % 4 || n > (size_t)1 << 30)
+		return -1;
+	pad = in[n - 1] == '=' ? (in[n - 2] == '=' ? 2 : 1) : 0;
+	/*
+	 * EVP_DecodeBlock is lax: it trims blanks, accepts '=' anywhere and
+	 * counts padding as zero bytes. Only the alphabet, then 0-2 '=', pass.
+	 */
+	for (size_t i = 0; i < n - pad; i++)
+		if (!in[i] || !strchr(alpha, in[i]))
+			return -1;
+	want = n / 4 * 3;
+	if (want - pad > outcap)
+		return -1;
+	/* It also writes the padding bytes: decode where there is room for them. */
+	dst = outcap >= want ? out : want <= sizeof(tmp) ? tmp : NULL;
+	if (!dst)
+		return -1;
+	got = EVP_DecodeBlock(dst, (const unsigned char *)in, (int)n);
+	if (got < 0 || (size_t)got != want)
+		return -1;
+	if (dst != out)
+		memcpy(out, dst, want - pad);
+	return (long)(want - pad);
 }

@@ -10,109 +10,6 @@
 
 #include "xfer_url_int.h"
 
-/* ---- MD5 (RFC 1321): the S3 ETag of a single-part object ---- */
-
-
-static const uint32_t _md5_k[64] = {
-	0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
-	0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
-	0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
-	0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
-	0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
-	0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
-	0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
-	0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-	0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
-	0xeb86d391,
-};
-static const uint8_t _md5_r[64] = {
-	7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
-	5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
-	4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-	6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-};
-
-void url__md5_init(struct url__md5 *m)
-{
-	m->s[0] = 0x67452301;
-	m->s[1] = 0xefcdab89;
-	m->s[2] = 0x98badcfe;
-	m->s[3] = 0x10325476;
-	m->len = 0;
-	m->n = 0;
-}
-
-static void _md5_block(struct url__md5 *m, const uint8_t *p)
-{
-	uint32_t w[16], a = m->s[0], b = m->s[1], c = m->s[2], d = m->s[3];
-
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[i * 4] | (uint32_t)p[i * 4 + 1] << 8 |
-		       (uint32_t)p[i * 4 + 2] << 16 | (uint32_t)p[i * 4 + 3] << 24;
-	for (int i = 0; i < 64; i++) {
-		uint32_t f, t;
-		int g;
-
-		if (i < 16) {
-			f = (b & c) | (~b & d);
-			g = i;
-		} else if (i < 32) {
-			f = (d & b) | (~d & c);
-			g = (5 * i + 1) % 16;
-		} else if (i < 48) {
-			f = b ^ c ^ d;
-			g = (3 * i + 5) % 16;
-		} else {
-			f = c ^ (b | ~d);
-			g = (7 * i) % 16;
-		}
-		t = d;
-		d = c;
-		c = b;
-		f += a + _md5_k[i] + w[g];
-		b += (f << _md5_r[i]) | (f >> (32 - _md5_r[i]));
-		a = t;
-	}
-	m->s[0] += a;
-	m->s[1] += b;
-	m->s[2] += c;
-	m->s[3] += d;
-}
-
-void url__md5_update(struct url__md5 *m, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	m->len += len;
-	while (len) {
-		size_t k = 64 - m->n < len ? 64 - m->n : len;
-
-		memcpy(m->buf + m->n, p, k);
-		m->n += k;
-		p += k;
-		len -= k;
-		if (m->n == 64) {
-			_md5_block(m, m->buf);
-			m->n = 0;
-		}
-	}
-}
-
-void url__md5_hex(struct url__md5 *m, char out[33])
-{
-	uint64_t bits = m->len * 8;
-	uint8_t pad = 0x80, zero = 0, lenb[8];
-
-	url__md5_update(m, &pad, 1);
-	while (m->n != 56)
-		url__md5_update(m, &zero, 1);
-	for (int i = 0; i < 8; i++)
-		lenb[i] = (uint8_t)(bits >> (8 * i));
-	url__md5_update(m, lenb, 8);
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", (m->s[i / 4] >> (8 * (i % 4))) & 0xff);
-}
-
 /* ---- metadata ---- */
 
 static int _unhex(int ch)
@@ -123,32 +20,25 @@ static int _unhex(int ch)
 	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
 }
 
-/* Base64 of a digest to lower-case hex; 0 or -1. */
+/*
+ * Base64 of a digest to lower-case hex; 0 or -1. Servers that leave out
+ * the '=' padding are accepted, as they always were.
+ */
 static int _b64_hex(const char *in, size_t n, char *out, size_t want_bytes)
 {
-	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint8_t bytes[64];
-	size_t nb = 0;
-	uint32_t acc = 0;
-	int bits = 0;
+	char padded[96];
+	unsigned char bytes[64];
+	long nb;
 
-	for (size_t i = 0; i < n && in[i] != '='; i++) {
-		const char *p = strchr(t, in[i]);
-
-		if (!p || !in[i])
-			return -1;
-		acc = acc << 6 | (uint32_t)(p - t);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (nb >= sizeof(bytes))
-				return -1;
-			bytes[nb++] = (uint8_t)(acc >> bits);
-		}
-	}
-	if (nb != want_bytes)
+	if (n + 3 > sizeof(padded))
 		return -1;
-	for (size_t i = 0; i < nb; i++)
+	memcpy(padded, in, n);
+	while (n % 4)
+		padded[n++] = '=';
+	nb = cksum_b64_decode(padded, n, bytes, sizeof(bytes));
+	if (nb < 0 || (size_t)nb != want_bytes)
+		return -1;
+	for (size_t i = 0; i < want_bytes; i++)
 		snprintf(out + 2 * i, 3, "%02x", bytes[i]);
 	return 0;
 }
