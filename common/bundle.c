@@ -209,23 +209,26 @@ static int _int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out
 	return 0;
 }
 
-/* "algo:hex" with a known algorithm and the right number of lower-case hex digits. */
+/*
+ * "algo:hex": a known algorithm and lower-case hex digits, no more than the
+ * algorithm gives (a short one simply never matches what is read back).
+ */
 static int _cks(json_t *o, char out[CKSUM_HEX_MAX])
 {
 	const char *s = json_string_value(json_object_get(o, "checksum"));
-	size_t want;
+	size_t n, max;
 
-	if (!s || strlen(s) >= CKSUM_HEX_MAX)
+	if (!s || (n = strlen(s)) >= CKSUM_HEX_MAX)
 		return -1;
 	if (strncmp(s, "xxh128:", 7) == 0)
-		want = 7 + 32;
+		max = 7 + 32;
 	else if (strncmp(s, "sha256:", 7) == 0)
-		want = 7 + 64;
+		max = 7 + 64;
 	else
 		return -1;
-	if (strlen(s) != want || strspn(s + 7, "0123456789abcdef") != want - 7)
+	if (n <= 7 || n > max || strspn(s + 7, "0123456789abcdef") != n - 7)
 		return -1;
-	memcpy(out, s, want + 1);
+	memcpy(out, s, n + 1);
 	return 0;
 }
 
@@ -255,7 +258,7 @@ static const char *_decode_entry(json_t *o, struct bundle_line *x)
 		if (x->kind == BUNDLE_K_DIR)
 			return "a directory cannot live in a bundle";
 		if (!json_is_string(bn) || !(x->num = bundle_name_parse(json_string_value(bn))))
-			return "bundle name is not bundle-NNNNNN.tar";
+			return "entry names a bundle the index does not list (not bundle-NNNNNN.tar)";
 		if (_int(o, "offset", TAR_BLOCK, INT64_MAX, &x->offset) < 0 ||
 		    x->offset % TAR_BLOCK)
 			return "offset is not on a tar block after a header";
@@ -314,8 +317,19 @@ int bundle_line_decode(const char *line, size_t len, struct bundle_line *out, ch
 	}
 	json_decref(o);
 	if (why) {
+		/* Name the entry (printable and bounded: the line is hostile). */
+		if (out->path) {
+			char shown[301];
+			size_t i;
+
+			for (i = 0; out->path[i] && i < sizeof(shown) - 1; i++)
+				shown[i] = (unsigned char)out->path[i] < 0x20 ? '?' : out->path[i];
+			shown[i] = '\0';
+			snprintf(err, errlen, "path '%s': %s", shown, why);
+		} else {
+			snprintf(err, errlen, "%s", why);
+		}
 		bundle_line_clear(out);
-		snprintf(err, errlen, "%s", why);
 		return -1;
 	}
 	return 0;

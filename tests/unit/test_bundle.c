@@ -162,7 +162,7 @@ static void _test_hostile_lines(void)
 		"{\"path\":\"a\",\"type\":\"file\",\"mode\":420,\"mtime_ns\":0,\"size\":-1,"
 		"\"checksum\":\"" XXH "\"}",
 		"{\"path\":\"a\",\"type\":\"file\",\"mode\":420,\"mtime_ns\":0,\"size\":1,"
-		"\"checksum\":\"xxh128:00\"}",
+		"\"checksum\":\"xxh128:0G\"}",
 		"{\"path\":\"a\",\"type\":\"file\",\"mode\":420,\"mtime_ns\":0,\"size\":1}",
 		"{\"path\":\"a\",\"type\":\"symlink\",\"mode\":511,\"mtime_ns\":0}",
 		"{\"path\":\"a\",\"type\":\"symlink\",\"mode\":511,\"mtime_ns\":0,\"target\":\"\"}",
