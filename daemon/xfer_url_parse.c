@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "xfer_url_int.h"
+#include "xfer_url_xml.h"
 
 /* ---- metadata ---- */
 
@@ -216,98 +217,17 @@ static int _get_mem(struct url__run *r, const char *url, const char *method, con
 	return out->p ? 0 : -1;
 }
 
-/*
- * The text of the next element whose local name is tag (any namespace
- * prefix), searching from *pos up to end; advances *pos past it. The
- * returned pointer and length point into the buffer.
- */
-static const char *_xml_next(const char *pos, const char *end, const char *tag, size_t *len,
-			     const char **after)
+/* Listing entries the parser left out (no name, or one too long) are reported. */
+static void _dropped(struct url__run *r, size_t n)
 {
-	size_t tl = strlen(tag);
+	char why[160];
 
-	for (const char *p = pos; p && p < end; p++) {
-		const char *q, *name, *close;
-
-		p = memchr(p, '<', (size_t)(end - p));
-		if (!p)
-			return NULL;
-		if (p[1] == '/' || p[1] == '?' || p[1] == '!')
-			continue;
-		name = p + 1;
-		for (q = name; q < end && *q != '>' && *q != ' ' && *q != '/' && *q != ':'; q++)
-			;
-		if (q < end && *q == ':')
-			name = q + 1;
-		if ((size_t)(end - name) < tl || strncmp(name, tag, tl) != 0 ||
-		    (name[tl] != '>' && name[tl] != ' ' && name[tl] != '/'))
-			continue;
-		q = memchr(name, '>', (size_t)(end - name));
-		if (!q)
-			return NULL;
-		if (q[-1] == '/') {	/* <tag/> */
-			*len = 0;
-			*after = q + 1;
-			return q + 1;
-		}
-		/* The matching close tag: "</" [prefix:] tag ">" */
-		for (close = q + 1; close < end; close++) {
-			const char *cn;
-
-			close = memchr(close, '<', (size_t)(end - close));
-			if (!close)
-				return NULL;
-			if (close[1] != '/')
-				continue;
-			cn = close + 2;
-			for (const char *k = cn; k < end && *k != '>'; k++)
-				if (*k == ':') {
-					cn = k + 1;
-					break;
-				}
-			if ((size_t)(end - cn) > tl && strncmp(cn, tag, tl) == 0 && cn[tl] == '>') {
-				*len = (size_t)(close - (q + 1));
-				*after = cn + tl + 1;
-				return q + 1;
-			}
-		}
-		return NULL;
-	}
-	return NULL;
-}
-
-/* XML text to a NUL-terminated string (the five predefined entities). */
-static int _xml_text(const char *v, size_t n, char *out, size_t outlen)
-{
-	static const struct { const char *ent; char ch; } ents[] = {
-		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
-	};
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		char ch = v[i];
-
-		if (ch == '&') {
-			size_t k;
-
-			for (k = 0; k < 5; k++) {
-				size_t el = strlen(ents[k].ent);
-
-				if (n - i >= el && strncmp(v + i, ents[k].ent, el) == 0) {
-					ch = ents[k].ch;
-					i += el - 1;
-					break;
-				}
-			}
-			if (k == 5)
-				return -1;	/* numeric references: not used for names here */
-		}
-		if (o + 1 >= outlen)
-			return -1;
-		out[o++] = ch;
-	}
-	out[o] = '\0';
-	return 0;
+	if (!n)
+		return;
+	snprintf(why, sizeof(why), "%zu listing entr%s without a usable name (missing, or "
+		 "%d bytes or longer) skipped", n, n == 1 ? "y" : "ies", URLX_NAME_MAX);
+	xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unusable name)", why);
+	r->skipped += (int64_t)n;
 }
 
 /* "%2F" back to "/" in place. */
@@ -343,8 +263,7 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 	ep = curl_easy_escape(esc, r->s3_key_dec, 0);
 	for (int page = 0; page < 100000; page++) {
 		struct _mem m;
-		const char *p, *end, *v, *after;
-		size_t n;
+		struct urlx_listing lx;
 		int k;
 
 		curl_free(et);
@@ -372,22 +291,18 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 			}
 			break;
 		}
-		end = m.p + m.n;
-		p = m.p;
-		while ((v = _xml_next(p, end, "Contents", &n, &after))) {
-			const char *cend = v + n, *kv, *sv, *a2;
-			size_t kn, sn;
-			char key[XFER_PATH_MAX], num[32];
+		if (urlx_parse(URLX_S3, m.p, m.n, &lx, err, errlen) < 0) {
+			free(m.p);
+			goto out;
+		}
+		free(m.p);
+		for (size_t i = 0; i < lx.n; i++) {
+			const char *key = lx.items[i].name;
 
-			p = after;
-			kv = _xml_next(v, cend, "Key", &kn, &a2);
-			sv = _xml_next(v, cend, "Size", &sn, &a2);
-			if (!kv || _xml_text(kv, kn, key, sizeof(key)) < 0 ||
-			    strncmp(key, r->s3_key_dec, plen) != 0)
+			if (strncmp(key, r->s3_key_dec, plen) != 0)
 				continue;
 			if (!key[plen] || key[strlen(key) - 1] == '/')
 				continue;	/* the prefix itself, or a "folder" marker */
-			snprintf(num, sizeof(num), "%.*s", (int)(sn < 31 ? sn : 31), sv ? sv : "");
 			if (!url__safe_rel(key + plen)) {
 				xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
 					  "object name with '..', an empty component or a control "
@@ -395,18 +310,18 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 				r->skipped++;
 				continue;
 			}
-			if (url__add_ent(r, key + plen, strtoll(num, NULL, 10)) < 0) {
+			if (url__add_ent(r, key + plen, lx.items[i].size < 0 ? 0 :
+					 lx.items[i].size) < 0) {
 				snprintf(err, errlen, "out of memory");
-				free(m.p);
+				urlx_free(&lx);
 				goto out;
 			}
 		}
+		_dropped(r, lx.dropped);
 		token[0] = '\0';
-		if ((v = _xml_next(m.p, end, "IsTruncated", &n, &after)) && n == 4 &&
-		    strncmp(v, "true", 4) == 0 &&
-		    (v = _xml_next(m.p, end, "NextContinuationToken", &n, &after)))
-			_xml_text(v, n, token, sizeof(token));
-		free(m.p);
+		if (lx.truncated)
+			snprintf(token, sizeof(token), "%s", lx.token);
+		urlx_free(&lx);
 		if (!token[0]) {
 			rc = 0;
 			break;
@@ -438,8 +353,9 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 		"<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/><D:getcontentlength/>"
 		"</D:prop></D:propfind>";
 	struct _mem m;
-	const char *p, *end, *v, *after, *base;
-	size_t n, bl;
+	struct urlx_listing lx;
+	const char *base;
+	size_t bl;
 	CURL *esc;
 	int rc = 0;
 
@@ -454,28 +370,26 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 				 "PROPFIND refused): name the files one by one");
 		return -1;
 	}
+	if (urlx_parse(URLX_DAV, m.p, m.n, &lx, err, errlen) < 0) {
+		free(m.p);
+		return -1;
+	}
+	free(m.p);
 	esc = curl_easy_init();
 	if (!esc) {
-		free(m.p);
+		urlx_free(&lx);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	_dropped(r, lx.dropped);
 	base = url__url_path(dirurl);
 	bl = strlen(base);
-	end = m.p + m.n;
-	p = m.p;
-	while (rc == 0 && (v = _xml_next(p, end, "response", &n, &after))) {
-		const char *rend = v + n, *hv, *a2, *cv, *rt;
-		size_t hn, cn, rn;
-		char href[XFER_PATH_MAX], *dec = NULL, rel[XFER_PATH_MAX], num[32];
-		int dl, is_dir;
+	for (size_t i = 0; rc == 0 && i < lx.n; i++) {
+		char *dec = NULL, rel[XFER_PATH_MAX];
+		int dl, is_dir = lx.items[i].is_dir;
 		const char *hp;
 
-		p = after;
-		hv = _xml_next(v, rend, "href", &hn, &a2);
-		if (!hv || _xml_text(hv, hn, href, sizeof(href)) < 0)
-			continue;
-		dec = curl_easy_unescape(esc, url__url_path(href), 0, &dl);
+		dec = curl_easy_unescape(esc, url__url_path(lx.items[i].name), 0, &dl);
 		if (!dec)
 			continue;
 		/* Compare decoded paths: the base may be escaped differently. */
@@ -491,8 +405,6 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 			hp = dec + bdl;
 			curl_free(bdec);
 		}
-		rt = _xml_next(v, rend, "resourcetype", &rn, &a2);
-		is_dir = rt && _xml_next(rt, rt + rn, "collection", &cn, &a2) != NULL;
 		if (!*hp) {
 			curl_free(dec);
 			continue;	/* the collection itself */
@@ -520,15 +432,13 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 			rc = url__list_dav(r, sub, rel, depth + 1, final, err, errlen);
 			continue;
 		}
-		cv = _xml_next(v, rend, "getcontentlength", &cn, &a2);
-		snprintf(num, sizeof(num), "%.*s", (int)(cn < 31 ? cn : 31), cv ? cv : "-1");
-		if (url__add_ent(r, rel, cv ? strtoll(num, NULL, 10) : -1) < 0) {
+		if (url__add_ent(r, rel, lx.items[i].size) < 0) {
 			snprintf(err, errlen, "out of memory");
 			rc = -1;
 		}
 	}
 	curl_easy_cleanup(esc);
-	free(m.p);
+	urlx_free(&lx);
 	return rc;
 }
 

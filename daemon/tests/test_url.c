@@ -1,5 +1,6 @@
 /*
- * test_url.c - the url backend's parsers: checksum headers, names from
+ * test_url.c - the url backend's parsers: S3 and WebDAV listings (expat),
+ * checksum headers, names from
  * servers, backend choice by scheme, and its stagehand.conf keys.
  */
 #include "config.h"
@@ -10,6 +11,7 @@
 #include "conf.h"
 #include "tests/tap.h"
 #include "xfer_url_int.h"
+#include "xfer_url_xml.h"
 
 static void _hdr(struct url__run *r, struct url__meta *m, const char *line)
 {
@@ -32,12 +34,82 @@ static struct conf *_parse1(const char *line, char *err)
 	return c;
 }
 
+static int _parse(enum urlx_kind k, const char *doc, struct urlx_listing *l, char *err)
+{
+	return urlx_parse(k, doc, strlen(doc), l, err, 256);
+}
+
+static void _test_listings(void)
+{
+	static const char s3[] =
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+		"<Name>b</Name><Prefix>run/</Prefix><KeyCount>3</KeyCount>"
+		"<IsTruncated>true</IsTruncated>"
+		"<Contents><Key>run/a &amp; b.txt</Key><Size>12</Size>"
+		"<Owner><ID>x</ID></Owner></Contents>"
+		"<Contents><Key>run/&#x41;</Key><Size> 7 </Size></Contents>"
+		"<Contents><Size>5</Size></Contents>"
+		"<NextContinuationToken>tok+/=</NextContinuationToken></ListBucketResult>";
+	static const char dav[] =
+		"<?xml version=\"1.0\" encoding=\"utf-8\" ?>"
+		"<D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>/d/</D:href><D:propstat><D:prop>"
+		"<D:resourcetype><D:collection/></D:resourcetype></D:prop></D:propstat></D:response>"
+		"<d:response xmlns:d=\"DAV:\"><d:href>/d/f%20x.bin</d:href><d:propstat><d:prop>"
+		"<d:resourcetype/><d:getcontentlength>1048576</d:getcontentlength></d:prop>"
+		"</d:propstat></d:response>"
+		"<D:response><D:href>/d/sub/</D:href><D:propstat><D:prop><D:resourcetype>"
+		"<D:collection/></D:resourcetype><D:getcontentlength>junk</D:getcontentlength>"
+		"</D:prop></D:propstat></D:response></D:multistatus>";
+	struct urlx_listing l;
+	char err[256], *doc;
+	size_t n;
+
+	ok(_parse(URLX_S3, s3, &l, err) == 0, "S3 listing parsed (%s)", err);
+	ok(l.n == 2 && strcmp(l.items[0].name, "run/a & b.txt") == 0 && l.items[0].size == 12 &&
+	   strcmp(l.items[1].name, "run/A") == 0 && l.items[1].size == 7,
+	   "S3 keys decoded (entities, character references), sizes read");
+	ok(l.dropped == 1 && l.truncated && strcmp(l.token, "tok+/=") == 0,
+	   "S3: a Contents without a Key is dropped and counted; truncation and token read");
+	urlx_free(&l);
+	ok(_parse(URLX_DAV, dav, &l, err) == 0, "WebDAV multistatus parsed (%s)", err);
+	ok(l.n == 3 && l.items[0].is_dir && strcmp(l.items[1].name, "/d/f%20x.bin") == 0 &&
+	   !l.items[1].is_dir && l.items[1].size == 1048576 && l.items[2].is_dir &&
+	   l.items[2].size == -1, "DAV: any prefix, collections, sizes (junk is unknown)");
+	urlx_free(&l);
+
+	ok(_parse(URLX_S3, "<?xml version=\"1.0\"?><!DOCTYPE x [<!ENTITY a \"aaaa\">]>"
+		  "<ListBucketResult><Contents><Key>&a;</Key></Contents></ListBucketResult>",
+		  &l, err) < 0 && strstr(err, "DOCTYPE"), "a DOCTYPE is refused: %s", err);
+	urlx_free(&l);
+	ok(_parse(URLX_DAV, "<D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>/x",
+		  &l, err) < 0 && strstr(err, "not well-formed") && l.n == 0,
+	   "a truncated document is an error, not a partial listing: %s", err);
+	urlx_free(&l);
+	ok(_parse(URLX_S3, "<a><Contents><Key>k</Key></Contents>", &l, err) < 0,
+	   "unclosed root refused");
+	urlx_free(&l);
+	ok(_parse(URLX_S3, "<ListBucketResult><Contents><Key>\x01</Key></Contents>"
+		  "</ListBucketResult>", &l, err) < 0, "a control character is not XML: refused");
+	urlx_free(&l);
+	n = URLX_NAME_MAX + 100;
+	doc = malloc(n + 200);
+	snprintf(doc, n + 200, "<ListBucketResult><Contents><Key>%0*d</Key><Size>1</Size></Contents>"
+		 "<Contents><Key>ok</Key></Contents></ListBucketResult>", (int)n, 0);
+	ok(_parse(URLX_S3, doc, &l, err) == 0 && l.n == 1 && l.dropped == 1 &&
+	   strcmp(l.items[0].name, "ok") == 0 && l.items[0].size == -1,
+	   "a key of %zu bytes is dropped and counted, the next one kept", n);
+	urlx_free(&l);
+	free(doc);
+}
+
 int main(void)
 {
 	char err[256];
 	struct url__run r;
 	struct url__meta m;
 	struct conf *c;
+	_test_listings();
 	memset(&r, 0, sizeof(r));
 	r.proto = P_S3;
 	memset(&m, 0, sizeof(m));
