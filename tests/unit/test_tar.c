@@ -9,7 +9,8 @@
  *    and extracted by `tar -xf` with identical bytes, modes, mtimes (to the
  *    nanosecond) and link targets.
  * 2. Archives made by GNU tar (pax and gnu formats) are read back by
- *    tar_reader_next() with the same names, sizes and bytes.
+ *    tar_reader_next() (libarchive, common/tar_read.c) with the same names,
+ *    sizes and bytes.
  * 3. Damaged and hostile archives are refused with a message, never a crash.
  * Skips (77) when GNU tar is not installed.
  */
@@ -269,7 +270,7 @@ static void _test_hostile(struct tcase *cs)
 	f = fopen(bad, "wb");
 	fwrite(img, 1, len, f);
 	fclose(f);
-	tap_ok(_refused(bad, err, sizeof(err)) && strstr(err, "checksum"), "damaged header: %s", err);
+	tap_ok(_refused(bad, err, sizeof(err)) && err[0], "damaged header: %s", err);
 	img[10] ^= 0x55;
 	/* Cut the archive inside the data of the 100 KiB member. */
 	{
