@@ -18,6 +18,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,19 @@ static char _type(struct archive_entry *ae)
 	}
 }
 
+/* mtime in ns, saturated: a header may hold any number of seconds. */
+static int64_t _mtime_ns(struct archive_entry *ae)
+{
+	int64_t sec = (int64_t)archive_entry_mtime(ae);
+	long nsec = archive_entry_mtime_nsec(ae);
+
+	if (sec > INT64_MAX / NS - 1)
+		return INT64_MAX;
+	if (sec < INT64_MIN / NS + 1)
+		return INT64_MIN;
+	return sec * NS + (nsec >= 0 && nsec < NS ? nsec : 0);
+}
+
 /* A name of at most TAR_NAME_MAX bytes, copied; NULL when missing or too long. */
 static char *_name(const char *s)
 {
@@ -162,7 +176,7 @@ static int _next(struct tar_reader *r, struct tar_entry **e, char *err, size_t e
 	r->cur.mode = (uint32_t)(archive_entry_perm(ae) & 07777);
 	r->cur.uid = (uint32_t)archive_entry_uid(ae);
 	r->cur.gid = (uint32_t)archive_entry_gid(ae);
-	r->cur.mtime_ns = (int64_t)archive_entry_mtime(ae) * NS + archive_entry_mtime_nsec(ae);
+	r->cur.mtime_ns = _mtime_ns(ae);
 	/* Consumed so far: every header of this member, so its data starts here. */
 	r->cur.data_offset = (uint64_t)archive_filter_bytes(r->a, 0);
 	link = archive_entry_hardlink(ae) ? archive_entry_hardlink(ae) :

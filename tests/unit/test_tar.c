@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,40 @@ static void _test_hostile(struct tcase *cs)
 	}
 }
 
+/*
+ * A header whose mtime (base-256) is far out of range: found by
+ * fuzz_tar_read (seconds * 1e9 overflowed). Read from memory; the time
+ * saturates instead.
+ */
+static void _test_mtime_overflow(void)
+{
+	unsigned char img[3 * TAR_BLOCK] = { 0 };
+	struct tar_member m = { .path = "old", .type = TAR_REG, .mode = 0644, .size = 0 };
+	struct tar_reader r;
+	struct tar_entry *e;
+	char err[256];
+	unsigned sum = 0;
+	int rc = -1;
+
+	tap_ok(tar_header_encode(&m, (char *)img, sizeof(img), err, sizeof(err)) == TAR_BLOCK,
+	       "a one-block header");
+	memset(img + 136, 0, 12);
+	img[136] = 0xff;	/* base-256, negative: about -2^87 seconds */
+	img[137] = 0x80;
+	memset(img + 148, ' ', 8);
+	for (int i = 0; i < TAR_BLOCK; i++)
+		sum += img[i];
+	snprintf((char *)img + 148, 8, "%06o", sum);
+	if (tar_reader_init_mem(&r, img, sizeof(img), err, sizeof(err)) == 0) {
+		rc = tar_reader_next(&r, &e, err, sizeof(err));
+		tap_ok(rc == 1 && e->mtime_ns == INT64_MIN, "mtime out of range saturates (%s)",
+		       rc == 1 ? "read" : err);
+		tar_reader_free(&r);
+	} else {
+		tap_ok(0, "reader opens a memory image: %s", err);
+	}
+}
+
 int main(void)
 {
 	struct tcase cs[16];
@@ -398,6 +433,7 @@ int main(void)
 	_test_gnu_reads_ours(cs, n);
 	_test_gnu_archives(cs, n);
 	_test_hostile(cs);
+	_test_mtime_overflow();
 	for (int i = 0; i < n; i++)
 		free(cs[i].data);
 	{
