@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,17 +36,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bundle.h"
 #include "checksum.h"
 #include "commands.h"
 #include "tar.h"
 #include "xattr.h"
-#include "xfer.h"
 
-#define BUNDLE_DIR XFER_BUNDLE_DIR
-#define INDEX_NAME "index.jsonl"
+#define INDEX_NAME BUNDLE_INDEX_NAME
 #define INDEX_MAX (1LL << 32)          /* bytes of index accepted */
 #define RCHUNK (1u << 20)
-#define MEMBER_MAX (1LL << 40)
 #define MAX_DEPTH 256
 
 enum _kind { K_FILE, K_LINK, K_DIR };
@@ -64,7 +61,7 @@ struct _ent {
 };
 
 struct _bundle {
-	char name[32];
+	char name[BUNDLE_NAME_SIZE];
 	int64_t size;
 	int fd;
 };
@@ -122,34 +119,6 @@ static void _usage(FILE *fp)
 		"environment error. See stagehand(1), RESTORE.\n");
 }
 
-/* A relative name that stays below its root: no '/', '.', '..' or empty parts. */
-static const char *_unsafe(const char *p)
-{
-	size_t n = strlen(p);
-
-	if (n == 0)
-		return "empty name";
-	if (n > XFER_PATH_MAX - 1)
-		return "name too long";
-	if (p[0] == '/')
-		return "absolute name";
-	for (const char *s = p; *s;) {
-		const char *e = strchr(s, '/');
-		size_t k = e ? (size_t)(e - s) : strlen(s);
-
-		if (k == 0)
-			return "empty path component";
-		if ((k == 1 && s[0] == '.') || (k == 2 && s[0] == '.' && s[1] == '.'))
-			return "'.' or '..' component (escapes the destination)";
-		if (k > NAME_MAX)
-			return "path component longer than NAME_MAX";
-		if (!e)
-			break;
-		s = e + 1;
-	}
-	return NULL;
-}
-
 /* ---- destination side: nothing is followed ---- */
 
 /*
@@ -158,7 +127,7 @@ static const char *_unsafe(const char *p)
  */
 static int _open_dir(int root, const char *dir, int create)
 {
-	char buf[XFER_PATH_MAX];
+	char buf[BUNDLE_PATH_MAX];
 	int fd = dup(root);
 
 	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf)) {
@@ -193,7 +162,7 @@ static int _open_dir(int root, const char *dir, int create)
 static int _dest_parent(struct _restore *r, const char *rel, const char **leaf)
 {
 	const char *slash = strrchr(rel, '/');
-	char dir[XFER_PATH_MAX];
+	char dir[BUNDLE_PATH_MAX];
 
 	*leaf = slash ? slash + 1 : rel;
 	if (!slash)
@@ -420,73 +389,17 @@ static void _dir_meta(struct _restore *r, const char *rel, uint32_t mode, int64_
 
 /* ---- the index ---- */
 
-static int _bundle_index(struct _restore *r, const char *name)
-{
-	for (size_t i = 0; i < r->nb; i++)
-		if (strcmp(r->b[i].name, name) == 0)
-			return (int)i;
-	return -1;
-}
-
-static int _valid_bundle_name(const char *s)
-{
-	if (strncmp(s, "bundle-", 7) != 0 || strlen(s) != 17 || strcmp(s + 13, ".tar") != 0)
-		return 0;
-	for (int i = 7; i < 13; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return 0;
-	return 1;
-}
-
-static char *_name_of(json_t *o, const char *key, const char *hexkey)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-	const char *h = json_string_value(json_object_get(o, hexkey));
-	size_t n;
-	char *out;
-
-	if (s)
-		return strdup(s);
-	if (!h || (n = strlen(h)) % 2 || n / 2 >= XFER_PATH_MAX)
-		return NULL;
-	out = malloc(n / 2 + 1);
-	for (size_t i = 0; out && i < n / 2; i++) {
-		unsigned v;
-
-		if (sscanf(h + 2 * i, "%2x", &v) != 1 || v == 0) {
-			free(out);
-			return NULL;
-		}
-		out[i] = (char)v;
-	}
-	if (out)
-		out[n / 2] = '\0';
-	return out;
-}
-
-static int _int_field(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-		return -1;
-	*out = json_integer_value(v);
-	return 0;
-}
-
-static int _cmp_path(const void *a, const void *b)
-{
-	return strcmp(((const struct _ent *)a)->path, ((const struct _ent *)b)->path);
-}
-
-/* Parse and check the whole index before anything is written. 0 or -1 (reported). */
+/*
+ * Read, decode and check the whole index (common/bundle.c, the one strict
+ * decoder) before anything is written. 0 or -1 (reported).
+ */
 static int _load_index(struct _restore *r, int fd)
 {
+	struct bundle_index idx;
 	struct stat st;
-	char *text, *s, *e;
+	char *text, why[256];
+	size_t got = 0;
 	long line = 0;
-	size_t cap = 0;
-	const char *bad = NULL;
 
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > INDEX_MAX) {
 		_err(NULL, "%s/%s/%s is not a regular file of a sane size", r->archive, BUNDLE_DIR,
@@ -498,154 +411,56 @@ static int _load_index(struct _restore *r, int fd)
 		_err(NULL, "out of memory reading the index");
 		return -1;
 	}
-	{
-		size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
 
-		while (got < (size_t)st.st_size) {
-			ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
-
-			if (n <= 0)
-				break;
-			got += (size_t)n;
-		}
-		text[got] = '\0';
-		if (got != (size_t)st.st_size || memchr(text, '\0', got)) {
-			free(text);
-			_err(NULL, "%s/%s/%s: cannot read it whole, or it holds a NUL byte",
-			     r->archive, BUNDLE_DIR, INDEX_NAME);
-			return -1;
-		}
-	}
-	for (s = text; *s && !bad; s = e) {
-		json_error_t je;
-		json_t *o;
-		struct _ent *x;
-		int64_t v;
-
-		e = strchr(s, '\n');
-		if (e)
-			*e++ = '\0';
-		else
-			e = s + strlen(s);
-		line++;
-		if (!*s)
-			continue;
-		o = json_loads(s, 0, &je);
-		if (!json_is_object(o)) {
-			json_decref(o);
-			bad = "not a JSON object";
+		if (n <= 0)
 			break;
-		}
-		if (line == 1) {
-			if (!json_is_integer(json_object_get(o, "stagehand_index")) ||
-			    json_integer_value(json_object_get(o, "stagehand_index")) != 1)
-				bad = "the first line is not a stagehand index header (version 1)";
-		} else if (json_object_get(o, "bundle") && !json_object_get(o, "path") &&
-			   !json_object_get(o, "path_hex")) {
-			const char *bn = json_string_value(json_object_get(o, "bundle"));
-			struct _bundle *nb;
-
-			if (!bn || !_valid_bundle_name(bn))
-				bad = "bundle name is not bundle-NNNNNN.tar";
-			else if (_bundle_index(r, bn) >= 0)
-				bad = "bundle listed twice";
-			else if (_int_field(o, "size", 0, INT64_MAX, &v) < 0)
-				bad = "bundle size missing or negative";
-			else if (!(nb = realloc(r->b, (r->nb + 1) * sizeof(*nb))))
-				bad = "out of memory";
-			else {
-				r->b = nb;
-				snprintf(nb[r->nb].name, sizeof(nb[r->nb].name), "%s", bn);
-				nb[r->nb].size = v;
-				nb[r->nb].fd = -1;
-				r->nb++;
-			}
-		} else {
-			const char *type = json_string_value(json_object_get(o, "type"));
-			const char *bn = json_string_value(json_object_get(o, "bundle"));
-			const char *cks = json_string_value(json_object_get(o, "checksum"));
-			const char *why;
-
-			if (r->ne == cap) {
-				size_t nc = cap ? cap * 2 : 1024;
-				struct _ent *ne = realloc(r->e, nc * sizeof(*ne));
-
-				if (!ne) {
-					bad = "out of memory";
-					json_decref(o);
-					break;
-				}
-				r->e = ne;
-				cap = nc;
-			}
-			x = &r->e[r->ne];
-			memset(x, 0, sizeof(*x));
-			x->line = line;
-			x->bundle = -1;
-			x->path = _name_of(o, "path", "path_hex");
-			if (!x->path) {
-				bad = "entry without a usable path";
-			} else if ((why = _unsafe(x->path)) != NULL) {
-				static char msg[XFER_PATH_MAX + 200];
-
-				snprintf(msg, sizeof(msg), "path '%.300s': %s", x->path, why);
-				bad = msg;
-			} else if (!type || (strcmp(type, "file") && strcmp(type, "symlink") &&
-					     strcmp(type, "dir"))) {
-				bad = "type is not file, symlink or dir";
-			} else {
-				x->kind = !strcmp(type, "file") ? K_FILE : !strcmp(type, "symlink") ?
-					  K_LINK : K_DIR;
-				if (_int_field(o, "mode", 0, 07777, &v) < 0)
-					bad = "mode missing or out of range";
-				x->mode = (uint32_t)v;
-				if (!bad && _int_field(o, "mtime_ns", INT64_MIN, INT64_MAX, &x->mtime_ns) < 0)
-					bad = "mtime_ns missing";
-				if (!bad && bn) {
-					x->bundle = _bundle_index(r, bn);
-					if (x->kind == K_DIR || x->bundle < 0)
-						bad = "entry names a bundle the index does not list";
-					else if (_int_field(o, "offset", TAR_BLOCK, INT64_MAX, &x->offset) < 0 ||
-						 x->offset % TAR_BLOCK)
-						bad = "offset is not on a tar block after a header";
-				}
-				if (!bad && x->kind == K_FILE) {
-					if (_int_field(o, "size", 0, MEMBER_MAX, &x->size) < 0)
-						bad = "size missing or out of range";
-					else if (!cks || strlen(cks) >= CKSUM_HEX_MAX || !strchr(cks, ':'))
-						bad = "checksum missing";
-					else
-						snprintf(x->cks, sizeof(x->cks), "%s", cks);
-					if (!bad && x->bundle >= 0 &&
-					    x->offset > r->b[x->bundle].size - x->size)
-						bad = "member runs past the end of its bundle";
-				}
-				if (!bad && x->kind == K_LINK) {
-					x->target = _name_of(o, "target", "target_hex");
-					if (!x->target || !x->target[0])
-						bad = "symlink without a target";
-				}
-			}
-			r->ne++;
-		}
-		json_decref(o);
+		got += (size_t)n;
 	}
-	free(text);
-	if (!bad && line == 0)
-		bad = "the index is empty";
-	if (!bad) {
-		qsort(r->e, r->ne, sizeof(r->e[0]), _cmp_path);
-		for (size_t i = 1; i < r->ne; i++)
-			if (strcmp(r->e[i - 1].path, r->e[i].path) == 0) {
-				line = r->e[i].line;
-				bad = "the same path is listed twice";
-			}
-	}
-	if (bad) {
-		_err(NULL, "%s/%s/%s line %ld: %s: the index is damaged or not trustworthy; "
-		     "nothing was restored", r->archive, BUNDLE_DIR, INDEX_NAME, line, bad);
+	if (got != (size_t)st.st_size) {
+		free(text);
+		_err(NULL, "%s/%s/%s: cannot read it whole", r->archive, BUNDLE_DIR, INDEX_NAME);
 		return -1;
 	}
+	if (bundle_index_decode(text, got, &idx, &line, why, sizeof(why)) < 0) {
+		free(text);
+		_err(NULL, "%s/%s/%s line %ld: %s: the index is damaged or not trustworthy; "
+		     "nothing was restored", r->archive, BUNDLE_DIR, INDEX_NAME, line, why);
+		return -1;
+	}
+	free(text);
+	r->b = calloc(idx.nbundles + 1, sizeof(*r->b));
+	r->e = calloc(idx.nents + 1, sizeof(*r->e));
+	if (!r->b || !r->e) {
+		bundle_index_free(&idx);
+		_err(NULL, "out of memory reading the index");
+		return -1;
+	}
+	for (size_t i = 0; i < idx.nbundles; i++) {
+		bundle_name(r->b[i].name, idx.bundles[i].num);
+		r->b[i].size = idx.bundles[i].size;
+		r->b[i].fd = -1;
+	}
+	r->nb = idx.nbundles;
+	for (size_t i = 0; i < idx.nents; i++) {
+		struct bundle_line *l = &idx.ents[i];
+		struct _ent *x = &r->e[i];
+
+		x->path = l->path;	/* moved */
+		x->target = l->target;
+		l->path = l->target = NULL;
+		x->kind = l->kind == BUNDLE_K_FILE ? K_FILE : l->kind == BUNDLE_K_LINK ? K_LINK : K_DIR;
+		x->bundle = l->num ? bundle_index_find(&idx, l->num) : -1;
+		x->offset = l->offset;
+		x->size = l->size;
+		x->mtime_ns = l->mtime_ns;
+		x->mode = l->mode;
+		memcpy(x->cks, l->cks, sizeof(x->cks));
+		x->line = idx.ent_lines[i];
+	}
+	r->ne = idx.nents;
+	bundle_index_free(&idx);
 	return 0;
 }
 
@@ -774,7 +589,7 @@ static void _restore_bundled(struct _restore *r)
 					    x->mtime_ns, where);
 		} else {
 			const char *leaf;
-			char dir[XFER_PATH_MAX];
+			char dir[BUNDLE_PATH_MAX];
 			const char *slash = strrchr(x->path, '/');
 			int pfd, fd;
 			struct stat st;
@@ -901,7 +716,7 @@ static void _plain_tree(struct _restore *r, int sdir, const char *rel, int depth
 	}
 	rewinddir(d);
 	while ((de = readdir(d))) {
-		char sub[XFER_PATH_MAX];
+		char sub[BUNDLE_PATH_MAX];
 		int n;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -927,7 +742,7 @@ static void _restore_plain(struct _restore *r)
 	}
 	for (int i = 0; i < r->nfiles; i++) {
 		const char *f = r->files[i], *slash = strrchr(f, '/');
-		char dir[XFER_PATH_MAX];
+		char dir[BUNDLE_PATH_MAX];
 		int pfd;
 
 		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - f) : 0, f);
@@ -985,7 +800,7 @@ int cmd_restore(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	struct _restore r = { .afd = -1, .bfd = -1, .dfd = -1 };
-	char loc[XFER_PATH_MAX], policy[64];
+	char loc[BUNDLE_PATH_MAX], policy[64];
 	const char *to = NULL, *path;
 	struct stat ast, dst;
 	int c, pfd, ifd, rc = 2;
@@ -1008,7 +823,7 @@ int cmd_restore(int argc, char **argv)
 			r.files[r.nfiles] = _normalise_file(optarg);
 			if (!r.files[r.nfiles])
 				return 2;
-			if ((why = _unsafe(r.files[r.nfiles])) != NULL) {
+			if ((why = bundle_unsafe_name(r.files[r.nfiles])) != NULL) {
 				_err(NULL, "--file '%s': %s; give a path relative to the archived tree",
 				     optarg, why);
 				goto out;

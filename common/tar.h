@@ -5,9 +5,11 @@
  *
  * Owns: encoding one member's headers (a pax 'x' header when the name or the
  * link target does not fit the ustar fields, the mtime has nanoseconds, or a
- * number is too large for its octal field, then the ustar header), and a
- * reader that walks an archive from a file descriptor (ustar, pax 'x'/'g',
- * GNU 'L'/'K' long names) without trusting a byte of it.
+ * number is too large for its octal field, then the ustar header), checking
+ * one ustar header block, and (tar_read.c) reading whole archives through
+ * libarchive's tar reader, which trusts no byte of them. The writer stays
+ * ours: it must put each member's data at an offset the index can record,
+ * and it is tested against GNU tar both ways (tests/unit/test_tar.c).
  *
  * Writing is stateless: the caller writes tar_header_encode()'s blocks, the
  * data, tar_pad() zero bytes, and TAR_END_BYTES zero bytes after the last
@@ -70,37 +72,44 @@ size_t tar_pad(uint64_t size);
 int tar_header_check(const unsigned char blk[TAR_BLOCK], char *type, uint64_t *size,
 		     char *name, size_t namelen, char *err, size_t errlen);
 
-/* ---- reader ---- */
+/* ---- reader (common/tar_read.c: libarchive's tar reader) ---- */
 
 /* A member as read back. path and linkname are owned by the reader. */
 struct tar_entry {
 	char *path;
 	char *linkname;        /* "" when none */
-	char type;             /* typeflag byte as stored ('0' for a regular file) */
+	char type;             /* typeflag as stored: '0' file, '1' hard link, '2' symlink,
+				  '3' char device, '4' block device, '5' directory, '6' FIFO */
 	uint64_t size;
 	uint32_t mode, uid, gid;
 	int64_t mtime_ns;
 	uint64_t data_offset;  /* where the member's data starts in the archive */
 };
 
+struct archive;
+
 struct tar_reader {
-	int fd;                /* borrowed; read with pread, the offset is ours */
-	uint64_t pos;          /* next header block */
-	uint64_t limit;        /* archive size (from fstat) */
+	struct archive *a;     /* owned */
+	uint64_t limit;        /* archive size */
 	struct tar_entry cur;  /* the last entry returned */
 };
 
-/* Start reading fd (a regular file). Returns 0, or -1 with a message. */
+/*
+ * Start reading fd (a regular file, from its current offset, which the
+ * reader then owns) or len bytes at buf (borrowed until tar_reader_free).
+ * Only tar (ustar, pax, GNU) is accepted, never a compressed stream or
+ * another format. Returns 0, or -1 with a message (r then needs no free).
+ */
 int tar_reader_init(struct tar_reader *r, int fd, char *err, size_t errlen);
-
+int tar_reader_init_mem(struct tar_reader *r, const void *buf, size_t len, char *err,
+			size_t errlen);
 /*
  * The next member into *e (valid until the next call or tar_reader_free).
  * Returns 1, 0 at the end of the archive, -1 with a message in err for a
- * damaged or hostile archive (bad checksum, truncated data, oversized
- * names, sizes past the end of the file).
+ * damaged or hostile archive (any libarchive warning or error, names longer
+ * than TAR_NAME_MAX or empty, data past the end of the archive).
  */
 int tar_reader_next(struct tar_reader *r, struct tar_entry **e, char *err, size_t errlen);
-
 void tar_reader_free(struct tar_reader *r);
 
 #endif /* STAGEHAND_TAR_H */

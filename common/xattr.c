@@ -10,9 +10,12 @@
 
 int xattr_name(const char *ns, const char *name, char *out, size_t outlen)
 {
-	int n = snprintf(out, outlen, "%sstagehand.%s", ns, name);
+	size_t nl = strlen(ns);
+	/* "user" and "user." name the same namespace. */
+	int n = snprintf(out, outlen, "%s%sstagehand.%s", ns, nl && ns[nl - 1] == '.' ? "" : ".",
+			 name);
 
-	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
+	return (nl == 0 || n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
 int xattr_set_label(int fd, const char *ns, const char *name, const char *value,
@@ -21,7 +24,7 @@ int xattr_set_label(int fd, const char *ns, const char *name, const char *value,
 	char full[128];
 
 	if (xattr_name(ns, name, full, sizeof(full)) < 0) {
-		snprintf(err, errlen, "label name '%s%s' is too long", ns, name);
+		snprintf(err, errlen, "label name '%s' + '%s' is empty or too long", ns, name);
 		return -1;
 	}
 	if (fsetxattr(fd, full, value, strlen(value), 0) < 0) {

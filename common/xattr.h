@@ -1,8 +1,9 @@
 /*
  * xattr.h - stagehand labels as extended attributes on an open file.
  *
- * Owns: the names of the labels ("<ns>stagehand.<name>", ns "user." or
- * "trusted.") and setting/reading them on a file descriptor. Working on an fd
+ * Owns: the names of the labels ("<ns>.stagehand.<name>", ns "user" or
+ * "trusted") and setting/reading them on a file descriptor: the one label
+ * writer of the daemon, the CLI and the SPANK plugin. Working on an fd
  * (never a path) is deliberate: callers open the file with the owner's
  * identity and O_NOFOLLOW, so a label is never written through a planted
  * symlink.
@@ -21,8 +22,9 @@
 #define XATTR_OWNER    "owner"     /* uid */
 
 /*
- * Build "<ns>stagehand.<name>" into out. ns is "user." or "trusted.".
- * Returns 0, or -1 when out is too small.
+ * Build "<ns>.stagehand.<name>" into out. ns is "user" or "trusted", with or
+ * without the trailing dot (both spellings are in use). Returns 0, or -1
+ * when ns is empty or out is too small.
  */
 int xattr_name(const char *ns, const char *name, char *out, size_t outlen);
 

@@ -50,7 +50,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bundle.h"
 #include "log.h"
 #include "queue.h"
 #include "tar.h"
@@ -68,9 +68,8 @@
 
 #define CHUNK (4u << 20)
 #define MAX_DEPTH 256
-#define BUNDLE_DIR XFER_BUNDLE_DIR
-#define INDEX_NAME "index.jsonl"
-#define JOURNAL_NAME "index.jsonl.part"
+#define INDEX_NAME BUNDLE_INDEX_NAME
+#define JOURNAL_NAME BUNDLE_JOURNAL_NAME
 #define INDEX_TMP ".index.jsonl.tmp"
 #define JOURNAL_MAX (1LL << 32)
 
@@ -413,131 +412,45 @@ static int _parent(struct _run *r, const char *rel, const char **leaf, int dest)
 	return *cfd;
 }
 
-/* ---- index lines ---- */
-
-static int _set_name(json_t *o, const char *key, const char *hexkey, const char *s)
-{
-	json_t *v = json_string(s);
-
-	if (!v) {
-		/* Not UTF-8: hex of the raw bytes. */
-		size_t n = strlen(s);
-		char *h = malloc(2 * n + 1);
-
-		if (!h)
-			return -1;
-		for (size_t i = 0; i < n; i++)
-			snprintf(h + 2 * i, 3, "%02x", (unsigned char)s[i]);
-		v = json_string(h);
-		free(h);
-		return v ? json_object_set_new(o, hexkey, v) : -1;
-	}
-	return json_object_set_new(o, key, v);
-}
-
-static char *_get_name(json_t *o, const char *key, const char *hexkey)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-	const char *h = json_string_value(json_object_get(o, hexkey));
-	size_t n;
-	char *out;
-
-	if (s)	/* jansson refuses \u0000 unless asked: no NUL inside */
-		return strlen(s) <= XFER_PATH_MAX ? strdup(s) : NULL;
-	if (!h || (n = strlen(h)) % 2 || n / 2 > XFER_PATH_MAX)
-		return NULL;
-	out = malloc(n / 2 + 1);
-	for (size_t i = 0; out && i < n / 2; i++) {
-		unsigned v;
-
-		if (sscanf(h + 2 * i, "%2x", &v) != 1 || v == 0) {
-			free(out);
-			return NULL;
-		}
-		out[i] = (char)v;
-	}
-	if (out)
-		out[n / 2] = '\0';
-	return out;
-}
+/* ---- index lines (the format: common/bundle.c) ---- */
 
 static void _bundle_name(char *out, size_t len, int num)
 {
-	snprintf(out, len, "bundle-%06d.tar", num);
+	char bn[BUNDLE_NAME_SIZE];
+
+	bundle_name(bn, num);
+	snprintf(out, len, "%s", bn);
 }
 
 /* One index/journal line for a record; new string with '\n', or NULL. */
 static char *_rec_line(const struct _rec *e)
 {
-	json_t *o = json_object();
-	char *s = NULL, *line = NULL;
+	struct bundle_line l = {
+		.type = BUNDLE_L_ENTRY, .path = e->rel, .target = e->target,
+		.kind = e->type == E_FILE ? BUNDLE_K_FILE : e->type == E_LINK ? BUNDLE_K_LINK :
+			BUNDLE_K_DIR,
+		.num = e->bundle, .offset = e->offset, .size = e->size, .mode = e->mode,
+		.mtime_ns = e->mtime_ns,
+	};
 
-	if (!o || _set_name(o, "path", "path_hex", e->rel) < 0)
-		goto out;
-	json_object_set_new(o, "type", json_string(e->type == E_FILE ? "file" :
-						   e->type == E_LINK ? "symlink" : "dir"));
-	if (e->type == E_LINK && _set_name(o, "target", "target_hex", e->target) < 0)
-		goto out;
-	if (e->bundle > 0) {
-		char bn[32];
-
-		_bundle_name(bn, sizeof(bn), e->bundle);
-		json_object_set_new(o, "bundle", json_string(bn));
-		json_object_set_new(o, "offset", json_integer(e->offset));
-	}
-	if (e->type == E_FILE)
-		json_object_set_new(o, "size", json_integer(e->size));
-	json_object_set_new(o, "mode", json_integer(e->mode));
-	json_object_set_new(o, "mtime_ns", json_integer(e->mtime_ns));
-	if (e->type == E_FILE)
-		json_object_set_new(o, "checksum", json_string(e->cks));
-	s = json_dumps(o, JSON_COMPACT);
-	if (s && (line = malloc(strlen(s) + 2)))
-		snprintf(line, strlen(s) + 2, "%s\n", s);
-out:
-	free(s);
-	json_decref(o);
-	return line;
+	memcpy(l.cks, e->cks, sizeof(l.cks));
+	return bundle_entry_line(&l);
 }
 
 static char *_bundle_line(const struct _bmeta *b)
 {
-	char bn[32], *s, *line = NULL;
-	json_t *o = json_object();
-
-	_bundle_name(bn, sizeof(bn), b->num);
-	json_object_set_new(o, "bundle", json_string(bn));
-	json_object_set_new(o, "size", json_integer(b->size));
-	json_object_set_new(o, "checksum", json_string(b->cks));
-	json_object_set_new(o, "members", json_integer(b->members));
-	s = json_dumps(o, JSON_COMPACT);
-	if (s && (line = malloc(strlen(s) + 2)))
-		snprintf(line, strlen(s) + 2, "%s\n", s);
-	free(s);
-	json_decref(o);
-	return line;
+	return bundle_bundle_line(b->num, b->size, b->cks, b->members);
 }
 
 static char *_header_line(struct _run *r)
 {
-	json_t *o = json_object();
-	char *s, *line = NULL;
+	struct bundle_header h = {
+		.algo = r->ctx->algo, .source = r->ctx->source, .dest = r->ctx->dest,
+		.request = r->ctx->request_id, .job = r->ctx->job_id, .uid = r->ctx->uid,
+		.created = (int64_t)time(NULL),
+	};
 
-	json_object_set_new(o, "stagehand_index", json_integer(1));
-	json_object_set_new(o, "checksum", json_string(r->ctx->algo == CKSUM_SHA256 ? "sha256" :
-							 "xxh128"));
-	_set_name(o, "source", "source_hex", r->ctx->source);
-	_set_name(o, "dest", "dest_hex", r->ctx->dest);
-	json_object_set_new(o, "request", json_integer(r->ctx->request_id));
-	json_object_set_new(o, "job", json_integer(r->ctx->job_id));
-	json_object_set_new(o, "uid", json_integer((json_int_t)r->ctx->uid));
-	json_object_set_new(o, "created", json_integer((json_int_t)time(NULL)));
-	s = json_dumps(o, JSON_COMPACT);
-	if (s && (line = malloc(strlen(s) + 2)))
-		snprintf(line, strlen(s) + 2, "%s\n", s);
-	free(s);
-	json_decref(o);
-	return line;
+	return bundle_header_line(&h);
 }
 
 static int _write_all(int fd, const char *p, size_t n)
@@ -612,20 +525,6 @@ static int _cksum_fd(struct _run *r, int fd, char *cks, int64_t *len)
 
 /* ---- resume: the journal of an earlier attempt ---- */
 
-static int _parse_bundle_name(const char *s)
-{
-	int num = 0;
-
-	if (strncmp(s, "bundle-", 7) != 0 || strlen(s) != 17 || strcmp(s + 13, ".tar") != 0)
-		return 0;
-	for (int i = 7; i < 13; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return 0;
-		num = num * 10 + (s[i] - '0');
-	}
-	return num;
-}
-
 static void _load_journal(struct _run *r)
 {
 	struct stat st;
@@ -659,60 +558,47 @@ static void _load_journal(struct _run *r)
 		text[got] = '\0';
 	}
 	close(fd);
+	/*
+	 * The one strict decoder (common/bundle.c): a line it rejects (a torn
+	 * last line, or one edited by hand) is left out, and what it listed is
+	 * archived again.
+	 */
 	for (char *s = text, *e; s && *s; s = e) {
-		json_t *o;
+		struct bundle_line l;
+		char why[256];
 
 		e = strchr(s, '\n');
 		if (e)
 			*e++ = '\0';
 		line++;
-		o = json_loads(s, 0, NULL);
-		if (!json_is_object(o)) {
-			json_decref(o);
-			continue;	/* a torn last line */
-		}
-		if (json_is_string(json_object_get(o, "bundle")) &&
-		    !json_object_get(o, "path") && !json_object_get(o, "path_hex")) {
-			int num = _parse_bundle_name(json_string_value(json_object_get(o, "bundle")));
-			const char *cks = json_string_value(json_object_get(o, "checksum"));
-			struct _bmeta *b = num ? _bundle_meta_add(r, num) : NULL;
+		if (bundle_line_decode(s, strlen(s), &l, why, sizeof(why)) < 0)
+			continue;
+		if (l.type == BUNDLE_L_BUNDLE) {
+			struct _bmeta *b = _bundle_meta_add(r, l.num);
 
-			if (b && cks && strlen(cks) < CKSUM_HEX_MAX) {
-				b->size = json_integer_value(json_object_get(o, "size"));
-				b->members = json_integer_value(json_object_get(o, "members"));
-				snprintf(b->cks, sizeof(b->cks), "%s", cks);
+			if (b) {
+				b->size = l.size;
+				b->members = l.members;
+				memcpy(b->cks, l.cks, sizeof(b->cks));
 			}
-		} else if (json_object_get(o, "path") || json_object_get(o, "path_hex")) {
-			const char *type = json_string_value(json_object_get(o, "type"));
-			const char *cks = json_string_value(json_object_get(o, "checksum"));
-			const char *bn = json_string_value(json_object_get(o, "bundle"));
-			struct _rec *x;
+		} else if (l.type == BUNDLE_L_ENTRY && l.kind != BUNDLE_K_DIR) {
+			struct _rec *x = _push(&r->jr);
 
-			if (!type || (strcmp(type, "file") && strcmp(type, "symlink")) ||
-			    !(x = _push(&r->jr))) {
-				json_decref(o);
-				continue;
-			}
-			x->type = strcmp(type, "file") == 0 ? E_FILE : E_LINK;
-			x->rel = _get_name(o, "path", "path_hex");
-			if (x->type == E_LINK)
-				x->target = _get_name(o, "target", "target_hex");
-			x->size = json_integer_value(json_object_get(o, "size"));
-			x->mode = (uint32_t)json_integer_value(json_object_get(o, "mode")) & 07777;
-			x->mtime_ns = json_integer_value(json_object_get(o, "mtime_ns"));
-			x->bundle = bn ? _parse_bundle_name(bn) : 0;
-			x->offset = json_integer_value(json_object_get(o, "offset"));
-			x->seq = line;
-			if (cks && strlen(cks) < CKSUM_HEX_MAX)
-				snprintf(x->cks, sizeof(x->cks), "%s", cks);
-			if (!x->rel || (x->type == E_LINK && !x->target) || (bn && !x->bundle) ||
-			    (x->type == E_FILE && !cks)) {
-				free(x->rel);
-				free(x->target);
-				r->jr.n--;
+			if (x) {
+				x->type = l.kind == BUNDLE_K_FILE ? E_FILE : E_LINK;
+				x->rel = l.path;	/* moved */
+				x->target = l.target;
+				l.path = l.target = NULL;
+				x->size = l.size;
+				x->mode = l.mode;
+				x->mtime_ns = l.mtime_ns;
+				x->bundle = l.num;
+				x->offset = l.offset;
+				x->seq = line;
+				memcpy(x->cks, l.cks, sizeof(x->cks));
 			}
 		}
-		json_decref(o);
+		bundle_line_clear(&l);
 	}
 	free(text);
 	/* From now on the journal is appended to: a finished index becomes it. */
@@ -790,7 +676,7 @@ static void _sweep(struct _run *r, int only_unreferenced)
 	}
 	rewinddir(d);
 	while ((de = readdir(d))) {
-		int num = _parse_bundle_name(de->d_name);
+		int num = bundle_name_parse(de->d_name);
 		struct _bmeta *b = num ? _bundle_meta(r, num) : NULL;
 
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||

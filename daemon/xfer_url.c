@@ -496,8 +496,8 @@ struct _sink {
 	int fd;
 	int64_t got;                 /* bytes written by this request */
 	struct cksum ck;             /* the site's algorithm: checks the read-back */
-	struct url__md5 md5;             /* only when the server gave an md5 */
-	struct sha256_ctx sha;       /* only when the server gave a sha256 */
+	struct cksum md5;            /* only when the server gave an md5 (else unset) */
+	struct cksum sha;            /* only when the server gave a sha256 (else unset) */
 	int want_md5, want_sha;
 	int werr;                    /* errno of a failed write */
 };
@@ -506,9 +506,17 @@ static void _sink_update(struct _sink *s, const void *b, size_t n)
 {
 	cksum_update(&s->ck, b, n);
 	if (s->want_md5)
-		url__md5_update(&s->md5, b, n);
+		cksum_update(&s->md5, b, n);
 	if (s->want_sha)
-		sha256_update(&s->sha, b, n);
+		cksum_update(&s->sha, b, n);
+}
+
+/* Release the sink's digests (safe on a zero-filled sink). */
+static void _sink_abort(struct _sink *s)
+{
+	cksum_abort(&s->ck);
+	cksum_abort(&s->md5);
+	cksum_abort(&s->sha);
 }
 
 static size_t _write(char *b, size_t sz, size_t nm, void *p)
@@ -574,8 +582,7 @@ static void _fetch(struct url__run *r, const char *url, int ddir, const char *na
 	int64_t mtime_ns = m->mtime >= 0 ? m->mtime * 1000000000LL : 0;
 	int64_t started = (int64_t)time(NULL), off = 0;
 	char tmp[NAME_MAX + 1], validator[256], old[256], cks[CKSUM_HEX_MAX], token[CKSUM_HEX_MAX];
-	char md5[33], sha[65], why[XFER_TEXT_MAX];
-	uint8_t shab[32];
+	char md5[CKSUM_HEX_MAX], sha[CKSUM_HEX_MAX], why[XFER_TEXT_MAX];
 	struct _sink s;
 	struct stat st;
 	struct curl_slist *hdrs;
@@ -636,15 +643,16 @@ again:
 	memset(&s, 0, sizeof(s));
 	s.r = r;
 	s.fd = fd;
-	if (cksum_init(&s.ck, r->ctx->algo) < 0) {
+	s.want_sha = m->sha256[0] != '\0';
+	s.want_md5 = !s.want_sha && m->md5[0];
+	if (cksum_init(&s.ck, r->ctx->algo) < 0 ||
+	    (s.want_sha && cksum_init(&s.sha, CKSUM_SHA256) < 0) ||
+	    (s.want_md5 && cksum_init(&s.md5, CKSUM_MD5) < 0)) {
+		_sink_abort(&s);
 		close(fd);
 		_fail_item(r, rel, 0, "out of memory");
 		return;
 	}
-	url__md5_init(&s.md5);
-	sha256_init(&s.sha);
-	s.want_sha = m->sha256[0] != '\0';
-	s.want_md5 = !s.want_sha && m->md5[0];
 	if (off > 0) {
 		/* The bytes already here count towards every checksum. */
 		int64_t at = 0;
@@ -659,7 +667,7 @@ again:
 			at += n;
 		}
 		if (at != off) {
-			cksum_abort(&s.ck);
+			_sink_abort(&s);
 			off = 0;
 			if (ftruncate(fd, 0) < 0)
 				e = errno;
@@ -672,14 +680,14 @@ again:
 	}
 	if (lseek(fd, off, SEEK_SET) < 0) {
 		e = errno;
-		cksum_abort(&s.ck);
+		_sink_abort(&s);
 		close(fd);
 		_fail_item(r, rel, 0, "seek in temporary file: %s", strerror(e));
 		return;
 	}
 	c = url__easy(r, url, &hdrs);
 	if (!c) {
-		cksum_abort(&s.ck);
+		_sink_abort(&s);
 		close(fd);
 		_fail_item(r, rel, 0, "out of memory");
 		return;
@@ -692,7 +700,7 @@ again:
 	if (rc != CURLE_OK) {
 		int final = 0;
 
-		cksum_abort(&s.ck);
+		_sink_abort(&s);
 		if (url__stopped(r)) {
 			/* Kept for the next attempt when it can resume; else removed. */
 			url__easy_done(c, hdrs);
@@ -725,23 +733,24 @@ again:
 	}
 	url__easy_done(c, hdrs);
 	cksum_final(&s.ck, cks);
-	url__md5_hex(&s.md5, md5);
-	sha256_final(&s.sha, shab);
-	for (int i = 0; i < 32; i++)
-		snprintf(sha + 2 * i, 3, "%02x", shab[i]);
+	md5[0] = sha[0] = '\0';
+	if (s.want_md5)
+		cksum_final(&s.md5, md5);
+	if (s.want_sha)
+		cksum_final(&s.sha, sha);
 	/* Verify against the strongest thing the server told us. */
 	e = 0;
 	if (m->size >= 0 && off + s.got != m->size) {
 		snprintf(why, sizeof(why), "size mismatch for '%s': the server announced %lld bytes, "
 			 "%lld arrived", rel, (long long)m->size, (long long)(off + s.got));
 		e = 1;
-	} else if (m->sha256[0] && strcmp(m->sha256, sha) != 0) {
+	} else if (m->sha256[0] && strcmp(m->sha256, cksum_hex(sha)) != 0) {
 		snprintf(why, sizeof(why), "checksum mismatch for '%s': sha256 from the %s is %s, "
-			 "the data received has %s", rel, m->how, m->sha256, sha);
+			 "the data received has %s", rel, m->how, m->sha256, cksum_hex(sha));
 		e = 1;
-	} else if (!m->sha256[0] && m->md5[0] && strcmp(m->md5, md5) != 0) {
+	} else if (!m->sha256[0] && m->md5[0] && strcmp(m->md5, cksum_hex(md5)) != 0) {
 		snprintf(why, sizeof(why), "checksum mismatch for '%s': md5 from the %s is %s, "
-			 "the data received has %s", rel, m->how, m->md5, md5);
+			 "the data received has %s", rel, m->how, m->md5, cksum_hex(md5));
 		e = 1;
 	}
 	if (e) {
@@ -751,9 +760,9 @@ again:
 		return;
 	}
 	if (m->sha256[0])
-		snprintf(token, sizeof(token), "sha256:%s", sha);
+		snprintf(token, sizeof(token), "%s", sha);
 	else if (m->md5[0])
-		snprintf(token, sizeof(token), "md5:%s", md5);
+		snprintf(token, sizeof(token), "%s", md5);
 	else
 		snprintf(token, sizeof(token), "size:%lld", (long long)(off + s.got));
 	fremovexattr(fd, PARTIAL_XATTR);
@@ -976,7 +985,7 @@ struct _source {
 	struct url__run *r;
 	int fd;
 	int64_t sent;
-	struct url__md5 md5;             /* compared with an S3 ETag or an md5 the server states */
+	struct cksum md5;            /* compared with an S3 ETag or an md5 the server states */
 	int rerr;
 };
 
@@ -994,7 +1003,7 @@ static size_t _read(char *b, size_t sz, size_t nm, void *p)
 		s->rerr = errno;
 		return CURL_READFUNC_ABORT;
 	}
-	url__md5_update(&s->md5, b, (size_t)n);
+	cksum_update(&s->md5, b, (size_t)n);
 	s->sent += n;
 	xfer_bucket_take(s->r->ctx->bucket, (uint64_t)n, s->r->ctx->stop);
 	return (size_t)n;
@@ -1065,7 +1074,8 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 	struct _source s;
 	struct curl_slist *hdrs;
 	struct stat cur;
-	char md5[33], token[CKSUM_HEX_MAX], why[XFER_TEXT_MAX];
+	char md5h[CKSUM_HEX_MAX], token[CKSUM_HEX_MAX], why[XFER_TEXT_MAX];
+	const char *md5 = md5h + 4;	/* the hex after "md5:" */
 	int64_t started = (int64_t)time(NULL);
 	CURL *c;
 	CURLcode rc;
@@ -1093,10 +1103,10 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 		return;
 	}
 	fcntl(s.fd, F_SETFL, fcntl(s.fd, F_GETFL) & ~O_NONBLOCK);
-	url__md5_init(&s.md5);
 	m.size = m.mtime = -1;
-	c = url__easy(r, url, &hdrs);
+	c = cksum_init(&s.md5, CKSUM_MD5) == 0 ? url__easy(r, url, &hdrs) : NULL;
 	if (!c) {
+		cksum_abort(&s.md5);
 		close(s.fd);
 		_fail_item(r, rel, 0, "out of memory");
 		return;
@@ -1110,6 +1120,7 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, url__discard);
 	rc = curl_easy_perform(c);
 	if (rc != CURLE_OK) {
+		cksum_abort(&s.md5);
 		close(s.fd);
 		if (url__stopped(r)) {
 			url__easy_done(c, hdrs);
@@ -1124,7 +1135,7 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 		return;
 	}
 	url__easy_done(c, hdrs);
-	url__md5_hex(&s.md5, md5);
+	cksum_final(&s.md5, md5h);
 	if (fstat(s.fd, &cur) < 0 || cur.st_size != s.sent || xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)) {
 		close(s.fd);
 		_fail_item(r, rel, 0, "source '%s' changed during the upload: will be redone", rel);

@@ -19,13 +19,6 @@
 
 enum url__proto { P_HTTP, P_S3, P_FTP, P_SFTP };
 
-struct url__md5 {
-	uint32_t s[4];
-	uint64_t len;
-	uint8_t buf[64];
-	size_t n;
-};
-
 struct url__creds {
 	char access[256];
 	char secret[256];
@@ -89,9 +82,6 @@ void url__easy_done(CURL *c, struct curl_slist *hdrs);
 int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t outlen);
 
 /* ---- xfer_url_parse.c ---- */
-void url__md5_init(struct url__md5 *m);
-void url__md5_update(struct url__md5 *m, const void *data, size_t len);
-void url__md5_hex(struct url__md5 *m, char out[33]);
 /* CURLOPT_HEADERFUNCTION filling a struct url__hctx's meta. */
 size_t url__header(char *b, size_t sz, size_t nm, void *p);
 size_t url__discard(char *b, size_t sz, size_t nm, void *p);

@@ -9,109 +9,7 @@
 #include <strings.h>
 
 #include "xfer_url_int.h"
-
-/* ---- MD5 (RFC 1321): the S3 ETag of a single-part object ---- */
-
-
-static const uint32_t _md5_k[64] = {
-	0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
-	0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
-	0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
-	0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
-	0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
-	0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
-	0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
-	0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-	0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
-	0xeb86d391,
-};
-static const uint8_t _md5_r[64] = {
-	7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
-	5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
-	4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-	6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-};
-
-void url__md5_init(struct url__md5 *m)
-{
-	m->s[0] = 0x67452301;
-	m->s[1] = 0xefcdab89;
-	m->s[2] = 0x98badcfe;
-	m->s[3] = 0x10325476;
-	m->len = 0;
-	m->n = 0;
-}
-
-static void _md5_block(struct url__md5 *m, const uint8_t *p)
-{
-	uint32_t w[16], a = m->s[0], b = m->s[1], c = m->s[2], d = m->s[3];
-
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[i * 4] | (uint32_t)p[i * 4 + 1] << 8 |
-		       (uint32_t)p[i * 4 + 2] << 16 | (uint32_t)p[i * 4 + 3] << 24;
-	for (int i = 0; i < 64; i++) {
-		uint32_t f, t;
-		int g;
-
-		if (i < 16) {
-			f = (b & c) | (~b & d);
-			g = i;
-		} else if (i < 32) {
-			f = (d & b) | (~d & c);
-			g = (5 * i + 1) % 16;
-		} else if (i < 48) {
-			f = b ^ c ^ d;
-			g = (3 * i + 5) % 16;
-		} else {
-			f = c ^ (b | ~d);
-			g = (7 * i) % 16;
-		}
-		t = d;
-		d = c;
-		c = b;
-		f += a + _md5_k[i] + w[g];
-		b += (f << _md5_r[i]) | (f >> (32 - _md5_r[i]));
-		a = t;
-	}
-	m->s[0] += a;
-	m->s[1] += b;
-	m->s[2] += c;
-	m->s[3] += d;
-}
-
-void url__md5_update(struct url__md5 *m, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-
-	m->len += len;
-	while (len) {
-		size_t k = 64 - m->n < len ? 64 - m->n : len;
-
-		memcpy(m->buf + m->n, p, k);
-		m->n += k;
-		p += k;
-		len -= k;
-		if (m->n == 64) {
-			_md5_block(m, m->buf);
-			m->n = 0;
-		}
-	}
-}
-
-void url__md5_hex(struct url__md5 *m, char out[33])
-{
-	uint64_t bits = m->len * 8;
-	uint8_t pad = 0x80, zero = 0, lenb[8];
-
-	url__md5_update(m, &pad, 1);
-	while (m->n != 56)
-		url__md5_update(m, &zero, 1);
-	for (int i = 0; i < 8; i++)
-		lenb[i] = (uint8_t)(bits >> (8 * i));
-	url__md5_update(m, lenb, 8);
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", (m->s[i / 4] >> (8 * (i % 4))) & 0xff);
-}
+#include "xfer_url_xml.h"
 
 /* ---- metadata ---- */
 
@@ -123,32 +21,25 @@ static int _unhex(int ch)
 	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
 }
 
-/* Base64 of a digest to lower-case hex; 0 or -1. */
+/*
+ * Base64 of a digest to lower-case hex; 0 or -1. Servers that leave out
+ * the '=' padding are accepted, as they always were.
+ */
 static int _b64_hex(const char *in, size_t n, char *out, size_t want_bytes)
 {
-	static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint8_t bytes[64];
-	size_t nb = 0;
-	uint32_t acc = 0;
-	int bits = 0;
+	char padded[96];
+	unsigned char bytes[64];
+	long nb;
 
-	for (size_t i = 0; i < n && in[i] != '='; i++) {
-		const char *p = strchr(t, in[i]);
-
-		if (!p || !in[i])
-			return -1;
-		acc = acc << 6 | (uint32_t)(p - t);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (nb >= sizeof(bytes))
-				return -1;
-			bytes[nb++] = (uint8_t)(acc >> bits);
-		}
-	}
-	if (nb != want_bytes)
+	if (n + 3 > sizeof(padded))
 		return -1;
-	for (size_t i = 0; i < nb; i++)
+	memcpy(padded, in, n);
+	while (n % 4)
+		padded[n++] = '=';
+	nb = cksum_b64_decode(padded, n, bytes, sizeof(bytes));
+	if (nb < 0 || (size_t)nb != want_bytes)
+		return -1;
+	for (size_t i = 0; i < want_bytes; i++)
 		snprintf(out + 2 * i, 3, "%02x", bytes[i]);
 	return 0;
 }
@@ -326,98 +217,17 @@ static int _get_mem(struct url__run *r, const char *url, const char *method, con
 	return out->p ? 0 : -1;
 }
 
-/*
- * The text of the next element whose local name is tag (any namespace
- * prefix), searching from *pos up to end; advances *pos past it. The
- * returned pointer and length point into the buffer.
- */
-static const char *_xml_next(const char *pos, const char *end, const char *tag, size_t *len,
-			     const char **after)
+/* Listing entries the parser left out (no name, or one too long) are reported. */
+static void _dropped(struct url__run *r, size_t n)
 {
-	size_t tl = strlen(tag);
+	char why[160];
 
-	for (const char *p = pos; p && p < end; p++) {
-		const char *q, *name, *close;
-
-		p = memchr(p, '<', (size_t)(end - p));
-		if (!p)
-			return NULL;
-		if (p[1] == '/' || p[1] == '?' || p[1] == '!')
-			continue;
-		name = p + 1;
-		for (q = name; q < end && *q != '>' && *q != ' ' && *q != '/' && *q != ':'; q++)
-			;
-		if (q < end && *q == ':')
-			name = q + 1;
-		if ((size_t)(end - name) < tl || strncmp(name, tag, tl) != 0 ||
-		    (name[tl] != '>' && name[tl] != ' ' && name[tl] != '/'))
-			continue;
-		q = memchr(name, '>', (size_t)(end - name));
-		if (!q)
-			return NULL;
-		if (q[-1] == '/') {	/* <tag/> */
-			*len = 0;
-			*after = q + 1;
-			return q + 1;
-		}
-		/* The matching close tag: "</" [prefix:] tag ">" */
-		for (close = q + 1; close < end; close++) {
-			const char *cn;
-
-			close = memchr(close, '<', (size_t)(end - close));
-			if (!close)
-				return NULL;
-			if (close[1] != '/')
-				continue;
-			cn = close + 2;
-			for (const char *k = cn; k < end && *k != '>'; k++)
-				if (*k == ':') {
-					cn = k + 1;
-					break;
-				}
-			if ((size_t)(end - cn) > tl && strncmp(cn, tag, tl) == 0 && cn[tl] == '>') {
-				*len = (size_t)(close - (q + 1));
-				*after = cn + tl + 1;
-				return q + 1;
-			}
-		}
-		return NULL;
-	}
-	return NULL;
-}
-
-/* XML text to a NUL-terminated string (the five predefined entities). */
-static int _xml_text(const char *v, size_t n, char *out, size_t outlen)
-{
-	static const struct { const char *ent; char ch; } ents[] = {
-		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
-	};
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		char ch = v[i];
-
-		if (ch == '&') {
-			size_t k;
-
-			for (k = 0; k < 5; k++) {
-				size_t el = strlen(ents[k].ent);
-
-				if (n - i >= el && strncmp(v + i, ents[k].ent, el) == 0) {
-					ch = ents[k].ch;
-					i += el - 1;
-					break;
-				}
-			}
-			if (k == 5)
-				return -1;	/* numeric references: not used for names here */
-		}
-		if (o + 1 >= outlen)
-			return -1;
-		out[o++] = ch;
-	}
-	out[o] = '\0';
-	return 0;
+	if (!n)
+		return;
+	snprintf(why, sizeof(why), "%zu listing entr%s without a usable name (missing, or "
+		 "%d bytes or longer) skipped", n, n == 1 ? "y" : "ies", URLX_NAME_MAX);
+	xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unusable name)", why);
+	r->skipped += (int64_t)n;
 }
 
 /* "%2F" back to "/" in place. */
@@ -453,8 +263,7 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 	ep = curl_easy_escape(esc, r->s3_key_dec, 0);
 	for (int page = 0; page < 100000; page++) {
 		struct _mem m;
-		const char *p, *end, *v, *after;
-		size_t n;
+		struct urlx_listing lx;
 		int k;
 
 		curl_free(et);
@@ -482,22 +291,18 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 			}
 			break;
 		}
-		end = m.p + m.n;
-		p = m.p;
-		while ((v = _xml_next(p, end, "Contents", &n, &after))) {
-			const char *cend = v + n, *kv, *sv, *a2;
-			size_t kn, sn;
-			char key[XFER_PATH_MAX], num[32];
+		if (urlx_parse(URLX_S3, m.p, m.n, &lx, err, errlen) < 0) {
+			free(m.p);
+			goto out;
+		}
+		free(m.p);
+		for (size_t i = 0; i < lx.n; i++) {
+			const char *key = lx.items[i].name;
 
-			p = after;
-			kv = _xml_next(v, cend, "Key", &kn, &a2);
-			sv = _xml_next(v, cend, "Size", &sn, &a2);
-			if (!kv || _xml_text(kv, kn, key, sizeof(key)) < 0 ||
-			    strncmp(key, r->s3_key_dec, plen) != 0)
+			if (strncmp(key, r->s3_key_dec, plen) != 0)
 				continue;
 			if (!key[plen] || key[strlen(key) - 1] == '/')
 				continue;	/* the prefix itself, or a "folder" marker */
-			snprintf(num, sizeof(num), "%.*s", (int)(sn < 31 ? sn : 31), sv ? sv : "");
 			if (!url__safe_rel(key + plen)) {
 				xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
 					  "object name with '..', an empty component or a control "
@@ -505,18 +310,18 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 				r->skipped++;
 				continue;
 			}
-			if (url__add_ent(r, key + plen, strtoll(num, NULL, 10)) < 0) {
+			if (url__add_ent(r, key + plen, lx.items[i].size < 0 ? 0 :
+					 lx.items[i].size) < 0) {
 				snprintf(err, errlen, "out of memory");
-				free(m.p);
+				urlx_free(&lx);
 				goto out;
 			}
 		}
+		_dropped(r, lx.dropped);
 		token[0] = '\0';
-		if ((v = _xml_next(m.p, end, "IsTruncated", &n, &after)) && n == 4 &&
-		    strncmp(v, "true", 4) == 0 &&
-		    (v = _xml_next(m.p, end, "NextContinuationToken", &n, &after)))
-			_xml_text(v, n, token, sizeof(token));
-		free(m.p);
+		if (lx.truncated)
+			snprintf(token, sizeof(token), "%s", lx.token);
+		urlx_free(&lx);
 		if (!token[0]) {
 			rc = 0;
 			break;
@@ -548,8 +353,9 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 		"<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/><D:getcontentlength/>"
 		"</D:prop></D:propfind>";
 	struct _mem m;
-	const char *p, *end, *v, *after, *base;
-	size_t n, bl;
+	struct urlx_listing lx;
+	const char *base;
+	size_t bl;
 	CURL *esc;
 	int rc = 0;
 
@@ -564,28 +370,26 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 				 "PROPFIND refused): name the files one by one");
 		return -1;
 	}
+	if (urlx_parse(URLX_DAV, m.p, m.n, &lx, err, errlen) < 0) {
+		free(m.p);
+		return -1;
+	}
+	free(m.p);
 	esc = curl_easy_init();
 	if (!esc) {
-		free(m.p);
+		urlx_free(&lx);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	_dropped(r, lx.dropped);
 	base = url__url_path(dirurl);
 	bl = strlen(base);
-	end = m.p + m.n;
-	p = m.p;
-	while (rc == 0 && (v = _xml_next(p, end, "response", &n, &after))) {
-		const char *rend = v + n, *hv, *a2, *cv, *rt;
-		size_t hn, cn, rn;
-		char href[XFER_PATH_MAX], *dec = NULL, rel[XFER_PATH_MAX], num[32];
-		int dl, is_dir;
+	for (size_t i = 0; rc == 0 && i < lx.n; i++) {
+		char *dec = NULL, rel[XFER_PATH_MAX];
+		int dl, is_dir = lx.items[i].is_dir;
 		const char *hp;
 
-		p = after;
-		hv = _xml_next(v, rend, "href", &hn, &a2);
-		if (!hv || _xml_text(hv, hn, href, sizeof(href)) < 0)
-			continue;
-		dec = curl_easy_unescape(esc, url__url_path(href), 0, &dl);
+		dec = curl_easy_unescape(esc, url__url_path(lx.items[i].name), 0, &dl);
 		if (!dec)
 			continue;
 		/* Compare decoded paths: the base may be escaped differently. */
@@ -601,8 +405,6 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 			hp = dec + bdl;
 			curl_free(bdec);
 		}
-		rt = _xml_next(v, rend, "resourcetype", &rn, &a2);
-		is_dir = rt && _xml_next(rt, rt + rn, "collection", &cn, &a2) != NULL;
 		if (!*hp) {
 			curl_free(dec);
 			continue;	/* the collection itself */
@@ -630,15 +432,13 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 			rc = url__list_dav(r, sub, rel, depth + 1, final, err, errlen);
 			continue;
 		}
-		cv = _xml_next(v, rend, "getcontentlength", &cn, &a2);
-		snprintf(num, sizeof(num), "%.*s", (int)(cn < 31 ? cn : 31), cv ? cv : "-1");
-		if (url__add_ent(r, rel, cv ? strtoll(num, NULL, 10) : -1) < 0) {
+		if (url__add_ent(r, rel, lx.items[i].size) < 0) {
 			snprintf(err, errlen, "out of memory");
 			rc = -1;
 		}
 	}
 	curl_easy_cleanup(esc);
-	free(m.p);
+	urlx_free(&lx);
 	return rc;
 }
 

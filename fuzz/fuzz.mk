@@ -13,11 +13,11 @@ SRC ?= $(abspath $(HERE)/..)
 BUILD ?= $(SRC)
 OUT ?= $(BUILD)/fuzz/out
 FUZZ_SECONDS ?= 60
-TARGETS ?= fuzz_dsl fuzz_plan_json fuzz_api fuzz_dclient
+TARGETS ?= fuzz_dsl fuzz_plan_json fuzz_api fuzz_dclient fuzz_bundle_index fuzz_listing fuzz_tar_read
 CLANG ?= clang
 PYTHON3 ?= python3
 
-PKGS := jansson
+PKGS := jansson libcrypto libxxhash expat libarchive
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer \
@@ -29,6 +29,7 @@ DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.
 	$(SRC)/common/dsl_expand.c
 API_SRCS = $(SRC)/daemon/api_decode.c $(DSL_SRCS)
 DCLIENT_SRCS = $(SRC)/common/dclient.c $(SRC)/common/conf.c
+BUNDLE_SRCS = $(SRC)/common/bundle.c $(SRC)/common/checksum.c
 
 all: $(addprefix $(OUT)/,$(TARGETS))
 
@@ -48,10 +49,22 @@ $(OUT)/fuzz_dclient: $(SRC)/fuzz/fuzz_dclient.c $(DCLIENT_SRCS) $(SRC)/common/dc
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_dclient.c $(DCLIENT_SRCS) $(PKG_LIBS) -lmunge -lpthread
 
+$(OUT)/fuzz_bundle_index: $(SRC)/fuzz/fuzz_bundle_index.c $(BUNDLE_SRCS) $(SRC)/common/bundle.h $(BUILD)/config.h
+	@mkdir -p $(OUT)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_bundle_index.c $(BUNDLE_SRCS) $(PKG_LIBS)
+
+$(OUT)/fuzz_listing: $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/xfer_url_xml.c $(SRC)/daemon/xfer_url_xml.h $(BUILD)/config.h
+	@mkdir -p $(OUT)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/xfer_url_xml.c $(PKG_LIBS)
+
+$(OUT)/fuzz_tar_read: $(SRC)/fuzz/fuzz_tar_read.c $(SRC)/common/tar_read.c $(SRC)/common/tar.h $(BUILD)/config.h
+	@mkdir -p $(OUT)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_tar_read.c $(SRC)/common/tar_read.c $(PKG_LIBS)
+
 # Seeds: the grammar vectors' scripts and plans, plus fuzz/seeds/api.
 seeds: $(OUT)/seeds.stamp
 $(OUT)/seeds.stamp: $(SRC)/fuzz/make-seeds $(wildcard $(SRC)/tests/vectors/*.json) \
-		$(wildcard $(SRC)/fuzz/seeds/api/*)
+		$(wildcard $(SRC)/fuzz/seeds/*/*)
 	@mkdir -p $(OUT)
 	$(PYTHON3) $(SRC)/fuzz/make-seeds $(SRC) $(OUT)/seeds
 	@touch $@

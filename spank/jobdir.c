@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
+#include "common/xattr.h"
 #include "jobdir.h"
 
 #define OPEN_DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -105,39 +105,18 @@ int jobdir_open(int basefd, const char *path, char *err, size_t errlen)
 	return cur;
 }
 
-static int _set(int fd, const char *ns, const char *name, const char *val,
-		char *err, size_t errlen)
-{
-	char key[64];
-	int n = snprintf(key, sizeof(key), "%s.stagehand.%s", ns, name);
-
-	if (n < 0 || (size_t)n >= sizeof(key)) {
-		snprintf(err, errlen, "xattr name '%s.stagehand.%s' too long", ns, name);
-		return -1;
-	}
-	if (fsetxattr(fd, key, val, strlen(val), 0) < 0) {
-		if (errno == ENOTSUP)
-			snprintf(err, errlen, "cannot set %s: this filesystem does not "
-				 "support %s.* extended attributes", key, ns);
-		else
-			snprintf(err, errlen, "cannot set %s: %s", key, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 int jobdir_label(int fd, const char *ns, const char *policy, unsigned long job_id,
 		 uid_t uid, char *err, size_t errlen)
 {
 	char num[32];
 
-	if (_set(fd, ns, "policy", policy, err, errlen) < 0)
+	if (xattr_set_label(fd, ns, "policy", policy, err, errlen) < 0)
 		return -1;
 	snprintf(num, sizeof(num), "%lu", job_id);
-	if (_set(fd, ns, "job", num, err, errlen) < 0)
+	if (xattr_set_label(fd, ns, "job", num, err, errlen) < 0)
 		return -1;
 	snprintf(num, sizeof(num), "%lu", (unsigned long)uid);
-	return _set(fd, ns, "owner", num, err, errlen);
+	return xattr_set_label(fd, ns, "owner", num, err, errlen);
 }
 
 int jobdir_label_owned(int fd, const char *ns, const char *policy,

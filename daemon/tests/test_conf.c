@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "conf.h"
-#include "tap.h"
+#include "tests/tap.h"
 
 static char _path[] = "/tmp/test_conf_XXXXXX";
 

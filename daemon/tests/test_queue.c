@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "queue.h"
-#include "tap.h"
+#include "tests/tap.h"
 
 static char _dir[] = "/tmp/test_queue_XXXXXX";
 static char _db[300];

@@ -1,5 +1,6 @@
 /*
- * test_url.c - the url backend's parsers: MD5, checksum headers, names from
+ * test_url.c - the url backend's parsers: S3 and WebDAV listings (expat),
+ * checksum headers, names from
  * servers, backend choice by scheme, and its stagehand.conf keys.
  */
 #include "config.h"
@@ -8,18 +9,9 @@
 #include <string.h>
 
 #include "conf.h"
-#include "tap.h"
+#include "tests/tap.h"
 #include "xfer_url_int.h"
-
-static const char *_md5_of(const char *s, char out[33])
-{
-	struct url__md5 m;
-
-	url__md5_init(&m);
-	url__md5_update(&m, s, strlen(s));
-	url__md5_hex(&m, out);
-	return out;
-}
+#include "xfer_url_xml.h"
 
 static void _hdr(struct url__run *r, struct url__meta *m, const char *line)
 {
@@ -42,27 +34,82 @@ static struct conf *_parse1(const char *line, char *err)
 	return c;
 }
 
+static int _parse(enum urlx_kind k, const char *doc, struct urlx_listing *l, char *err)
+{
+	return urlx_parse(k, doc, strlen(doc), l, err, 256);
+}
+
+static void _test_listings(void)
+{
+	static const char s3[] =
+		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+		"<Name>b</Name><Prefix>run/</Prefix><KeyCount>3</KeyCount>"
+		"<IsTruncated>true</IsTruncated>"
+		"<Contents><Key>run/a &amp; b.txt</Key><Size>12</Size>"
+		"<Owner><ID>x</ID></Owner></Contents>"
+		"<Contents><Key>run/&#x41;</Key><Size> 7 </Size></Contents>"
+		"<Contents><Size>5</Size></Contents>"
+		"<NextContinuationToken>tok+/=</NextContinuationToken></ListBucketResult>";
+	static const char dav[] =
+		"<?xml version=\"1.0\" encoding=\"utf-8\" ?>"
+		"<D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>/d/</D:href><D:propstat><D:prop>"
+		"<D:resourcetype><D:collection/></D:resourcetype></D:prop></D:propstat></D:response>"
+		"<d:response xmlns:d=\"DAV:\"><d:href>/d/f%20x.bin</d:href><d:propstat><d:prop>"
+		"<d:resourcetype/><d:getcontentlength>1048576</d:getcontentlength></d:prop>"
+		"</d:propstat></d:response>"
+		"<D:response><D:href>/d/sub/</D:href><D:propstat><D:prop><D:resourcetype>"
+		"<D:collection/></D:resourcetype><D:getcontentlength>junk</D:getcontentlength>"
+		"</D:prop></D:propstat></D:response></D:multistatus>";
+	struct urlx_listing l;
+	char err[256], *doc;
+	size_t n;
+
+	ok(_parse(URLX_S3, s3, &l, err) == 0, "S3 listing parsed (%s)", err);
+	ok(l.n == 2 && strcmp(l.items[0].name, "run/a & b.txt") == 0 && l.items[0].size == 12 &&
+	   strcmp(l.items[1].name, "run/A") == 0 && l.items[1].size == 7,
+	   "S3 keys decoded (entities, character references), sizes read");
+	ok(l.dropped == 1 && l.truncated && strcmp(l.token, "tok+/=") == 0,
+	   "S3: a Contents without a Key is dropped and counted; truncation and token read");
+	urlx_free(&l);
+	ok(_parse(URLX_DAV, dav, &l, err) == 0, "WebDAV multistatus parsed (%s)", err);
+	ok(l.n == 3 && l.items[0].is_dir && strcmp(l.items[1].name, "/d/f%20x.bin") == 0 &&
+	   !l.items[1].is_dir && l.items[1].size == 1048576 && l.items[2].is_dir &&
+	   l.items[2].size == -1, "DAV: any prefix, collections, sizes (junk is unknown)");
+	urlx_free(&l);
+
+	ok(_parse(URLX_S3, "<?xml version=\"1.0\"?><!DOCTYPE x [<!ENTITY a \"aaaa\">]>"
+		  "<ListBucketResult><Contents><Key>&a;</Key></Contents></ListBucketResult>",
+		  &l, err) < 0 && strstr(err, "DOCTYPE"), "a DOCTYPE is refused: %s", err);
+	urlx_free(&l);
+	ok(_parse(URLX_DAV, "<D:multistatus xmlns:D=\"DAV:\"><D:response><D:href>/x",
+		  &l, err) < 0 && strstr(err, "not well-formed") && l.n == 0,
+	   "a truncated document is an error, not a partial listing: %s", err);
+	urlx_free(&l);
+	ok(_parse(URLX_S3, "<a><Contents><Key>k</Key></Contents>", &l, err) < 0,
+	   "unclosed root refused");
+	urlx_free(&l);
+	ok(_parse(URLX_S3, "<ListBucketResult><Contents><Key>\x01</Key></Contents>"
+		  "</ListBucketResult>", &l, err) < 0, "a control character is not XML: refused");
+	urlx_free(&l);
+	n = URLX_NAME_MAX + 100;
+	doc = malloc(n + 200);
+	snprintf(doc, n + 200, "<ListBucketResult><Contents><Key>%0*d</Key><Size>1</Size></Contents>"
+		 "<Contents><Key>ok</Key></Contents></ListBucketResult>", (int)n, 0);
+	ok(_parse(URLX_S3, doc, &l, err) == 0 && l.n == 1 && l.dropped == 1 &&
+	   strcmp(l.items[0].name, "ok") == 0 && l.items[0].size == -1,
+	   "a key of %zu bytes is dropped and counted, the next one kept", n);
+	urlx_free(&l);
+	free(doc);
+}
+
 int main(void)
 {
-	char hex[33], err[256];
+	char err[256];
 	struct url__run r;
 	struct url__meta m;
 	struct conf *c;
-	/* 1 MiB + 3 bytes in uneven pieces: MD5 across block boundaries */
-	static char big[(1 << 20) + 3];
-	struct url__md5 md;
-
-	ok(strcmp(_md5_of("", hex), "d41d8cd98f00b204e9800998ecf8427e") == 0, "md5 of nothing");
-	ok(strcmp(_md5_of("abc", hex), "900150983cd24fb0d6963f7d28e17f72") == 0, "md5 of abc");
-	ok(strcmp(_md5_of("12345678901234567890123456789012345678901234567890123456789012345678901234567890",
-			  hex), "57edf4a22be3c955ac49da2e2107b67a") == 0, "md5 of 80 digits");
-	memset(big, 'a', sizeof(big));
-	url__md5_init(&md);
-	for (size_t off = 0, step = 1; off < sizeof(big); off += step, step = step * 3 % 1000 + 1)
-		url__md5_update(&md, big + off, off + step > sizeof(big) ? sizeof(big) - off : step);
-	url__md5_hex(&md, hex);
-	ok(strcmp(hex, "ff2c8815ad9e7686a3ae921be4fafaa9") == 0, "md5 fed in uneven pieces: %s", hex);
-
+	_test_listings();
 	memset(&r, 0, sizeof(r));
 	r.proto = P_S3;
 	memset(&m, 0, sizeof(m));
@@ -90,6 +137,9 @@ int main(void)
 	_hdr(&r, &m, "x-checksum-sha256: BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD\r\n");
 	ok(strncmp(m.sha256, "ba7816bf", 8) == 0 && strstr(m.how, "X-Checksum-Sha256"),
 	   "X-Checksum-Sha256, any case");
+	memset(&m, 0, sizeof(m));
+	_hdr(&r, &m, "Content-MD5: kAFQmDzST7DWlj99KOF/cg\r\n");
+	ok(strcmp(m.md5, "900150983cd24fb0d6963f7d28e17f72") == 0, "Content-MD5 without padding");
 	memset(&m, 0, sizeof(m));
 	_hdr(&r, &m, "X-Checksum-Sha256: not-hex\r\n");
 	_hdr(&r, &m, "Content-MD5: garbage!!\r\n");

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tap.h"
+#include "tests/tap.h"
 #include "xfer.h"
 
 static char _dir[] = "/tmp/test_walk_XXXXXX";
@@ -173,13 +173,18 @@ static int _exists(const char *p)
 
 int main(void)
 {
-	char p[64][512];
+	/* Path slots; P() refuses, at compile time, a slot past the end. */
+	enum { NP = 65 };
+	char p[NP][512];
 	struct _seen s;
 	struct stat st;
 
 	if (!mkdtemp(_dir))
 		return 77;
-#define P(i, ...) snprintf(p[i], sizeof(p[i]), __VA_ARGS__)
+#define P(i, ...) do { \
+	_Static_assert((i) >= 0 && (i) < NP, "P(" #i "): no such path slot"); \
+	snprintf(p[i], sizeof(p[i]), __VA_ARGS__); \
+} while (0)
 	P(0, "%s/src", _dir);
 	P(1, "%s/src/sub", _dir);
 	P(2, "%s/outside", _dir);

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tap.h"
+#include "tests/tap.h"
 #include "yield.h"
 
 int main(void)

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 
 #include "plugargs.h"
-#include "tap.h"
+#include "tests/tap.h"
 
 static int parse(struct plugargs *a, char *err, size_t errlen, int n, ...)
 {

@@ -15,7 +15,7 @@
 #include <munge.h>
 
 #include "fakesrv.h"
-#include "tap.h"
+#include "tests/tap.h"
 #include "dclient.h"
 
 /* Open descriptors of this process. */

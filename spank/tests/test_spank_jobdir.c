@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "jobdir.h"
-#include "tap.h"
+#include "tests/tap.h"
 
 static const char *getx(const char *path, const char *name)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "jobplan.h"
-#include "tap.h"
+#include "tests/tap.h"
 
 static int build(const char *script, struct jobplan **jp, char *err, size_t errlen)
 {

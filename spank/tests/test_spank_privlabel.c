@@ -25,7 +25,7 @@
 
 #include "jobdir.h"
 #include "privlabel.h"
-#include "tap.h"
+#include "tests/tap.h"
 
 static char top[64];
 static char *found[64];        /* paths below top with a trusted policy */

@@ -9,7 +9,7 @@
 
 #include "fakesrv.h"
 #include "spool.h"
-#include "tap.h"
+#include "tests/tap.h"
 #include "dclient.h"
 
 static char msgs[4096];

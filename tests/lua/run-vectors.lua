@@ -13,7 +13,7 @@ default (not the site's SITE table).
 ]]
 local here = (arg[0]:match("^(.*)/[^/]*$") or ".")
 package.path = here .. "/?.lua;" .. package.path
-local json = require("json")
+local json = require("testjson")
 local stub = require("stub_slurm")
 
 local script_path = here .. "/../../lua/job_submit.lua"

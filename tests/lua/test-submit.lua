@@ -6,7 +6,7 @@ lua/job_submit.lua under a stub `slurm` table. Prints TAP.
 ]]
 local here = (arg[0]:match("^(.*)/[^/]*$") or ".")
 package.path = here .. "/?.lua;" .. package.path
-local json = require("json")
+local json = require("testjson")
 local stub = require("stub_slurm")
 
 local script_path = here .. "/../../lua/job_submit.lua"

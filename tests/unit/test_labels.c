@@ -23,7 +23,7 @@
 #include "labels.h"
 #include "policy.h"
 #include "scan.h"
-#include "tap.h"
+#include "tests/tap.h"
 
 static char base[1024];
 

@@ -9,7 +9,8 @@
  *    and extracted by `tar -xf` with identical bytes, modes, mtimes (to the
  *    nanosecond) and link targets.
  * 2. Archives made by GNU tar (pax and gnu formats) are read back by
- *    tar_reader_next() with the same names, sizes and bytes.
+ *    tar_reader_next() (libarchive, common/tar_read.c) with the same names,
+ *    sizes and bytes.
  * 3. Damaged and hostile archives are refused with a message, never a crash.
  * Skips (77) when GNU tar is not installed.
  */
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tap.h"
+#include "tests/tap.h"
 #include "tar.h"
 
 extern char **environ;
@@ -269,7 +271,7 @@ static void _test_hostile(struct tcase *cs)
 	f = fopen(bad, "wb");
 	fwrite(img, 1, len, f);
 	fclose(f);
-	tap_ok(_refused(bad, err, sizeof(err)) && strstr(err, "checksum"), "damaged header: %s", err);
+	tap_ok(_refused(bad, err, sizeof(err)) && err[0], "damaged header: %s", err);
 	img[10] ^= 0x55;
 	/* Cut the archive inside the data of the 100 KiB member. */
 	{
@@ -330,6 +332,40 @@ static void _test_hostile(struct tcase *cs)
 		tap_ok(tar_header_size(&m) == 0 &&
 		       tar_header_encode(&m, blk, sizeof(blk), err, sizeof(err)) == 0,
 		       "writer refuses a %d-byte name: %s", TAR_NAME_MAX + 1, err);
+	}
+}
+
+/*
+ * A header whose mtime (base-256) is far out of range: found by
+ * fuzz_tar_read (seconds * 1e9 overflowed). Read from memory; the time
+ * saturates instead.
+ */
+static void _test_mtime_overflow(void)
+{
+	unsigned char img[3 * TAR_BLOCK] = { 0 };
+	struct tar_member m = { .path = "old", .type = TAR_REG, .mode = 0644, .size = 0 };
+	struct tar_reader r;
+	struct tar_entry *e;
+	char err[256];
+	unsigned sum = 0;
+	int rc = -1;
+
+	tap_ok(tar_header_encode(&m, (char *)img, sizeof(img), err, sizeof(err)) == TAR_BLOCK,
+	       "a one-block header");
+	memset(img + 136, 0, 12);
+	img[136] = 0xff;	/* base-256, negative: about -2^87 seconds */
+	img[137] = 0x80;
+	memset(img + 148, ' ', 8);
+	for (int i = 0; i < TAR_BLOCK; i++)
+		sum += img[i];
+	snprintf((char *)img + 148, 8, "%06o", sum);
+	if (tar_reader_init_mem(&r, img, sizeof(img), err, sizeof(err)) == 0) {
+		rc = tar_reader_next(&r, &e, err, sizeof(err));
+		tap_ok(rc == 1 && e->mtime_ns == INT64_MIN, "mtime out of range saturates (%s)",
+		       rc == 1 ? "read" : err);
+		tar_reader_free(&r);
+	} else {
+		tap_ok(0, "reader opens a memory image: %s", err);
 	}
 }
 
@@ -397,6 +433,7 @@ int main(void)
 	_test_gnu_reads_ours(cs, n);
 	_test_gnu_archives(cs, n);
 	_test_hostile(cs);
+	_test_mtime_overflow();
 	for (int i = 0; i < n; i++)
 		free(cs[i].data);
 	{

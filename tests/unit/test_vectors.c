@@ -17,38 +17,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checksum.h"
 #include "dsl.h"
-#include "tap.h"
+#include "tests/tap.h"
 
-/* Decode base64 (standard alphabet, '=' padding); new buffer or NULL. */
+/* Decode base64 (common/checksum.c); new NUL-terminated buffer or NULL. */
 static unsigned char *_b64(const char *in, size_t *outlen)
 {
-	size_t n = strlen(in), o = 0, i;
-	unsigned char *out = malloc(n / 4 * 3 + 3);
-	uint32_t acc = 0;
-	int bits = 0;
+	size_t n = in ? strlen(in) : 0;
+	unsigned char *out = malloc(n / 4 * 3 + 1);
+	long got = out && in ? cksum_b64_decode(in, n, out, n / 4 * 3) : -1;
 
-	if (!out)
+	if (got < 0) {
+		free(out);
 		return NULL;
-	for (i = 0; i < n; i++) {
-		char c = in[i];
-		int v;
-
-		if (c >= 'A' && c <= 'Z') v = c - 'A';
-		else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-		else if (c >= '0' && c <= '9') v = c - '0' + 52;
-		else if (c == '+') v = 62;
-		else if (c == '/') v = 63;
-		else if (c == '=') break;
-		else { free(out); return NULL; }
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (unsigned char)(acc >> bits);
-		}
 	}
-	*outlen = o;
+	out[got] = '\0';
+	*outlen = (size_t)got;
 	return out;
 }
 

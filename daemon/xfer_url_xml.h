@@ -1,0 +1,54 @@
+/*
+ * xfer_url_xml.h - the directory listings S3 and WebDAV servers send, read
+ * with expat.
+ *
+ * Owns: turning one listing document (S3 ListObjectsV2 result, WebDAV
+ * PROPFIND multistatus) into a flat list of names, sizes and kinds. Names
+ * are returned as the server wrote them (S3 keys, DAV hrefs); the caller
+ * decides what is safe to create locally (url__safe_rel).
+ *
+ * Why expat rather than libxml2: a listing is read once, front to back,
+ * for a handful of elements, so a streaming parser with no tree fits; expat
+ * is a small library whose only job is this, never touches the network or
+ * the file system, and (2.4+) bounds entity expansion. libxml2 brings a DOM,
+ * XPath, HTML, catalogs and network loaders, all of which would have to be
+ * kept switched off for input that comes from remote servers.
+ *
+ * Must never: trust the document. A DOCTYPE (and with it every entity
+ * declaration) is refused, element text is bounded, and a document that is
+ * not well-formed XML is an error, never a partial listing.
+ */
+#ifndef STAGEHAND_XFER_URL_XML_H
+#define STAGEHAND_XFER_URL_XML_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define URLX_NAME_MAX 4096	/* a key or href of this many bytes or more is dropped */
+#define URLX_TOKEN_MAX 1024	/* S3 continuation token, with its NUL */
+
+enum urlx_kind { URLX_S3, URLX_DAV };
+
+struct urlx_item {
+	char *name;                  /* owned: S3 Key, or DAV href as written */
+	int64_t size;                /* -1 when the listing gave none */
+	int is_dir;                  /* DAV: resourcetype holds collection */
+};
+
+struct urlx_listing {
+	struct urlx_item *items;     /* owned, in document order */
+	size_t n, cap;
+	size_t dropped;              /* entries left out: name too long or missing */
+	int truncated;               /* S3: IsTruncated is "true" */
+	char token[URLX_TOKEN_MAX];  /* S3: NextContinuationToken, "" when none */
+};
+
+/*
+ * Parse len bytes of one listing. 0, or -1 with what was wrong (and where)
+ * in err; out is then empty. Free out with urlx_free either way.
+ */
+int urlx_parse(enum urlx_kind kind, const char *buf, size_t len, struct urlx_listing *out,
+	       char *err, size_t errlen);
+void urlx_free(struct urlx_listing *l);
+
+#endif /* STAGEHAND_XFER_URL_XML_H */
