@@ -12,7 +12,7 @@
 #include "queue.h"
 #include "queue_private.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 
 static const char *_state_names[QS_COUNT] = {
@@ -220,7 +220,9 @@ static const char *_schema =
 	" plan TEXT, hold_state TEXT NOT NULL DEFAULT 'none',"
 	" end_state TEXT, end_exit_code INTEGER NOT NULL DEFAULT 0, end_received INTEGER,"
 	" end_processed INTEGER NOT NULL DEFAULT 0,"
-	" created INTEGER NOT NULL, updated INTEGER NOT NULL);"
+	" created INTEGER NOT NULL, updated INTEGER NOT NULL,"
+	" array_job_id INTEGER, array_task_id INTEGER, runs INTEGER NOT NULL DEFAULT 0,"
+	" last_run TEXT);"
 	"CREATE TABLE IF NOT EXISTS requests ("
 	" id INTEGER PRIMARY KEY AUTOINCREMENT, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
 	" user TEXT NOT NULL, job_id INTEGER, action TEXT NOT NULL, source TEXT NOT NULL,"
@@ -247,6 +249,13 @@ static const char *_schema =
 	" request_id INTEGER NOT NULL, path_src TEXT NOT NULL, path_dst TEXT NOT NULL,"
 	" bytes INTEGER NOT NULL, checksum TEXT, started INTEGER NOT NULL, ended INTEGER NOT NULL,"
 	" UNIQUE (request_id, path_dst, checksum));";
+
+/* Version 2: array tasks (their array and task id) and requeued runs of a job. */
+static const char *_migrate_1_2 =
+	"ALTER TABLE jobs ADD COLUMN array_job_id INTEGER;"
+	"ALTER TABLE jobs ADD COLUMN array_task_id INTEGER;"
+	"ALTER TABLE jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE jobs ADD COLUMN last_run TEXT;";
 
 struct queue *queue_open(const char *path, char *err, size_t errlen)
 {
@@ -294,7 +303,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 		if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
 			goto fail;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
-		if (qp_exec(q, _schema, err, errlen) < 0 || qp_exec(q, sql, err, errlen) < 0 ||
+		if ((ver == 1 && qp_exec(q, _migrate_1_2, err, errlen) < 0) ||
+		    qp_exec(q, _schema, err, errlen) < 0 || qp_exec(q, sql, err, errlen) < 0 ||
 		    qp_exec(q, "COMMIT", err, errlen) < 0) {
 			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 			goto fail;
@@ -397,6 +407,7 @@ void queue_job_free(struct queue_job *j)
 	free(j->plan);
 	free(j->hold_state);
 	free(j->end_state);
+	free(j->last_run);
 	free(j);
 }
 

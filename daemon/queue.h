@@ -89,6 +89,10 @@ struct queue_job {
 	int64_t end_received;
 	int end_processed;          /* 1 once after-job requests were created */
 	int64_t created, updated;
+	int64_t array_job_id;       /* array tasks: the array's job id (%A); 0 = none, -1 = unknown */
+	int64_t array_task_id;      /* array tasks: the task index (%a); -1 = none */
+	int runs;                   /* earlier runs that ended in a requeue */
+	char *last_run;             /* how the last requeued run ended ("NODE_FAIL, requeued"), or NULL */
 };
 
 void queue_job_free(struct queue_job *j);
@@ -262,6 +266,26 @@ int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t e
  */
 int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char **error,
 		       char *err, size_t errlen);
+
+/*
+ * Record that job_id is task array_task_id of array array_job_id (Slurm's
+ * %A and %a). Its stage_in state then also counts the array's shared
+ * stage_in requests (those of job array_job_id with options.shared). 0 or -1.
+ */
+int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
+			int64_t array_task_id, char *err, size_t errlen);
+
+/*
+ * A stored end event was one run of a job that slurmctld requeued: the
+ * event is cleared (the next run's end is stored as new), runs + 1, and
+ * how that run ended kept in last_run. Nothing is archived for it. 0 or -1.
+ */
+int queue_job_requeued(struct queue *q, int64_t job_id, const char *how, char *err,
+		       size_t errlen);
+
+/* Correct the stored end state (slurmctld knows TIMEOUT, PREEMPTED, NODE_FAIL). 0 or -1. */
+int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, char *err,
+			    size_t errlen);
 
 /* Ids of a job's failed_* requests (up to max); returns the count or -1. */
 int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int max,

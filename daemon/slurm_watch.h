@@ -9,4 +9,23 @@
 
 extern const struct lifecycle_hook slurm_watch_hook;
 
+/* What slurmctld says about a job whose end event is about to be processed. */
+enum slurm_watch_end {
+	SW_END_UNKNOWN = 0,  /* not watching Slurm, or slurmctld does not know/answer: trust the event */
+	SW_END_FINAL,        /* ended for good: *state is slurmctld's final state */
+	SW_END_REQUEUED,     /* this run ended but the job was requeued: archive after the final run */
+};
+
+/*
+ * Ask slurmctld about job_id at the moment its end event is processed (one
+ * RPC). state (at least 32 bytes) gets slurmctld's state name (TIMEOUT,
+ * PREEMPTED, NODE_FAIL, ...); *restarts its requeue count; *array_job_id and
+ * *array_task_id (-1 when not an array task) the task's array. For a
+ * requeued job the job's comment says so (squeue -o %k). Any thread.
+ */
+enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
+					   const char *event_state, char *state,
+					   size_t statelen, int *restarts, int64_t *array_job_id,
+					   int64_t *array_task_id);
+
 #endif /* STAGEHAND_SLURM_WATCH_H */
