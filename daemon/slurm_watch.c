@@ -583,13 +583,17 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 	   flag is a job whose end slurmctld has not heard of yet: take the event. */
 	if (j.state == JOB_PENDING || j.requeue) {
 		r = SW_END_REQUEUED;
-		_comment(&j, "stagehand: run %u ended %s and the job was requeued: its outputs are "
+		_comment(&j, "stagehand: run %u was requeued (it ended %s on its node): outputs are "
 			 "archived after the final run", j.restarts ? j.restarts : 1,
 			 event_state ? event_state : "?");
 	}
-	else if (sjob_state_is_final(j.state))
+	else if (sjob_state_is_final(j.state)) {
 		r = SW_END_FINAL;
-	else
+		if (j.restarts)
+			_comment(&j, "stagehand: the final run (after %u requeue%s) ended %s: its "
+				 "outputs are archived; earlier runs were not", j.restarts,
+				 j.restarts == 1 ? "" : "s", sjob_state_name(j.state));
+	} else
 		r = SW_END_UNKNOWN;
 	sjob_clear(&j);
 	return r;
