@@ -375,8 +375,10 @@ static int _expand(const char *in, const struct queue_job *j, char *out, size_t 
  * run that ended in a requeue is not archived (the final run is), and
  * TIMEOUT, PREEMPTED, NODE_FAIL, ... replace what a node could tell (a
  * script killed by a signal looks CANCELLED there). The job's array is
- * recorded too if it was not yet. Returns 1 when the end was a requeue
- * (nothing to do now), 0 to go on (j updated), -1 on a database error.
+ * recorded too if it was not yet. Returns 1 when the end was a requeue or
+ * slurmctld still sees the job running (nothing to do now; the job-end
+ * hook asks again every second), 0 to go on (j updated), -1 on a database
+ * error.
  */
 static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t errlen)
 {
@@ -386,6 +388,8 @@ static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t e
 	enum slurm_watch_end r = slurm_watch_end_check(d, j->job_id, j->end_state, st, sizeof(st),
 							  &restarts, &aj, &at);
 
+	if (r == SW_END_WAIT)
+		return 1;
 	if (r == SW_END_REQUEUED) {
 		snprintf(how, sizeof(how), "run %d ended %s; requeued", restarts ? restarts : 1,
 			 j->end_state ? j->end_state : "?");

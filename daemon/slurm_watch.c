@@ -579,8 +579,10 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 	}
 	snprintf(state, statelen, "%s", sjob_state_name(j.state));
 	/* Requeued: pending again (scontrol requeue, NODE_FAIL with requeue, preemption
-	   in REQUEUE mode), or still completing with a requeue flag. RUNNING without a
-	   flag is a job whose end slurmctld has not heard of yet: take the event. */
+	   in REQUEUE mode), or still completing with a requeue flag. Still RUNNING:
+	   slurmctld has not heard of the end yet (milliseconds), or the event is a late
+	   one from a run that was requeued and the job runs again: either way the
+	   archive waits until slurmctld says the job ended. */
 	if (j.state == JOB_PENDING || j.requeue) {
 		r = SW_END_REQUEUED;
 		_comment(&j, "stagehand: run %u was requeued (it ended %s on its node): outputs are "
@@ -594,7 +596,7 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 				 "outputs are archived; earlier runs were not", j.restarts,
 				 j.restarts == 1 ? "" : "s", sjob_state_name(j.state));
 	} else
-		r = SW_END_UNKNOWN;
+		r = SW_END_WAIT;
 	sjob_clear(&j);
 	return r;
 }

@@ -14,6 +14,8 @@ enum slurm_watch_end {
 	SW_END_UNKNOWN = 0,  /* not watching Slurm, or slurmctld does not know/answer: trust the event */
 	SW_END_FINAL,        /* ended for good: *state is slurmctld's final state */
 	SW_END_REQUEUED,     /* this run ended but the job was requeued: archive after the final run */
+	SW_END_WAIT,         /* slurmctld still sees it running: ask again (the event may be
+				from an earlier run, or slurmctld has not heard of the end yet) */
 };
 
 /*
