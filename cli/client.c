@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "commands.h"
 #include "http.h"
 #include "progress.h"
+#include "spool.h"
 
 #ifndef STAGEHAND_SYSCONFDIR
 #define STAGEHAND_SYSCONFDIR "/etc"
@@ -49,7 +51,7 @@ enum { OPT_SOCKET = 1000, OPT_SERVER, OPT_CONFIG, OPT_HELP };
 	"daemon selection:\n" \
 	"  --socket PATH       UNIX socket of stagehandd (env STAGEHAND_SOCKET)\n" \
 	"  --server HOST:PORT  TCP address, authenticated with MUNGE (env STAGEHAND_SERVER)\n" \
-	"  --config FILE       config file to read SocketPath from (env STAGEHAND_CONF)\n"
+	"  --config FILE       config file to read Server or SocketPath from (env STAGEHAND_CONF)\n"
 
 static void _errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void _errx(const char *fmt, ...)
@@ -118,111 +120,34 @@ static int _common_opt(int c, const char *arg)
 	}
 }
 
-/*
- * The config file's SocketPath, read the way stagehandd reads it
- * (stagehand.conf(5)): "Key=Value" lines, keys case-insensitive, '#' starts
- * a comment anywhere, a key set twice is an error. Only SocketPath matters
- * to the CLI; the daemon judges every other key. Returns 1 found, 0 not
- * found (or the default file is absent), -1 error (message printed).
- */
-static int _conf_socket_path(char *out, size_t outlen)
+struct http *client_connect(const char *socket_path, const char *server, const char *config)
 {
-	const char *path = _opt_config ? _opt_config : getenv("STAGEHAND_CONF");
-	int explicit_path = path != NULL;
-	char line[4096 + 2];
-	FILE *fp;
-	int lineno = 0, found_line = 0;
-
-	if (!path)
-		path = CLIENT_DEFAULT_CONF;
-	fp = fopen(path, "re");
-	if (!fp) {
-		if (!explicit_path && (errno == ENOENT || errno == EACCES))
-			return 0;
-		_errx("cannot read config file %s: %s (give --socket PATH, or fix --config / STAGEHAND_CONF)",
-		      path, strerror(errno));
-		return -1;
-	}
-	while (fgets(line, sizeof(line), fp)) {
-		char *k = line, *eq, *v, *end, *hash;
-
-		lineno++;
-		if (!strchr(line, '\n') && !feof(fp)) {
-			_errx("%s:%d: line longer than 4096 bytes", path, lineno);
-			fclose(fp);
-			return -1;
-		}
-		if ((hash = strchr(line, '#')))
-			*hash = '\0';
-		while (isspace((unsigned char)*k))
-			k++;
-		if (!(eq = strchr(k, '=')))
-			continue;	/* the daemon reports malformed lines; not ours to judge */
-		for (end = eq; end > k && isspace((unsigned char)end[-1]); end--)
-			;
-		if ((size_t)(end - k) != strlen("SocketPath") || strncasecmp(k, "SocketPath", end - k))
-			continue;
-		if (found_line) {
-			_errx("%s:%d: SocketPath is already set on line %d: set it once",
-			      path, lineno, found_line);
-			fclose(fp);
-			return -1;
-		}
-		v = eq + 1;
-		while (isspace((unsigned char)*v))
-			v++;
-		end = v + strlen(v);
-		while (end > v && isspace((unsigned char)end[-1]))
-			end--;
-		*end = '\0';
-		if (*v != '/') {
-			_errx("%s:%d: SocketPath must be an absolute path, not '%s'", path, lineno, v);
-			fclose(fp);
-			return -1;
-		}
-		if (snprintf(out, outlen, "%s", v) >= (int)outlen) {
-			_errx("%s:%d: SocketPath is longer than %zu bytes (a UNIX socket limit)",
-			      path, lineno, outlen - 1);
-			fclose(fp);
-			return -1;
-		}
-		found_line = lineno;
-	}
-	fclose(fp);
-	return found_line ? 1 : 0;
-}
-
-struct http *client_connect(const char *socket_path, const char *server,
-			    int (*conf_socket)(char *out, size_t outlen))
-{
-	char sock[108], err[512];	/* sun_path size */
+	struct dclient_target t;
+	char err[1280];
+	const char *conf = config && *config ? config : getenv("STAGEHAND_CONF");
+	int conf_given = conf && *conf;
 	struct http *h;
 
-	if (!server && !socket_path) {
-		const char *es = getenv("STAGEHAND_SOCKET"), *ev = getenv("STAGEHAND_SERVER");
-
-		if (es && *es)
-			socket_path = es;
-		else if (ev && *ev)
-			server = ev;
+	if ((!server || !*server) && (!socket_path || !*socket_path)) {
+		server = getenv("STAGEHAND_SERVER");
+		socket_path = getenv("STAGEHAND_SOCKET");
 	}
-	if (!server && !socket_path) {
-		int rc = conf_socket(sock, sizeof(sock));
-
-		if (rc < 0)
-			return NULL;
-		socket_path = rc ? sock : CLIENT_DEFAULT_SOCKET;
+	if (dclient_find(&t, server, socket_path, conf_given ? conf : CLIENT_DEFAULT_CONF,
+			 conf_given, err, sizeof(err)) < 0) {
+		_errx("%s (give --server HOST:PORT or --socket PATH, or fix --config / "
+		      "STAGEHAND_CONF)", err);
+		return NULL;
 	}
-	h = http_open(socket_path, server, err, sizeof(err));
+	h = http_open(&t);
 	if (!h)
-		_errx("%s", err);
+		_errx("out of memory");
 	return h;
 }
 
 /* Open the daemon connection per client.h's order. NULL: message printed. */
 static struct http *_connect(void)
 {
-	return client_connect(_opt_socket, _opt_server, _conf_socket_path);
+	return client_connect(_opt_socket, _opt_server, _opt_config);
 }
 
 /*
@@ -971,48 +896,83 @@ int cmd_retry(int argc, char **argv)
 static void _job_end_usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: stagehand job-end [JOB] --state STATE [--exit-code N] [--uid UID] [--gid GID]\n"
-		"                         [--user NAME] [--work-dir DIR] [--plan FILE]\n"
-		"Tell stagehandd that Slurm job JOB ended (root or admin; for Epilog= hooks).\n"
+		"usage: stagehand job-end [JOB] [--state STATE] [--exit-code N] [--signal N]\n"
+		"                         [--uid UID] [--gid GID] [--user NAME] [--work-dir DIR]\n"
+		"                         [--node NAME] [--plan FILE] [--spool DIR [--timeout MS]]\n"
+		"       stagehand job-end --spool DIR --drain [--timeout MS]\n"
+		"Tell stagehandd that Slurm job JOB ended (root; for Epilog= hooks).\n"
 		"JOB defaults to $SLURM_JOB_ID, --uid to $SLURM_JOB_UID, --gid to $SLURM_JOB_GID,\n"
-		"--user to $SLURM_JOB_USER.\n"
-		"  --state STATE     the job's end state: COMPLETED, FAILED, CANCELLED, TIMEOUT, ...\n"
-		"  --exit-code N     the job's exit code\n"
+		"--user to $SLURM_JOB_USER. The state sent is STATE when it is a final Slurm\n"
+		"state; otherwise (e.g. COMPLETING) it follows from --exit-code and --signal,\n"
+		"by the rule the SPANK plugin uses (docs/spank.md).\n"
+		"  --state STATE     Slurm's job state: COMPLETED, FAILED, TIMEOUT, COMPLETING, ...\n"
+		"  --exit-code N     the batch script's exit code\n"
+		"  --signal N        the signal that ended the batch script (0 = none)\n"
 		"  --uid UID         the job owner's uid\n"
 		"  --gid GID         the job owner's primary gid\n"
 		"  --user NAME       the job owner's user name\n"
 		"  --work-dir DIR    the job's working directory (needed for relative plan paths)\n"
+		"  --node NAME       the node the event comes from (default: this host's name)\n"
 		"  --plan FILE       the job's normalised #DATA plan as JSON ('-' for stdin)\n"
+		"  --spool DIR       epilog mode: deliver older events spooled in DIR first, and\n"
+		"                    spool this one there if the daemon cannot take it now;\n"
+		"                    exit 0 once it is delivered or spooled\n"
+		"  --drain           only deliver the events spooled in DIR (no JOB)\n"
+		"  --timeout MS      per-request budget in --spool mode (default 2000)\n"
 		COMMON_HELP);
 }
 
-int cmd_job_end(int argc, char **argv)
+/* Parsed job-end options. */
+struct _jeopts {
+	const char *state, *uid_s, *gid_s, *user, *work_dir, *plan_file, *node, *spool;
+	bool have_exit, drain;
+	int exit_code, sig, timeout_ms;
+	unsigned long long job;
+};
+
+/* A number in [lo, hi] for option opt. 0, or -1 with a message printed. */
+static int _num_opt(const char *opt, const char *v, long lo, long hi, int *out)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || end == v || n < lo || n > hi) {
+		_errx("job-end: %s wants %ld..%ld, got '%s'", opt, lo, hi, v);
+		return -1;
+	}
+	*out = (int)n;
+	return 0;
+}
+
+/* Parse argv into o. Returns -1 to go on, else the exit code. */
+static int _job_end_args(int argc, char **argv, struct _jeopts *o)
 {
 	static const struct option lo[] = {
 		{ "state", required_argument, NULL, 's' },
 		{ "exit-code", required_argument, NULL, 'x' },
+		{ "signal", required_argument, NULL, 'S' },
 		{ "uid", required_argument, NULL, 'u' },
 		{ "work-dir", required_argument, NULL, 'd' },
 		{ "gid", required_argument, NULL, 'g' },
 		{ "user", required_argument, NULL, 'U' },
 		{ "plan", required_argument, NULL, 'p' },
+		{ "node", required_argument, NULL, 'n' },
+		{ "spool", required_argument, NULL, 'P' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "drain", no_argument, NULL, 'D' },
 		COMMON_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *state = NULL, *job_s, *uid_s = getenv("SLURM_JOB_UID"), *work_dir = NULL;
-	const char *gid_s = getenv("SLURM_JOB_GID"), *user = getenv("SLURM_JOB_USER");
-	const char *plan_file = NULL;
-	unsigned long long gid = 0;
-	json_t *plan = NULL;
-	json_error_t jerr;
-	long exit_code = 0;
-	int c, have_exit = 0, rc;
-	unsigned long long job, uid = 0;
-	char path[64], *end;
-	const char *p;
-	struct http *h;
-	json_t *body, *resp;
+	const char *job_s;
+	int c;
 
+	memset(o, 0, sizeof(*o));
+	o->uid_s = getenv("SLURM_JOB_UID");
+	o->gid_s = getenv("SLURM_JOB_GID");
+	o->user = getenv("SLURM_JOB_USER");
+	o->timeout_ms = 2000;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -1021,24 +981,38 @@ int cmd_job_end(int argc, char **argv)
 		if (c == '?')
 			return _bad_option(argv[0], argv[optind - 1]);
 		switch (c) {
-		case 's': state = optarg; break;
+		case 's': o->state = optarg; break;
 		case 'x':
-			errno = 0;
-			exit_code = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || exit_code < 0 || exit_code > 255) {
-				_errx("job-end: --exit-code wants 0..255, got '%s'", optarg);
+			if (_num_opt("--exit-code", optarg, 0, 255, &o->exit_code) < 0)
 				return EXIT_ENV;
-			}
-			have_exit = 1;
+			o->have_exit = true;
 			break;
-		case 'u': uid_s = optarg; break;
-		case 'd': work_dir = optarg; break;
-		case 'g': gid_s = optarg; break;
-		case 'U': user = optarg; break;
-		case 'p': plan_file = optarg; break;
+		case 'S':
+			if (_num_opt("--signal", optarg, 0, 127, &o->sig) < 0)
+				return EXIT_ENV;
+			break;
+		case 't':
+			if (_num_opt("--timeout", optarg, 1, 600000, &o->timeout_ms) < 0)
+				return EXIT_ENV;
+			break;
+		case 'u': o->uid_s = optarg; break;
+		case 'd': o->work_dir = optarg; break;
+		case 'g': o->gid_s = optarg; break;
+		case 'U': o->user = optarg; break;
+		case 'p': o->plan_file = optarg; break;
+		case 'n': o->node = optarg; break;
+		case 'P': o->spool = optarg; break;
+		case 'D': o->drain = true; break;
 		case 'h': _job_end_usage(stdout); return EXIT_OK;
 		default: _job_end_usage(stderr); return EXIT_ENV;
 		}
+	}
+	if (o->drain) {
+		if (!o->spool || *o->spool != '/' || argc != optind) {
+			_errx("job-end: --drain takes --spool DIR (absolute) and no JOB");
+			return EXIT_ENV;
+		}
+		return -1;
 	}
 	job_s = argc - optind == 1 ? argv[optind] : getenv("SLURM_JOB_ID");
 	if (argc - optind > 1 || !job_s) {
@@ -1046,77 +1020,178 @@ int cmd_job_end(int argc, char **argv)
 		_job_end_usage(stderr);
 		return EXIT_ENV;
 	}
-	if (_parse_id(job_s, &job) != ID_JOB) {
+	if (_parse_id(job_s, &o->job) != ID_JOB || o->job > 0xffffffffULL) {
 		_errx("job-end: '%s' is not a Slurm job id", job_s);
 		return EXIT_ENV;
 	}
-	if (!state || !*state) {
-		_errx("job-end: --state is required (e.g. --state COMPLETED)");
-		return EXIT_ENV;
-	}
-	for (p = state; *p; p++)
+	if (o->state && !*o->state)
+		o->state = NULL;
+	for (const char *p = o->state; p && *p; p++)
 		if (!isupper((unsigned char)*p) && *p != '_') {
 			_errx("job-end: --state '%s' is not a Slurm job state such as COMPLETED or FAILED",
-			      state);
+			      o->state);
 			return EXIT_ENV;
 		}
-	if (uid_s && *uid_s) {
-		errno = 0;
-		uid = strtoull(uid_s, &end, 10);
-		if (errno || *end || uid > 0xfffffffeULL) {
-			_errx("job-end: uid '%s' is not a number", uid_s);
-			return EXIT_ENV;
-		}
-	}
-	if (gid_s && *gid_s) {
-		errno = 0;
-		gid = strtoull(gid_s, &end, 10);
-		if (errno || *end || gid > 0xfffffffeULL) {
-			_errx("job-end: gid '%s' is not a number", gid_s);
-			return EXIT_ENV;
-		}
-	}
-	if (work_dir && *work_dir != '/') {
-		_errx("job-end: --work-dir must be absolute, got '%s'", work_dir);
+	if (!o->state && !o->have_exit) {
+		_errx("job-end: give --state (e.g. --state COMPLETED) or --exit-code");
 		return EXIT_ENV;
 	}
-	if (plan_file) {
-		plan = !strcmp(plan_file, "-") ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
-					       : json_load_file(plan_file, JSON_REJECT_DUPLICATES, &jerr);
-		if (!plan) {
-			_errx("job-end: plan %s:%d: %s", !strcmp(plan_file, "-") ? "(stdin)" : plan_file,
+	if (o->sig && !o->have_exit) {
+		_errx("job-end: --signal goes with --exit-code (Slurm's ExitCode=N:SIG)");
+		return EXIT_ENV;
+	}
+	if (o->work_dir && *o->work_dir != '/') {
+		_errx("job-end: --work-dir must be absolute, got '%s'", o->work_dir);
+		return EXIT_ENV;
+	}
+	if (o->spool && *o->spool != '/') {
+		_errx("job-end: --spool must be an absolute directory, got '%s'", o->spool);
+		return EXIT_ENV;
+	}
+	return -1;
+}
+
+/* A uid/gid from text ("" or NULL = unknown, -1). 0, or -1 with a message. */
+static int _id_arg(const char *what, const char *s, long long *out)
+{
+	unsigned long long v;
+	char *end;
+
+	*out = -1;
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > 0xfffffffeULL) {
+		_errx("job-end: %s '%s' is not a number", what, s);
+		return -1;
+	}
+	*out = (long long)v;
+	return 0;
+}
+
+/* The event for o (new reference), or NULL with a message printed. */
+static json_t *_job_end_event(const struct _jeopts *o)
+{
+	struct jobend_info ji = {
+		.slurm_state = o->state, .have_exit = o->have_exit, .exit_code = o->exit_code,
+		.sig = o->sig, .user = o->user && *o->user ? o->user : NULL,
+		.work_dir = o->work_dir, .source = o->spool ? "epilog" : "cli",
+	};
+	char host[256] = "";
+	json_error_t jerr;
+	json_t *ev;
+
+	if (_id_arg("uid", o->uid_s, &ji.uid) < 0 || _id_arg("gid", o->gid_s, &ji.gid) < 0)
+		return NULL;
+	if (o->node) {
+		ji.node = o->node;
+	} else if (gethostname(host, sizeof(host) - 1) == 0) {
+		ji.node = host;
+	}
+	if (o->plan_file) {
+		bool in = !strcmp(o->plan_file, "-");
+
+		ji.plan = in ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
+			     : json_load_file(o->plan_file, JSON_REJECT_DUPLICATES, &jerr);
+		if (!ji.plan) {
+			_errx("job-end: plan %s:%d: %s", in ? "(stdin)" : o->plan_file,
 			      jerr.line, jerr.text);
-			return EXIT_ENV;
+			return NULL;
 		}
-		if (!json_is_object(plan)) {
+		if (!json_is_object(ji.plan)) {
 			_errx("job-end: plan %s must be a JSON object ({\"version\":1,\"actions\":[...]})",
-			      plan_file);
-			json_decref(plan);
-			return EXIT_ENV;
+			      o->plan_file);
+			json_decref(ji.plan);
+			return NULL;
 		}
 	}
-	body = json_pack("{s:s}", "state", state);
-	if (!body) {
-		json_decref(plan);
+	ev = jobend_event(&ji);
+	json_decref(ji.plan);
+	if (!ev)
+		_errx("job-end: out of memory");
+	return ev;
+}
+
+static void _spool_warn(const char *msg)
+{
+	_errx("%s", msg);
+}
+
+/*
+ * Epilog mode: older spooled events first, then this one; whatever the
+ * daemon cannot take now is spooled (the plugin's spool, common/spool.h).
+ */
+static int _job_end_spooled(struct http *h, const struct _jeopts *o, json_t *ev)
+{
+	const struct dclient_target *t = http_dclient_target(h);
+	struct spool_stats st;
+	char err[1280], e2[1280];
+	enum spool_send r = SPOOL_RETRY;
+	unsigned long job = (unsigned long)o->job;
+
+	if (spool_deliver(o->spool, t, 20, o->timeout_ms, 2 * o->timeout_ms, &st,
+			  _spool_warn, err, sizeof(err)) < 0)
+		_errx("%s", err);
+	else if (st.delivered || st.rejected)
+		printf("delivered %d spooled job-end event(s), set aside %d, %d left\n",
+		       st.delivered, st.rejected, st.left);
+	if (ev == NULL)   /* --drain */
+		return st.daemon_down ? EXIT_ENV : EXIT_OK;
+	if (!st.daemon_down)
+		r = spool_send_event(t, job, ev, o->timeout_ms, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "stagehandd at %s did not answer for older events",
+			 t->label);
+	if (r == SPOOL_SENT) {
+		printf("job %lu: end recorded\n", job);
+		return EXIT_OK;
+	}
+	if (spool_prepare_dir(o->spool, e2, sizeof(e2)) < 0 ||
+	    spool_write(o->spool, job, ev, e2, sizeof(e2)) < 0) {
+		_errx("job %lu: job-end event LOST: not delivered (%s) and not spooled (%s); "
+		      "run 'stagehand job-end %lu --state STATE' by hand", job, err, e2, job);
 		return EXIT_ENV;
 	}
-	if (gid_s && *gid_s)
-		json_object_set_new(body, "gid", json_integer((json_int_t)gid));
-	if (user && *user)
-		json_object_set_new(body, "user", json_string(user));
-	if (plan)
-		json_object_set_new(body, "plan", plan);
-	if (have_exit)
-		json_object_set_new(body, "exit_code", json_integer(exit_code));
-	if (uid_s && *uid_s)
-		json_object_set_new(body, "uid", json_integer((json_int_t)uid));
-	if (work_dir)
-		json_object_set_new(body, "work_dir", json_string(work_dir));
-	_path_fmt(path, sizeof(path), "/v1/jobs/%llu/end", job);
+	if (r == SPOOL_REJECTED) {
+		spool_set_aside(o->spool, job, _spool_warn, err);
+		return EXIT_REFUSED;
+	}
+	printf("job %lu: job-end event spooled in %s/job-%lu.json (%s); it is sent at a "
+	       "later job end on this node\n", job, o->spool, job, err);
+	return EXIT_OK;
+}
+
+int cmd_job_end(int argc, char **argv)
+{
+	struct _jeopts o;
+	char path[64];
+	struct http *h;
+	json_t *body, *resp;
+	int rc = _job_end_args(argc, argv, &o);
+
+	if (rc >= 0)
+		return rc;
+	if (o.drain) {
+		if (!(h = _connect()))
+			return EXIT_ENV;
+		rc = _job_end_spooled(h, &o, NULL);
+		http_close(h);
+		return rc;
+	}
+	if (!(body = _job_end_event(&o)))
+		return EXIT_ENV;
 	if (!(h = _connect())) {
 		json_decref(body);
 		return EXIT_ENV;
 	}
+	if (o.spool) {
+		rc = _job_end_spooled(h, &o, body);
+		json_decref(body);
+		http_close(h);
+		return rc;
+	}
+	_path_fmt(path, sizeof(path), "/v1/jobs/%llu/end", o.job);
 	rc = _call(h, "POST", path, body, &resp, NULL);
 	json_decref(body);
 	if (rc == EXIT_OK) {
@@ -1124,9 +1199,9 @@ int cmd_job_end(int argc, char **argv)
 		size_t i;
 
 		if (json_is_true(json_object_get(resp, "duplicate"))) {
-			printf("job %llu: end already recorded; nothing changed\n", job);
+			printf("job %llu: end already recorded; nothing changed\n", o.job);
 		} else {
-			printf("job %llu: end recorded", job);
+			printf("job %llu: end recorded", o.job);
 			json_array_foreach(ids, i, v)
 				printf("%s r%" JSON_INTEGER_FORMAT, i ? "" : "; requests", json_integer_value(v));
 			printf("\n");

@@ -4,10 +4,11 @@
  * health).
  *
  * Where the daemon is, first match wins:
- *   --server HOST:PORT, --socket PATH       (command line)
- *   STAGEHAND_SERVER, STAGEHAND_SOCKET      (environment)
- *   SocketPath= in the config file          (--config, STAGEHAND_CONF, or
- *                                            SYSCONFDIR/stagehand/stagehand.conf)
+ *   --server HOST:PORT, --socket PATH       (command line; the later wins)
+ *   STAGEHAND_SERVER, then STAGEHAND_SOCKET (environment)
+ *   Server=, then SocketPath= in the config file (--config, STAGEHAND_CONF,
+ *                                            or SYSCONFDIR/stagehand/stagehand.conf,
+ *                                            read by common/conf.c)
  *   /run/stagehand/stagehandd.sock
  *
  * Owns: daemon selection, id syntax (r123 = request, 123 = Slurm job) and
@@ -22,18 +23,16 @@
 
 #include "http.h"
 
-#define CLIENT_DEFAULT_SOCKET "/run/stagehand/stagehandd.sock"
 
 /*
- * Open the daemon connection in the order above: socket_path or server when
- * given (NULL = not given), else STAGEHAND_SOCKET, else STAGEHAND_SERVER,
- * else conf_socket(), which returns 1 with the config file's SocketPath in
- * out, 0 when the file sets none (or the default file is absent), -1 on an
- * error it has printed; else CLIENT_DEFAULT_SOCKET. Returns a new connection
- * (http_close() it), or NULL with a message printed.
+ * Open the daemon connection in the order above: server or socket_path
+ * when given (NULL = not given), else the environment, else the config
+ * file config (NULL = STAGEHAND_CONF, else the default file, which may be
+ * absent). Returns a new connection (http_close() it), or NULL with a
+ * message printed.
  */
 struct http *client_connect(const char *socket_path, const char *server,
-			    int (*conf_socket)(char *out, size_t outlen));
+			    const char *config);
 
 /*
  * Take a daemon-selection option given before the subcommand

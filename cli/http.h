@@ -1,39 +1,41 @@
 /*
- * http.h - the CLI's transport to stagehandd: HTTP/1.1 with JSON bodies over
- * the daemon's UNIX socket (identity from the kernel) or over TCP with a
- * MUNGE credential in the X-Stagehand-Munge header.
+ * http.h - the CLI's calls to stagehandd: JSON in, JSON out, over the one
+ * daemon client (common/dclient.h: the UNIX socket, identity from the
+ * kernel, or TCP with a MUNGE credential in the X-Stagehand-Munge header).
  *
- * Owns: one libcurl handle per connection context, request/response framing,
- * and turning transport failures into messages a user can act on. Must
- * never: print, exit, or put anything identity-related in a body (the daemon
- * ignores body uids; identity is the socket peer or the MUNGE credential).
+ * Owns: JSON encoding and decoding around dclient_request, the CLI's
+ * time and size limits, and turning transport failures into messages a
+ * user can act on. Must never: print, exit, or put anything
+ * identity-related in a body (the daemon ignores body uids; identity is the
+ * socket peer or the MUNGE credential).
  */
 #ifndef STAGEHAND_CLI_HTTP_H
 #define STAGEHAND_CLI_HTTP_H
 
 #include <jansson.h>
 
-/* The header that carries a MUNGE credential on TCP (docs/api.md). */
-#define HTTP_MUNGE_HEADER "X-Stagehand-Munge"
+#include "dclient.h"
 
 struct http;
 
 /*
- * Open a context for one daemon. Exactly one of socket_path (a UNIX socket)
- * or server ("host:port", TCP + MUNGE) is non-NULL. Nothing is connected
- * yet. Returns a new context the caller frees with http_close(), or NULL
- * with err filled.
+ * A context for the daemon at t (copied). Nothing is connected yet: every
+ * call is one connection. Returns a new context the caller frees with
+ * http_close(), or NULL when out of memory.
  */
-struct http *http_open(const char *socket_path, const char *server,
-		       char *err, size_t errlen);
+struct http *http_open(const struct dclient_target *t);
 void http_close(struct http *h);
 
 /* Where this context talks to, for messages. Borrowed; lives as long as h. */
 const char *http_target(const struct http *h);
 
+/* The daemon h talks to, for callers that use dclient directly (the
+ * job-end spool). Borrowed; lives as long as h. */
+const struct dclient_target *http_dclient_target(const struct http *h);
+
 /*
- * One request. method is "GET" or "POST"; path starts with "/" (e.g.
- * "/v1/health"); body may be NULL (borrowed, serialized as JSON).
+ * One request. method is "GET", "POST" or "DELETE"; path starts with "/"
+ * (e.g. "/v1/health"); body may be NULL (borrowed, serialized as JSON).
  *
  * Returns 0 when the daemon answered: *status holds the HTTP status and
  * *resp a new reference to the decoded JSON body (NULL when the body was

@@ -234,42 +234,9 @@ int labels_walk(const char *root, int one_fs, labels_walk_fn fn, void *arg)
 	return _walk_stopped ? -1 : 0;
 }
 
-/* SocketPath from the config file: the same lookup the other commands do. */
-static int _conf_socket(char *out, size_t outlen)
-{
-	const char *path = labels_opt_config ? labels_opt_config : getenv("STAGEHAND_CONF");
-	struct conf *c;
-	char err[1024];
-	int explicit_path = path && *path;
-
-	if (!explicit_path)
-		path = CONF_DEFAULT_FILE;
-	if (access(path, R_OK) != 0 && !explicit_path)
-		return 0;
-	c = conf_create();
-	if (!c)
-		return -1;
-	if (conf_parse_file(c, path, err, sizeof(err)) < 0) {
-		labels_errx("%s (give --socket PATH, or fix --config / STAGEHAND_CONF)", err);
-		conf_destroy(c);
-		return -1;
-	}
-	if (!c->socket_path) {
-		conf_destroy(c);
-		return 0;
-	}
-	if (snprintf(out, outlen, "%s", c->socket_path) >= (int)outlen) {
-		labels_errx("%s: SocketPath is too long", path);
-		conf_destroy(c);
-		return -1;
-	}
-	conf_destroy(c);
-	return 1;
-}
-
 struct http *labels_connect(void)
 {
-	return client_connect(labels_opt_socket, labels_opt_server, _conf_socket);
+	return client_connect(labels_opt_socket, labels_opt_server, labels_opt_config);
 }
 
 const char *labels_human(unsigned long long n, char *buf, size_t len)

@@ -235,6 +235,7 @@ static int _k_listen(struct conf *c, const char *v, char *w, size_t wl)
 
 	if (strcasecmp(v, "off") == 0 || strcasecmp(v, "none") == 0) {
 		free(c->listen_host);
+	free(c->server);
 		c->listen_host = NULL;
 		return 0;
 	}
@@ -249,6 +250,27 @@ static int _k_listen(struct conf *c, const char *v, char *w, size_t wl)
 	free(c->listen_host);
 	c->listen_host = host;
 	c->listen_port = (unsigned short)port;
+	return 0;
+}
+
+/* Server=HOST:PORT: read by clients only (dclient.c checks the syntax
+ * again when it uses it); the daemon keeps it so one file serves both. */
+static int _k_server(struct conf *c, const char *v, char *w, size_t wl)
+{
+	const char *colon = strrchr(v, ':');
+	long port;
+	char *copy;
+
+	if (!colon || colon == v || _parse_int(colon + 1, 1, 65535, &port) < 0 ||
+	    strpbrk(v, "/ \t") != NULL ||
+	    (v[0] != '[' && memchr(v, ':', (size_t)(colon - v)) != NULL) ||
+	    (v[0] == '[' && colon[-1] != ']'))
+		return _fail(w, wl, "Server must be HOST:PORT (e.g. mover1:7780 or "
+			     "[fd00::5]:7780), not '%s'", v);
+	if (!(copy = strdup(v)))
+		return _fail(w, wl, "out of memory");
+	free(c->server);
+	c->server = copy;
 	return 0;
 }
 
@@ -614,6 +636,7 @@ static int _k_verifymode(struct conf *c, const char *v, char *w, size_t wl)
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
+	{ "Server", _k_server },
 	{ "StateDB", _k_statedb },
 	{ "ScratchRoots", _k_scratch },
 	{ "ArchiveRoot", _k_archroot },

@@ -37,6 +37,8 @@ struct conf {
 	char *socket_path;             /* UNIX socket of the API */
 	char *listen_host;             /* TCP listen host, NULL = TCP off */
 	unsigned short listen_port;    /* TCP listen port (when listen_host) */
+	char *server;                  /* clients: "HOST:PORT" of the daemon over TCP +
+					  MUNGE, NULL = use socket_path (dclient.h) */
 	char *state_db;                /* SQLite database (queue, audit) */
 	char **scratch_roots;          /* NULL-terminated; empty = stage_in dest anywhere */
 	char *archive_root;            /* default archive destination root; NULL = none */

@@ -443,6 +443,14 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 			     "(MaxConnectionsPerUser): close some and try again");
 	who.uid = k->uid;
 	who.gid = k->gid;
+	who.tcp = k->is_tcp;
+	who.peer = NULL;
+	if (k->is_tcp) {
+		const union MHD_ConnectionInfo *ai =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+		who.peer = ai ? ai->client_addr : NULL;
+	}
 	pthread_rwlock_rdlock(&d->conf_lock);
 	who.admin = api_is_admin(d, who.uid, who.gid);
 	api_route(d, &who, c, method, url, r->body, r->len, &rep);

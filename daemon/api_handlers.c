@@ -1,8 +1,10 @@
 /* api_handlers.c - the endpoints of docs/api.md. Called with conf_lock held (read). */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "slurm_nodes.h"
 #include "yield.h"
 
 #define ITEMS_MAX 10000
@@ -440,22 +443,86 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 	queue_job_free(j);
 }
 
+/* "TCP from ADDR" or "UNIX socket", for the log of job events. */
+static const char *_via(const struct api_caller *who, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	if (!who->tcp)
+		return "UNIX socket";
+	if (who->peer && who->peer->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)who->peer)->sin_addr, a, sizeof(a));
+	else if (who->peer && who->peer->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)who->peer)->sin6_addr, a, sizeof(a));
+	snprintf(buf, len, "TCP from %s", a);
+	return buf;
+}
+
+/* How long a job event over TCP may wait for slurmctld (the TCP listener's
+   thread waits with it; a cache hit answers at once). */
+#define EVENT_LOOKUP_MS 500
+
+/*
+ * Job-start and job-end events (docs/security.md "Job events"): only from
+ * root. Over the UNIX socket root is on this host and trusted; over TCP
+ * the connection must come from the address of a node where slurmctld says
+ * the job runs or ran (slurm_nodes.h). Returns 1 allowed, 0 refused (out
+ * filled).
+ */
+static int _event_allowed(struct daemon *d, const struct api_caller *who, int64_t job,
+			  const char *what, struct api_reply *out)
+{
+	char why[512], peer[INET6_ADDRSTRLEN + 16];
+	enum snodes_verdict v;
+
+	if (who->uid != 0) {
+		api_error(out, 403, "%s events come from slurmstepd or the epilog, which run "
+			  "as root; uid %u cannot send them", what, (unsigned)who->uid);
+		return 0;
+	}
+	if (!who->tcp)
+		return 1;
+	if (!d->conf->slurm_watch) {
+		api_error(out, 403, "%s events over TCP are checked against slurmctld, and this "
+			  "daemon does not talk to it (SlurmWatch=no): send them over its UNIX "
+			  "socket", what);
+		return 0;
+	}
+	if (job <= 0 || job > (int64_t)UINT32_MAX) {
+		api_error(out, 404, "%lld is not a Slurm job id", (long long)job);
+		return 0;
+	}
+	_via(who, peer, sizeof(peer));
+	v = snodes_check((uint32_t)job, who->peer, who->peer ? sizeof(struct sockaddr_storage) : 0,
+			 EVENT_LOOKUP_MS, why, sizeof(why));
+	if (v == SNODES_YES)
+		return 1;
+	if (v == SNODES_UNKNOWN) {
+		log_warn("job %lld: %s event (%s) not checked: %s", (long long)job, what, peer, why);
+		api_error(out, 503, "job %lld: %s event (%s) cannot be checked now: %s; try "
+			  "again later", (long long)job, what, peer, why);
+		return 0;
+	}
+	log_warn("job %lld: %s event from root (%s) refused: %s", (long long)job, what, peer, why);
+	api_error(out, 403, "job %lld: %s event (%s) refused: %s. Over TCP, job events are "
+		  "taken only from a node where slurmctld says the job runs or ran "
+		  "(docs/security.md)", (long long)job, what, peer, why);
+	return 0;
+}
+
 static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
 		     struct api_reply *out)
 {
 	struct api_job_end e;
 	json_t *ids;
 	const char *user;
-	char *plan_text, err[512], ubuf[4096];
+	char *plan_text, err[512], ubuf[4096], via[INET6_ADDRSTRLEN + 16];
 	int64_t uid, gid, made_ids[64];
 	int dup = 0, made = 0;
 	struct passwd pw, *pwp = NULL;
 
-	if (!who->admin) {
-		api_error(out, 403, "job-end events come from slurmstepd or the epilog (root or an "
-			  "admin); users cannot send them");
+	if (!_event_allowed(d, who, job, "job-end", out))
 		return;
-	}
 	if (api_decode_job_end(body, &e, err, sizeof(err)) < 0) {
 		api_error(out, 400, "%s", err);
 		return;
@@ -482,8 +549,8 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 	ids = json_array();
 	if (!dup) {
 		atomic_fetch_add(&d->metrics->job_end_events, 1);
-		log_info("job %lld: end event (%s) from uid %u", (long long)job,
-			 e.state, (unsigned)who->uid);
+		log_info("job %lld: end event (%s) from uid %u (%s)", (long long)job,
+			 e.state, (unsigned)who->uid, _via(who, via, sizeof(via)));
 		/* Only database work: fast. If it fails, the main loop's hook tries again. */
 		if (lifecycle_process_job_end(d, job, made_ids, 64, &made, err, sizeof(err)) < 0)
 			log_err("job %lld: after-job requests deferred: %s", (long long)job, err);
@@ -520,13 +587,10 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 	struct api_job_start s;
 	const char *paths[API_START_DIRS_MAX + 1];
 	size_t n = 0;
-	char err[512];
+	char err[512], via[INET6_ADDRSTRLEN + 16];
 
-	if (!who->admin) {
-		api_error(out, 403, "job-start events come from slurmstepd (root or an admin); "
-			  "users cannot send them");
+	if (!_event_allowed(d, who, job, "job-start", out))
 		return;
-	}
 	if (is_delete) {
 		int was = yield_job_end(d, job);
 
@@ -546,8 +610,9 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		api_error(out, 503, "%s", err);
 		return;
 	}
-	log_info("job %lld: started on %s (uid %lld, %zu dirs); after-job transfers on its "
-		 "file systems yield", (long long)job, s.node ? s.node : "?", (long long)s.uid, n);
+	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s); after-job transfers on its "
+		 "file systems yield", (long long)job, s.node ? s.node : "?", (long long)s.uid, n,
+		 _via(who, via, sizeof(via)));
 	out->status = 202;
 	out->body = json_pack("{s:I,s:i}", "job_id", (json_int_t)job, "paths", (int)n);
 }

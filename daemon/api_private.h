@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "daemon.h"
@@ -17,6 +18,9 @@ struct api_caller {
 	uid_t uid;
 	gid_t gid;
 	int admin;                   /* root, AdminUsers or AdminGroups */
+	int tcp;                     /* came over TCP: identity from MUNGE */
+	const struct sockaddr *peer; /* TCP: the kernel's remote address (borrowed
+					from MHD for the request); NULL on UNIX */
 };
 
 /* One HTTP response built by a handler. */

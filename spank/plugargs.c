@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dclient.h"
 #include "plugargs.h"
 
 void plugargs_init(struct plugargs *a)
 {
 	memset(a, 0, sizeof(*a));
-	snprintf(a->socket, sizeof(a->socket), "%s", PLUGARGS_DEFAULT_SOCKET);
 	a->fail_on_error = true;
 	a->timeout_ms = 2000;
 	a->end_timeout_ms = 300;
@@ -70,8 +70,8 @@ static int _one(struct plugargs *a, const char *word, char *err, size_t errlen)
 	long n;
 
 	if (eq == NULL || eq == word) {
-		snprintf(err, errlen, "'%s': expected key=value (keys: socket, on_error, "
-			 "timeout_ms, end_timeout_ms, spool, spool_max, xattr_ns, scratch, "
+		snprintf(err, errlen, "'%s': expected key=value (keys: server, socket, conf, "
+			 "on_error, timeout_ms, end_timeout_ms, spool, spool_max, xattr_ns, scratch, "
 			 "max_script_kb)", word);
 		return -1;
 	}
@@ -82,8 +82,24 @@ static int _one(struct plugargs *a, const char *word, char *err, size_t errlen)
 		snprintf(err, errlen, "'%s': empty value", word);
 		return -1;
 	}
-	if (KEY("socket"))
+	if (KEY("socket")) {
+		a->server[0] = '\0';  /* the later of socket= and server= wins */
 		return _abs_path("socket", v, a->socket, sizeof(a->socket), err, errlen);
+	}
+	if (KEY("server")) {
+		struct dclient_target t;
+		char e[512];
+
+		if (dclient_target_server(&t, v, e, sizeof(e)) < 0) {
+			snprintf(err, errlen, "server=%s: %s", v, e);
+			return -1;
+		}
+		a->socket[0] = '\0';
+		snprintf(a->server, sizeof(a->server), "%s", v);   /* fits: checked */
+		return 0;
+	}
+	if (KEY("conf"))
+		return _abs_path("conf", v, a->conf, sizeof(a->conf), err, errlen);
 	if (KEY("spool"))
 		return _abs_path("spool", v, a->spool, sizeof(a->spool), err, errlen);
 	if (KEY("scratch"))
@@ -140,8 +156,8 @@ static int _one(struct plugargs *a, const char *word, char *err, size_t errlen)
 		return 0;
 	}
 #undef KEY
-	snprintf(err, errlen, "unknown argument '%.*s' (keys: socket, on_error, "
-		 "timeout_ms, end_timeout_ms, spool, spool_max, xattr_ns, scratch, "
+	snprintf(err, errlen, "unknown argument '%.*s' (keys: server, socket, conf, "
+		 "on_error, timeout_ms, end_timeout_ms, spool, spool_max, xattr_ns, scratch, "
 		 "max_script_kb)", (int)klen, word);
 	return -1;
 }

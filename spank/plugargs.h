@@ -12,12 +12,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define PLUGARGS_DEFAULT_SOCKET "/run/stagehand/stagehandd.sock"
 #define PLUGARGS_DEFAULT_SPOOL "/var/spool/stagehand"
 #define PLUGARGS_DEFAULT_SCRATCH "/scratch"
 
 struct plugargs {
-	char socket[108];      /* daemon's UNIX socket (sun_path limit) */
+	char socket[108];      /* socket=: daemon's UNIX socket (sun_path limit);
+				  "" = not given */
+	char server[300];      /* server=HOST:PORT: the daemon over TCP + MUNGE;
+				  "" = not given. With neither, conf's Server=,
+				  else its SocketPath (dclient_find) */
+	char conf[PATH_MAX];   /* conf=: stagehand.conf to read them from; "" = the
+				  default file, which may be absent */
 	bool fail_on_error;    /* on_error=fail: a job whose inputs are not
 				  confirmed, or whose directories cannot be
 				  made, does not start; warn: it starts */

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
@@ -49,8 +50,9 @@
 #include "jobplan.h"
 #include "plugargs.h"
 #include "privlabel.h"
+#include "conf.h"
+#include "dclient.h"
 #include "spool.h"
-#include "uhttp.h"
 
 SPANK_PLUGIN(stagehand, 1);
 
@@ -67,6 +69,7 @@ static struct {
 	bool active;             /* batch step of a job with a plan */
 	bool batch;              /* this is the batch step */
 	struct plugargs args;
+	struct dclient_target daemon;  /* where stagehandd is (dclient_find) */
 	struct jobplan *plan;    /* owned */
 	unsigned long job_id;
 	unsigned long array_job_id;  /* array tasks: the array's job id (%A), else 0 */
@@ -170,6 +173,24 @@ static int _defer(const char *fmt, ...)
 	return 0;
 }
 
+/*
+ * Where the daemon is: plugstack server= or socket=, else stagehand.conf
+ * (conf=, or the default file if it exists) Server=, else its SocketPath.
+ */
+static int _find_daemon(char *err, size_t errlen)
+{
+	char e[1024];
+
+	if (dclient_find(&g.daemon, g.args.server, g.args.socket,
+			 g.args.conf[0] ? g.args.conf : CONF_DEFAULT_FILE,
+			 g.args.conf[0] != '\0', e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "cannot tell where stagehandd is: %.880s (fix stagehand.conf, "
+			 "or give server= or socket= in plugstack.conf)", e);
+		return -1;
+	}
+	return 0;
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	char err[1024];
@@ -189,6 +210,10 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		return 0;
 	g.batch = true;
 	g.bad_args = bad;
+	if (!bad && _find_daemon(err, sizeof(err)) < 0) {
+		_defer("%s", err);
+		g.bad_args = bad = true;
+	}
 	g.trusted = !bad && strcmp(g.args.xattr_ns, "trusted") == 0;
 	if (bad) {
 		/* Refused in task_init: failing here (or in user_init) would
@@ -228,10 +253,10 @@ static void _send_start(spank_t sp)
 	struct passwd pw, *res = NULL;
 	char pwbuf[4096], scratch[PATH_MAX], host[256] = "", path[64], err[512];
 	const char *wd = _job_env(sp, "PWD");
-	struct uhttp_resp resp;
+	struct dclient_resp resp;
 	json_t *body, *dirs;
 	char *text;
-	long long t0 = uhttp_now_ms();
+	long long t0 = dclient_now_ms();
 
 	if (spank_get_item(sp, S_JOB_ID, &jid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
@@ -259,8 +284,8 @@ static void _send_start(spank_t sp)
 	snprintf(path, sizeof(path), "/v1/jobs/%lu/start", (unsigned long)jid);
 	int tmo = g.args.timeout_ms > 0 && g.args.timeout_ms < START_TIMEOUT_MS ?
 		  g.args.timeout_ms : START_TIMEOUT_MS;
-	if (uhttp_request(g.args.socket, "POST", path, text, tmo, &resp, err,
-			  sizeof(err)) < 0) {
+	if (dclient_request(&g.daemon, "POST", path, text, tmo, 0, &resp, err,
+			    sizeof(err)) < 0) {
 		slurm_info(PFX "job %lu: job-start event not sent (%s); after-job "
 			   "transfers yield once stagehandd sees the job in slurmctld",
 			   (unsigned long)jid, err);
@@ -271,11 +296,11 @@ static void _send_start(spank_t sp)
 			slurm_info(PFX "job %lu: stagehandd answered HTTP %d to the job-start "
 				   "event: %.200s", (unsigned long)jid, resp.status,
 				   resp.body ? resp.body : "");
-		uhttp_resp_free(&resp);
+		dclient_resp_free(&resp);
 	}
 	free(text);
 	slurm_debug(PFX "job %lu: job-start event took %lld ms", (unsigned long)jid,
-		    uhttp_now_ms() - t0);
+		    dclient_now_ms() - t0);
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
@@ -293,14 +318,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 static void _withdraw_start(void)
 {
 	char path[64], err[512];
-	struct uhttp_resp resp;
+	struct dclient_resp resp;
 
 	if (!g.started || g.end_sent)
 		return;
 	snprintf(path, sizeof(path), "/v1/jobs/%lu/start", g.job_id);
-	if (uhttp_request(g.args.socket, "DELETE", path, NULL, START_TIMEOUT_MS, &resp, err,
-			  sizeof(err)) == 0)
-		uhttp_resp_free(&resp);
+	if (dclient_request(&g.daemon, "DELETE", path, NULL, START_TIMEOUT_MS, 0, &resp, err,
+			    sizeof(err)) == 0)
+		dclient_resp_free(&resp);
 	else
 		slurm_info(PFX "job %lu: job-start mark not withdrawn (%s); stagehandd "
 			   "drops it when slurmctld reports the job ended", g.job_id, err);
@@ -527,19 +552,95 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* Ask the daemon whether stage-in finished. 0 ready, -1 not (err says). */
-static int _confirm_stage_in(char *err, size_t errlen)
+/*
+ * Where a stage_in lands, by the daemon's rule (daemon/slurm_watch.c
+ * _stage_in_dest): to= absolute as is, relative under the working
+ * directory; no to= in SCRATCH/USER/JOBID/input/NAME. 0, or -1 if too long.
+ */
+static int _input_dest(const char *src, const char *to, char *out, size_t outlen)
+{
+	const char *base = strrchr(src, '/');
+	int n;
+
+	base = base && base[1] ? base + 1 : src;
+	if (to && to[0] == '/')
+		n = snprintf(out, outlen, "%s", to);
+	else if (to)
+		n = snprintf(out, outlen, "%s/%s", g.workdir, to);
+	else
+		n = snprintf(out, outlen, "%s/%s/%lu/input/%s", g.args.scratch, g.user,
+			     g.job_id, base);
+	return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+/*
+ * The fallback when stagehandd cannot be asked (docs/spank.md): the job
+ * runs, so its stage-in hold was released, which the daemon does only once
+ * every input is verified at its destination (or an admin did it by hand).
+ * What is left to check is that the inputs are still there: every
+ * destination must exist, looked up as the job owner (this is the task,
+ * after it became the owner). Returns how many were found, or -1 with the
+ * first missing one in err.
+ */
+static int _inputs_on_disk(char *err, size_t errlen)
+{
+	json_t *acts = json_object_get(g.plan->plan, "actions"), *a;
+	size_t i;
+	int found = 0;
+
+	json_array_foreach(acts, i, a) {
+		const char *act = json_string_value(json_object_get(a, "action"));
+		const char *src = json_string_value(json_object_get(a, "path"));
+		const char *to = json_string_value(json_object_get(a, "to"));
+		long line = (long)json_integer_value(json_object_get(a, "line"));
+		char dest[PATH_MAX];
+		struct stat st;
+
+		if (act == NULL || strcmp(act, "stage_in") != 0 || src == NULL)
+			continue;
+		if (_input_dest(src, to, dest, sizeof(dest)) < 0) {
+			snprintf(err, errlen, "#DATA line %ld: the destination of %.200s is too "
+				 "long to check", line, src);
+			return -1;
+		}
+		if (stat(dest, &st) < 0) {
+			snprintf(err, errlen, "#DATA line %ld: input %.200s is not at %.400s (%s)",
+				 line, src, dest, strerror(errno));
+			return -1;
+		}
+		found++;
+	}
+	return found;
+}
+
+/* Pause ms milliseconds (the task may be signalled: just return early). */
+static void _nap(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	(void)nanosleep(&ts, NULL);
+}
+
+/*
+ * Ask the daemon once. 0 answered ready, 1 answered not ready (err says),
+ * 2 no usable answer (err says; worth another try).
+ */
+static int _ask_stage_in(int tmo, char *err, size_t errlen)
 {
 	char path[64], e[512];
-	struct uhttp_resp resp;
+	struct dclient_resp resp;
 	json_error_t jerr;
 
 	snprintf(path, sizeof(path), "/v1/jobs/%lu", g.job_id);
-	if (uhttp_request(g.args.socket, "GET", path, NULL, g.args.timeout_ms, &resp, e,
-			  sizeof(e)) < 0) {
-		snprintf(err, errlen, "job %lu: cannot confirm stage-in with stagehandd "
-			 "(%s); the inputs may be missing — contact your admin", g.job_id, e);
-		return -1;
+	if (dclient_request(&g.daemon, "GET", path, NULL, tmo, 0, &resp, e, sizeof(e)) < 0) {
+		snprintf(err, errlen, "%s", e);
+		return 2;
+	}
+	if (resp.status >= 500 || resp.status == 429 || resp.status == 408) {
+		snprintf(err, errlen, "stagehandd at %s answered HTTP %d (%.200s)",
+			 g.daemon.label, resp.status, resp.body ? resp.body : "");
+		dclient_resp_free(&resp);
+		return 2;
 	}
 	json_t *j = resp.status == 200 ? json_loads(resp.body, 0, &jerr) : NULL;
 	const char *st = json_string_value(json_object_get(json_object_get(j,
@@ -549,20 +650,60 @@ static int _confirm_stage_in(char *err, size_t errlen)
 		snprintf(err, errlen, "job %lu: stagehandd answered HTTP %d when asked "
 			 "about stage-in (%.200s) — contact your admin", g.job_id,
 			 resp.status, resp.body ? resp.body : "");
-		rc = -1;
+		rc = 1;
 	} else if (st == NULL) {
 		snprintf(err, errlen, "job %lu: stagehandd's answer about stage-in has "
 			 "no stage_in.state — contact your admin", g.job_id);
-		rc = -1;
+		rc = 1;
 	} else if (strcmp(st, "ready") != 0) {
 		snprintf(err, errlen, "job %lu: stage-in not complete (state %.32s); the "
 			 "job was started before its inputs were ready — contact your admin",
 			 g.job_id, st);
-		rc = -1;
+		rc = 1;
 	}
 	json_decref(j);
-	uhttp_resp_free(&resp);
+	dclient_resp_free(&resp);
 	return rc;
+}
+
+/*
+ * Confirm stage-in (docs/spank.md "When the daemon is unreachable"): ask
+ * the daemon, again and again within timeout_ms while it does not answer;
+ * if it never does, check the inputs on disk. 0 ready, -1 not (err says).
+ */
+static int _confirm_stage_in(char *err, size_t errlen)
+{
+	long long deadline = dclient_now_ms() + g.args.timeout_ms;
+	char why[1024] = "", e[1024];
+	int tries = 0, rc;
+
+	for (;;) {
+		long long left = deadline - dclient_now_ms();
+		if (left <= 0)
+			break;
+		tries++;
+		rc = _ask_stage_in((int)left, why, sizeof(why));
+		if (rc < 2) {
+			if (rc == 1)
+				snprintf(err, errlen, "%s", why);
+			return rc == 0 ? 0 : -1;
+		}
+		left = deadline - dclient_now_ms();
+		if (left > 0)
+			_nap(left < 250 ? (int)left : 250);
+	}
+	int n = _inputs_on_disk(e, sizeof(e));
+	if (n < 0) {
+		snprintf(err, errlen, "job %lu: stage-in cannot be confirmed: stagehandd did "
+			 "not answer (%d tries in %d ms; last: %s) and %s — contact your admin",
+			 g.job_id, tries, g.args.timeout_ms, why, e);
+		return -1;
+	}
+	slurm_info(PFX "job %lu: stagehandd did not answer (%d tries in %d ms; last: %s); "
+		   "the job was released by slurmctld and its %d input%s %s on disk: "
+		   "starting", g.job_id, tries, g.args.timeout_ms, why, n, n == 1 ? "" : "s",
+		   n == 1 ? "is" : "are");
+	return 0;
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
@@ -636,32 +777,26 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* The end event body (new reference), as in docs/api.md. */
+/* The end event body (new reference), as in docs/api.md; the state comes
+ * from the shared rule (spool.h jobend_state) applied to the wait status. */
 static json_t *_end_event(void)
 {
-	const char *state = "FAILED";
-	int code = 1, sig = 0;
 	char host[256] = "";
+	struct jobend_info ji = {
+		.uid = (long long)g.uid, .gid = (long long)g.gid, .user = g.user,
+		.work_dir = g.workdir, .source = "spank", .plan = g.plan->plan,
+	};
 
-	if (g.have_status) {
-		if (WIFEXITED(g.status)) {
-			code = WEXITSTATUS(g.status);
-			state = code == 0 ? "COMPLETED" : "FAILED";
-		} else if (WIFSIGNALED(g.status)) {
-			sig = WTERMSIG(g.status);
-			code = 0;
-			/* scancel and the time limit end the script with SIGTERM
-			 * or SIGKILL; anything else is the job's own failure. */
-			state = (sig == SIGTERM || sig == SIGKILL || sig == SIGINT ||
-				 sig == SIGHUP) ? "CANCELLED" : "FAILED";
-		}
+	if (g.have_status && WIFEXITED(g.status)) {
+		ji.have_exit = true;
+		ji.exit_code = WEXITSTATUS(g.status);
+	} else if (g.have_status && WIFSIGNALED(g.status)) {
+		ji.have_exit = true;
+		ji.sig = WTERMSIG(g.status);
 	}
 	(void)gethostname(host, sizeof(host) - 1);
-	return json_pack("{s:s, s:i, s:i, s:I, s:I, s:s, s:s, s:s, s:s, s:O}",
-			 "state", state, "exit_code", code, "signal", sig,
-			 "uid", (json_int_t)g.uid, "gid", (json_int_t)g.gid,
-			 "user", g.user, "work_dir", g.workdir, "node", host,
-			 "source", "spank", "plan", g.plan->plan);
+	ji.node = host;
+	return jobend_event(&ji);
 }
 
 /* Deliver older spooled events; true if the daemon looked reachable. */
@@ -670,7 +805,7 @@ static bool _drain_spool(int budget_ms)
 	struct spool_stats st;
 	char err[1024];
 
-	if (spool_deliver(g.args.spool, g.args.socket, g.args.spool_max,
+	if (spool_deliver(g.args.spool, &g.daemon, g.args.spool_max,
 			  g.args.end_timeout_ms, budget_ms, &st, _log_warn, err,
 			  sizeof(err)) < 0) {
 		slurm_info(PFX "%s", err);
@@ -712,7 +847,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
 	}
 	enum spool_send r = SPOOL_RETRY;
 	if (reachable) {
-		r = spool_send_event(g.args.socket, g.job_id, ev, g.args.end_timeout_ms,
+		r = spool_send_event(&g.daemon, g.job_id, ev, g.args.end_timeout_ms,
 				     err, sizeof(err));
 	} else {
 		snprintf(err, sizeof(err), "stagehandd did not answer for older events");

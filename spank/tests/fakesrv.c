@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -61,8 +63,15 @@ static void _serve(int ls, const char *logpath, enum fake_mode mode, int status,
 		if (f) {
 			char *hend = strstr(buf, "\r\n\r\n");
 			char *eol = strstr(buf, " HTTP/1.1");
-			fprintf(f, "%.*s\n%s\n---\n", eol ? (int)(eol - buf) : 0, buf,
+			char *m = strcasestr(buf, "\r\nX-Stagehand-Munge: ");
+			char *mend = m ? strstr(m + 2, "\r\n") : NULL;
+			if (hend)
+				*hend = '\0';
+			fprintf(f, "%.*s\n%s\n", eol ? (int)(eol - buf) : 0, buf,
 				hend ? hend + 4 : "");
+			if (m && mend && (!hend || m < hend))
+				fprintf(f, "munge: %.*s\n", (int)(mend - m - 21), m + 21);
+			fprintf(f, "---\n");
 			fclose(f);
 		}
 		if (delay_ms)
@@ -122,6 +131,34 @@ int fake_start(struct fake_srv *s, const char *dir, enum fake_mode mode,
 	return 0;
 }
 
+int fake_start_tcp(struct fake_srv *s, const char *dir, enum fake_mode mode,
+		   int status, const char *body, int delay_ms)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	int one = 1;
+
+	s->sock[0] = '\0';
+	snprintf(s->log, sizeof(s->log), "%s/requests.log", dir);
+	unlink(s->log);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 16) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&sa, &sl) < 0)
+		return -1;
+	s->port = ntohs(sa.sin_port);
+	s->pid = fork();
+	if (s->pid < 0)
+		return -1;
+	if (s->pid == 0) {
+		_serve(ls, s->log, mode, status, body ? body : "", delay_ms);
+		_exit(0);
+	}
+	close(ls);
+	return 0;
+}
+
 void fake_stop(struct fake_srv *s)
 {
 	if (s->pid > 0) {
@@ -129,7 +166,8 @@ void fake_stop(struct fake_srv *s)
 		waitpid(s->pid, NULL, 0);
 		s->pid = 0;
 	}
-	unlink(s->sock);
+	if (s->sock[0])
+		unlink(s->sock);
 }
 
 char *fake_requests(const struct fake_srv *s)

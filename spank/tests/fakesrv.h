@@ -1,6 +1,7 @@
 /*
  * fakesrv.h - a fake stagehandd for unit tests: a forked child serving a
- * UNIX socket with canned answers, logging each request it reads.
+ * UNIX socket, or TCP on 127.0.0.1, with canned answers, logging each
+ * request it reads.
  */
 #ifndef STAGEHAND_SPANK_FAKESRV_H
 #define STAGEHAND_SPANK_FAKESRV_H
@@ -19,12 +20,18 @@ enum fake_mode {
 struct fake_srv {
 	pid_t pid;
 	char sock[108];
-	char log[256];     /* requests appended here: "METHOD PATH\nBODY\n---\n" */
+	char log[256];     /* requests appended here: "METHOD PATH\nBODY\n---\n",
+			      with "munge: CRED\n" before "---" when the request
+			      carried X-Stagehand-Munge */
+	int port;          /* TCP: the port bound on 127.0.0.1; 0 for UNIX */
 };
 
 /* Start serving; returns 0 or -1. */
 int fake_start(struct fake_srv *s, const char *dir, enum fake_mode mode,
 	       int status, const char *body, int delay_ms);
+/* The same on TCP 127.0.0.1, port chosen by the kernel (s->port). */
+int fake_start_tcp(struct fake_srv *s, const char *dir, enum fake_mode mode,
+		   int status, const char *body, int delay_ms);
 void fake_stop(struct fake_srv *s);
 /* Contents of the request log (malloc'd, caller frees; "" when empty). */
 char *fake_requests(const struct fake_srv *s);

@@ -26,7 +26,7 @@ int main(void)
 	char err[512];
 
 	plugargs_init(&a);
-	is_str(a.socket, "/run/stagehand/stagehandd.sock", "default socket");
+	is_str(a.socket, "", "no socket by default (stagehand.conf decides)");
 	ok(a.fail_on_error, "default on_error=fail");
 	ok(a.timeout_ms == 2000 && a.end_timeout_ms == 300, "default timeouts");
 	is_str(a.spool, "/var/spool/stagehand", "default spool");
@@ -74,6 +74,20 @@ int main(void)
 	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=trusted.") < 0, "trailing dot refused");
 	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=Trusted") < 0, "case matters");
 	ok(parse(&a, err, sizeof(err), 1, "xattr_ns=") < 0, "empty namespace refused");
+	ok(parse(&a, err, sizeof(err), 1, "server=10.1.0.5:7780") == 0, "server= accepted");
+	is_str(a.server, "10.1.0.5:7780", "server set");
+	is_str(a.socket, "", "server= clears an earlier socket=");
+	ok(parse(&a, err, sizeof(err), 2, "server=10.1.0.5:7780", "socket=/tmp/x.sock") == 0 &&
+	   a.server[0] == '\0' && strcmp(a.socket, "/tmp/x.sock") == 0,
+	   "the later of server= and socket= wins");
+	ok(parse(&a, err, sizeof(err), 1, "server=[fd00::5]:7780") == 0, "IPv6 in brackets");
+	ok(parse(&a, err, sizeof(err), 1, "server=mover1") < 0, "server without port refused");
+	contains(err, "HOST:PORT", "message says HOST:PORT");
+	ok(parse(&a, err, sizeof(err), 1, "server=mover1:0") < 0, "port 0 refused");
+	ok(parse(&a, err, sizeof(err), 1, "server=fd00::5:7780") < 0, "bare IPv6 refused");
+	ok(parse(&a, err, sizeof(err), 1, "conf=/etc/stagehand/stagehand.conf") == 0 &&
+	   strcmp(a.conf, "/etc/stagehand/stagehand.conf") == 0, "conf= accepted");
+	ok(parse(&a, err, sizeof(err), 1, "conf=stagehand.conf") < 0, "relative conf refused");
 	char longp[300];
 	memset(longp, 'a', sizeof(longp));
 	memcpy(longp, "socket=/", 8);

@@ -1,18 +1,176 @@
-/* Unit tests: the UNIX-socket HTTP client (uhttp.c) against a fake daemon. */
+/*
+ * Unit tests: the daemon client (common/dclient.c) against a fake daemon
+ * on a UNIX socket and on TCP (127.0.0.1), and the daemon lookup order.
+ */
 #include "config.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
 #include <unistd.h>
+
+#include <munge.h>
 
 #include "fakesrv.h"
 #include "tap.h"
-#include "uhttp.h"
+#include "dclient.h"
+
+/* Open descriptors of this process. */
+static int _nfds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Is munged answering here? */
+static int _have_munge(void)
+{
+	char *cred = NULL;
+	int ok_ = munge_encode(&cred, NULL, NULL, 0) == EMUNGE_SUCCESS;
+
+	free(cred);
+	return ok_;
+}
+
+/* TCP: answers, deadline, size limit, the MUNGE header. */
+static void _tcp(const char *dir)
+{
+	struct fake_srv s = { 0 };
+	struct dclient_target t;
+	struct dclient_resp r;
+	char hp[64], err[512];
+	int rc;
+
+	ok(dclient_target_server(&t, "mover1", err, sizeof(err)) < 0, "server without port refused");
+	contains(err, "HOST:PORT", "message says HOST:PORT");
+	ok(dclient_target_server(&t, "[fd00::5]:7780", err, sizeof(err)) == 0 &&
+	   strcmp(t.host, "fd00::5") == 0 && strcmp(t.port, "7780") == 0,
+	   "bracketed IPv6 parsed");
+	ok(dclient_target_server(&t, "a:70000", err, sizeof(err)) < 0, "port out of range refused");
+
+	if (!_have_munge()) {
+		ok(1, "# SKIP munged not running: no TCP exchange tests");
+		return;
+	}
+	fake_start_tcp(&s, dir, FAKE_ANSWER, 200, "{\"status\":\"ok\"}", 0);
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
+	dclient_target_server(&t, hp, err, sizeof(err));
+	rc = dclient_request(&t, "POST", "/v1/jobs/5/end", "{\"state\":\"FAILED\"}", 2000, 0,
+			     &r, err, sizeof(err));
+	ok(rc == 0 && r.status == 200, "TCP: answered 200 (rc %d: %s)", rc, rc ? err : "");
+	is_str(r.body, "{\"status\":\"ok\"}", "TCP: body read exactly");
+	dclient_resp_free(&r);
+	char *log = fake_requests(&s);
+	contains(log, "POST /v1/jobs/5/end\n{\"state\":\"FAILED\"}\n", "TCP: request and body seen");
+	char *m = strstr(log, "munge: ");
+	ok(m != NULL, "TCP: X-Stagehand-Munge header present");
+	if (m) {
+		char cred[2048];
+		uid_t uid = (uid_t)-1;
+		gid_t gid;
+		sscanf(m + 7, "%2047s", cred);
+		ok(munge_decode(cred, NULL, NULL, NULL, &uid, &gid) == EMUNGE_SUCCESS &&
+		   uid == geteuid(), "TCP: the credential decodes to our uid (%ld)", (long)uid);
+	}
+	free(log);
+	fake_stop(&s);
+
+	/* Nothing listens on the port any more. */
+	rc = dclient_request(&t, "GET", "/v1/health", NULL, 1000, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_CONNECT, "TCP: refused is a connect error");
+	contains(err, "Connection refused", "message says refused");
+
+	fake_start_tcp(&s, dir, FAKE_SILENT, 0, NULL, 0);
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
+	dclient_target_server(&t, hp, err, sizeof(err));
+	long long t0 = dclient_now_ms();
+	rc = dclient_request(&t, "GET", "/v1/health", NULL, 200, 0, &r, err, sizeof(err));
+	long long took = dclient_now_ms() - t0;
+	ok(rc == DCLIENT_ERR_TIMEOUT && took >= 190 && took < 700,
+	   "TCP: silent daemon times out at the deadline (%lld ms for 200)", took);
+	fake_stop(&s);
+
+	/* The caller's size limit, not just the default. */
+	fake_start_tcp(&s, dir, FAKE_ANSWER, 200, "{\"pad\":\"0123456789012345678901234567890123456789\"}", 0);
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
+	dclient_target_server(&t, hp, err, sizeof(err));
+	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 16, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_IO && r.body == NULL, "TCP: body over the caller's limit refused");
+	contains(err, "16 byte limit", "message names the limit");
+	fake_stop(&s);
+	fake_start_tcp(&s, dir, FAKE_HUGE, 0, NULL, 0);
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
+	dclient_target_server(&t, hp, err, sizeof(err));
+	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_IO, "TCP: announced 999999999 bytes refused before reading");
+	fake_stop(&s);
+}
+
+/* The lookup order: explicit server, explicit socket, conf Server, SocketPath. */
+static void _find(const char *dir)
+{
+	struct dclient_target t;
+	char conf[256], err[1024];
+	FILE *f;
+
+	ok(dclient_find(&t, "10.0.0.1:7780", "/x.sock", NULL, 0, err, sizeof(err)) == 0 &&
+	   t.kind == DCLIENT_TCP, "find: an explicit server wins");
+	ok(dclient_find(&t, "", "/x.sock", NULL, 0, err, sizeof(err)) == 0 &&
+	   t.kind == DCLIENT_UNIX && strcmp(t.path, "/x.sock") == 0, "find: then the socket");
+	snprintf(conf, sizeof(conf), "%s/none.conf", dir);
+	ok(dclient_find(&t, NULL, NULL, conf, 0, err, sizeof(err)) == 0 &&
+	   strcmp(t.path, DCLIENT_DEFAULT_SOCKET) == 0, "find: absent default file: default socket");
+	ok(dclient_find(&t, NULL, NULL, conf, 1, err, sizeof(err)) < 0,
+	   "find: absent named file is an error");
+	snprintf(conf, sizeof(conf), "%s/a.conf", dir);
+	f = fopen(conf, "w");
+	fprintf(f, "SocketPath=/run/x/d.sock\nServer=mover1:7780\n");
+	fclose(f);
+	ok(dclient_find(&t, NULL, NULL, conf, 1, err, sizeof(err)) == 0 &&
+	   t.kind == DCLIENT_TCP && strcmp(t.host, "mover1") == 0, "find: conf Server= wins");
+	ok(dclient_find(&t, NULL, "/y.sock", conf, 1, err, sizeof(err)) == 0 &&
+	   t.kind == DCLIENT_UNIX, "find: an explicit socket beats conf Server=");
+	f = fopen(conf, "w");
+	fprintf(f, "SocketPath=/run/x/d.sock\n");
+	fclose(f);
+	ok(dclient_find(&t, NULL, NULL, conf, 1, err, sizeof(err)) == 0 &&
+	   t.kind == DCLIENT_UNIX && strcmp(t.path, "/run/x/d.sock") == 0,
+	   "find: else conf SocketPath=");
+	f = fopen(conf, "w");
+	fprintf(f, "Server=mover1\n");
+	fclose(f);
+	ok(dclient_find(&t, NULL, NULL, conf, 1, err, sizeof(err)) < 0, "find: bad Server= refused");
+	contains(err, ":1:", "message names the line");
+	unlink(conf);
+}
+
+/* A UNIX target for path (test helper; aborts the test on a bad path). */
+static void U(struct dclient_target *t, const char *path)
+{
+	char e[256];
+
+	if (dclient_target_unix(t, path, e, sizeof(e)) < 0) {
+		printf("Bail out! %s\n", e);
+		exit(1);
+	}
+}
 
 int main(void)
 {
 	char dir[] = "/tmp/sh-http-XXXXXX", err[512];
 	struct fake_srv s = { 0 };
-	struct uhttp_resp r;
+	struct dclient_resp r;
+	struct dclient_target t;
 	long long t0;
 	int rc;
 
@@ -20,14 +178,16 @@ int main(void)
 		return 99;
 
 	fake_start(&s, dir, FAKE_ANSWER, 200, "{\"stage_in\":{\"state\":\"ready\"}}", 0);
-	rc = uhttp_request(s.sock, "GET", "/v1/jobs/12", NULL, 1000, &r, err, sizeof(err));
+	U(&t, s.sock);
+	rc = dclient_request(&t, "GET", "/v1/jobs/12", NULL, 1000, 0, &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 200, "GET answered 200 (rc %d: %s)", rc, rc ? err : "");
 	is_str(r.body, "{\"stage_in\":{\"state\":\"ready\"}}", "body read exactly");
-	uhttp_resp_free(&r);
-	rc = uhttp_request(s.sock, "POST", "/v1/jobs/12/end", "{\"state\":\"COMPLETED\"}",
-			   1000, &r, err, sizeof(err));
+	dclient_resp_free(&r);
+	U(&t, s.sock);
+	rc = dclient_request(&t, "POST", "/v1/jobs/12/end", "{\"state\":\"COMPLETED\"}",
+			   1000, 0, &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 200, "POST answered");
-	uhttp_resp_free(&r);
+	dclient_resp_free(&r);
 	char *log = fake_requests(&s);
 	contains(log, "GET /v1/jobs/12\n", "server saw the GET");
 	contains(log, "POST /v1/jobs/12/end\n{\"state\":\"COMPLETED\"}\n",
@@ -36,59 +196,81 @@ int main(void)
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_ANSWER, 503, "{\"error\":\"draining\"}", 0);
-	rc = uhttp_request(s.sock, "GET", "/v1/health", NULL, 1000, &r, err, sizeof(err));
+	U(&t, s.sock);
+	rc = dclient_request(&t, "GET", "/v1/health", NULL, 1000, 0, &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 503, "a 503 is a response, not a failure");
 	contains(r.body, "draining", "error body kept");
-	uhttp_resp_free(&r);
+	dclient_resp_free(&r);
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_NOLENGTH, 202, "{\"ok\":1}", 0);
-	rc = uhttp_request(s.sock, "GET", "/x", NULL, 1000, &r, err, sizeof(err));
+	U(&t, s.sock);
+	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 202, "answer without Content-Length read to EOF");
 	is_str(r.body, "{\"ok\":1}", "body read to EOF");
-	uhttp_resp_free(&r);
+	dclient_resp_free(&r);
 	fake_stop(&s);
 
-	rc = uhttp_request(s.sock, "GET", "/x", NULL, 1000, &r, err, sizeof(err));
-	ok(rc == UHTTP_ERR_CONNECT, "no daemon: connect error");
-	contains(err, "cannot connect", "message says so");
+	U(&t, s.sock);
+	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_CONNECT, "no daemon: connect error");
+	contains(err, "cannot reach stagehandd at", "message says so");
 	ok(r.body == NULL, "no body on failure");
 
 	fake_start(&s, dir, FAKE_SILENT, 0, NULL, 0);
-	t0 = uhttp_now_ms();
-	rc = uhttp_request(s.sock, "POST", "/v1/jobs/1/end", "{}", 150, &r, err,
+	t0 = dclient_now_ms();
+	U(&t, s.sock);
+	rc = dclient_request(&t, "POST", "/v1/jobs/1/end", "{}", 150, 0, &r, err,
 			   sizeof(err));
-	long long took = uhttp_now_ms() - t0;
-	ok(rc == UHTTP_ERR_TIMEOUT, "silent daemon: timeout");
+	long long took = dclient_now_ms() - t0;
+	ok(rc == DCLIENT_ERR_TIMEOUT, "silent daemon: timeout");
 	ok(took >= 140 && took < 600, "timeout honoured (%lld ms for 150)", took);
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_ANSWER, 200, "{}", 400);
-	t0 = uhttp_now_ms();
-	rc = uhttp_request(s.sock, "GET", "/x", NULL, 100, &r, err, sizeof(err));
-	ok(rc == UHTTP_ERR_TIMEOUT && uhttp_now_ms() - t0 < 400, "slow daemon: timeout");
+	t0 = dclient_now_ms();
+	U(&t, s.sock);
+	rc = dclient_request(&t, "GET", "/x", NULL, 100, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_TIMEOUT && dclient_now_ms() - t0 < 400, "slow daemon: timeout");
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_GARBAGE, 0, NULL, 0);
-	rc = uhttp_request(s.sock, "GET", "/x", NULL, 1000, &r, err, sizeof(err));
-	ok(rc == UHTTP_ERR_IO, "garbage answer: I/O error");
-	contains(err, "malformed", "message says malformed");
+	U(&t, s.sock);
+	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_IO, "garbage answer: I/O error");
+	contains(err, "malformed HTTP status line", "message says malformed");
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_CLOSE, 0, NULL, 0);
-	rc = uhttp_request(s.sock, "GET", "/x", NULL, 1000, &r, err, sizeof(err));
-	ok(rc == UHTTP_ERR_IO, "closed without answer: I/O error (%s)", err);
+	U(&t, s.sock);
+	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_IO, "closed without answer: I/O error (%s)", err);
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_HUGE, 0, NULL, 0);
-	rc = uhttp_request(s.sock, "GET", "/x", NULL, 1000, &r, err, sizeof(err));
-	ok(rc == UHTTP_ERR_IO, "oversized answer refused");
+	U(&t, s.sock);
+	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_IO, "oversized answer refused");
 	contains(err, "limit", "message names the limit");
 	fake_stop(&s);
 
 	/* A path that is not a socket. */
-	rc = uhttp_request("/etc/passwd", "GET", "/x", NULL, 200, &r, err, sizeof(err));
-	ok(rc == UHTTP_ERR_CONNECT, "not a socket: connect error");
+	U(&t, "/etc/passwd");
+	rc = dclient_request(&t, "GET", "/x", NULL, 200, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_CONNECT, "not a socket: connect error");
+
+	int fds = _nfds();
+	signal(SIGPIPE, SIG_DFL);   /* a SIGPIPE would kill this test */
+	_tcp(dir);
+	_find(dir);
+	fake_start(&s, dir, FAKE_CLOSE, 0, NULL, 0);
+	U(&t, s.sock);
+	for (int i = 0; i < 20; i++) {
+		rc = dclient_request(&t, "POST", "/x", "{}", 200, 0, &r, err, sizeof(err));
+		dclient_resp_free(&r);
+	}
+	fake_stop(&s);
+	ok(_nfds() == fds, "no descriptor left open (%d before, %d after)", fds, _nfds());
 
 	unlink(s.log);
 	rmdir(dir);

@@ -10,7 +10,7 @@
 #include "fakesrv.h"
 #include "spool.h"
 #include "tap.h"
-#include "uhttp.h"
+#include "dclient.h"
 
 static char msgs[4096];
 static void warn(const char *m)
@@ -34,6 +34,49 @@ static void put(const char *dir, const char *name, const char *text)
 	FILE *f = fopen(p, "w");
 	fputs(text, f);
 	fclose(f);
+}
+
+/* A UNIX target for path; the same static object each call. */
+static const struct dclient_target *T(const char *path)
+{
+	static struct dclient_target t;
+	char e[256];
+
+	if (dclient_target_unix(&t, path, e, sizeof(e)) < 0) {
+		printf("Bail out! %s\n", e);
+		exit(1);
+	}
+	return &t;
+}
+
+/* The end-state rule and the event body, shared by the plugin and the epilog. */
+static void _jobend(void)
+{
+	ok(strcmp(jobend_state("TIMEOUT", true, 0, 15), "TIMEOUT") == 0,
+	   "a final Slurm state is kept");
+	ok(strcmp(jobend_state("COMPLETING", true, 0, 0), "COMPLETED") == 0,
+	   "COMPLETING with exit 0: COMPLETED");
+	ok(strcmp(jobend_state("COMPLETING", true, 3, 0), "FAILED") == 0, "exit 3: FAILED");
+	ok(strcmp(jobend_state(NULL, true, 0, 9), "CANCELLED") == 0, "SIGKILL: CANCELLED");
+	ok(strcmp(jobend_state(NULL, true, 0, 11), "FAILED") == 0, "SIGSEGV: FAILED");
+	ok(strcmp(jobend_state(NULL, false, 0, 0), "UNKNOWN") == 0, "nothing known: UNKNOWN");
+	ok(strcmp(jobend_state("RUNNING", false, 0, 0), "UNKNOWN") == 0,
+	   "not final and no exit: UNKNOWN");
+
+	json_t *plan = json_pack("{s:i,s:[]}", "version", 1, "actions");
+	struct jobend_info ji = { .slurm_state = "COMPLETING", .have_exit = true,
+				  .exit_code = 2, .uid = 1001, .gid = -1, .user = "shtest",
+				  .work_dir = "/w", .node = "n1", .source = "epilog",
+				  .plan = plan };
+	json_t *ev = jobend_event(&ji);
+	char *txt = ev ? json_dumps(ev, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+	is_str(txt, "{\"exit_code\":2,\"node\":\"n1\",\"plan\":{\"actions\":[],"
+	       "\"version\":1},\"signal\":0,\"source\":\"epilog\",\"state\":\"FAILED\","
+	       "\"uid\":1001,\"user\":\"shtest\",\"work_dir\":\"/w\"}",
+	       "event body: the documented fields, no unknown gid");
+	free(txt);
+	json_decref(ev);
+	json_decref(plan);
 }
 
 int main(void)
@@ -90,36 +133,36 @@ int main(void)
 
 	/* Daemon down: nothing removed, stops at once. */
 	snprintf(p, sizeof(p), "%s/none.sock", top);
-	long long t0 = uhttp_now_ms();
-	ok(spool_deliver(dir, p, 20, 200, 400, &st, warn, err, sizeof(err)) == 0,
+	long long t0 = dclient_now_ms();
+	ok(spool_deliver(dir, T(p), 20, 200, 400, &st, warn, err, sizeof(err)) == 0,
 	   "deliver with no daemon returns");
 	ok(st.daemon_down && st.delivered == 0, "daemon reported down");
-	ok(uhttp_now_ms() - t0 < 300, "and quickly");
+	ok(dclient_now_ms() - t0 < 300, "and quickly");
 	ok(exists(dir, "job-7.json") && exists(dir, "job-42.json"), "events kept");
 	ok(exists(dir, "job-9.json") && exists(dir, "job-10.json"),
 	   "stopped at the first event: later ones untouched");
 
 	/* Silent daemon: one timeout, then stop. */
 	fake_start(&s, top, FAKE_SILENT, 0, NULL, 0);
-	t0 = uhttp_now_ms();
-	spool_deliver(dir, s.sock, 20, 100, 1000, &st, warn, err, sizeof(err));
-	ok(st.daemon_down && uhttp_now_ms() - t0 < 400, "silent daemon: one timeout");
+	t0 = dclient_now_ms();
+	spool_deliver(dir, T(s.sock), 20, 100, 1000, &st, warn, err, sizeof(err));
+	ok(st.daemon_down && dclient_now_ms() - t0 < 400, "silent daemon: one timeout");
 	ok(exists(dir, "job-7.json"), "event kept after timeout");
 	fake_stop(&s);
 
 	/* Busy daemon (503): kept. */
 	fake_start(&s, top, FAKE_ANSWER, 503, "{\"error\":\"draining\"}", 0);
-	spool_deliver(dir, s.sock, 20, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), 20, 200, 1000, &st, warn, err, sizeof(err));
 	ok(st.daemon_down && exists(dir, "job-7.json"), "503: kept for later");
 	fake_stop(&s);
 
 	/* Limit per call, oldest first. */
 	fake_start(&s, top, FAKE_ANSWER, 202, "{}", 0);
-	spool_deliver(dir, s.sock, 1, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), 1, 200, 1000, &st, warn, err, sizeof(err));
 	ok(st.delivered == 1 && st.left == 3, "max=1 delivers one (%d, left %d)",
 	   st.delivered, st.left);
 	ok(!exists(dir, "job-7.json") && exists(dir, "job-42.json"), "oldest job first");
-	spool_deliver(dir, s.sock, 20, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), 20, 200, 1000, &st, warn, err, sizeof(err));
 	ok(st.delivered == 1 && !exists(dir, "job-42.json"), "the rest delivered");
 	ok(st.rejected == 2 && exists(dir, "bad-job-9.json") &&
 	   exists(dir, "bad-job-10.json"), "unreadable events set aside");
@@ -133,17 +176,17 @@ int main(void)
 	/* Rejected (400): set aside. 409 (already known): delivered. */
 	spool_write(dir, 50, ev, err, sizeof(err));
 	fake_start(&s, top, FAKE_ANSWER, 400, "{\"error\":\"bad plan\"}", 0);
-	spool_deliver(dir, s.sock, 20, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), 20, 200, 1000, &st, warn, err, sizeof(err));
 	ok(st.rejected == 1 && exists(dir, "bad-job-50.json"), "400: set aside");
 	contains(msgs, "bad plan", "the daemon's reason is logged");
 	fake_stop(&s);
 	spool_write(dir, 51, ev, err, sizeof(err));
 	fake_start(&s, top, FAKE_ANSWER, 409, "{}", 0);
-	spool_deliver(dir, s.sock, 20, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), 20, 200, 1000, &st, warn, err, sizeof(err));
 	ok(st.delivered == 1 && !exists(dir, "job-51.json"), "409: delivered");
 	fake_stop(&s);
 
-	ok(spool_send_event(s.sock, 1, ev, 100, err, sizeof(err)) == SPOOL_RETRY,
+	ok(spool_send_event(T(s.sock), 1, ev, 100, err, sizeof(err)) == SPOOL_RETRY,
 	   "send with no daemon: retry");
 
 	json_decref(ev);
@@ -160,5 +203,6 @@ int main(void)
 	snprintf(p, sizeof(p), "%s/requests.log", top);
 	unlink(p);
 	rmdir(top);
+	_jobend();
 	return tap_done();
 }

@@ -152,7 +152,8 @@ EOF
 	[ "$(cat "$WD/results/r.txt")" = same ]
 	# Nothing archived while the daemon was away; the end event waits in the spool.
 	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results" ]
-	wait_for 10 bash -c "ls '$STAGEHAND_TESTBED_SPOOL' | grep -q ."
+	spool=$(node_spool "$(job_node "$j")")
+	wait_for 10 bash -c "ls '$spool' | grep -q ."
 	daemon_start
 	wait_for 60 label_is "$WD/results" archived
 	cmp "$WD/results/r.txt" "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results/r.txt"
@@ -187,8 +188,9 @@ EOF
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 60
 	# The plugin spooled the end event; lose it.
-	wait_for 10 test -f "$STAGEHAND_TESTBED_SPOOL/job-$j.json"
-	rm -f "$STAGEHAND_TESTBED_SPOOL/job-$j.json"
+	spool=$(node_spool "$(job_node "$j")")
+	wait_for 10 test -f "$spool/job-$j.json"
+	rm -f "$spool/job-$j.json"
 	daemon_start
 	wait_for 90 label_is "$WD/results-$j" archived
 	[ "$(cat "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results-$j/x.txt")" = x ]

@@ -10,7 +10,7 @@
 #   faults_setup                testbed_require + the daemon, plugin and Lua hook are there;
 #                               sets STAGEHAND (CLI), WD (a fresh work dir of shtest), JOBS=()
 #   faults_teardown             cancel the test's jobs; undo daemon config and mounts it changed
-#   submit ARGS                 submit_as_user, remember the job; sets $j
+#   (submit ARGS, from ../integration/helpers: submit_as_user, remember the job; sets $j)
 #   comment JOB                 the job's Comment (squeue -o %k)
 #   comment_matches JOB RE
 #   label DIR / label_is DIR V  user.stagehand.policy of DIR
@@ -71,11 +71,6 @@ faults_teardown() {
 		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 	done
 	return 0
-}
-
-submit() {
-	j=$(submit_as_user "$@") || return 1
-	JOBS+=("$j")
 }
 
 comment() {

@@ -25,16 +25,23 @@ teardown() {
 	run scontrol show config
 	[ "$status" -eq 0 ]
 	[[ $output =~ ClusterName[[:space:]]+=[[:space:]]stagehand-test ]]
-	[[ $output =~ SlurmctldPort[[:space:]]+=[[:space:]]16817 ]]
+	[[ $output =~ SlurmctldPort[[:space:]]+=[[:space:]]${STAGEHAND_TESTBED_CTLD_PORT:-16817} ]]
 	[[ $output =~ SlurmUser[[:space:]]+=[[:space:]]root ]]
 	[[ $output =~ PlugStackConfig[[:space:]]+=[[:space:]]$STAGEHAND_TESTBED_DIR/etc/plugstack.conf ]]
 }
 
-@test "test bed: status reports both daemons running" {
+@test "test bed: status reports slurmctld and every slurmd running" {
 	run "$TESTBED" status
 	[ "$status" -eq 0 ]
 	[[ $output =~ slurmctld:\ +running ]]
-	[[ $output =~ slurmd:\ +running ]]
+	local node
+	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
+		for node in $STAGEHAND_TESTBED_NODES; do
+			[[ $output =~ slurmd\ $node:\ +running ]]
+		done
+	else
+		[[ $output =~ slurmd:\ +running ]]
+	fi
 	[[ $output =~ munged:\ +ok ]]
 }
 
@@ -49,12 +56,13 @@ teardown() {
 	id -u "$TESTBED_USER2"
 }
 
-@test "test bed: sinfo shows the node idle in the default partition debug" {
+@test "test bed: sinfo shows every node idle in the default partition debug" {
+	local nodes=($STAGEHAND_TESTBED_NODES)
 	# Jobs of an earlier test may still be finishing.
-	wait_for 60 bash -c '[ "$(sinfo -h -N -n "$STAGEHAND_TESTBED_NODE" -o %T)" = idle ]'
-	run sinfo -h -o '%P %a %D %T %N'
+	wait_for 60 bash -c '[ "$(sinfo -h -o "%P %a %D %T")" = "debug* up '"${#nodes[@]}"' idle" ]'
+	run sinfo -h -N -o '%N'
 	[ "$status" -eq 0 ]
-	[ "$output" = "debug* up 1 idle $STAGEHAND_TESTBED_NODE" ]
+	[ "$(sort <<<"$output" | tr '\n' ' ')" = "$(printf '%s\n' "${nodes[@]}" | sort | tr '\n' ' ')" ]
 }
 
 @test "test bed: a job submitted by shtest runs as shtest and completes" {

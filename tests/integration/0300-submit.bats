@@ -8,6 +8,8 @@
 
 bats_require_minimum_version 1.5.0
 
+load helpers
+
 TB_DIR=${STAGEHAND_TESTBED_DIR:-/var/tmp/stagehand-testbed}
 export SLURM_CONF=$TB_DIR/etc/slurm.conf
 TUSER=${STAGEHAND_TEST_USER:-shtest}
@@ -55,13 +57,10 @@ as_user() {
 	runuser -u "$TUSER" -- env SLURM_CONF="$SLURM_CONF" "$@"
 }
 
-# submit NAME : sbatch as the test user; sets $output/$stderr/$status.
-submit() {
-	run --separate-stderr as_user sbatch --parsable -D "$WD" -o "$WD/$1.out" "$WD/$1.sh"
-	if [[ $status == 0 ]]; then
-		JOB=${output%%;*}
-		JOBS+=("$JOB")
-	fi
+# sub NAME : sbatch $WD/NAME.sh as the test user (helpers' try_submit);
+# sets $output/$stderr/$status, and $JOB on success.
+sub() {
+	try_submit -u "$TUSER" -d "$WD" "$WD/$1.sh" -o "$WD/$1.out"
 }
 
 # job_field ID NAME : one Key=Value field of scontrol show job.
@@ -88,7 +87,7 @@ wait_state() {
 
 @test "a script without #DATA runs untouched" {
 	write_job plain '#SBATCH --job-name=plain'
-	submit plain
+	sub plain
 	[ "$status" -eq 0 ]
 	[ -z "$stderr" ]
 	wait_state "$JOB" COMPLETED
@@ -98,7 +97,7 @@ wait_state() {
 
 @test "#DATA without stage_in: accepted, not held, plan in AdminComment" {
 	write_job nostage '#DATA archive=results/ when=success' '#DATA exempt=./tmp//'
-	submit nostage
+	sub nostage
 	[ "$status" -eq 0 ]
 	ac=$(admin_comment "$JOB")
 	echo "AdminComment: $ac"
@@ -109,7 +108,7 @@ wait_state() {
 
 @test "stage_in: held (PENDING, JobHeldUser, Priority=0) with the hold marked pending" {
 	write_job held '#DATA stage_in=/archive/proj/ref.fa to=inputs'
-	submit held
+	sub held
 	[ "$status" -eq 0 ]
 	echo "sbatch stderr: $stderr"
 	[[ $stderr == *"held until its stage_in inputs are staged"* ]]
@@ -123,7 +122,7 @@ wait_state() {
 
 @test "the user cannot release a stage-in hold, nor raise its priority" {
 	write_job norelease '#DATA stage_in=/archive/proj/ref.fa'
-	submit norelease
+	sub norelease
 	[ "$status" -eq 0 ]
 	run as_user scontrol release "$JOB"
 	echo "scontrol release as $TUSER: status $status: $output"
@@ -142,7 +141,7 @@ wait_state() {
 
 @test "root release starts the job and marks the hold released" {
 	write_job rootrel '#DATA stage_in=/archive/proj/ref.fa'
-	submit rootrel
+	sub rootrel
 	[ "$status" -eq 0 ]
 	[ "$(job_field "$JOB" Priority)" = 0 ]
 	scontrol release "$JOB"
@@ -155,7 +154,7 @@ wait_state() {
 
 @test "warnings are shown and the job is still accepted" {
 	write_job warn '#data archive=x' '#DATA exempt=tmp'
-	submit warn
+	sub warn
 	echo "stderr: $stderr"
 	[ "$status" -eq 0 ]
 	[[ $stderr == *"stagehand: line 3: warning:"* ]]
@@ -168,7 +167,7 @@ expect_reject() {
 	local name=$1 line=$2 text=$3
 	shift 3
 	write_job "$name" "$@"
-	submit "$name"
+	sub "$name"
 	echo "status $status, stderr:"
 	echo "$stderr"
 	[ "$status" -ne 0 ]
@@ -214,7 +213,7 @@ expect_reject() {
 
 @test "every bad line is reported in one submission" {
 	write_job multi '#DATA archvie=a' '#DATA exempt=tmp' '#DATA stage_out=x'
-	submit multi
+	sub multi
 	[ "$status" -ne 0 ]
 	[[ $stderr == *"stagehand: line 3: "* ]]
 	[[ $stderr == *"stagehand: line 5: "* ]]

@@ -6,11 +6,15 @@
 #   TB=/var/tmp/stagehand-testbed
 #   STAGEHAND_SPANK_ARGS="socket=$TB/run/stagehandd.sock spool=$TB/stagehand-spool scratch=$TB/scratch" \
 #       scripts/testbed up
-# The tests read socket=, spool= and on_error= from that line. If no daemon
-# answers on the socket they start a small fake one there (python3) to check
-# what the plugin sends; if a real stagehandd answers, the tests that need
-# canned answers are skipped. With "required" and on_error=fail the job
-# failure cases are checked too.
+# The tests read socket= (or server=, on a multi-node bed), spool= and
+# on_error= from that line. They stop the test bed's own daemon and start a
+# small fake one there (python3; on the UNIX socket, or on the TCP address
+# in the bed's service namespace) to check what the plugin sends; if a daemon
+# that is not the test bed's answers, the tests that need canned answers are
+# skipped. With "required" and on_error=fail the job failure cases are
+# checked too.
+
+load helpers
 
 TB=${STAGEHAND_TESTBED_DIR:-/var/tmp/stagehand-testbed}
 export SLURM_CONF=$TB/etc/slurm.conf
@@ -28,15 +32,23 @@ setup() {
 	REQUIRED=0
 	[[ $line == required* ]] && REQUIRED=1
 	SOCK=/run/stagehand/stagehandd.sock SPOOL=/var/spool/stagehand ONERR=fail SCRATCH=/scratch
+	SERVER=
 	local w
 	for w in $line; do
 		case $w in
 		socket=*) SOCK=${w#socket=} ;;
+		server=*) SERVER=${w#server=} ;;
 		spool=*) SPOOL=${w#spool=} ;;
 		on_error=*) ONERR=${w#on_error=} ;;
 		scratch=*) SCRATCH=${w#scratch=} ;;
 		esac
 	done
+	testbed_env
+	NODE_OPT=
+	if [[ $STAGEHAND_TESTBED_MODE == multi ]]; then
+		NODE_OPT=--nodelist=$STAGEHAND_TESTBED_NODE
+		SPOOL=$(node_spool "$STAGEHAND_TESTBED_NODE")
+	fi
 	HOME_T=$(getent passwd "$TUSER" | cut -d: -f6)
 	WD=$HOME_T/sh-0500-$BATS_TEST_NUMBER-$$
 	rm -rf "$WD"
@@ -49,7 +61,11 @@ setup() {
 # that need a fake daemon (or none) there, and started again in teardown.
 pause_real_daemon() {
 	local pid
-	[[ $SOCK == "$TB/run/stagehandd.sock" ]] || return 0
+	if [[ -n $SERVER ]]; then
+		[[ $SERVER == "${STAGEHAND_SERVER:-}" ]] || return 0
+	else
+		[[ $SOCK == "$TB/run/stagehandd.sock" ]] || return 0
+	fi
 	pid=$(cat "$TB/run/stagehandd.pid" 2>/dev/null) || return 0
 	[[ -n $pid && -d /proc/$pid && "$(cat "/proc/$pid/comm" 2>/dev/null)" == stagehandd ]] || return 0
 	kill -TERM "$pid"
@@ -62,7 +78,7 @@ teardown() {
 	if [[ -n ${FAKE_PID:-} ]]; then
 		kill "$FAKE_PID" 2>/dev/null || true
 		wait "$FAKE_PID" 2>/dev/null || true
-		rm -f "$SOCK"
+		[[ -n $SERVER ]] || rm -f "$SOCK"
 	fi
 	[[ -n ${WD:-} && -d $WD ]] && rm -rf "$WD"
 	if [[ ${PAUSED_REAL:-0} == 1 ]]; then
@@ -72,24 +88,37 @@ teardown() {
 	return 0
 }
 
-# A daemon (real or fake) answers on the socket?
+# A daemon (real or fake) answers on the socket (or the TCP address)?
 daemon_answers() {
-	curl -s -o /dev/null --max-time 2 --unix-socket "$SOCK" http://localhost/v1/health
+	if [[ -n $SERVER ]]; then
+		curl -s -o /dev/null --max-time 2 "http://$SERVER/v1/health"
+	else
+		curl -s -o /dev/null --max-time 2 --unix-socket "$SOCK" http://localhost/v1/health
+	fi
 }
 
 # Start a fake stagehandd on $SOCK answering every request with status $1
 # and body $2; requests are logged to $BATS_TEST_TMPDIR/requests.
 start_fake() {
 	pause_real_daemon
-	daemon_answers && skip "a daemon that is not the test bed's answers on $SOCK"
-	[[ -d $(dirname "$SOCK") ]] || skip "no directory for $SOCK"
-	rm -f "$SOCK"
-	python3 - "$SOCK" "$1" "$2" "$BATS_TEST_TMPDIR/requests" <<'PY' &
+	daemon_answers && skip "a daemon that is not the test bed's answers on ${SERVER:-$SOCK}"
+	if [[ -z $SERVER ]]; then
+		[[ -d $(dirname "$SOCK") ]] || skip "no directory for $SOCK"
+		rm -f "$SOCK"
+	fi
+	python3 - "${SERVER:-$SOCK}" "$1" "$2" "$BATS_TEST_TMPDIR/requests" <<'PY' &
 import os, socket, sys
 path, status, body, log = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4]
-s = socket.socket(socket.AF_UNIX)
-s.bind(path)
-os.chmod(path, 0o777)
+if path.startswith("/"):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    os.chmod(path, 0o777)
+else:
+    # HOST:PORT in the bed's service namespace; the MUNGE header is ignored.
+    host, _, port = path.rpartition(":")
+    s = socket.socket(socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, int(port)))
 s.listen(16)
 while True:
     c, _ = s.accept()
@@ -118,10 +147,14 @@ PY
 	FAKE_PID=$!
 	local i
 	for ((i = 0; i < 50; i++)); do
-		[[ -S $SOCK ]] && return 0
+		if [[ -n $SERVER ]]; then
+			daemon_answers && return 0
+		else
+			[[ -S $SOCK ]] && return 0
+		fi
 		sleep 0.1
 	done
-	echo "fake daemon did not start on $SOCK" >&2
+	echo "fake daemon did not start on ${SERVER:-$SOCK}" >&2
 	return 1
 }
 
@@ -131,14 +164,11 @@ write_job() {
 	chown "$TUSER:" "$WD/$1"
 }
 
-# submit NAME: submit as $TUSER from $WD; sets JOB. Stage-in jobs that
-# job_submit.lua holds are released by root, as the daemon would.
-submit() {
-	# The harness's own STAGEHAND_* variables must not reach the job (sbatch
-	# exports the submitter's environment).
-	JOB=$(cd "$WD" && runuser -u "$TUSER" -- env $(compgen -e | sed -n 's/^STAGEHAND_/-u &/p') \
-		sbatch --parsable -o "out-%j.txt" "$1")
-	[[ $JOB =~ ^[0-9]+$ ]] || { echo "sbatch said: $JOB" >&2; return 1; }
+# sub NAME: submit $WD/NAME as $TUSER from $WD (helpers' submit); sets JOB.
+# On a multi-node bed every job runs on the first node, whose spool the
+# tests read (a job's end event is spooled on its own node).
+sub() {
+	submit -u "$TUSER" -d "$WD" "$WD/$1" -o "out-%j.txt" ${NODE_OPT:+"$NODE_OPT"}
 }
 
 # wait_job: until $JOB left the queue (max 60 s); sets STATE and EXIT.
@@ -164,7 +194,7 @@ wait_job() {
 env | grep '^STAGEHAND_' || echo "no stagehand variables"
 ls -A
 S
-	submit plain.sh
+	sub plain.sh
 	wait_job
 	[ "$STATE" = COMPLETED ]
 	[[ $OUT == *"no stagehand variables"* ]]
@@ -184,7 +214,7 @@ S
 env | grep '^STAGEHAND_' | sort
 echo "cwd=$PWD"
 S
-	submit dirs.sh
+	sub dirs.sh
 	wait_job
 	[ "$STATE" = COMPLETED ]
 	for d in tmp "results/$JOB" "scratch space/a"; do
@@ -207,13 +237,13 @@ S
 
 @test "with no daemon the job-end event is spooled, well-formed, root-only" {
 	pause_real_daemon
-	daemon_answers && skip "a daemon that is not the test bed's answers on $SOCK"
+	daemon_answers && skip "a daemon that is not the test bed's answers on ${SERVER:-$SOCK}"
 	write_job fail.sh <<'S'
 #!/bin/bash
 #DATA archive=out_%j
 exit 3
 S
-	submit fail.sh
+	sub fail.sh
 	wait_job
 	[ "$STATE" = FAILED ]
 	f=$SPOOL/job-$JOB.json
@@ -235,18 +265,18 @@ S
 
 @test "spooled events are delivered at a later job end, then the new one" {
 	pause_real_daemon
-	daemon_answers && skip "a daemon that is not the test bed's answers on $SOCK"
+	daemon_answers && skip "a daemon that is not the test bed's answers on ${SERVER:-$SOCK}"
 	write_job a.sh <<'S'
 #!/bin/bash
 #DATA exempt=t
 true
 S
-	submit a.sh
+	sub a.sh
 	wait_job
 	first=$JOB
 	[ -f "$SPOOL/job-$first.json" ]
 	start_fake 202 '{"accepted":true}'
-	submit a.sh
+	sub a.sh
 	wait_job
 	second=$JOB
 	[ "$STATE" = COMPLETED ]
@@ -268,7 +298,7 @@ S
 #DATA archive=out/x
 echo "script ran"
 S
-	submit link.sh
+	sub link.sh
 	wait_job
 	[[ $OUT == *"'out' in 'out/x' is a symbolic link"* ]]
 	[ ! -e "$target/x" ]
@@ -286,7 +316,7 @@ S
 #DATA stage_in=/etc/hostname
 echo "script ran"
 S
-	submit in.sh
+	sub in.sh
 	wait_job
 	[[ $OUT == *"stagehand: job $JOB: stage-in not complete (state staging)"* ]]
 	grep -q "^GET /v1/jobs/$JOB HTTP/1.1\$" "$BATS_TEST_TMPDIR/requests"
@@ -305,7 +335,7 @@ S
 #DATA stage_in=/etc/hostname
 echo "script ran"
 S
-	submit ready.sh
+	sub ready.sh
 	wait_job
 	[ "$STATE" = COMPLETED ]
 	[[ $OUT == *"script ran"* ]]

@@ -51,13 +51,6 @@ user_file() {
 	runuser -u "$u" -- dd if=/dev/urandom of="$p" bs=1M count="$mib" status=none
 }
 
-# submit ARGS: submit_as_user, and remember the job for teardown. Sets $j
-# (a $(...) subshell could not add to JOBS).
-submit() {
-	j=$(submit_as_user "$@") || return 1
-	JOBS+=("$j")
-}
-
 @test "happy path: held, staged as the owner, released, labelled, archived after the end" {
 	user_file shtest "$WD/proj/ref.db" 8
 	want=$(sha256sum <"$WD/proj/ref.db" | cut -d' ' -f1)
@@ -155,7 +148,9 @@ EOF
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 60
 	# The job did not wait for the missing daemon; its event is on disk.
-	wait_for 10 bash -c "ls '$STAGEHAND_TESTBED_SPOOL' | grep -q ."
+	# (in the spool of the node that ran it)
+	spool=$(node_spool "$(job_node "$j")")
+	wait_for 10 bash -c "ls '$spool' | grep -q ."
 	label_is "$WD/results" pending
 	"$TESTBED" up >/dev/null
 	wait_for 60 label_is "$WD/results" archived

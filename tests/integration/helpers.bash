@@ -1,18 +1,28 @@
-# Shared helpers for the integration tests (bats, run as root against the
-# single-node Slurm test bed from scripts/testbed). Load with:
+# Shared helpers for the integration and fault tests (bats, run as root
+# against the Slurm test bed from scripts/testbed, one-node or multi-node; on
+# a multi-node bed the tests run in its service namespace: "make integration"
+# does that, or "scripts/testbed exec svc bats FILE"). Load with:
 #
 #   load helpers
 #   setup_file() { testbed_require; }
 #
 # Functions (all fail the test with a message that says what went wrong):
 #   testbed_env                 export SLURM_CONF and STAGEHAND_TESTBED_* (from "scripts/testbed env")
-#   testbed_require             testbed_env + fail unless slurmctld answers and the node is usable
+#   testbed_require             testbed_env + fail unless slurmctld answers and the nodes are usable
+#                               (and, on a multi-node bed, unless this runs in its service namespace)
 #   user_workdir [USER]         new empty directory owned by USER under the scratch area; prints it
 #   write_user_script USER PATH write stdin to PATH, owned by USER, mode 0755
 #   run_as_user USER CMD...     run CMD as USER with SLURM_CONF set (login-like HOME/USER)
 #   submit_as_user [-u USER] [-d DIR] SCRIPT [SBATCH_ARGS...]
 #                               sbatch SCRIPT as USER (default shtest) from DIR (default the
 #                               script's directory); prints the job id
+#   submit [SUBMIT_AS_USER ARGS]
+#                               submit_as_user; the job id in $j and $JOB, and appended to JOBS
+#                               (teardown: cancel_jobs "${JOBS[@]}")
+#   try_submit [-u USER] [-d DIR] SCRIPT [SBATCH_ARGS...]
+#                               sbatch through bats' "run --separate-stderr": $status, $output,
+#                               $stderr as sbatch left them; on success the id in $JOB and JOBS
+#                               (the test file needs bats_require_minimum_version 1.5.0)
 #   job_field JOB FIELD         one field of "scontrol show job JOB" (e.g. JobState, UserId, Reason)
 #   job_state JOB               JobState of JOB
 #   wait_job_state JOB STATES [TIMEOUT]
@@ -22,10 +32,15 @@
 #   wait_for TIMEOUT CMD...     poll CMD every 0.2s until it succeeds
 #   cancel_jobs JOB...          scancel, ignoring jobs already gone
 #   testbed_logs                print the tail of the slurmctld and slurmd logs (for diagnostics)
+#   job_node JOB                the node that runs (ran) JOB's batch script (BatchHost)
+#   node_spool NODE             NODE's stagehand spool directory, as seen from here
+#   on_node NODE CMD...         run CMD on compute node NODE (its namespaces; one-node: here)
 #
 # Variables after testbed_env: SLURM_CONF, STAGEHAND_TESTBED_DIR, _SCRATCH, _ARCHIVE, _LOGDIR,
-# _NODE, _PARTITION; TESTBED_USER=shtest, TESTBED_USER2=shtest2; STAGEHAND_SRC_DIR (source tree)
-# and STAGEHAND_BUILD_DIR (build tree, default the source tree).
+# _NODE (first node), _NODES, _MODE (one|multi), _PARTITION, STAGEHAND_SOCKET, and on a
+# multi-node bed STAGEHAND_SERVER, _SVC_NETNS, _NODEDIR; TESTBED_USER=shtest,
+# TESTBED_USER2=shtest2; STAGEHAND_SRC_DIR (source tree) and STAGEHAND_BUILD_DIR (build tree,
+# default the source tree).
 
 : "${STAGEHAND_SRC_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 : "${STAGEHAND_BUILD_DIR:=$STAGEHAND_SRC_DIR}"
@@ -48,26 +63,56 @@ testbed_env() {
 	eval "$env_out"
 }
 
+# On a multi-node bed, is this process in the bed's service namespace? Slurm
+# commands and the daemon's TCP address work only there: elsewhere the
+# bed's private addresses would be sent to this host's own network.
+in_service_namespace() {
+	[[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]] || return 0
+	local ns=/run/netns/$STAGEHAND_TESTBED_SVC_NETNS
+	[[ -e $ns && "$(stat -L -c %i "$ns")" == "$(stat -L -c %i /proc/self/ns/net)" ]]
+}
+
 testbed_require() {
 	testbed_env || return 1
 	[[ $(id -u) -eq 0 ]] || _tb_fail "integration tests must run as root (they submit jobs as $TESTBED_USER via runuser)" || return 1
 	[[ -r $SLURM_CONF ]] || _tb_fail "no test bed config at $SLURM_CONF: run 'scripts/testbed up' first" || return 1
+	in_service_namespace ||
+		_tb_fail "the test bed is multi-node: run the tests in its service namespace ('scripts/testbed exec svc bats FILE', or 'make integration')" || return 1
 	scontrol ping 2>/dev/null | grep -q 'is UP' ||
 		_tb_fail "slurmctld of the test bed ($SLURM_CONF) does not answer: run 'scripts/testbed up' ('scripts/testbed status' tells more)" || return 1
-	local st
-	st=$(sinfo -h -N -n "$STAGEHAND_TESTBED_NODE" -o '%T' 2>/dev/null | head -n1)
-	case $st in
-	idle | mixed | allocated | completing) ;;
-	*) _tb_fail "test bed node $STAGEHAND_TESTBED_NODE is '${st:-unknown}', not usable: run 'scripts/testbed up'" || return 1 ;;
-	esac
+	local st node
+	for node in $STAGEHAND_TESTBED_NODES; do
+		st=$(sinfo -h -N -n "$node" -o '%T' 2>/dev/null | head -n1)
+		case $st in
+		idle | mixed | allocated | completing) ;;
+		*) _tb_fail "test bed node $node is '${st:-unknown}', not usable: run 'scripts/testbed up'" || return 1 ;;
+		esac
+	done
 }
 
 testbed_logs() {
 	local f
-	for f in "$STAGEHAND_TESTBED_LOGDIR"/slurmctld.log "$STAGEHAND_TESTBED_LOGDIR"/slurmd.log; do
+	for f in "$STAGEHAND_TESTBED_LOGDIR"/slurmctld.log "$STAGEHAND_TESTBED_LOGDIR"/slurmd*.log; do
+		[[ -e $f ]] || continue
 		echo "--- tail of $f ---"
 		tail -n 30 "$f" 2>/dev/null || true
 	done
+}
+
+job_node() {
+	job_field "$1" BatchHost
+}
+
+node_spool() {
+	if [[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]]; then
+		echo "$STAGEHAND_TESTBED_NODEDIR/$1/stagehand-spool"
+	else
+		echo "$STAGEHAND_TESTBED_SPOOL"
+	fi
+}
+
+on_node() {
+	"$TESTBED" exec "$@"
 }
 
 user_workdir() {
@@ -122,6 +167,31 @@ submit_as_user() {
 	fi
 	rm -f "$errf"
 	echo "${out%%;*}"
+}
+
+submit() {
+	j=$(submit_as_user "$@") || return 1
+	JOB=$j
+	JOBS+=("$j")
+}
+
+try_submit() {
+	local user=$TESTBED_USER dir=""
+	while [[ $# -gt 0 ]]; do
+		case $1 in
+		-u) user=$2; shift 2 ;;
+		-d) dir=$2; shift 2 ;;
+		*) break ;;
+		esac
+	done
+	local script=$1
+	shift
+	[[ -n $dir ]] || dir=$(dirname "$script")
+	run --separate-stderr run_as_user "$user" sbatch --parsable -D "$dir" "$@" "$script"
+	if [[ $status == 0 ]]; then
+		JOB=${output%%;*}
+		JOBS+=("$JOB")
+	fi
 }
 
 job_field() {

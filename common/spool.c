@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,17 +14,56 @@
 #include <unistd.h>
 
 #include "spool.h"
-#include "uhttp.h"
+#include "dclient.h"
 
 #define SPOOL_SCAN_MAX 4096
 
-enum spool_send spool_send_event(const char *sockpath, unsigned long job_id,
+const char *jobend_state(const char *slurm_state, bool have_exit, int exit_code, int sig)
+{
+	static const char *const final[] = {
+		"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+		"OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+	};
+
+	for (size_t i = 0; slurm_state && i < sizeof(final) / sizeof(final[0]); i++)
+		if (strcmp(slurm_state, final[i]) == 0)
+			return final[i];
+	if (!have_exit)
+		return "UNKNOWN";
+	if (sig == SIGTERM || sig == SIGKILL || sig == SIGINT || sig == SIGHUP)
+		return "CANCELLED";
+	return exit_code == 0 && sig == 0 ? "COMPLETED" : "FAILED";
+}
+
+json_t *jobend_event(const struct jobend_info *ji)
+{
+	json_t *ev = json_pack("{s:s, s:i, s:i, s:s}",
+			       "state", jobend_state(ji->slurm_state, ji->have_exit,
+						     ji->exit_code, ji->sig),
+			       "exit_code", ji->have_exit ? ji->exit_code : -1,
+			       "signal", ji->have_exit ? ji->sig : 0,
+			       "source", ji->source ? ji->source : "spank");
+	if (ev == NULL)
+		return NULL;
+	if ((ji->uid >= 0 && json_object_set_new(ev, "uid", json_integer(ji->uid)) < 0) ||
+	    (ji->gid >= 0 && json_object_set_new(ev, "gid", json_integer(ji->gid)) < 0) ||
+	    (ji->user && json_object_set_new(ev, "user", json_string(ji->user)) < 0) ||
+	    (ji->work_dir && json_object_set_new(ev, "work_dir", json_string(ji->work_dir)) < 0) ||
+	    (ji->node && json_object_set_new(ev, "node", json_string(ji->node)) < 0) ||
+	    json_object_set_new(ev, "plan", ji->plan ? json_incref(ji->plan) : json_null()) < 0) {
+		json_decref(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+enum spool_send spool_send_event(const struct dclient_target *t, unsigned long job_id,
 				 const json_t *event, int timeout_ms,
 				 char *err, size_t errlen)
 {
 	char path[64];
-	struct uhttp_resp resp;
-	char uerr[256];
+	struct dclient_resp resp;
+	char uerr[512];
 
 	snprintf(path, sizeof(path), "/v1/jobs/%lu/end", job_id);
 	char *body = json_dumps(event, JSON_COMPACT);
@@ -31,8 +71,8 @@ enum spool_send spool_send_event(const char *sockpath, unsigned long job_id,
 		snprintf(err, errlen, "cannot encode the job-end event of job %lu", job_id);
 		return SPOOL_RETRY;
 	}
-	int rc = uhttp_request(sockpath, "POST", path, body, timeout_ms, &resp, uerr,
-			       sizeof(uerr));
+	int rc = dclient_request(t, "POST", path, body, timeout_ms, 0, &resp, uerr,
+				 sizeof(uerr));
 	free(body);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s", uerr);
@@ -52,7 +92,7 @@ enum spool_send spool_send_event(const char *sockpath, unsigned long job_id,
 			 "job %lu now (HTTP %d)", job_id, resp.status);
 		out = SPOOL_RETRY;
 	}
-	uhttp_resp_free(&resp);
+	dclient_resp_free(&resp);
 	return out;
 }
 
@@ -273,11 +313,11 @@ void spool_set_aside(const char *dir, unsigned long id,
 	}
 }
 
-int spool_deliver(const char *dir, const char *sockpath, int max, int timeout_ms,
+int spool_deliver(const char *dir, const struct dclient_target *t, int max, int timeout_ms,
 		  int total_ms, struct spool_stats *st,
 		  void (*warn)(const char *msg), char *err, size_t errlen)
 {
-	long long deadline = uhttp_now_ms() + total_ms;
+	long long deadline = dclient_now_ms() + total_ms;
 	unsigned long *ids = NULL;
 	size_t n = 0;
 	struct dirent *de;
@@ -311,7 +351,7 @@ int spool_deliver(const char *dir, const char *sockpath, int max, int timeout_ms
 		char name[64], e[1024];
 		unsigned long id = 0;
 
-		if ((int)i >= max || uhttp_now_ms() >= deadline) {
+		if ((int)i >= max || dclient_now_ms() >= deadline) {
 			st->left = (int)(n - i);
 			break;
 		}
@@ -327,9 +367,9 @@ int spool_deliver(const char *dir, const char *sockpath, int max, int timeout_ms
 			st->rejected++;
 			continue;
 		}
-		long long left = deadline - uhttp_now_ms();
-		int t = left < timeout_ms ? (int)(left > 0 ? left : 1) : timeout_ms;
-		enum spool_send r = spool_send_event(sockpath, id, ev, t, e, sizeof(e));
+		long long left = deadline - dclient_now_ms();
+		int tmo = left < timeout_ms ? (int)(left > 0 ? left : 1) : timeout_ms;
+		enum spool_send r = spool_send_event(t, id, ev, tmo, e, sizeof(e));
 		json_decref(ev);
 		if (r == SPOOL_SENT) {
 			char path[PATH_MAX + 64];

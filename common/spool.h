@@ -1,7 +1,10 @@
 /*
- * spool.h - job-end events that could not be delivered to stagehandd.
+ * spool.h - job-end events: their body, the end-state rule, their delivery
+ * to stagehandd, and the spool of those that could not be delivered. Used
+ * by the SPANK plugin and by `stagehand job-end` (the epilog), so the event
+ * format and the rule exist once.
  *
- * Owns: the spool directory format shared with scripts/stagehand-epilog:
+ * Owns: the spool directory format shared by the plugin and the epilog:
  * one file per job, <spool>/job-<id>.json, holding
  *   {"version":1,"job_id":<id>,"event":{<body of POST /v1/jobs/<id>/end>}}
  * written atomically (temp file, fsync, rename, fsync of the directory),
@@ -17,7 +20,40 @@
 #include <stddef.h>
 #include <jansson.h>
 
+#include "dclient.h"
+
 #define SPOOL_MAX_FILE (1024u * 1024u)
+
+/*
+ * The end-state rule. slurm_state when it is a final Slurm state
+ * (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED,
+ * OUT_OF_MEMORY, BOOT_FAIL, DEADLINE); otherwise (NULL, or COMPLETING while
+ * an epilog runs) from how the batch script ended: nothing known ->
+ * UNKNOWN; killed by SIGTERM, SIGKILL, SIGINT or SIGHUP -> CANCELLED
+ * (scancel and the time limit end the script that way); exit 0 ->
+ * COMPLETED; anything else -> FAILED. Returns a static string.
+ */
+const char *jobend_state(const char *slurm_state, bool have_exit, int exit_code, int sig);
+
+/* What is known about a job that ended, for jobend_event(). */
+struct jobend_info {
+	const char *slurm_state;   /* Slurm's state name, or NULL (see jobend_state) */
+	bool have_exit;            /* exit_code and sig are known */
+	int exit_code;             /* the batch script's exit code */
+	int sig;                   /* the signal that ended it, 0 = none */
+	long long uid, gid;        /* job owner, -1 = unknown */
+	const char *user;          /* owner's name, NULL = unknown */
+	const char *work_dir;      /* absolute working directory, NULL = unknown */
+	const char *node;          /* this node's name, NULL = unknown */
+	const char *source;        /* "spank" or "epilog" */
+	json_t *plan;              /* borrowed normalised plan, NULL = the daemon's copy */
+};
+
+/*
+ * The body of POST /v1/jobs/<id>/end (docs/api.md) for ji. Returns a new
+ * reference, or NULL when out of memory.
+ */
+json_t *jobend_event(const struct jobend_info *ji);
 
 /* Outcome of sending one event. */
 enum spool_send {
@@ -34,10 +70,10 @@ struct spool_stats {
 };
 
 /*
- * POST event (borrowed) to /v1/jobs/<job_id>/end on sockpath within
+ * POST event (borrowed) to /v1/jobs/<job_id>/end at the daemon t within
  * timeout_ms. Returns a spool_send; err says why when not SPOOL_SENT.
  */
-enum spool_send spool_send_event(const char *sockpath, unsigned long job_id,
+enum spool_send spool_send_event(const struct dclient_target *t, unsigned long job_id,
 				 const json_t *event, int timeout_ms,
 				 char *err, size_t errlen);
 
@@ -68,7 +104,7 @@ json_t *spool_read(const char *dir, const char *name, unsigned long *job_id,
  * and at total_ms overall. Messages for the log go through warn (may be
  * NULL). Returns 0, or -1 if the spool could not be read (err).
  */
-int spool_deliver(const char *dir, const char *sockpath, int max, int timeout_ms,
+int spool_deliver(const char *dir, const struct dclient_target *t, int max, int timeout_ms,
 		  int total_ms, struct spool_stats *st,
 		  void (*warn)(const char *msg), char *err, size_t errlen);
 
