@@ -384,18 +384,20 @@ static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t e
 {
 	char st[32] = "", how[128];
 	int64_t aj, at;
-	int restarts;
+	int restarts, code = 0;
 	enum slurm_watch_end r = slurm_watch_end_check(d, j->job_id, j->end_state, st, sizeof(st),
-							  &restarts, &aj, &at);
+							  &code, &restarts, &aj, &at);
 
 	if (r == SW_END_WAIT)
 		return 1;
 	if (r == SW_END_REQUEUED) {
-		snprintf(how, sizeof(how), "run %d ended %s; requeued", restarts ? restarts : 1,
+		int run = restarts > 0 ? restarts : j->runs + 1;
+
+		snprintf(how, sizeof(how), "run %d ended %s on its node; requeued", run,
 			 j->end_state ? j->end_state : "?");
 		log_info("job %lld: %s: its outputs are archived after the final run",
 			 (long long)j->job_id, how);
-		return queue_job_requeued(d->q, j->job_id, how, err, errlen) < 0 ? -1 : 1;
+		return queue_job_requeued(d->q, j->job_id, run, how, err, errlen) < 0 ? -1 : 1;
 	}
 	if (aj > 0 && j->array_job_id < 0) {
 		if (queue_job_set_array(d->q, j->job_id, aj, at, err, errlen) < 0)
@@ -403,14 +405,18 @@ static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t e
 		j->array_job_id = aj;
 		j->array_task_id = at;
 	}
-	if (r == SW_END_FINAL && strcmp(st, "COMPLETED") != 0 && strcmp(st, "FAILED") != 0 &&
-	    (!j->end_state || strcmp(st, j->end_state) != 0)) {
-		log_info("job %lld: ended %s by slurmctld's record (the event said %s)",
-			 (long long)j->job_id, st, j->end_state ? j->end_state : "?");
-		if (queue_job_set_end_state(d->q, j->job_id, st, err, errlen) < 0)
+	/* slurmctld's final record wins: it knows the time limit, the preemption and the
+	   node failure, and the run that ended last (the event may be a late one). */
+	if (r == SW_END_FINAL && (!j->end_state || strcmp(st, j->end_state) != 0 ||
+				  code != j->end_exit_code)) {
+		log_info("job %lld: ended %s (exit %d) by slurmctld's record (the event said %s, "
+			 "exit %d)", (long long)j->job_id, st, code,
+			 j->end_state ? j->end_state : "?", j->end_exit_code);
+		if (queue_job_set_end_state(d->q, j->job_id, st, code, err, errlen) < 0)
 			return -1;
 		free(j->end_state);
 		j->end_state = strdup(st);
+		j->end_exit_code = code;
 	}
 	return 0;
 }

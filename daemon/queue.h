@@ -276,16 +276,17 @@ int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
 			int64_t array_task_id, char *err, size_t errlen);
 
 /*
- * A stored end event was one run of a job that slurmctld requeued: the
- * event is cleared (the next run's end is stored as new), runs + 1, and
- * how that run ended kept in last_run. Nothing is archived for it. 0 or -1.
+ * Run number runs of a job ended and slurmctld requeued the job: a stored
+ * end event is cleared (the next run's end is stored as new); when runs is
+ * more than the count stored, it is stored with how that run ended
+ * (last_run). Nothing is archived for the run. 0 or -1.
  */
-int queue_job_requeued(struct queue *q, int64_t job_id, const char *how, char *err,
+int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *how, char *err,
 		       size_t errlen);
 
-/* Correct the stored end state (slurmctld knows TIMEOUT, PREEMPTED, NODE_FAIL). 0 or -1. */
-int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, char *err,
-			    size_t errlen);
+/* Correct the stored end state and exit code (slurmctld knows TIMEOUT, PREEMPTED, NODE_FAIL). 0 or -1. */
+int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, int exit_code,
+			    char *err, size_t errlen);
 
 /* Ids of a job's failed_* requests (up to max); returns the count or -1. */
 int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int max,

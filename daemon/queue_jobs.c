@@ -483,38 +483,43 @@ int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
 	return qp_end(q, rc, 1, err, errlen);
 }
 
-int queue_job_requeued(struct queue *q, int64_t job_id, const char *how, char *err,
+int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *how, char *err,
 		       size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc = -1;
 
 	qp_begin(q);
+	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) < 0)
+		return qp_end(q, -1, 1, err, errlen);
+	/* A late event of a run already counted changes nothing but its own record. */
 	st = qp_prep(q, "UPDATE jobs SET end_state=NULL, end_exit_code=0, end_received=NULL,"
-		     " end_processed=0, runs=runs+1, last_run=?2, updated=?3 WHERE job_id=?1",
-		     err, errlen);
+		     " end_processed=0, last_run=CASE WHEN ?4 > runs THEN ?2 ELSE last_run END,"
+		     " runs=max(runs, ?4), updated=?3 WHERE job_id=?1", err, errlen);
 	if (st) {
 		sqlite3_bind_int64(st, 1, job_id);
 		qp_bind_text(st, 2, how);
 		sqlite3_bind_int64(st, 3, qp_now());
+		sqlite3_bind_int(st, 4, runs);
 		rc = qp_step_done(q, st, err, errlen);
 	}
 	return qp_end(q, rc, 1, err, errlen);
 }
 
-int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, char *err,
-			    size_t errlen)
+int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, int exit_code,
+			    char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE jobs SET end_state=?2, updated=?3 WHERE job_id=?1 AND"
-		     " end_state IS NOT NULL", err, errlen);
+	st = qp_prep(q, "UPDATE jobs SET end_state=?2, updated=?3, end_exit_code=?4 WHERE"
+		     " job_id=?1 AND end_state IS NOT NULL", err, errlen);
 	if (st) {
 		sqlite3_bind_int64(st, 1, job_id);
 		qp_bind_text(st, 2, state);
 		sqlite3_bind_int64(st, 3, qp_now());
+		sqlite3_bind_int(st, 4, exit_code);
 		rc = qp_step_done(q, st, err, errlen);
 	}
 	return qp_end(q, rc, 1, err, errlen);

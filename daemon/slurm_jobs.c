@@ -78,10 +78,11 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 				       JOB_REQUEUE_FED | JOB_SPECIAL_EXIT)) != 0;
 	if (ji->array_job_id && ji->array_task_id == NO_VAL && ji->array_task_str)
 		j->array_tasks = strdup(ji->array_task_str);
+	j->batch_host = _dup(ji->batch_host);
 	if ((ji->name && !j->name) || (ji->work_dir && !j->work_dir) ||
 	    (ji->comment && !j->comment) || (plan && !j->plan_json) ||
 	    (ji->array_job_id && ji->array_task_id == NO_VAL && ji->array_task_str &&
-	     !j->array_tasks)) {
+	     !j->array_tasks) || (ji->batch_host && !j->batch_host)) {
 		sjob_clear(j);
 		return -1;
 	}
@@ -97,6 +98,7 @@ void sjob_clear(struct sjob *j)
 	free(j->comment);
 	free(j->plan_json);
 	free(j->array_tasks);
+	free(j->batch_host);
 	memset(j, 0, sizeof(*j));
 }
 
@@ -332,4 +334,23 @@ size_t sjob_array_tasks(const char *spec, uint32_t *out, size_t max)
 			return n;
 	}
 	return n;
+}
+
+int sjob_node_down(const char *node, char *err, size_t errlen)
+{
+	node_info_msg_t *msg = NULL;
+	int rc = 0;
+
+	if (slurm_load_node_single(&msg, (char *)node, SHOW_ALL) != SLURM_SUCCESS || !msg ||
+	    msg->record_count < 1) {
+		_err_slurm(err, errlen, "cannot read node state", 0);
+		if (msg)
+			slurm_free_node_info_msg(msg);
+		return -1;
+	}
+	if ((msg->node_array[0].node_state & NODE_STATE_BASE) == NODE_STATE_DOWN ||
+	    (msg->node_array[0].node_state & (NODE_STATE_NO_RESPOND | NODE_STATE_FAIL)))
+		rc = 1;
+	slurm_free_node_info_msg(msg);
+	return rc;
 }

@@ -47,6 +47,7 @@ struct sjob {
 				    the task ids still in it ("1-8%4", "3,5-8"); else NULL */
 	unsigned restarts;       /* how often slurmctld requeued the job */
 	bool requeue;            /* being requeued (JOB_REQUEUE* flag while completing) */
+	char *batch_host;        /* node of the batch script (RUNNING jobs), or NULL */
 };
 
 /* Is j the meta record of a pending array (its tasks have no job ids yet)? */
@@ -100,6 +101,9 @@ int sjob_release(uint32_t job_id, char *err, size_t errlen);
  */
 int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *comment,
 		    char *err, size_t errlen);
+
+/* Is node down or not responding? 1 yes, 0 no, -1 unknown (err filled). */
+int sjob_node_down(const char *node, char *err, size_t errlen);
 
 /*
  * One job as slurmctld sees it now, plan or not. 0 (*out filled; free with

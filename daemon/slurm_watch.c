@@ -68,11 +68,18 @@ static int _init(struct daemon *d, char *err, size_t errlen)
 	return 0;
 }
 
+struct ran_on;
+static struct ran_on *_ran;   /* where plan jobs ran at the last tick (owned) */
+static size_t _nran;
+
 static void _fini(struct daemon *d)
 {
 	if (_slurm_ok)
 		sjob_fini();
 	_slurm_ok = 0;
+	free(_ran);
+	_ran = NULL;
+	_nran = 0;
 }
 
 static int _user_name(uid_t uid, char *buf, size_t len)
@@ -554,8 +561,8 @@ static bool _array_waits(const struct sjob *jobs, size_t n, const struct sjob *j
 
 enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 					   const char *event_state, char *state,
-					   size_t statelen, int *restarts, int64_t *array_job_id,
-					   int64_t *array_task_id)
+					   size_t statelen, int *exit_code, int *restarts,
+					   int64_t *array_job_id, int64_t *array_task_id)
 {
 	struct sjob j;
 	char err[256];
@@ -573,6 +580,7 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 		return SW_END_UNKNOWN;
 	}
 	*restarts = (int)j.restarts;
+	*exit_code = j.exit_code;
 	if (j.array_job_id) {
 		*array_job_id = j.array_job_id;
 		*array_task_id = j.array_task_id;
@@ -599,6 +607,64 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 		r = SW_END_WAIT;
 	sjob_clear(&j);
 	return r;
+}
+
+/* Where plan jobs ran at the last tick (job id -> batch host), to name a lost node. */
+struct ran_on {
+	uint32_t job_id;
+	char host[64];
+};
+
+static const char *_ran_host(uint32_t job_id)
+{
+	for (size_t i = 0; i < _nran; i++)
+		if (_ran[i].job_id == job_id)
+			return _ran[i].host;
+	return NULL;
+}
+
+static void _remember_hosts(const struct sjob *jobs, size_t n)
+{
+	struct ran_on *r = calloc(n ? n : 1, sizeof(*r));
+	size_t k = 0;
+
+	if (!r)
+		return;  /* keep the older list */
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].batch_host && jobs[i].state == JOB_RUNNING) {
+			r[k].job_id = jobs[i].job_id;
+			snprintf(r[k].host, sizeof(r[k].host), "%s", jobs[i].batch_host);
+			k++;
+		}
+	free(_ran);
+	_ran = r;
+	_nran = k;
+}
+
+/*
+ * slurmctld requeued a job (it counts a restart) and no end event of that
+ * run came: its node died (NODE_FAIL, then requeued) or the event is still
+ * on its way. Say so in the record and the comment; a late event of that
+ * run is recognised (queue_job_requeued) and never archived.
+ */
+static void _requeued_silently(struct daemon *d, const struct sjob *j)
+{
+	const char *host = _ran_host(j->job_id);
+	char how[160], err[256];
+	int down = host ? sjob_node_down(host, err, sizeof(err)) : -1;
+
+	if (down == 1)
+		snprintf(how, sizeof(how), "run %u lost with node %s (NODE_FAIL); requeued",
+			 j->restarts, host);
+	else
+		snprintf(how, sizeof(how), "run %u requeued by slurmctld with no end event from "
+			 "its node", j->restarts);
+	if (queue_job_requeued(d->q, j->job_id, (int)j->restarts, how, err, sizeof(err)) < 0) {
+		log_err("job %u: cannot record its requeue: %s", j->job_id, err);
+		return;
+	}
+	log_info("job %u: %s: its outputs are archived after the final run", j->job_id, how);
+	_comment(j, "stagehand: %s: outputs are archived after the final run", how);
 }
 
 static void _tick(struct daemon *d, int64_t now_ms)
@@ -641,6 +707,9 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		    queue_job_set_array(d->q, j->job_id, j->array_job_id, j->array_task_id, err,
 					sizeof(err)) < 0)
 			log_err("job %u: cannot record its array: %s", j->job_id, err);
+		if (j->restarts > 0 && (j->state == JOB_PENDING || j->state == JOB_RUNNING) &&
+		    (int)j->restarts > (qj ? qj->runs : 0) && (!qj || !qj->end_state))
+			_requeued_silently(d, j);
 		hs = qj && qj->hold_state ? qj->hold_state : "none";
 		if (j->state == JOB_PENDING && j->hold_pending) {
 			if (!qj || !strcmp(hs, "none") || !strcmp(hs, HS_CANCELLED))
@@ -660,6 +729,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		}
 		queue_job_free(qj);
 	}
+	_remember_hosts(jobs, n);
 	sjob_free(jobs, n);
 }
 

@@ -21,13 +21,14 @@ enum slurm_watch_end {
 /*
  * Ask slurmctld about job_id at the moment its end event is processed (one
  * RPC). state (at least 32 bytes) gets slurmctld's state name (TIMEOUT,
- * PREEMPTED, NODE_FAIL, ...); *restarts its requeue count; *array_job_id and
+ * PREEMPTED, NODE_FAIL, ...) and *exit_code its exit code (both for
+ * SW_END_FINAL); *restarts its requeue count; *array_job_id and
  * *array_task_id (-1 when not an array task) the task's array. For a
  * requeued job the job's comment says so (squeue -o %k). Any thread.
  */
 enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 					   const char *event_state, char *state,
-					   size_t statelen, int *restarts, int64_t *array_job_id,
-					   int64_t *array_task_id);
+					   size_t statelen, int *exit_code, int *restarts,
+					   int64_t *array_job_id, int64_t *array_task_id);
 
 #endif /* STAGEHAND_SLURM_WATCH_H */

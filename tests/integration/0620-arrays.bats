@@ -23,11 +23,6 @@ teardown() {
 	cancel_jobs "${JOBS[@]}"
 }
 
-submit() {
-	j=$(submit_as_user "$@") || return 1
-	JOBS+=("$j")
-}
-
 # tasks A: "TASK JOBID STATE" per task of array A, as slurmctld lists them
 # (nothing while the array is still one pending record).
 tasks() {
