@@ -357,6 +357,9 @@ int lifecycle_create_request(struct daemon *d, const struct lifecycle_request *l
 	return 0;
 }
 
+/* Set while the main loop's job-end hook processes ends (see _end_check). */
+static __thread bool _in_hook;
+
 /* Expand the patterns of a plan value (the SPANK plugin usually has already). */
 static int _expand(const char *in, const struct queue_job *j, char *out, size_t outlen,
 		   char *err, size_t errlen)
@@ -385,8 +388,14 @@ static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t e
 	char st[32] = "", how[128];
 	int64_t aj, at;
 	int restarts, code = 0;
-	enum slurm_watch_end r = slurm_watch_end_check(d, j->job_id, j->end_state, st, sizeof(st),
-							  &code, &restarts, &aj, &at);
+	enum slurm_watch_end r;
+
+	/* The API thread only stores the event: asking slurmctld may block, so the
+	   main loop's job-end hook (within a second) does it. */
+	if (!_in_hook && d->conf->slurm_watch)
+		return 1;
+	r = slurm_watch_end_check(d, j->job_id, j->end_state, st, sizeof(st), &code, &restarts,
+				  &aj, &at, j->end_received);
 
 	if (r == SW_END_WAIT)
 		return 1;
@@ -677,12 +686,14 @@ static void _job_end_tick(struct daemon *d, int64_t now_ms)
 	int n = queue_job_ends_pending(d->q, jobs, 32, err, sizeof(err));
 
 	(void)now_ms;
+	_in_hook = true;
 	for (int i = 0; i < n; i++) {
 		int made;
 
 		if (lifecycle_process_job_end(d, jobs[i], ids, 64, &made, err, sizeof(err)) < 0)
 			log_err("job %lld: after-job requests not created: %s", (long long)jobs[i], err);
 	}
+	_in_hook = false;
 }
 
 static const struct lifecycle_hook _job_end_hook = {

@@ -53,6 +53,7 @@
 #define HS_CANCELLED "cancelled"  /* job ended while held: transfers cancelled */
 
 static int _slurm_ok;         /* libslurm initialised */
+static volatile int _ctld_down; /* the last job list failed (main thread writes) */
 static int64_t _last_err_ms;  /* rate limit for "slurmctld unreachable" */
 
 static int _init(struct daemon *d, char *err, size_t errlen)
@@ -516,6 +517,9 @@ static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
 			 "taking slurmctld's record", j->job_id, sjob_state_name(j->state), j->exit_code);
 }
 
+/* How long a job's end waits for an unreachable slurmctld before the event is taken as sent. */
+#define END_CTLD_WAIT_SECONDS 600
+
 /* Splits per tick: each is one RPC to slurmctld; a big array is split over a few ticks. */
 #define SPLITS_PER_TICK 64
 
@@ -562,7 +566,8 @@ static bool _array_waits(const struct sjob *jobs, size_t n, const struct sjob *j
 enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 					   const char *event_state, char *state,
 					   size_t statelen, int *exit_code, int *restarts,
-					   int64_t *array_job_id, int64_t *array_task_id)
+					   int64_t *array_job_id, int64_t *array_task_id,
+					   int64_t received)
 {
 	struct sjob j;
 	char err[256];
@@ -573,8 +578,13 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 	*array_job_id = *array_task_id = -1;
 	if (!d->conf->slurm_watch || !_slurm_ok || job_id <= 0 || job_id > UINT32_MAX)
 		return SW_END_UNKNOWN;
+	/* slurmctld down: do not block on it; wait for it, then take the event as sent. */
+	if (_ctld_down)
+		return time(NULL) - received < END_CTLD_WAIT_SECONDS ? SW_END_WAIT : SW_END_UNKNOWN;
 	rc = sjob_get((uint32_t)job_id, &j, err, sizeof(err));
 	if (rc != 0) {
+		if (rc < 0 && time(NULL) - received < END_CTLD_WAIT_SECONDS)
+			return SW_END_WAIT;
 		if (rc < 0)
 			log_warn("job %lld: %s; its end event is taken as sent", (long long)job_id, err);
 		return SW_END_UNKNOWN;
@@ -681,8 +691,10 @@ static void _tick(struct daemon *d, int64_t now_ms)
 			log_warn("%s (retrying)", err);
 			_last_err_ms = now_ms;
 		}
+		_ctld_down = 1;
 		return;
 	}
+	_ctld_down = 0;
 	/* The yield module takes the list (it was slurmctld's view a moment ago). */
 	yield_set_running(d, running);
 	for (i = 0; i < n; i++) {
