@@ -607,13 +607,9 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 			 "archived after the final run", j.restarts ? j.restarts : 1,
 			 event_state ? event_state : "?");
 	}
-	else if (sjob_state_is_final(j.state)) {
-		r = SW_END_FINAL;
-		if (j.restarts)
-			_comment(&j, "stagehand: the final run (after %u requeue%s) ended %s: its "
-				 "outputs are archived; earlier runs were not", j.restarts,
-				 j.restarts == 1 ? "" : "s", sjob_state_name(j.state));
-	} else
+	else if (sjob_state_is_final(j.state))
+		r = SW_END_FINAL;  /* no comment: slurmctld refuses to change a finished job */
+	else
 		r = SW_END_WAIT;
 	sjob_clear(&j);
 	return r;
