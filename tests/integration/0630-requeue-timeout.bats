@@ -114,10 +114,14 @@ EOF
 	# slurmctld gives up on the node after SlurmdTimeout (60 s on the bed) and
 	# requeues the job (batch jobs are requeued after a node failure).
 	wait_for 150 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
+	# Hold it while the node comes back: a relaunch on the node that is still
+	# killing the first run fails in Slurm itself ("Job already killed").
+	scontrol hold "$j"
 	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
-	# Bring the node back, and let the job start again at once.
+	wait_for 30 eval '[[ "$(job_field "$j" Comment)" == *"NODE_FAIL"* ]]'
 	"$TESTBED" up >/dev/null 2>&1
-	scontrol update nodename="$node" state=resume 2>/dev/null || true
+	wait_for 90 eval '[[ "$(sinfo -h -n "$node" -o %T)" == idle ]]'
+	scontrol release "$j"
 	scontrol update jobid="$j" StartTime=now
 	wait_job_state "$j" COMPLETED 120
 	wait_for 60 archived_file "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/out/runs.txt" "$WD/out"
