@@ -332,6 +332,7 @@ refused:
 
 struct progress {
 	int64_t files_total, files_done, bytes_total, bytes_done;
+	bool shared_only;   /* count only an array's shared requests */
 };
 
 static int _sum(const struct queue_request *r, void *arg)
@@ -339,6 +340,8 @@ static int _sum(const struct queue_request *r, void *arg)
 	struct progress *p = arg;
 
 	if (strcmp(r->action, "stage_in") != 0)
+		return 0;
+	if (p->shared_only && !strstr(r->options, "\"shared\":true"))
 		return 0;
 	p->files_total += r->files_total;
 	p->files_done += r->files_done;
@@ -374,6 +377,12 @@ static void _follow(struct daemon *d, const struct sjob *j)
 		return;
 	}
 	queue_request_list(d->q, &f, _sum, &p, err, sizeof(err));
+	if (j->array_job_id && j->array_job_id != j->job_id) {
+		/* An array task waits for the array's shared inputs too. */
+		f.job_id = j->array_job_id;
+		p.shared_only = true;
+		queue_request_list(d->q, &f, _sum, &p, err, sizeof(err));
+	}
 	_human(p.bytes_done, hb, sizeof(hb));
 	_human(p.bytes_total, ht, sizeof(ht));
 	if (strcmp(state, "ready") == 0 || strcmp(state, "none") == 0) {
