@@ -110,13 +110,14 @@ EOF
 	fi
 	pid=$(cat "$pidfile")
 	[ "$(cat "/proc/$pid/comm")" = slurmd ]
+	# Held (priority 0) it is not started again until its node is back: Slurm may
+	# otherwise relaunch it at once on the node it is still killing run 1 on, and
+	# that launch fails in Slurm itself ("Job already killed").
+	scontrol hold "$j"
 	kill "$pid"
 	# slurmctld gives up on the node after SlurmdTimeout (60 s on the bed) and
 	# requeues the job (batch jobs are requeued after a node failure).
 	wait_for 150 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
-	# Hold it while the node comes back: a relaunch on the node that is still
-	# killing the first run fails in Slurm itself ("Job already killed").
-	scontrol hold "$j"
 	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
 	wait_for 30 eval '[[ "$(job_field "$j" Comment)" == *"NODE_FAIL"* ]]'
 	"$TESTBED" up >/dev/null 2>&1
