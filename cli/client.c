@@ -583,9 +583,27 @@ static int _print_status(json_t *resp, int is_job)
 		const char *st = json_string_value(json_object_get(si, "state"));
 		const char *e = json_string_value(json_object_get(si, "error"));
 
-		printf("job %" JSON_INTEGER_FORMAT ": stage-in %s%s%s\n",
-		       json_integer_value(json_object_get(resp, "job_id")), st ? st : "unknown",
+		json_int_t id = json_integer_value(json_object_get(resp, "job_id"));
+		json_t *arr = json_object_get(resp, "array"), *end = json_object_get(resp, "end");
+		json_int_t runs = json_integer_value(json_object_get(resp, "runs_requeued"));
+		const char *last = json_string_value(json_object_get(resp, "last_requeued_run"));
+
+		printf("job %" JSON_INTEGER_FORMAT ": stage-in %s%s%s\n", id, st ? st : "unknown",
 		       e && *e ? ": " : "", e && *e ? e : "");
+		if (json_is_object(arr))
+			printf("job %" JSON_INTEGER_FORMAT ": task %" JSON_INTEGER_FORMAT "_%"
+			       JSON_INTEGER_FORMAT " of an array\n", id,
+			       json_integer_value(json_object_get(arr, "job_id")),
+			       json_integer_value(json_object_get(arr, "task_id")));
+		if (runs > 0)
+			printf("job %" JSON_INTEGER_FORMAT ": requeued %" JSON_INTEGER_FORMAT
+			       " time%s (last: %s); only the final run is archived\n", id, runs,
+			       runs == 1 ? "" : "s", last ? last : "?");
+		if (json_is_object(end))
+			printf("job %" JSON_INTEGER_FORMAT ": ended %s (exit %" JSON_INTEGER_FORMAT
+			       ")\n", id, json_string_value(json_object_get(end, "state")) ?
+			       json_string_value(json_object_get(end, "state")) : "?",
+			       json_integer_value(json_object_get(end, "exit_code")));
 	}
 	reqs = _requests_of(resp, &single);
 	progress_print_table(stdout, reqs, 0);

@@ -481,6 +481,16 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 		"end", end, "requests", arr,
 		"refused", _jstr(j ? j->refused : NULL),
 		"skipped", _skipped(j));
+	/* Requeued runs (not archived) and the array of a task: what slurmctld said. */
+	if (out->body && j) {
+		json_object_set_new(out->body, "runs_requeued", json_integer(j->runs));
+		json_object_set_new(out->body, "last_requeued_run", _jstr(j->last_run));
+		if (j->array_job_id > 0 && j->array_task_id >= 0)
+			json_object_set_new(out->body, "array",
+					    json_pack("{s:I,s:I}", "job_id",
+						      (json_int_t)j->array_job_id, "task_id",
+						      (json_int_t)j->array_task_id));
+	}
 	free(si_error);
 	queue_job_free(j);
 }

@@ -298,6 +298,14 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 					snprintf(err, errlen, "options.keep is a boolean for archive requests only");
 					return -1;
 				}
+			} else if (strcmp(k, "shared") == 0) {
+				/* An array's input staged once for all its tasks (slurm_watch.c). */
+				if (!json_is_boolean(v) || strcmp(lr->action, "stage_in") != 0) {
+					json_decref(o);
+					snprintf(err, errlen, "options.shared is a boolean for stage_in "
+						 "requests only");
+					return -1;
+				}
 			} else if (strcmp(k, "exclude") == 0) {
 				if (_bad_exclude(v, lr->action, err, errlen) < 0) {
 					json_decref(o);
@@ -331,7 +339,7 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 				}
 			} else {
 				snprintf(err, errlen, "unknown option '%.64s' (known: backend, keep, "
-					 "exclude, beneath, line, policy)", k);
+					 "exclude, shared, beneath, line, policy)", k);
 				json_decref(o);
 				return -1;
 			}
@@ -375,14 +383,77 @@ int lifecycle_create_request(struct daemon *d, const struct lifecycle_request *l
 	return 0;
 }
 
+/* Set while the main loop's job-end hook processes ends (see _end_check). */
+static __thread bool _in_hook;
+
 /* Expand the patterns of a plan value (the SPANK plugin usually has already). */
-static int _expand(const char *in, int64_t job_id, const char *user, char *out, size_t outlen,
+static int _expand(const char *in, const struct queue_job *j, char *out, size_t outlen,
 		   char *err, size_t errlen)
 {
-	struct dsl_expand_ctx ctx = { .job_id = (unsigned long)job_id, .user = user,
-				      .job_name = NULL, .array_job_id = 0, .array_task_id = -1 };
+	bool task = j->array_job_id > 0 && j->array_task_id >= 0;
+	struct dsl_expand_ctx ctx = { .job_id = (unsigned long)j->job_id,
+				      .user = j->user ? j->user : "", .job_name = NULL,
+				      .array_job_id = task ? (unsigned long)j->array_job_id : 0,
+				      .array_task_id = task ? (long)j->array_task_id : -1 };
 
 	return dsl_expand(in, &ctx, out, outlen, err, errlen);
+}
+
+/*
+ * Before a stored end is turned into transfers, slurmctld has its say: a
+ * run that ended in a requeue is not archived (the final run is), and
+ * TIMEOUT, PREEMPTED, NODE_FAIL, ... replace what a node could tell (a
+ * script killed by a signal looks CANCELLED there). The job's array is
+ * recorded too if it was not yet. Returns 1 when the end was a requeue or
+ * slurmctld still sees the job running (nothing to do now; the job-end
+ * hook asks again every second), 0 to go on (j updated), -1 on a database
+ * error.
+ */
+static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t errlen)
+{
+	char st[32] = "", how[128];
+	int64_t aj, at;
+	int restarts, code = 0;
+	enum slurm_watch_end r;
+
+	/* The API thread only stores the event: asking slurmctld may block, so the
+	   main loop's job-end hook (within a second) does it. */
+	if (!_in_hook && d->conf->slurm_watch)
+		return 1;
+	r = slurm_watch_end_check(d, j->job_id, j->end_state, st, sizeof(st), &code, &restarts,
+				  &aj, &at, j->end_received);
+
+	if (r == SW_END_WAIT)
+		return 1;
+	if (r == SW_END_REQUEUED) {
+		int run = restarts > 0 ? restarts : j->runs + 1;
+
+		snprintf(how, sizeof(how), "run %d ended %s on its node; requeued", run,
+			 j->end_state ? j->end_state : "?");
+		log_info("job %lld: %s: its outputs are archived after the final run",
+			 (long long)j->job_id, how);
+		return queue_job_requeued(d->q, j->job_id, run, how, err, errlen) < 0 ? -1 : 1;
+	}
+	if (aj > 0 && j->array_job_id < 0) {
+		if (queue_job_set_array(d->q, j->job_id, aj, at, err, errlen) < 0)
+			return -1;
+		j->array_job_id = aj;
+		j->array_task_id = at;
+	}
+	/* slurmctld's final record wins: it knows the time limit, the preemption and the
+	   node failure, and the run that ended last (the event may be a late one). */
+	if (r == SW_END_FINAL && (!j->end_state || strcmp(st, j->end_state) != 0 ||
+				  code != j->end_exit_code)) {
+		log_info("job %lld: ended %s (exit %d) by slurmctld's record (the event said %s, "
+			 "exit %d)", (long long)j->job_id, st, code,
+			 j->end_state ? j->end_state : "?", j->end_exit_code);
+		if (queue_job_set_end_state(d->q, j->job_id, st, code, err, errlen) < 0)
+			return -1;
+		free(j->end_state);
+		j->end_state = strdup(st);
+		j->end_exit_code = code;
+	}
+	return 0;
 }
 
 static int _resolve(const char *path, const char *work_dir, char *out, size_t outlen,
@@ -573,6 +644,11 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 		queue_job_free(j);
 		return 0;
 	}
+	rc = _end_check(d, j, err, errlen);
+	if (rc != 0) {
+		queue_job_free(j);
+		return rc < 0 ? -1 : 0;
+	}
 	success = j->end_state && strcmp(j->end_state, "COMPLETED") == 0 && j->end_exit_code == 0;
 	if (j->plan)
 		plan = json_loads(j->plan, 0, NULL);
@@ -634,8 +710,7 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 		} else if (strcmp(act, "archive") == 0) {
 			lr.action = "archive";
 			if (to) {
-				if (_expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
-					    sizeof(why)) < 0 ||
+				if (_expand(to, j, exp, sizeof(exp), why, sizeof(why)) < 0 ||
 				    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
 					goto skip;
 			} else if (!d->conf->archive_root) {
@@ -643,8 +718,17 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 				goto skip;
 			} else {
 				const char *rel = path[0] == '/' ? strrchr(path, '/') + 1 : path;
-				int k = snprintf(dst, sizeof(dst), "%s/%s/%lld/%s", d->conf->archive_root,
-						 j->user ? j->user : "unknown", (long long)job_id, rel);
+				char run[48];
+				int k;
+
+				/* An array task is archived under ARRAYID_TASK, as squeue names it. */
+				if (j->array_job_id > 0 && j->array_task_id >= 0)
+					snprintf(run, sizeof(run), "%lld_%lld",
+						 (long long)j->array_job_id, (long long)j->array_task_id);
+				else
+					snprintf(run, sizeof(run), "%lld", (long long)job_id);
+				k = snprintf(dst, sizeof(dst), "%s/%s/%s/%s", d->conf->archive_root,
+					     j->user ? j->user : "unknown", run, rel);
 
 				if (k < 0 || (size_t)k >= sizeof(dst)) {
 					snprintf(why, sizeof(why), "archive path too long");
@@ -664,8 +748,7 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 				snprintf(why, sizeof(why), "stage_out without to=");
 				goto skip;
 			}
-			if (_expand(to, job_id, j->user ? j->user : "", exp, sizeof(exp), why,
-				    sizeof(why)) < 0 ||
+			if (_expand(to, j, exp, sizeof(exp), why, sizeof(why)) < 0 ||
 			    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
 				goto skip;
 			lr.dest = dst;
@@ -721,12 +804,14 @@ static void _job_end_tick(struct daemon *d, int64_t now_ms)
 	int n = queue_job_ends_pending(d->q, jobs, 32, err, sizeof(err));
 
 	(void)now_ms;
+	_in_hook = true;
 	for (int i = 0; i < n; i++) {
 		int made;
 
 		if (lifecycle_process_job_end(d, jobs[i], ids, 64, &made, err, sizeof(err)) < 0)
 			log_err("job %lld: after-job requests not created: %s", (long long)jobs[i], err);
 	}
+	_in_hook = false;
 }
 
 static const struct lifecycle_hook _job_end_hook = {

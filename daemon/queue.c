@@ -220,7 +220,9 @@ static const char *_schema =
 	" plan TEXT, hold_state TEXT NOT NULL DEFAULT 'none',"
 	" end_state TEXT, end_exit_code INTEGER NOT NULL DEFAULT 0, end_received INTEGER,"
 	" end_processed INTEGER NOT NULL DEFAULT 0,"
-	" created INTEGER NOT NULL, updated INTEGER NOT NULL, refused TEXT, notes TEXT);"
+	" created INTEGER NOT NULL, updated INTEGER NOT NULL, refused TEXT, notes TEXT,"
+	" array_job_id INTEGER, array_task_id INTEGER, runs INTEGER NOT NULL DEFAULT 0,"
+	" last_run TEXT);"
 	"CREATE TABLE IF NOT EXISTS requests ("
 	" id INTEGER PRIMARY KEY AUTOINCREMENT, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
 	" user TEXT NOT NULL, job_id INTEGER, action TEXT NOT NULL, source TEXT NOT NULL,"
@@ -256,6 +258,18 @@ static const char *_schema_fair =
 	"CREATE INDEX IF NOT EXISTS requests_fair ON requests(state, uid, id);"
 	"CREATE TABLE IF NOT EXISTS dispatch (uid INTEGER PRIMARY KEY,"
 	" last_claim INTEGER NOT NULL);";
+
+/*
+ * Version 2: the plugin's refusal and the notes of skipped actions; array
+ * tasks (their array and task id) and requeued runs of a job.
+ */
+static const char *_migrate_1_2 =
+	"ALTER TABLE jobs ADD COLUMN refused TEXT;"
+	"ALTER TABLE jobs ADD COLUMN notes TEXT;"
+	"ALTER TABLE jobs ADD COLUMN array_job_id INTEGER;"
+	"ALTER TABLE jobs ADD COLUMN array_task_id INTEGER;"
+	"ALTER TABLE jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE jobs ADD COLUMN last_run TEXT;";
 
 struct queue *queue_open(const char *path, char *err, size_t errlen)
 {
@@ -303,14 +317,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 		if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
 			goto fail;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
-		/* 1 -> 2: the plugin's refusal and the notes of skipped actions. */
-		if (ver == 1 && (qp_exec(q, "ALTER TABLE jobs ADD COLUMN refused TEXT", err,
-					 errlen) < 0 ||
-				 qp_exec(q, "ALTER TABLE jobs ADD COLUMN notes TEXT", err, errlen) < 0)) {
-			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-			goto fail;
-		}
-		if (qp_exec(q, _schema, err, errlen) < 0 || qp_exec(q, sql, err, errlen) < 0 ||
+		if ((ver == 1 && qp_exec(q, _migrate_1_2, err, errlen) < 0) ||
+		    qp_exec(q, _schema, err, errlen) < 0 || qp_exec(q, sql, err, errlen) < 0 ||
 		    qp_exec(q, "COMMIT", err, errlen) < 0) {
 			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 			goto fail;
@@ -418,6 +426,7 @@ void queue_job_free(struct queue_job *j)
 	free(j->end_state);
 	free(j->refused);
 	free(j->notes);
+	free(j->last_run);
 	free(j);
 }
 

@@ -93,6 +93,10 @@ struct queue_job {
 				       (its end event said so), or NULL */
 	char *notes;                /* JSON array of after-job actions not done, each
 				       {"line","action","path","reason"}, or NULL */
+	int64_t array_job_id;       /* array tasks: the array's job id (%A); 0 = none, -1 = unknown */
+	int64_t array_task_id;      /* array tasks: the task index (%a); -1 = none */
+	int runs;                   /* earlier runs that ended in a requeue */
+	char *last_run;             /* how the last requeued run ended ("NODE_FAIL, requeued"), or NULL */
 };
 
 void queue_job_free(struct queue_job *j);
@@ -280,6 +284,27 @@ int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t e
  */
 int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char **error,
 		       char *err, size_t errlen);
+
+/*
+ * Record that job_id is task array_task_id of array array_job_id (Slurm's
+ * %A and %a). Its stage_in state then also counts the array's shared
+ * stage_in requests (those of job array_job_id with options.shared). 0 or -1.
+ */
+int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
+			int64_t array_task_id, char *err, size_t errlen);
+
+/*
+ * Run number runs of a job ended and slurmctld requeued the job: a stored
+ * end event is cleared (the next run's end is stored as new); when runs is
+ * more than the count stored, it is stored with how that run ended
+ * (last_run). Nothing is archived for the run. 0 or -1.
+ */
+int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *how, char *err,
+		       size_t errlen);
+
+/* Correct the stored end state and exit code (slurmctld knows TIMEOUT, PREEMPTED, NODE_FAIL). 0 or -1. */
+int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, int exit_code,
+			    char *err, size_t errlen);
 
 /* Ids of a job's failed_* requests (up to max); returns the count or -1. */
 int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int max,

@@ -336,8 +336,9 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 
 	pthread_mutex_lock(&q->lock);
 	st = qp_prep(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
-		     " end_exit_code, end_received, end_processed, created, updated, refused, notes"
-		     " FROM jobs WHERE job_id=?1", err, errlen);
+		     " end_exit_code, end_received, end_processed, created, updated, refused, notes,"
+		     " array_job_id, array_task_id, runs, last_run FROM jobs"
+		     " WHERE job_id=?1", err, errlen);
 	if (!st) {
 		pthread_mutex_unlock(&q->lock);
 		return -1;
@@ -368,6 +369,12 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 		j->updated = sqlite3_column_int64(st, 12);
 		j->refused = qp_col_dup(st, 13);
 		j->notes = qp_col_dup(st, 14);
+		j->array_job_id = sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 :
+				  sqlite3_column_int64(st, 15);
+		j->array_task_id = sqlite3_column_type(st, 16) == SQLITE_NULL ? -1 :
+				   sqlite3_column_int64(st, 16);
+		j->runs = sqlite3_column_int(st, 17);
+		j->last_run = qp_col_dup(st, 18);
 	}
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&q->lock);
@@ -479,6 +486,77 @@ int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t e
 	return qp_end(q, rc, 1, err, errlen);
 }
 
+/*
+ * The requests that belong to job ?1: its own, and for an array task the
+ * array's shared stage_in requests (made once, with job_id = the array's
+ * job id and options.shared, see slurm_watch.c).
+ */
+#define QJ_MINE "(job_id=?1 OR (action='stage_in' AND json_extract(options,'$.shared')=1 AND" \
+	" job_id=(SELECT array_job_id FROM jobs WHERE job_id=?1 AND array_job_id>0)))"
+
+int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
+			int64_t array_task_id, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) == 0 &&
+	    (st = qp_prep(q, "UPDATE jobs SET array_job_id=?2, array_task_id=?3 WHERE job_id=?1",
+			  err, errlen))) {
+		sqlite3_bind_int64(st, 1, job_id);
+		sqlite3_bind_int64(st, 2, array_job_id);
+		if (array_task_id >= 0)
+			sqlite3_bind_int64(st, 3, array_task_id);
+		else
+			sqlite3_bind_null(st, 3);
+		rc = qp_step_done(q, st, err, errlen);
+	}
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *how, char *err,
+		       size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) < 0)
+		return qp_end(q, -1, 1, err, errlen);
+	/* A late event of a run already counted changes nothing but its own record. */
+	st = qp_prep(q, "UPDATE jobs SET end_state=NULL, end_exit_code=0, end_received=NULL,"
+		     " end_processed=0, last_run=CASE WHEN ?4 > runs THEN ?2 ELSE last_run END,"
+		     " runs=max(runs, ?4), updated=?3 WHERE job_id=?1", err, errlen);
+	if (st) {
+		sqlite3_bind_int64(st, 1, job_id);
+		qp_bind_text(st, 2, how);
+		sqlite3_bind_int64(st, 3, qp_now());
+		sqlite3_bind_int(st, 4, runs);
+		rc = qp_step_done(q, st, err, errlen);
+	}
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, int exit_code,
+			    char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	qp_begin(q);
+	st = qp_prep(q, "UPDATE jobs SET end_state=?2, updated=?3, end_exit_code=?4 WHERE"
+		     " job_id=?1 AND end_state IS NOT NULL", err, errlen);
+	if (st) {
+		sqlite3_bind_int64(st, 1, job_id);
+		qp_bind_text(st, 2, state);
+		sqlite3_bind_int64(st, 3, qp_now());
+		sqlite3_bind_int(st, 4, exit_code);
+		rc = qp_step_done(q, st, err, errlen);
+	}
+	return qp_end(q, rc, 1, err, errlen);
+}
+
 int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char **error,
 		       char *err, size_t errlen)
 {
@@ -488,8 +566,8 @@ int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char
 
 	*error = NULL;
 	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT state, count(*), max(error) FROM requests WHERE job_id=?1 AND"
-		     " action='stage_in' GROUP BY state", err, errlen);
+	st = qp_prep(q, "SELECT state, count(*), max(error) FROM requests WHERE " QJ_MINE
+		     " AND action='stage_in' GROUP BY state", err, errlen);
 	if (!st) {
 		pthread_mutex_unlock(&q->lock);
 		return -1;
@@ -541,7 +619,7 @@ int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int
 	int n = 0;
 
 	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT id FROM requests WHERE job_id=?1 AND state IN"
+	st = qp_prep(q, "SELECT id FROM requests WHERE " QJ_MINE " AND state IN"
 		     " ('failed_retryable','failed_final') ORDER BY id LIMIT ?2", err, errlen);
 	if (!st) {
 		pthread_mutex_unlock(&q->lock);

@@ -73,8 +73,16 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	j->comment = _dup(ji->comment);
 	j->plan_json = _dup(plan);
 	j->hold_pending = ji->admin_comment && strstr(ji->admin_comment, SJOB_HOLD_PENDING);
+	j->restarts = ji->restart_cnt;
+	j->requeue = (ji->job_state & (JOB_REQUEUE | JOB_REQUEUE_HOLD |
+				       JOB_REQUEUE_FED | JOB_SPECIAL_EXIT)) != 0;
+	if (ji->array_job_id && ji->array_task_id == NO_VAL && ji->array_task_str)
+		j->array_tasks = strdup(ji->array_task_str);
+	j->batch_host = _dup(ji->batch_host);
 	if ((ji->name && !j->name) || (ji->work_dir && !j->work_dir) ||
-	    (ji->comment && !j->comment) || (plan && !j->plan_json)) {
+	    (ji->comment && !j->comment) || (plan && !j->plan_json) ||
+	    (ji->array_job_id && ji->array_task_id == NO_VAL && ji->array_task_str &&
+	     !j->array_tasks) || (ji->batch_host && !j->batch_host)) {
 		sjob_clear(j);
 		return -1;
 	}
@@ -89,6 +97,8 @@ void sjob_clear(struct sjob *j)
 	free(j->work_dir);
 	free(j->comment);
 	free(j->plan_json);
+	free(j->array_tasks);
+	free(j->batch_host);
 	memset(j, 0, sizeof(*j));
 }
 
@@ -268,4 +278,106 @@ int sjob_release(uint32_t job_id, char *err, size_t errlen)
 	d.job_id = job_id;
 	d.priority = INFINITE;
 	return _update(&d, "cannot release", err, errlen);
+}
+
+int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *comment,
+		    char *err, size_t errlen)
+{
+	job_desc_msg_t d;
+	char id[32], buf[SJOB_COMMENT_MAX + 1];
+
+	snprintf(id, sizeof(id), "%u_%u", array_job_id, task_id);
+	snprintf(buf, sizeof(buf), "%s", comment);
+	slurm_init_job_desc_msg(&d);
+	d.job_id_str = id;
+	d.comment = buf;
+	if (slurm_update_job(&d) != SLURM_SUCCESS) {
+		int e = slurm_get_errno();
+
+		snprintf(err, errlen, "cannot split task %s off its array: %s", id, slurm_strerror(e));
+		return -1;
+	}
+	return 0;
+}
+
+int sjob_get(uint32_t job_id, struct sjob *out, char *err, size_t errlen)
+{
+	job_info_msg_t *msg = NULL;
+	uint32_t i;
+	int rc = 1;
+
+	memset(out, 0, sizeof(*out));
+	if (slurm_load_job(&msg, job_id, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
+		if (slurm_get_errno() == ESLURM_INVALID_JOB_ID)
+			return 1;
+		_err_slurm(err, errlen, "cannot read", job_id);
+		return -1;
+	}
+	/* For an array id slurmctld answers with every task: take the exact one. */
+	for (i = 0; i < msg->record_count; i++) {
+		if (msg->job_array[i].job_id != job_id)
+			continue;
+		if (_fill(out, &msg->job_array[i]) < 0) {
+			snprintf(err, errlen, "out of memory reading job %u", job_id);
+			rc = -1;
+		} else {
+			rc = 0;
+		}
+		break;
+	}
+	slurm_free_job_info_msg(msg);
+	return rc;
+}
+
+size_t sjob_array_tasks(const char *spec, uint32_t *out, size_t max)
+{
+	const char *p = spec;
+	size_t n = 0;
+
+	while (p && *p && *p != '%' && n < max) {
+		char *end;
+		unsigned long a = strtoul(p, &end, 10), b = a, step = 1;
+
+		if (end == p)
+			return n;
+		p = end;
+		if (*p == '-') {
+			b = strtoul(p + 1, &end, 10);
+			if (end == p + 1 || b < a)
+				return n;
+			p = end;
+			if (*p == ':') {
+				step = strtoul(p + 1, &end, 10);
+				if (end == p + 1 || step == 0)
+					return n;
+				p = end;
+			}
+		}
+		for (unsigned long t = a; t <= b && n < max; t += step)
+			out[n++] = (uint32_t)t;
+		if (*p == ',')
+			p++;
+		else if (*p && *p != '%')
+			return n;
+	}
+	return n;
+}
+
+int sjob_node_down(const char *node, char *err, size_t errlen)
+{
+	node_info_msg_t *msg = NULL;
+	int rc = 0;
+
+	if (slurm_load_node_single(&msg, (char *)node, SHOW_ALL) != SLURM_SUCCESS || !msg ||
+	    msg->record_count < 1) {
+		_err_slurm(err, errlen, "cannot read node state", 0);
+		if (msg)
+			slurm_free_node_info_msg(msg);
+		return -1;
+	}
+	if ((msg->node_array[0].node_state & NODE_STATE_BASE) == NODE_STATE_DOWN ||
+	    (msg->node_array[0].node_state & (NODE_STATE_NO_RESPOND | NODE_STATE_FAIL)))
+		rc = 1;
+	slurm_free_node_info_msg(msg);
+	return rc;
 }

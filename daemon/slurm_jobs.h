@@ -43,7 +43,22 @@ struct sjob {
 	char *plan_json;         /* text after SJOB_PLAN_PREFIX, or NULL */
 	bool hold_pending;       /* admin_comment says stagehand:hold=pending:
 				    held by job_submit.lua until its inputs are staged */
+	char *array_tasks;       /* a pending array's meta record (array_task_id NO_VAL):
+				    the task ids still in it ("1-8%4", "3,5-8"); else NULL */
+	unsigned restarts;       /* how often slurmctld requeued the job */
+	bool requeue;            /* being requeued (JOB_REQUEUE* flag while completing) */
+	char *batch_host;        /* node of the batch script (RUNNING jobs), or NULL */
 };
+
+/* Is j the meta record of a pending array (its tasks have no job ids yet)? */
+#define SJOB_NO_TASK 0xfffffffeu  /* Slurm's NO_VAL */
+#define SJOB_IS_ARRAY_META(j) ((j)->array_job_id != 0 && (j)->array_task_id == SJOB_NO_TASK)
+
+/*
+ * Task ids of an array_task_str ("1-8%4", "0,3,5-9:2"): up to max of them
+ * into out, in order. Returns the count (0 for an empty or bad string).
+ */
+size_t sjob_array_tasks(const char *spec, uint32_t *out, size_t max);
 
 /* Initialise libslurm (reads SLURM_CONF). Call once at startup. */
 void sjob_init(void);
@@ -83,5 +98,22 @@ int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t err
 int sjob_add_comment(uint32_t job_id, const char *text, char *err, size_t errlen);
 /* Release (priority INFINITE): the scheduler may start it. */
 int sjob_release(uint32_t job_id, char *err, size_t errlen);
+
+/*
+ * Split task task_id off the pending meta record of array array_job_id by
+ * setting its comment (slurmctld gives a task its own job id when it is
+ * updated alone; it keeps priority, hold and admin_comment). 0 or -1.
+ */
+int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *comment,
+		    char *err, size_t errlen);
+
+/* Is node down or not responding? 1 yes, 0 no, -1 unknown (err filled). */
+int sjob_node_down(const char *node, char *err, size_t errlen);
+
+/*
+ * One job as slurmctld sees it now, plan or not. 0 (*out filled; free with
+ * sjob_clear), 1 slurmctld does not know the job, -1 error (err filled).
+ */
+int sjob_get(uint32_t job_id, struct sjob *out, char *err, size_t errlen);
 
 #endif /* STAGEHAND_SLURM_JOBS_H */

@@ -54,6 +54,7 @@
 #define HS_CANCELLED "cancelled"  /* job ended while held: transfers cancelled */
 
 static int _slurm_ok;         /* libslurm initialised */
+static volatile int _ctld_down; /* the last job list failed (main thread writes) */
 static int64_t _last_err_ms;  /* rate limit for "slurmctld unreachable" */
 
 static int _init(struct daemon *d, char *err, size_t errlen)
@@ -79,11 +80,18 @@ static int _init(struct daemon *d, char *err, size_t errlen)
 	return 0;
 }
 
+struct ran_on;
+static struct ran_on *_ran;   /* where plan jobs ran at the last tick (owned) */
+static size_t _nran;
+
 static void _fini(struct daemon *d)
 {
 	if (_slurm_ok)
 		sjob_fini();
 	_slurm_ok = 0;
+	free(_ran);
+	_ran = NULL;
+	_nran = 0;
 }
 
 static int _user_name(uid_t uid, char *buf, size_t len)
@@ -153,8 +161,8 @@ static const char *_basename(const char *p, int *len)
  * its input"); without it, to= names the copy itself.
  */
 static int _stage_in_dest(struct daemon *d, const struct sjob *j, const char *user,
-			  const char *src, const char *to, int into, char *out, size_t outlen,
-			  char *err, size_t errlen)
+			  const char *src, const char *to, int into, bool shared, char *out,
+			  size_t outlen, char *err, size_t errlen)
 {
 	int n, bl;
 	const char *b = _basename(src, &bl);
@@ -164,6 +172,10 @@ static int _stage_in_dest(struct daemon *d, const struct sjob *j, const char *us
 	else if (to)
 		n = snprintf(out, outlen, "%s/%s%s%.*s", j->work_dir ? j->work_dir : "", to,
 			     into ? "/" : "", into ? bl : 0, b);
+	else if (d->conf->scratch_roots && d->conf->scratch_roots[0] && shared)
+		/* One copy for the whole array: STAGEHAND_SHARED_INPUT_DIR. */
+		n = snprintf(out, outlen, "%s/%s/%u/shared/%.*s", d->conf->scratch_roots[0], user,
+			     j->array_job_id, bl, b);
 	else if (d->conf->scratch_roots && d->conf->scratch_roots[0])
 		n = snprintf(out, outlen, "%s/%s/%u/input/%.*s", d->conf->scratch_roots[0], user,
 			     j->job_id, bl, b);
@@ -181,6 +193,68 @@ static int _stage_in_dest(struct daemon *d, const struct sjob *j, const char *us
 		return -1;
 	}
 	return 0;
+}
+
+/* Does a plan value use a per-task pattern (%a or %j)? "%%" is a literal '%'. */
+static bool _per_task(const char *v)
+{
+	for (const char *p = v; p && *p; p++)
+		if (p[0] == '%' && p[1]) {
+			if (p[1] == 'a' || p[1] == 'j')
+				return true;
+			p++;
+		}
+	return false;
+}
+
+struct shared_find {
+	const char *source, *dest;
+	int64_t id;
+};
+
+/* queue_request_list callback (queue locked): a live shared request with this source/dest. */
+static int _find_shared(const struct queue_request *r, void *arg)
+{
+	struct shared_find *f = arg;
+
+	if (r->state == QS_CANCELLED || !r->dest || strcmp(r->source, f->source) != 0 ||
+	    strcmp(r->dest, f->dest) != 0 || !strstr(r->options, "\"shared\":true"))
+		return 0;
+	f->id = r->id;
+	return 1;
+}
+
+/*
+ * A stage_in of an array task that does not depend on the task (no %a, no
+ * %j): made once, as a request of the array's job id with options.shared,
+ * and counted by every task (queue_job_stage_in). 0 (made or found, *id
+ * set), or -1 with err.
+ */
+static int _shared_request(struct daemon *d, const struct sjob *j, const char *user,
+			   const char *src, const char *dest, int64_t *id, char *err,
+			   size_t errlen)
+{
+	struct queue_filter f = { .uid = j->uid, .job_id = j->array_job_id, .state = -1,
+				  .action = "stage_in", .limit = 0 };
+	struct shared_find sf = { .source = src, .dest = dest, .id = 0 };
+	struct lifecycle_request lr;
+
+	if (queue_request_list(d->q, &f, _find_shared, &sf, err, errlen) < 0)
+		return -1;
+	if (sf.id) {
+		*id = sf.id;
+		return 0;
+	}
+	memset(&lr, 0, sizeof(lr));
+	lr.uid = j->uid;
+	lr.gid = j->gid;
+	lr.user = user;
+	lr.job_id = j->array_job_id;
+	lr.action = "stage_in";
+	lr.source = src;
+	lr.dest = dest;
+	lr.options = "{\"shared\":true}";
+	return lifecycle_create_request(d, &lr, id, err, errlen);
 }
 
 /* Create the stage_in requests of a newly seen held job. */
@@ -225,9 +299,17 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 	ctx.job_name = j->name;
 	ctx.array_job_id = j->array_job_id;
 	ctx.array_task_id = j->array_job_id ? (long)j->array_task_id : -1;
+	if (j->array_job_id &&
+	    queue_job_set_array(d->q, j->job_id, j->array_job_id, j->array_task_id, err,
+				sizeof(err)) < 0) {
+		dsl_plan_free(plan);
+		log_err("job %u: cannot record its array: %s", j->job_id, err);
+		return;  /* tried again next tick */
+	}
 	for (i = 0; i < plan->ndirs; i++) {
 		const struct dsl_directive *dir = &plan->dirs[i];
 		struct lifecycle_request lr;
+		bool shared = j->array_job_id && !_per_task(dir->path) && !_per_task(dir->to);
 		int64_t id;
 
 		if (dir->action != DSL_STAGE_IN)
@@ -235,9 +317,18 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 		if (dsl_expand(dir->path, &ctx, src, sizeof(src), err, sizeof(err)) < 0 ||
 		    (dir->to && dsl_expand(dir->to, &ctx, to, sizeof(to), err, sizeof(err)) < 0) ||
 		    _stage_in_dest(d, j, user, src, dir->to ? to : NULL,
-				   dir->to && dir->to[strlen(dir->to) - 1] == '/', dest, sizeof(dest),
+				   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared, dest,
+				   sizeof(dest),
 				   err, sizeof(err)) < 0)
 			goto refused;
+		if (shared) {
+			if (_shared_request(d, j, user, src, dest, &id, err, sizeof(err)) < 0)
+				goto refused;
+			log_info("job %u: array %u task %u: shared stage-in request %lld: %s -> %s",
+				 j->job_id, j->array_job_id, j->array_task_id, (long long)id, src, dest);
+			nreq++;
+			continue;
+		}
 		memset(&lr, 0, sizeof(lr));
 		lr.uid = j->uid;
 		lr.gid = j->gid;
@@ -266,6 +357,7 @@ refused:
 
 struct progress {
 	int64_t files_total, files_done, bytes_total, bytes_done;
+	bool shared_only;   /* count only an array's shared requests */
 };
 
 static int _sum(const struct queue_request *r, void *arg)
@@ -273,6 +365,8 @@ static int _sum(const struct queue_request *r, void *arg)
 	struct progress *p = arg;
 
 	if (strcmp(r->action, "stage_in") != 0)
+		return 0;
+	if (p->shared_only && !strstr(r->options, "\"shared\":true"))
 		return 0;
 	p->files_total += r->files_total;
 	p->files_done += r->files_done;
@@ -308,6 +402,12 @@ static void _follow(struct daemon *d, const struct sjob *j)
 		return;
 	}
 	queue_request_list(d->q, &f, _sum, &p, err, sizeof(err));
+	if (j->array_job_id && j->array_job_id != j->job_id) {
+		/* An array task waits for the array's shared inputs too. */
+		f.job_id = j->array_job_id;
+		p.shared_only = true;
+		queue_request_list(d->q, &f, _sum, &p, err, sizeof(err));
+	}
 	_human(p.bytes_done, hb, sizeof(hb));
 	_human(p.bytes_total, ht, sizeof(ht));
 	if (strcmp(state, "ready") == 0 || strcmp(state, "none") == 0) {
@@ -337,6 +437,7 @@ static void _follow(struct daemon *d, const struct sjob *j)
 struct idlist {
 	int64_t ids[256];
 	int n;
+	bool keep_shared;   /* other tasks of the array still wait for its shared inputs */
 };
 
 /* queue_request_list holds the queue's lock while it calls back: collect only. */
@@ -346,15 +447,17 @@ static int _collect_active(const struct queue_request *r, void *arg)
 
 	if (r->state == QS_DONE || r->state == QS_FAILED_FINAL || r->state == QS_CANCELLED)
 		return 0;
+	if (l->keep_shared && strstr(r->options, "\"shared\":true"))
+		return 0;
 	l->ids[l->n++] = r->id;
 	return l->n == (int)(sizeof(l->ids) / sizeof(l->ids[0]));
 }
 
-static void _cancel_job(struct daemon *d, uint32_t job_id)
+static void _cancel_job(struct daemon *d, uint32_t job_id, bool keep_shared)
 {
 	struct queue_filter f = { .uid = -1, .job_id = job_id, .state = -1,
 				  .action = "stage_in", .limit = 0 };
-	struct idlist l = { .n = 0 };
+	struct idlist l = { .n = 0, .keep_shared = keep_shared };
 	char err[256];
 	int i;
 
@@ -448,6 +551,162 @@ static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
 			 "taking slurmctld's record", j->job_id, sjob_state_name(j->state), j->exit_code);
 }
 
+/* How long a job's end waits for an unreachable slurmctld before the event is taken as sent. */
+#define END_CTLD_WAIT_SECONDS 600
+
+/* Splits per tick: each is one RPC to slurmctld; a big array is split over a few ticks. */
+#define SPLITS_PER_TICK 64
+
+/*
+ * A held array is one pending record whose tasks have no job ids yet, so
+ * %a cannot be expanded and a task cannot be released alone. Updating one
+ * task (its comment) makes slurmctld split it off as its own held job, with
+ * the same admin_comment and priority 0; the next tick stages it like any
+ * job, under its own id. The %N throttle and the hold stay with each task.
+ */
+static void _split_array(const struct sjob *j)
+{
+	uint32_t tasks[SPLITS_PER_TICK];
+	size_t nt = sjob_array_tasks(j->array_tasks, tasks, SPLITS_PER_TICK), k;
+	char err[256], c[128];
+
+	if (nt == 0 && j->array_tasks)
+		log_warn("array %u: cannot read its task list '%.100s'", j->job_id, j->array_tasks);
+	for (k = 0; k < nt; k++) {
+		snprintf(c, sizeof(c), "stagehand: task %u of array %u: waiting for stage-in",
+			 tasks[k], j->array_job_id);
+		if (sjob_split_task(j->array_job_id, tasks[k], c, err, sizeof(err)) < 0) {
+			log_warn("array %u: %s (tried again)", j->array_job_id, err);
+			return;
+		}
+	}
+	if (nt)
+		log_info("array %u: %zu held task%s split off to be staged one by one",
+			 j->array_job_id, nt, nt == 1 ? "" : "s");
+}
+
+/* Does another task of j's array still wait (held) for its inputs? */
+static bool _array_waits(const struct sjob *jobs, size_t n, const struct sjob *j)
+{
+	if (!j->array_job_id)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (&jobs[i] != j && jobs[i].array_job_id == j->array_job_id &&
+		    jobs[i].state == JOB_PENDING && jobs[i].hold_pending)
+			return true;
+	return false;
+}
+
+enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
+					   const char *event_state, char *state,
+					   size_t statelen, int *exit_code, int *restarts,
+					   int64_t *array_job_id, int64_t *array_task_id,
+					   int64_t received)
+{
+	struct sjob j;
+	char err[256];
+	enum slurm_watch_end r;
+	int rc;
+
+	*restarts = 0;
+	*array_job_id = *array_task_id = -1;
+	if (!d->conf->slurm_watch || !_slurm_ok || job_id <= 0 || job_id > UINT32_MAX)
+		return SW_END_UNKNOWN;
+	/* slurmctld down: do not block on it; wait for it, then take the event as sent. */
+	if (_ctld_down)
+		return time(NULL) - received < END_CTLD_WAIT_SECONDS ? SW_END_WAIT : SW_END_UNKNOWN;
+	rc = sjob_get((uint32_t)job_id, &j, err, sizeof(err));
+	if (rc != 0) {
+		if (rc < 0 && time(NULL) - received < END_CTLD_WAIT_SECONDS)
+			return SW_END_WAIT;
+		if (rc < 0)
+			log_warn("job %lld: %s; its end event is taken as sent", (long long)job_id, err);
+		return SW_END_UNKNOWN;
+	}
+	*restarts = (int)j.restarts;
+	*exit_code = j.exit_code;
+	if (j.array_job_id) {
+		*array_job_id = j.array_job_id;
+		*array_task_id = j.array_task_id;
+	}
+	snprintf(state, statelen, "%s", sjob_state_name(j.state));
+	/* Requeued: pending again (scontrol requeue, NODE_FAIL with requeue, preemption
+	   in REQUEUE mode), or still completing with a requeue flag. Still RUNNING:
+	   slurmctld has not heard of the end yet (milliseconds), or the event is a late
+	   one from a run that was requeued and the job runs again: either way the
+	   archive waits until slurmctld says the job ended. */
+	if (j.state == JOB_PENDING || j.requeue) {
+		r = SW_END_REQUEUED;
+		_comment(&j, "stagehand: run %u was requeued (it ended %s on its node): outputs are "
+			 "archived after the final run", j.restarts ? j.restarts : 1,
+			 event_state ? event_state : "?");
+	}
+	else if (sjob_state_is_final(j.state))
+		r = SW_END_FINAL;  /* no comment: slurmctld refuses to change a finished job */
+	else
+		r = SW_END_WAIT;
+	sjob_clear(&j);
+	return r;
+}
+
+/* Where plan jobs ran at the last tick (job id -> batch host), to name a lost node. */
+struct ran_on {
+	uint32_t job_id;
+	char host[64];
+};
+
+static const char *_ran_host(uint32_t job_id)
+{
+	for (size_t i = 0; i < _nran; i++)
+		if (_ran[i].job_id == job_id)
+			return _ran[i].host;
+	return NULL;
+}
+
+static void _remember_hosts(const struct sjob *jobs, size_t n)
+{
+	struct ran_on *r = calloc(n ? n : 1, sizeof(*r));
+	size_t k = 0;
+
+	if (!r)
+		return;  /* keep the older list */
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i].batch_host && jobs[i].state == JOB_RUNNING) {
+			r[k].job_id = jobs[i].job_id;
+			snprintf(r[k].host, sizeof(r[k].host), "%s", jobs[i].batch_host);
+			k++;
+		}
+	free(_ran);
+	_ran = r;
+	_nran = k;
+}
+
+/*
+ * slurmctld requeued a job (it counts a restart) and no end event of that
+ * run came: its node died (NODE_FAIL, then requeued) or the event is still
+ * on its way. Say so in the record and the comment; a late event of that
+ * run is recognised (queue_job_requeued) and never archived.
+ */
+static void _requeued_silently(struct daemon *d, const struct sjob *j)
+{
+	const char *host = _ran_host(j->job_id);
+	char how[160], err[256];
+	int down = host ? sjob_node_down(host, err, sizeof(err)) : -1;
+
+	if (down == 1)
+		snprintf(how, sizeof(how), "run %u lost with node %s (NODE_FAIL); requeued",
+			 j->restarts, host);
+	else
+		snprintf(how, sizeof(how), "run %u requeued by slurmctld with no end event from "
+			 "its node", j->restarts);
+	if (queue_job_requeued(d->q, j->job_id, (int)j->restarts, how, err, sizeof(err)) < 0) {
+		log_err("job %u: cannot record its requeue: %s", j->job_id, err);
+		return;
+	}
+	log_info("job %u: %s: its outputs are archived after the final run", j->job_id, how);
+	_comment(j, "stagehand: %s: outputs are archived after the final run", how);
+}
+
 static void _tick(struct daemon *d, int64_t now_ms)
 {
 	struct sjob *jobs = NULL;
@@ -462,8 +721,10 @@ static void _tick(struct daemon *d, int64_t now_ms)
 			log_warn("%s (retrying)", err);
 			_last_err_ms = now_ms;
 		}
+		_ctld_down = 1;
 		return;
 	}
+	_ctld_down = 0;
 	/* The yield module takes the list (it was slurmctld's view a moment ago). */
 	yield_set_running(d, running);
 	for (i = 0; i < n; i++) {
@@ -473,10 +734,24 @@ static void _tick(struct daemon *d, int64_t now_ms)
 
 		if (!j->plan_json)
 			continue;
+		if (SJOB_IS_ARRAY_META(j)) {
+			if (j->state == JOB_PENDING && j->hold_pending)
+				_split_array(j);
+			continue;  /* its tasks are followed one by one */
+		}
 		if (queue_job_get(d->q, j->job_id, &qj, err, sizeof(err)) < 0) {
 			log_err("job %u: %s", j->job_id, err);
 			continue;
 		}
+		/* An array task's own archive directory and %a need its array, even when it
+		   was never held (stage-in records it for held ones). */
+		if (j->array_job_id && (!qj || qj->array_job_id < 0) && j->state != JOB_PENDING &&
+		    queue_job_set_array(d->q, j->job_id, j->array_job_id, j->array_task_id, err,
+					sizeof(err)) < 0)
+			log_err("job %u: cannot record its array: %s", j->job_id, err);
+		if (j->restarts > 0 && (j->state == JOB_PENDING || j->state == JOB_RUNNING) &&
+		    (int)j->restarts > (qj ? qj->runs : 0) && (!qj || !qj->end_state))
+			_requeued_silently(d, j);
 		hs = qj && qj->hold_state ? qj->hold_state : "none";
 		if (j->state == JOB_PENDING && j->hold_pending) {
 			if (!qj || !strcmp(hs, "none") || !strcmp(hs, HS_CANCELLED))
@@ -487,7 +762,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 			/* HS_INVALID: stays held with its comment until cancelled. */
 		} else if (sjob_state_is_final(j->state) &&
 			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED))) {
-			_cancel_job(d, j->job_id);
+			_cancel_job(d, j->job_id, _array_waits(jobs, n, j));
 		} else if (sjob_state_is_final(j->state) && strcmp(hs, HS_INVALID) != 0 &&
 			   strcmp(hs, HS_CANCELLED) != 0 && j->end_time && (!qj || !qj->end_state)) {
 			/* Never ran (cancelled while pending): no outputs to archive. */
@@ -496,6 +771,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		}
 		queue_job_free(qj);
 	}
+	_remember_hosts(jobs, n);
 	sjob_free(jobs, n);
 }
 

@@ -9,4 +9,30 @@
 
 extern const struct lifecycle_hook slurm_watch_hook;
 
+/* What slurmctld says about a job whose end event is about to be processed. */
+enum slurm_watch_end {
+	SW_END_UNKNOWN = 0,  /* not watching Slurm, or slurmctld does not know/answer: trust the event */
+	SW_END_FINAL,        /* ended for good: *state is slurmctld's final state */
+	SW_END_REQUEUED,     /* this run ended but the job was requeued: archive after the final run */
+	SW_END_WAIT,         /* slurmctld still sees it running: ask again (the event may be
+				from an earlier run, or slurmctld has not heard of the end yet) */
+};
+
+/*
+ * Ask slurmctld about job_id at the moment its end event is processed (one
+ * RPC). state (at least 32 bytes) gets slurmctld's state name (TIMEOUT,
+ * PREEMPTED, NODE_FAIL, ...) and *exit_code its exit code (both for
+ * SW_END_FINAL); *restarts its requeue count; *array_job_id and
+ * *array_task_id (-1 when not an array task) the task's array. For a
+ * requeued job the job's comment says so (squeue -o %k). received: when the
+ * event arrived; while slurmctld cannot be reached the answer is
+ * SW_END_WAIT, for up to 10 minutes after it, then SW_END_UNKNOWN. Main
+ * thread (the job-end hook): the RPC may block for libslurm's timeouts.
+ */
+enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
+					   const char *event_state, char *state,
+					   size_t statelen, int *exit_code, int *restarts,
+					   int64_t *array_job_id, int64_t *array_task_id,
+					   int64_t received);
+
 #endif /* STAGEHAND_SLURM_WATCH_H */

@@ -75,6 +75,7 @@ static struct {
 	struct dclient_target daemon;  /* where stagehandd is (dclient_find) */
 	struct jobplan *plan;    /* owned */
 	unsigned long job_id;
+	unsigned long array_job_id;  /* array tasks: the array's job id (%A), else 0 */
 	uid_t uid;
 	gid_t gid;
 	char user[256];
@@ -391,6 +392,7 @@ static int _job_identity(spank_t sp, struct dsl_expand_ctx *ctx, char *jobname,
 	    task != NO_VAL) {
 		ctx->array_job_id = arr;
 		ctx->array_task_id = (long)task;
+		g.array_job_id = arr;
 	}
 	return 0;
 }
@@ -756,6 +758,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	    _setenv(sp, "STAGEHAND_ARCHIVE_DIRS", g.plan->archive_env) < 0 ||
 	    _setenv(sp, "STAGEHAND_EXEMPT_DIRS", g.plan->exempt_env) < 0 ||
 	    _setenv(sp, "STAGEHAND_INPUT_DIR", buf) < 0)
+		rc = -1;
+	/* An array's inputs without %a/%j are staged once for all tasks (stagehandd). */
+	n = snprintf(buf, sizeof(buf), "%s/%s/%lu/shared", g.args.scratch, g.user, g.array_job_id);
+	if (g.array_job_id && n > 0 && (size_t)n < sizeof(buf) &&
+	    _setenv(sp, "STAGEHAND_SHARED_INPUT_DIR", buf) < 0)
 		rc = -1;
 	if (g.trusted) {
 		if (!g.dirs_done) {

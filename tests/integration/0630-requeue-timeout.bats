@@ -1,0 +1,137 @@
+#!/usr/bin/env bats
+# Jobs that end more than once or not by their own hand, on the real test
+# bed as an ordinary user: 'scontrol requeue' (only the final run is
+# archived, once), a time limit (TIMEOUT, not CANCELLED; when=success
+# skipped), preemption (PREEMPTED, on a bed reconfigured with two
+# partitions) and a node lost mid-job (its slurmd killed: NODE_FAIL, the job
+# requeued, archived once after the final run). Needs 'scripts/testbed up'
+# with the Lua hook, the SPANK plugin and stagehandd.
+
+load helpers
+
+setup() {
+	testbed_require
+	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
+	WD=$(user_workdir)
+	JOBS=()
+}
+
+teardown() {
+	cancel_jobs "${JOBS[@]}"
+}
+
+status_as() {
+	run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" \
+		${STAGEHAND_SERVER:+STAGEHAND_SERVER="$STAGEHAND_SERVER"} "$STAGEHAND" status "$@"
+}
+
+# The job's after-job requests in the user's status: "ACTION STATE SOURCE -> DEST" lines.
+after_job_requests() {
+	status_as | awk -v j="$1" '$2 == j && $3 != "stage_in"'
+}
+
+comment_has() {
+	[[ "$(job_field "$1" Comment)" == *"$2"* ]]
+}
+
+archived_file() {
+	[[ -f $1 ]] && [[ $(getfattr --only-values -n user.stagehand.policy "$2" 2>/dev/null) == archived ]]
+}
+
+# A job that writes a line per run into out/runs.txt and sleeps through its
+# first run (SLURM_RESTART_COUNT is unset there).
+requeue_script() {
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/slurm-%j.out
+#SBATCH --open-mode=append
+#DATA archive=out
+mkdir -p out
+echo "run \${SLURM_RESTART_COUNT:-0} on \$(hostname)" >> out/runs.txt
+if [ "\${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 600; fi
+EOF
+}
+
+@test "scontrol requeue: the first run is not archived; the final run is, once; status says so" {
+	requeue_script
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" RUNNING 60
+	wait_for 30 test -s "$WD/out/runs.txt"
+	scontrol requeue "$j"
+	wait_for 30 comment_has "$j" "requeued"
+	wait_for 30 eval '[ "$(job_state "$j")" = PENDING ]' 
+	# Nothing was archived for the interrupted run.
+	sleep 3
+	[ -z "$(after_job_requests "$j")" ]
+	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" ]
+	# A requeued job waits ~2 minutes before it may start again: start it now.
+	scontrol update jobid="$j" StartTime=now
+	wait_job_state "$j" COMPLETED 90
+	wait_for 60 archived_file "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/out/runs.txt" "$WD/out"
+	# The archive holds both runs' lines (taken once, after the final run).
+	[ "$(grep -c '^run ' "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/out/runs.txt")" -eq 2 ]
+	[ "$(after_job_requests "$j" | wc -l)" -eq 1 ]
+	out=$(status_as "$j")
+	[[ $out == *"job $j: requeued 1 time (last: run 1 "*"); only the final run is archived"* ]]
+	[[ $out == *"job $j: ended COMPLETED (exit 0)"* ]]
+}
+
+@test "TIMEOUT is reported as TIMEOUT: when=success outputs skipped, when=always archived" {
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --time=1
+#SBATCH --output=$WD/slurm-%j.out
+#DATA archive=ok when=success
+#DATA archive=all
+mkdir -p ok all; echo a > ok/a; echo b > all/b
+sleep 600
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" TIMEOUT 150
+	wait_for 60 archived_file "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/all/b" "$WD/all"
+	out=$(status_as "$j")
+	[[ $out == *"job $j: ended TIMEOUT"* ]]
+	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/ok" ]
+	[ "$(after_job_requests "$j" | wc -l)" -eq 1 ]
+	grep -q "job $j: line 4: archive of ok skipped: when=success and the job ended TIMEOUT" \
+		"$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
+}
+
+@test "a node lost mid-job (slurmd killed): NODE_FAIL, requeued, archived once after the final run" {
+	requeue_script
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" RUNNING 60
+	wait_for 30 test -s "$WD/out/runs.txt"
+	node=$(job_node "$j")
+	if [[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]]; then
+		pidfile=$STAGEHAND_TESTBED_NODEDIR/$node/slurmd.pid
+	else
+		pidfile=$STAGEHAND_TESTBED_DIR/run/slurmd.pid
+	fi
+	pid=$(cat "$pidfile")
+	[ "$(cat "/proc/$pid/comm")" = slurmd ]
+	# Held (priority 0) it is not started again until its node is back: Slurm may
+	# otherwise relaunch it at once on the node it is still killing run 1 on, and
+	# that launch fails in Slurm itself ("Job already killed").
+	scontrol hold "$j"
+	kill "$pid"
+	# slurmctld gives up on the node after SlurmdTimeout (60 s on the bed) and
+	# requeues the job (batch jobs are requeued after a node failure).
+	wait_for 150 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
+	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
+	wait_for 30 eval '[[ "$(job_field "$j" Comment)" == *"NODE_FAIL"* ]]'
+	"$TESTBED" up >/dev/null 2>&1
+	wait_for 90 eval '[[ "$(sinfo -h -n "$node" -o %T)" == idle ]]'
+	scontrol release "$j"
+	scontrol update jobid="$j" StartTime=now
+	wait_job_state "$j" COMPLETED 120
+	wait_for 60 archived_file "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/out/runs.txt" "$WD/out"
+	sleep 3
+	# Exactly one archive, holding the final run.
+	[ "$(after_job_requests "$j" | wc -l)" -eq 1 ]
+	grep -q '^run 1 ' "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/out/runs.txt"
+	out=$(status_as "$j")
+	[[ $out == *"job $j: requeued 1 time"*"only the final run is archived"* ]]
+	[[ $out == *"NODE_FAIL"* ]]
+	[[ $out == *"job $j: ended COMPLETED (exit 0)"* ]]
+}
