@@ -213,6 +213,12 @@ net_up() {
 		ip -n "$SVC_NS" addr add "$SVC_ADDR/24" dev br0
 		ip -n "$SVC_NS" link set br0 up
 	fi
+	# The host's namespace has no address on the bed's subnet, so its default
+	# route would send a stray packet for those addresses (a command run
+	# outside the service namespace by mistake) off the machine. An
+	# unreachable route makes such a packet fail here, at once.
+	ip route replace unreachable "$SUBNET" ||
+		die "cannot add the guard route 'unreachable $SUBNET' in the host's namespace"
 	for node in "${NODES[@]}"; do
 		node_net_up "$node"
 	done
@@ -232,6 +238,7 @@ net_down() {
 	if ns_exists "$SVC_NS"; then
 		ip netns del "$SVC_NS" || note "warning: ip netns del $SVC_NS failed"
 	fi
+	ip route del unreachable "$SUBNET" 2>/dev/null || true
 	release_shared_tb
 }
 
