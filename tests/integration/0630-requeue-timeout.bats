@@ -121,7 +121,11 @@ EOF
 	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
 	wait_for 30 eval '[[ "$(job_field "$j" Comment)" == *"NODE_FAIL"* ]]'
 	"$TESTBED" up >/dev/null 2>&1
-	wait_for 90 eval '[[ "$(sinfo -h -n "$node" -o %T)" == idle ]]'
+	node_back() {
+		scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
+		[[ "$(sinfo -h -n "$node" -o %T)" == idle ]]
+	}
+	wait_for 180 node_back
 	scontrol release "$j"
 	scontrol update jobid="$j" StartTime=now
 	wait_job_state "$j" COMPLETED 120
