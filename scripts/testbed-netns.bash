@@ -216,8 +216,10 @@ net_up() {
 	# The host's namespace has no address on the bed's subnet, so its default
 	# route would send a stray packet for those addresses (a command run
 	# outside the service namespace by mistake) off the machine. An
-	# unreachable route makes such a packet fail here, at once.
-	ip route replace unreachable "$SUBNET" ||
+	# unreachable route makes such a packet fail here, at once. "up" may run
+	# inside the service namespace (tests reconfigure the bed from there):
+	# the route goes into the initial namespace, where kthreadd (pid 2) is.
+	nsenter --net=/proc/2/ns/net ip route replace unreachable "$SUBNET" ||
 		die "cannot add the guard route 'unreachable $SUBNET' in the host's namespace"
 	for node in "${NODES[@]}"; do
 		node_net_up "$node"
@@ -238,7 +240,7 @@ net_down() {
 	if ns_exists "$SVC_NS"; then
 		ip netns del "$SVC_NS" || note "warning: ip netns del $SVC_NS failed"
 	fi
-	ip route del unreachable "$SUBNET" 2>/dev/null || true
+	nsenter --net=/proc/2/ns/net ip route del unreachable "$SUBNET" 2>/dev/null || true
 	release_shared_tb
 }
 
