@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pwd.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,6 +450,53 @@ static void _comment_skipped(int64_t job, const struct queue_job *j)
 		log_warn("job %lld: %s", (long long)job, err);
 }
 
+/*
+ * The same comment before the job-end hook has processed the end (with
+ * SlurmWatch=yes the hook first asks slurmctld whether the run really ended,
+ * and by then Slurm refuses comment updates): the skips the plan will get,
+ * judged from the event as stored. Only when=success archives and a refused
+ * job are certain from the event alone; the hook records the notes.
+ */
+static void _comment_skipped_early(int64_t job, const struct queue_job *j)
+{
+	json_t *plan = j->plan ? json_loads(j->plan, 0, NULL) : NULL, *a;
+	bool success = j->end_state && strcmp(j->end_state, "COMPLETED") == 0 &&
+		       j->end_exit_code == 0;
+	char text[512], err[256];
+	size_t i, nskip = 0;
+	int k = -1;
+
+	json_array_foreach(json_object_get(plan, "actions"), i, a) {
+		const char *act = json_string_value(json_object_get(a, "action"));
+		const char *path = json_string_value(json_object_get(a, "path"));
+		const char *when = json_string_value(json_object_get(a, "when"));
+		int line = (int)json_integer_value(json_object_get(a, "line"));
+
+		if (!act || !path || (strcmp(act, "archive") && strcmp(act, "stage_out")))
+			continue;
+		if (!j->refused && (strcmp(act, "archive") || !when || strcmp(when, "success") ||
+				    success))
+			continue;
+		if (nskip++ > 0)
+			continue;
+		if (j->refused)
+			k = snprintf(text, sizeof(text), "stagehand: %s of %s (line %d) skipped: the "
+				     "job was refused at start: %.300s", act, path, line, j->refused);
+		else
+			k = snprintf(text, sizeof(text), "stagehand: %s of %s (line %d) skipped: "
+				     "when=success and the job ended %s (exit %d)", act, path, line,
+				     j->end_state ? j->end_state : "?", j->end_exit_code);
+	}
+	json_decref(plan);
+	if (k < 0)
+		return;
+	/* A cut comment is still useful; "and more" only when it fits. */
+	if (nskip > 1 && (size_t)k + 32 < sizeof(text))
+		snprintf(text + k, sizeof(text) - (size_t)k, " (and more: stagehand status)");
+	if (sjob_add_comment((uint32_t)job, text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+}
+
 static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 		 struct api_reply *out)
 {
@@ -611,10 +659,16 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 		else {
 			struct queue_job *qj = NULL;
 
-			/* libslurm is initialised only with SlurmWatch=yes. */
+			/* libslurm is initialised only with SlurmWatch=yes. The job has
+			   not finished yet (the event comes from its slurmstepd), so
+			   this is the moment its comment can still change. */
 			if (d->conf->slurm_watch &&
-			    queue_job_get(d->q, job, &qj, err, sizeof(err)) == 0 && qj->notes)
-				_comment_skipped(job, qj);
+			    queue_job_get(d->q, job, &qj, err, sizeof(err)) == 0) {
+				if (qj->end_processed)
+					_comment_skipped(job, qj);
+				else
+					_comment_skipped_early(job, qj);
+			}
 			queue_job_free(qj);
 		}
 		for (int i = 0; i < made; i++)
