@@ -482,6 +482,12 @@ static void _comment_skipped_early(int64_t job, const struct queue_job *j)
 		if (j->refused)
 			k = snprintf(text, sizeof(text), "stagehand: %s of %s (line %d) skipped: the "
 				     "job was refused at start: %.300s", act, path, line, j->refused);
+		else if (j->end_state && strcmp(j->end_state, "CANCELLED") == 0)
+			/* A node cannot tell scancel from a time limit or preemption. */
+			k = snprintf(text, sizeof(text), "stagehand: %s of %s (line %d) skipped: "
+				     "when=success and the job was stopped (scancel, time limit or "
+				     "preemption: 'stagehand status %lld' says which)", act, path,
+				     line, (long long)job);
 		else
 			k = snprintf(text, sizeof(text), "stagehand: %s of %s (line %d) skipped: "
 				     "when=success and the job ended %s (exit %d)", act, path, line,
