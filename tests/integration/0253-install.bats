@@ -34,7 +34,12 @@ print: ; @echo \$($1)" 2>/dev/null
 	[ -n "$sysconfdir" ] && [ -n "$plugindir" ]
 	make -s -C "$BUILD" install DESTDIR="$DEST" >"$BATS_TEST_TMPDIR/install.log" 2>&1 ||
 		{ cat "$BATS_TEST_TMPDIR/install.log"; false; }
-	[ -f "$DEST$plugindir/stagehand.so" ]
+	[ -f "$DEST$plugindir/stagehand.so" ] || {
+		echo "no $DEST$plugindir/stagehand.so; installed plugin files:"
+		find "$DEST" -name 'stagehand*' | sed 's/^/  /'
+		tail -n 30 "$BATS_TEST_TMPDIR/install.log"
+		false
+	}
 	[ ! -e "$DEST$plugindir/stagehand.la" ]
 	mandir=$(mkvar mandir)
 	for page in man8/stagehandd.8 man1/stagehand.1 man5/stagehand.conf.5; do
