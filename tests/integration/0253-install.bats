@@ -24,7 +24,9 @@ teardown() {
 
 # mkvar NAME: the value make uses for NAME in the build tree.
 mkvar() {
-	make -s -C "$BUILD" -f - print <<<"include Makefile
+	# Under "make integration" MAKEFLAGS carries -w: without this the answer
+	# would come wrapped in "Entering directory" lines.
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory -C "$BUILD" -f - print <<<"include Makefile
 print: ; @echo \$($1)" 2>/dev/null
 }
 
