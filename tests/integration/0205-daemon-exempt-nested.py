@@ -127,12 +127,21 @@ def test_archive_leaves_exempt_dirs_out(daemon, work, base_dir, test_users):
     assert os.path.isfile(os.path.join(dest, "keep-me", "scratch", "f00.bin"))
 
 
+
+def _opts(r, work, line):
+    """The request's options without the no-follow ones the daemon adds to
+    every #DATA request (beneath: the job's work dir here; line: its line)."""
+    o = dict(r["options"])
+    assert o.pop("beneath", None) == work, r["options"]
+    assert o.pop("line", None) == line, r["options"]
+    return o
+
 def test_keep_no_leaves_exempt_dirs_in_place(daemon, work, base_dir, test_users):
     res, digest = _make_results(work, "results-nokeep", 2)
     dest = os.path.join(owned_dir(os.path.join(base_dir, "shtest", "arch2"), "shtest"), "r")
     r = _end(daemon, JOB_NOKEEP, test_users["shtest"].pw_uid, work,
              _actions("results-nokeep", dest, keep=False))
-    assert r["options"] == {"keep": False, "exclude": ["scratch", "a/b"]}, r["options"]
+    assert _opts(r, work, 3) == {"keep": False, "exclude": ["scratch", "a/b"]}, r["options"]
     _check(r, digest, dest, ["scratch", "a/b"])
     # Archived files are gone from scratch; the exempt directories are untouched.
     assert tree_digest(res) == {p: v for p, v in digest.items()
@@ -145,7 +154,7 @@ def test_stage_out_leaves_exempt_dir_out(daemon, work, base_dir, test_users):
     r = _end(daemon, JOB_STAGE_OUT, test_users["shtest"].pw_uid, work, [
         {"line": 2, "action": "stage_out", "path": "logs", "to": dest},
         {"line": 3, "action": "exempt", "path": "logs/a/c"}])
-    assert r["options"] == {"exclude": ["a/c"]}, r["options"]
+    assert _opts(r, work, 2) == {"exclude": ["a/c"]}, r["options"]
     _check(r, digest, dest, ["a/c"])
     assert tree_digest(logs) == digest
 
@@ -169,7 +178,7 @@ def test_bundle_backend_leaves_exempt_dirs_out(bdaemon, work, base_dir, test_use
     dest = os.path.join(owned_dir(os.path.join(base_dir, "shtest", "arch4"), "shtest"), "rb")
     r = _end(bdaemon, JOB_BUNDLE, test_users["shtest"].pw_uid, work,
              _actions("results-bundle", dest))
-    assert r["options"] == {"backend": "bundle", "exclude": ["scratch", "a/b"]}, r["options"]
+    assert _opts(r, work, 3) == {"backend": "bundle", "exclude": ["scratch", "a/b"]}, r["options"]
     assert r["files_total"] == r["files_done"] == len(_without(digest, "scratch", "a/b")), r
     assert r["files_skipped"] == 2 and _skipped(r) == {"scratch": REASON, "a/b": REASON}, r
     with open(os.path.join(dest, ".stagehand-bundles", "index.jsonl")) as f:
