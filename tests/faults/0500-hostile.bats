@@ -331,6 +331,11 @@ after_job_settled() {
 		select(.action != "stage_in" and (.state | test("^(queued|running|verifying|failed_retryable)$")))] | length == 0)' >/dev/null
 }
 
+# The daemon has made job $1's archive request.
+archive_request_made() {
+	[[ -n "$(job_requests "$1" | jq -r 'select(.action == "archive") | .id')" ]]
+}
+
 # What shtest's 'stagehand status JOB' prints.
 user_status() {
 	run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$1" 2>&1
@@ -412,6 +417,9 @@ rm -rf results && ln -s $WD/precious results
 EOF
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 60
+	# With SlurmWatch the daemon turns the end into requests only once
+	# slurmctld confirms it: wait for the archive request to exist first.
+	wait_for 60 archive_request_made "$j"
 	wait_for 60 after_job_settled "$j"
 	[ "$(ls "$WD/precious" | tr '\n' ' ')" = "f1.txt f2.txt f3.txt " ]
 	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
