@@ -9,6 +9,9 @@
 
 int cmd_check(int argc, char **argv);
 
+/* Admins: the site's setup checked from this node (doctor.c). */
+int cmd_doctor(int argc, char **argv);
+
 /* Offline: files back from an archive copy (restore.c). */
 int cmd_restore(int argc, char **argv);
 

@@ -31,6 +31,7 @@ static const struct command _commands[] = {
 	{ "tags", cmd_tags, "show a tree's labels; --verify checks them with stagehandd" },
 	{ "scan", cmd_scan, "report a scratch tree by label: to archive, purgeable, unlabelled" },
 	{ "policy", cmd_policy, "print rules for the site's policy engine (policy export)" },
+	{ "doctor", cmd_doctor, "check this node's setup: Slurm, plugin, daemon, MUNGE, scratch" },
 };
 
 static void _usage(FILE *fp)

@@ -653,6 +653,88 @@ static int _k_verifymode(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+/* MetricsAddress=HOST:PORT or off: shares ListenAddress's syntax. */
+static int _k_metrics(struct conf *c, const char *v, char *w, size_t wl)
+{
+	char *h = c->listen_host;
+	unsigned short p = c->listen_port;
+	int rc;
+
+	c->listen_host = c->metrics_host;
+	c->listen_port = c->metrics_port;
+	rc = _k_listen(c, v, w, wl);
+	c->metrics_host = c->listen_host;
+	c->metrics_port = c->listen_port;
+	c->listen_host = h;
+	c->listen_port = p;
+	if (rc < 0)
+		return _fail(w, wl, "MetricsAddress must be host:port (e.g. 127.0.0.1:9750) or "
+			     "off, not '%s'", v);
+	return 0;
+}
+
+static int _k_metricshash(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "yes") != 0 && strcasecmp(v, "no") != 0)
+		return _fail(w, wl, "MetricsHashUsers must be 'yes' or 'no', not '%s'", v);
+	c->metrics_hash_users = strcasecmp(v, "yes") == 0;
+	return 0;
+}
+
+/* NotifyCommand=/abs/program [ARG...]: split on blanks, no quoting, no shell. */
+static int _k_notify(struct conf *c, const char *v, char *w, size_t wl)
+{
+	char *copy = strdup(v), *save = NULL, **l;
+	size_t n = 0;
+
+	if (!copy || !(l = calloc(strlen(v) / 2 + 2, sizeof(*l)))) {
+		free(copy);
+		return _fail(w, wl, "out of memory");
+	}
+	for (char *t = strtok_r(copy, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
+		if (!(l[n++] = strdup(t))) {
+			_free_list(l);
+			free(copy);
+			return _fail(w, wl, "out of memory");
+		}
+	free(copy);
+	if (n == 1 && strcasecmp(l[0], "none") == 0) {
+		_free_list(l);
+		l = NULL;
+	} else if (n == 0 || _check_abs(l[0], "NotifyCommand's program", w, wl) < 0) {
+		_free_list(l);
+		return n ? -1 : _fail(w, wl, "NotifyCommand needs a program (an absolute path)");
+	}
+	_free_list(c->notify_argv);
+	c->notify_argv = l;
+	return 0;
+}
+
+static int _k_notifytimeout(struct conf *c, const char *v, char *w, size_t wl)
+{
+	long s;
+
+	if (conf_parse_seconds(v, &s) < 0 || s < 1 || s > 3600)
+		return _fail(w, wl, "NotifyTimeout must be a duration from 1s to 1h, not '%s'", v);
+	c->notify_timeout = (int)s;
+	return 0;
+}
+
+static int _k_maxdirectives(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->max_directives, v, "MaxDirectives", 1, 4096, w, wl);
+}
+
+static int _k_maxdirline(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->max_directive_line, v, "MaxDirectiveLine", 64, 65536, w, wl);
+}
+
+static int _k_maxpath(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->max_path_length, v, "MaxPathLength", 16, 4095, w, wl);
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -699,6 +781,15 @@ static const struct _key _keys[] = {
 	{ "YieldProbe", _k_yieldprobe },
 	{ "SyncMode", _k_syncmode },
 	{ "VerifyMode", _k_verifymode },
+	/* Observability, notifications */
+	{ "MetricsAddress", _k_metrics },
+	{ "MetricsHashUsers", _k_metricshash },
+	{ "NotifyCommand", _k_notify },
+	{ "NotifyTimeout", _k_notifytimeout },
+	/* #DATA grammar limits */
+	{ "MaxDirectives", _k_maxdirectives },
+	{ "MaxDirectiveLine", _k_maxdirline },
+	{ "MaxPathLength", _k_maxpath },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -749,6 +840,10 @@ struct conf *conf_create(void)
 	c->yield_bandwidth = 0;
 	c->yield_max_delay = 2 * 3600;
 	c->yield_trickle = 10ULL << 20;
+	c->notify_timeout = 30;
+	c->max_directives = 64;       /* DSL_DEFAULT_MAX_DIRECTIVES */
+	c->max_directive_line = 4096; /* DSL_DEFAULT_MAX_LINE */
+	c->max_path_length = 4095;    /* DSL_DEFAULT_MAX_PATH */
 	return c;
 }
 
@@ -863,6 +958,11 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 			     "BundleSize (%llu bytes): a bundled file must fit in a bundle", file,
 			     _line_of(c, _line_of(c, "BundleSize") ? "BundleSize" : "BundleFileMax"),
 			     (unsigned long long)c->bundle_file_max, (unsigned long long)c->bundle_size);
+	if (c->metrics_host && c->listen_host && c->metrics_port == c->listen_port &&
+	    strcmp(c->metrics_host, c->listen_host) == 0)
+		return _fail(err, errlen, "%s:%d: error: MetricsAddress and ListenAddress are the "
+			     "same address: give /metrics a port of its own", file,
+			     _line_of(c, "MetricsAddress"));
 	if (c->archive_root) {
 		for (char **r = c->scratch_roots; *r; r++) {
 			size_t n = strlen(*r);
@@ -900,6 +1000,8 @@ void conf_destroy(struct conf *c)
 	free(c->url_ca_file);
 	free(c->yield_probe);
 	free(c->slurm_conf);
+	free(c->metrics_host);
+	_free_list(c->notify_argv);
 	free(c);
 }
 

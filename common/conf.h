@@ -91,6 +91,19 @@ struct conf {
 					  request needs them and they are missing */
 	char *slurm_conf;              /* SlurmConf: the slurm.conf libslurm reads (set as
 					  SLURM_CONF before slurm_init); NULL = environment */
+	/* Observability and notifications (daemon/metrics_http.c, daemon/notify.c) */
+	char *metrics_host;            /* MetricsAddress host: plain-HTTP /metrics for
+					  Prometheus, no auth; NULL = off */
+	unsigned short metrics_port;   /* MetricsAddress port (when metrics_host) */
+	int metrics_hash_users;        /* 1: per-user series carry a hash of the user
+					  name, not the name */
+	char **notify_argv;            /* NotifyCommand: program and fixed arguments,
+					  run without a shell; NULL = off */
+	int notify_timeout;            /* seconds before a NotifyCommand is killed */
+	/* #DATA grammar limits, as the submit-time check applies them */
+	int max_directives;            /* #DATA directive lines per script */
+	int max_directive_line;        /* bytes in one #DATA line */
+	int max_path_length;           /* bytes in one path or URL */
 	int key_line[64];              /* line each key was set on, 0 = default (conf.c only) */
 };
 

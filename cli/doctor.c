@@ -1,0 +1,507 @@
+/*
+ * doctor.c - 'stagehand doctor': check a site's setup from the node it runs
+ * on and say, for each problem, what to do about it.
+ *
+ * Checks, in order: stagehand.conf; slurm.conf (JobSubmitPlugins=lua or
+ * BurstBufferType=burst_buffer/lua); the plugstack.conf line of stagehand.so
+ * and its arguments; the daemon over the transport this node uses (UNIX
+ * socket, or TCP with a MUNGE credential); a MUNGE round trip; xattrs and
+ * per-user directories on each scratch root (doctor_fs.c); the Lua hooks'
+ * version and site settings (doctor_lua.c).
+ *
+ * Exit status: 0 nothing failed (warnings allowed), 1 a check failed,
+ * 2 usage error.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <glob.h>
+#include <libgen.h>
+#include <munge.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "commands.h"
+#include "dclient.h"
+#include "doctor.h"
+
+#ifndef STAGEHAND_SLURM_PLUGINDIR
+#define STAGEHAND_SLURM_PLUGINDIR "/usr/lib/x86_64-linux-gnu/slurm-wlm"
+#endif
+
+struct doctor_result *doctor_add(struct doctor *dr, const char *name, enum doctor_status st,
+				 const char *hint, const char *fmt, ...)
+{
+	struct doctor_result *r = &dr->r[dr->n < DOCTOR_MAX_RESULTS ? dr->n++ : dr->n - 1];
+	va_list ap;
+
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	r->status = st;
+	va_start(ap, fmt);
+	if (vsnprintf(r->message, sizeof(r->message), fmt, ap) >= (int)sizeof(r->message))
+		memcpy(r->message + sizeof(r->message) - 4, "...", 4);
+	va_end(ap);
+	snprintf(r->hint, sizeof(r->hint), "%s", hint ? hint : "");
+	return r;
+}
+
+/* ---- slurm.conf ---- */
+
+struct _slurm_facts {
+	char job_submit[256];     /* JobSubmitPlugins value, "" = unset */
+	int job_submit_line;
+	char bb_type[256];        /* BurstBufferType value */
+	int bb_line;
+	char plugstack[PATH_MAX]; /* PlugStackConfig, "" = beside slurm.conf */
+	char plugindir[PATH_MAX]; /* PluginDir (first entry) */
+};
+
+/* Slurm's "Key=Value Key=Value ..." lines; keys case-insensitive. */
+static int _read_slurm_conf(const char *path, struct _slurm_facts *f, char *err, size_t errlen)
+{
+	FILE *fp = fopen(path, "re");
+	char line[8192];
+	int lineno = 0;
+
+	if (!fp) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), fp)) {
+		char *save = NULL, *hash = strchr(line, '#');
+
+		lineno++;
+		if (hash)
+			*hash = '\0';
+		for (char *t = strtok_r(line, " \t\r\n", &save); t;
+		     t = strtok_r(NULL, " \t\r\n", &save)) {
+			char *eq = strchr(t, '=');
+
+			if (!eq)
+				continue;
+			*eq++ = '\0';
+			if (strcasecmp(t, "JobSubmitPlugins") == 0) {
+				snprintf(f->job_submit, sizeof(f->job_submit), "%s", eq);
+				f->job_submit_line = lineno;
+			} else if (strcasecmp(t, "BurstBufferType") == 0) {
+				snprintf(f->bb_type, sizeof(f->bb_type), "%s", eq);
+				f->bb_line = lineno;
+			} else if (strcasecmp(t, "PlugStackConfig") == 0) {
+				snprintf(f->plugstack, sizeof(f->plugstack), "%s", eq);
+			} else if (strcasecmp(t, "PluginDir") == 0) {
+				snprintf(f->plugindir, sizeof(f->plugindir), "%s", eq);
+				f->plugindir[strcspn(f->plugindir, ":")] = '\0';
+			}
+		}
+	}
+	fclose(fp);
+	return 0;
+}
+
+/* 1 if a comma list (JobSubmitPlugins) names lua or job_submit/lua. */
+static int _has_lua(const char *list)
+{
+	char buf[256], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (strcasecmp(t, "lua") == 0 || strcasecmp(t, "job_submit/lua") == 0)
+			return 1;
+	return 0;
+}
+
+static void _beside(char *out, size_t len, const char *file, const char *name)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s", file);
+	if (snprintf(out, len, "%s/%s", dirname(dir), name) >= (int)len)
+		out[0] = '\0';
+}
+
+static void _check_slurm(struct doctor *dr, const char *opt_path, struct _slurm_facts *f)
+{
+	const char *src = "--slurm-conf";
+	const char *path = opt_path;
+	char err[PATH_MAX + 128];
+	int lua, bb;
+
+	if (!path && dr->conf->slurm_conf) {
+		path = dr->conf->slurm_conf;
+		src = "SlurmConf in stagehand.conf";
+	}
+	if (!path && getenv("SLURM_CONF") && *getenv("SLURM_CONF")) {
+		path = getenv("SLURM_CONF");
+		src = "SLURM_CONF";
+	}
+	if (!path) {
+		path = "/etc/slurm/slurm.conf";
+		src = "the default";
+	}
+	if (_read_slurm_conf(path, f, err, sizeof(err)) < 0) {
+		doctor_add(dr, "slurm.conf", DOC_FAIL, "point the doctor at the cluster's slurm.conf "
+			   "with --slurm-conf, SLURM_CONF or SlurmConf= in stagehand.conf",
+			   "%s (from %s)", err, src);
+		return;
+	}
+	snprintf(dr->slurm_conf, sizeof(dr->slurm_conf), "%s", path);
+	lua = f->job_submit[0] && _has_lua(f->job_submit);
+	bb = strcasecmp(f->bb_type, "burst_buffer/lua") == 0;
+	if (!lua && !bb) {
+		doctor_add(dr, "slurm.conf", DOC_FAIL, "add JobSubmitPlugins=lua (hold mode) or "
+			   "BurstBufferType=burst_buffer/lua (burst-buffer mode) to slurm.conf and "
+			   "run 'scontrol reconfigure' (docs/admin-guide.md, \"Two ways into Slurm\")",
+			   "%s: neither JobSubmitPlugins=lua nor BurstBufferType=burst_buffer/lua is "
+			   "set (JobSubmitPlugins=%s on line %d, BurstBufferType=%s on line %d; 0 = "
+			   "unset): jobs' #DATA lines are never read", path,
+			   f->job_submit[0] ? f->job_submit : "(unset)", f->job_submit_line,
+			   f->bb_type[0] ? f->bb_type : "(unset)", f->bb_line);
+		return;
+	}
+	_beside(dr->lua_script, sizeof(dr->lua_script), path,
+		lua ? "job_submit.lua" : "burst_buffer.lua");
+	doctor_add(dr, "slurm.conf", DOC_OK, NULL, "%s:%d: %s (%s mode); Slurm loads %s", path,
+		   lua ? f->job_submit_line : f->bb_line,
+		   lua ? "JobSubmitPlugins=lua" : "BurstBufferType=burst_buffer/lua",
+		   lua ? "hold" : "burst-buffer", dr->lua_script);
+}
+
+/* ---- plugstack.conf ---- */
+
+/* One plugstack file (includes followed, depth-limited). 1 found, 0 not, -1 error. */
+static int _scan_plugstack(struct doctor *dr, const char *file, int depth, const char *plugindir)
+{
+	FILE *fp = fopen(file, "re");
+	char line[8192];
+	int lineno = 0, found = 0;
+
+	if (!fp) {
+		doctor_add(dr, "plugstack", DOC_FAIL, "create it with the line from "
+			   "etc/plugstack.conf.example, or fix PlugStackConfig= in slurm.conf",
+			   "cannot open %s: %s", file, strerror(errno));
+		return -1;
+	}
+	while (!found && fgets(line, sizeof(line), fp)) {
+		char *av[64], *save = NULL, *hash = strchr(line, '#'), *base;
+		int ac = 0;
+
+		lineno++;
+		if (hash)
+			*hash = '\0';
+		for (char *t = strtok_r(line, " \t\r\n", &save); t && ac < 64;
+		     t = strtok_r(NULL, " \t\r\n", &save))
+			av[ac++] = t;
+		if (ac >= 2 && strcasecmp(av[0], "include") == 0 && depth < 4) {
+			glob_t g;
+
+			if (glob(av[1], 0, NULL, &g) == 0) {
+				for (size_t i = 0; !found && i < g.gl_pathc; i++)
+					found = _scan_plugstack(dr, g.gl_pathv[i], depth + 1, plugindir) != 0;
+				globfree(&g);
+			}
+			continue;
+		}
+		if (ac < 2 || (strcmp(av[0], "required") && strcmp(av[0], "optional")))
+			continue;
+		base = strrchr(av[1], '/');
+		base = base ? base + 1 : av[1];
+		if (strcmp(base, "stagehand.so") != 0)
+			continue;
+		found = 1;
+		{
+			char so[PATH_MAX], err[512];
+			struct stat st;
+
+			if (av[1][0] == '/')
+				snprintf(so, sizeof(so), "%s", av[1]);
+			else if (snprintf(so, sizeof(so), "%s/%s", plugindir, av[1]) >= (int)sizeof(so))
+				so[0] = '\0';
+			if (stat(so, &st) < 0) {
+				doctor_add(dr, "plugstack", DOC_FAIL, "install the stagehand Slurm plugin "
+					   "package on this node, or correct the path on that line",
+					   "%s:%d: %s: cannot stat %s: %s", file, lineno, av[1], so,
+					   strerror(errno));
+				break;
+			}
+			plugargs_init(&dr->args);
+			if (plugargs_parse(&dr->args, ac - 2, av + 2, err, sizeof(err)) < 0) {
+				doctor_add(dr, "plugstack", DOC_FAIL, "correct the argument (see "
+					   "docs/spank.md for the keys); slurmd reads plugstack.conf when "
+					   "it starts: restart slurmd after the change",
+					   "%s:%d: bad stagehand.so argument: %s", file, lineno, err);
+				break;
+			}
+			dr->have_plugin = 1;
+			doctor_add(dr, "plugstack", DOC_OK, NULL, "%s:%d: %s %s with %d argument%s",
+				   file, lineno, av[0], so, ac - 2, ac - 2 == 1 ? "" : "s");
+		}
+	}
+	fclose(fp);
+	return found;
+}
+
+static void _check_plugstack(struct doctor *dr, const struct _slurm_facts *f)
+{
+	char path[PATH_MAX];
+	const struct conf *c = dr->conf;
+	int in_roots = 0;
+
+	if (!dr->slurm_conf[0]) {
+		doctor_add(dr, "plugstack", DOC_SKIP, NULL, "no slurm.conf: plugstack.conf unknown");
+		return;
+	}
+	if (f->plugstack[0])
+		snprintf(path, sizeof(path), "%s", f->plugstack);
+	else
+		_beside(path, sizeof(path), dr->slurm_conf, "plugstack.conf");
+	if (_scan_plugstack(dr, path, 0, f->plugindir[0] ? f->plugindir :
+			    STAGEHAND_SLURM_PLUGINDIR) == 0)
+		doctor_add(dr, "plugstack", DOC_FAIL, "add the line from etc/plugstack.conf.example "
+			   "and restart slurmd on every compute node",
+			   "%s has no 'required|optional .../stagehand.so' line: jobs are neither "
+			   "labelled nor reported at their end", path);
+	if (!dr->have_plugin)
+		return;
+	/* The plugin and the daemon must agree on where labels go and where scratch is. */
+	if (strcmp(dr->args.xattr_ns, c->xattr_ns == CONF_XATTR_TRUSTED ? "trusted" : "user"))
+		doctor_add(dr, "plugstack", DOC_FAIL, "make xattr_ns= on the plugstack line and "
+			   "XattrNamespace= in stagehand.conf the same",
+			   "plugstack xattr_ns=%s but %s has XattrNamespace=%s: labels written on "
+			   "the nodes would not be the ones the daemon reads", dr->args.xattr_ns,
+			   dr->conf_path, c->xattr_ns == CONF_XATTR_TRUSTED ? "trusted" : "user");
+	for (char **r = c->scratch_roots; *r; r++)
+		in_roots |= strcmp(*r, dr->args.scratch) == 0;
+	if (c->scratch_roots[0] && !in_roots)
+		doctor_add(dr, "plugstack", DOC_FAIL, "make scratch= on the plugstack line one of "
+			   "ScratchRoots= in stagehand.conf",
+			   "plugstack scratch=%s is not one of %s's ScratchRoots (%s%s)",
+			   dr->args.scratch, dr->conf_path, c->scratch_roots[0],
+			   c->scratch_roots[1] ? ", ..." : "");
+}
+
+/* ---- the daemon, MUNGE ---- */
+
+static void _check_daemon(struct doctor *dr, const char *server, const char *sock)
+{
+	struct dclient_target t;
+	struct dclient_resp resp;
+	char err[1024];
+	const char *how = "command line";
+	json_t *j;
+
+	if (!server && !sock && dr->have_plugin) {
+		server = dr->args.server;
+		sock = dr->args.socket;
+		how = "the plugstack line";
+	} else if (!server && !sock) {
+		how = "stagehand.conf";
+	}
+	if (dclient_find(&t, server, sock, dr->conf_path, 0, err, sizeof(err)) < 0) {
+		doctor_add(dr, "daemon", DOC_FAIL, "fix Server= or SocketPath= (stagehand.conf) "
+			   "or server=/socket= (plugstack.conf)", "%s", err);
+		return;
+	}
+	if (dclient_request(&t, "GET", "/v1/health", NULL, 5000, 0, &resp, err, sizeof(err)) < 0) {
+		doctor_add(dr, "daemon", DOC_FAIL, t.kind == DCLIENT_TCP ?
+			   "start stagehandd (systemctl start stagehandd); check ListenAddress= on "
+			   "the daemon, the firewall, and that munged runs here and there with the "
+			   "same key" : "start stagehandd (systemctl start stagehandd) on this host, "
+			   "or give this node Server=HOST:PORT", "%s (target from %s)", err, how);
+		return;
+	}
+	j = json_loads(resp.body ? resp.body : "", 0, NULL);
+	if (resp.status != 200 || !json_is_object(j)) {
+		doctor_add(dr, "daemon", DOC_FAIL, resp.status == 401 ? "check that munged runs "
+			   "on both hosts with the same /etc/munge/munge.key and clocks agree" :
+			   "read stagehandd's log", "%s answered HTTP %d: %.300s", t.label,
+			   resp.status, resp.body ? resp.body : "");
+	} else {
+		const char *v = json_string_value(json_object_get(j, "version"));
+
+		snprintf(dr->daemon_version, sizeof(dr->daemon_version), "%s", v ? v : "?");
+		doctor_add(dr, "daemon", DOC_OK, NULL, "stagehandd %s answers on %s (%s, target "
+			   "from %s)", dr->daemon_version, t.label, t.kind == DCLIENT_TCP ?
+			   "TCP + MUNGE" : "UNIX socket", how);
+		if (strcmp(dr->daemon_version, PACKAGE_VERSION) != 0)
+			doctor_add(dr, "daemon", DOC_WARN, "install the same stagehand version on "
+				   "every host", "stagehandd is %s but this stagehand is %s",
+				   dr->daemon_version, PACKAGE_VERSION);
+	}
+	json_decref(j);
+	dclient_resp_free(&resp);
+}
+
+static void _check_munge(struct doctor *dr)
+{
+	char *cred = NULL;
+	void *payload = NULL;
+	int plen = 0;
+	uid_t uid;
+	gid_t gid;
+	munge_err_t e = munge_encode(&cred, NULL, "stagehand-doctor", 16);
+
+	if (e != EMUNGE_SUCCESS) {
+		doctor_add(dr, "munge", DOC_FAIL, "start munged (systemctl start munge) on this "
+			   "node; TCP clients and the plugin need it", "munge_encode: %s",
+			   munge_strerror(e));
+		return;
+	}
+	e = munge_decode(cred, NULL, &payload, &plen, &uid, &gid);
+	if (e != EMUNGE_SUCCESS || plen != 16 || memcmp(payload, "stagehand-doctor", 16) ||
+	    uid != getuid())
+		doctor_add(dr, "munge", DOC_FAIL, "check munged's log and /etc/munge/munge.key",
+			   "munge round trip: %s (uid %u, expected %u)", e == EMUNGE_SUCCESS ?
+			   "payload or identity changed" : munge_strerror(e), (unsigned)uid,
+			   (unsigned)getuid());
+	else
+		doctor_add(dr, "munge", DOC_OK, NULL, "a credential encoded and decoded here "
+			   "carries uid %u", (unsigned)uid);
+	free(cred);
+	free(payload);
+}
+
+/* ---- output ---- */
+
+static const char *_st_name(enum doctor_status s)
+{
+	static const char *n[] = { "ok", "warn", "fail", "skip" };
+
+	return n[s];
+}
+
+static int _print(const struct doctor *dr, int json)
+{
+	int failed = 0;
+
+	for (int i = 0; i < dr->n; i++)
+		failed |= dr->r[i].status == DOC_FAIL;
+	if (json) {
+		json_t *arr = json_array(), *o;
+		char *s;
+
+		for (int i = 0; i < dr->n; i++)
+			json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s}", "check",
+					      dr->r[i].name, "status", _st_name(dr->r[i].status),
+					      "message", dr->r[i].message, "hint", dr->r[i].hint));
+		o = json_pack("{s:b,s:s,s:o}", "ok", !failed, "version", PACKAGE_VERSION,
+			      "checks", arr);
+		s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+		if (s)
+			printf("%s\n", s);
+		free(s);
+		json_decref(o);
+	} else {
+		for (int i = 0; i < dr->n; i++) {
+			printf("%-4s %-10s %s\n", _st_name(dr->r[i].status), dr->r[i].name,
+			       dr->r[i].message);
+			if (dr->r[i].hint[0] && dr->r[i].status != DOC_OK)
+				printf("     %-10s fix: %s\n", "", dr->r[i].hint);
+		}
+		printf("%s\n", failed ? "stagehand doctor: problems found (see 'fix:' lines)" :
+		       "stagehand doctor: no problems found");
+	}
+	return failed ? 1 : 0;
+}
+
+static void _usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: stagehand doctor [--json] [--config FILE] [--slurm-conf FILE]\n"
+		"                        [--lua PROGRAM] [--socket PATH | --server HOST:PORT]\n"
+		"\n"
+		"Check this node's stagehand setup: slurm.conf, the plugstack line, the daemon,\n"
+		"MUNGE, scratch xattrs and permissions, and the Lua hooks' version and site\n"
+		"settings against stagehand.conf. Each problem comes with a fix.\n"
+		"\n"
+		"  --json             one JSON document: {\"ok\", \"version\", \"checks\": [...]}\n"
+		"  --config FILE      stagehand.conf (default %s, env STAGEHAND_CONF)\n"
+		"  --slurm-conf FILE  slurm.conf (default SlurmConf=, SLURM_CONF, /etc/slurm/slurm.conf)\n"
+		"  --lua PROGRAM      Lua interpreter for the hooks (default lua5.1)\n"
+		"  --socket, --server the daemon (default: the plugstack line's, else stagehand.conf's)\n"
+		"\n"
+		"Exit status: 0 no check failed, 1 a check failed, 2 usage error.\n",
+		CONF_DEFAULT_FILE);
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "slurm-conf", required_argument, NULL, 's' },
+		{ "lua", required_argument, NULL, 'l' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "server", required_argument, NULL, 'T' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct doctor dr;
+	struct _slurm_facts f;
+	const char *conf_path = getenv("STAGEHAND_CONF"), *slurm = NULL;
+	const char *sock = NULL, *server = NULL;
+	struct conf *c;
+	char err[1024];
+	int json = 0, o, rc;
+
+	if (!conf_path || !*conf_path)
+		conf_path = CONF_DEFAULT_FILE;
+	memset(&dr, 0, sizeof(dr));
+	snprintf(dr.lua_bin, sizeof(dr.lua_bin), "lua5.1");
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'j': json = 1; break;
+		case 'c': conf_path = optarg; break;
+		case 's': slurm = optarg; break;
+		case 'l': snprintf(dr.lua_bin, sizeof(dr.lua_bin), "%s", optarg); break;
+		case 'S': sock = optarg; break;
+		case 'T': server = optarg; break;
+		case 'h': _usage(stdout); return 0;
+		default: _usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "stagehand doctor: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	c = conf_create();
+	if (!c) {
+		fprintf(stderr, "stagehand doctor: out of memory\n");
+		return 2;
+	}
+	dr.conf = c;
+	dr.conf_path = conf_path;
+	if (conf_parse_file(c, conf_path, err, sizeof(err)) < 0 ||
+	    conf_validate(c, err, sizeof(err)) < 0) {
+		doctor_add(&dr, "config", DOC_FAIL, "correct that line ('stagehandd --check-config' "
+			   "checks the file), or give the right file with --config", "%s", err);
+		/* The rest still runs on the defaults: it may find more to fix. */
+		conf_destroy(c);
+		c = conf_create();
+		dr.conf = c;
+		if (!c)
+			return 2;
+	} else {
+		doctor_add(&dr, "config", DOC_OK, NULL, "%s is valid", conf_path);
+	}
+	memset(&f, 0, sizeof(f));
+	_check_slurm(&dr, slurm, &f);
+	_check_plugstack(&dr, &f);
+	_check_daemon(&dr, server, sock);
+	_check_munge(&dr);
+	doctor_check_xattrs(&dr);
+	doctor_check_scratch(&dr);
+	doctor_check_lua(&dr);
+	rc = _print(&dr, json);
+	conf_destroy(c);
+	return rc;
+}
