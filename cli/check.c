@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "conf.h"
 #include "dsl.h"
 
 /* A batch script larger than this is surely not one (sbatch's own cap is lower). */
@@ -23,12 +24,13 @@
 struct check_opts {
 	bool json;
 	bool quiet;
+	const char *conf;        /* --config: stagehand.conf whose limits apply; NULL = built-in */
 };
 
 static void _usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: stagehand check [--json] [--quiet] SCRIPT...\n"
+		"usage: stagehand check [--json] [--quiet] [--config[=FILE]] SCRIPT...\n"
 		"\n"
 		"Check the #DATA directives of batch scripts without submitting them.\n"
 		"SCRIPT '-' reads standard input.\n"
@@ -36,6 +38,9 @@ static void _usage(FILE *fp)
 		"  --json     print one JSON document: {\"files\":[{\"file\",\"ok\",\"plan\",\n"
 		"             \"warnings\",\"errors\"}]}\n"
 		"  --quiet    print only errors and warnings, no summary for valid scripts\n"
+		"  --config[=FILE]  apply the site's limits, allowed schemes and stage_in\n"
+		"             roots from stagehand.conf (FILE, else STAGEHAND_CONF, else\n"
+		"             " CONF_DEFAULT_FILE "), as the submit-time check does\n"
 		"  --help     show this help\n"
 		"\n"
 		"Exit status: 0 all scripts valid, 1 a script has errors, 2 usage error or\n"
@@ -174,9 +179,38 @@ static json_t *_file_json(const char *file, const struct dsl_plan *p)
 	return o;
 }
 
+/*
+ * The grammar settings of a stagehand.conf into cfg (pointers into c).
+ * Returns 0, or 2 with the file's error printed.
+ */
+static int _site_config(const char *path, struct conf **c, struct dsl_config *cfg)
+{
+	char err[1024];
+
+	*c = conf_create();
+	if (!*c) {
+		fprintf(stderr, "stagehand check: out of memory\n");
+		return 2;
+	}
+	if (conf_parse_file(*c, path, err, sizeof(err)) < 0 ||
+	    conf_validate(*c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "stagehand check: %s\n", err);
+		return 2;
+	}
+	dsl_config_init(cfg);
+	cfg->allowed_schemes = (const char *const *)(*c)->allowed_schemes;
+	cfg->stage_in_roots = (const char *const *)(*c)->stage_in_roots;
+	cfg->max_directives = (size_t)(*c)->max_directives;
+	cfg->max_line = (size_t)(*c)->max_directive_line;
+	cfg->max_path = (size_t)(*c)->max_path_length;
+	return 0;
+}
+
 int cmd_check(int argc, char **argv)
 {
-	struct check_opts o = { false, false };
+	struct check_opts o = { false, false, NULL };
+	struct conf *site = NULL;
+	struct dsl_config cfg;
 	json_t *files = NULL;
 	const char **scripts;
 	int i, nscripts = 0, nstdin = 0;
@@ -199,6 +233,12 @@ int cmd_check(int argc, char **argv)
 			o.json = true;
 		} else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
 			o.quiet = true;
+		} else if (!strcmp(argv[i], "--config")) {
+			o.conf = getenv("STAGEHAND_CONF");
+			if (!o.conf || !*o.conf)
+				o.conf = CONF_DEFAULT_FILE;
+		} else if (!strncmp(argv[i], "--config=", 9) && argv[i][9]) {
+			o.conf = argv[i] + 9;
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			_usage(stdout);
 			free(scripts);
@@ -218,6 +258,11 @@ int cmd_check(int argc, char **argv)
 	}
 	if (nstdin > 1) {
 		fprintf(stderr, "stagehand check: '-' (standard input) given more than once\n");
+		free(scripts);
+		return 2;
+	}
+	if (o.conf && _site_config(o.conf, &site, &cfg) != 0) {
+		conf_destroy(site);
 		free(scripts);
 		return 2;
 	}
@@ -246,7 +291,7 @@ int cmd_check(int argc, char **argv)
 			}
 			continue;
 		}
-		p = dsl_parse(buf, len, NULL);
+		p = dsl_parse(buf, len, site ? &cfg : NULL);
 		free(buf);
 		if (!p) {
 			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
@@ -281,5 +326,6 @@ int cmd_check(int argc, char **argv)
 		io_error = true;
 	}
 	free(scripts);
+	conf_destroy(site);
 	return io_error ? 2 : any_error ? 1 : 0;
 }
