@@ -28,5 +28,6 @@ int cmd_cancel(int argc, char **argv);
 int cmd_retry(int argc, char **argv);
 int cmd_job_end(int argc, char **argv);
 int cmd_health(int argc, char **argv);
+int cmd_audit(int argc, char **argv);   /* audit.c */
 
 #endif

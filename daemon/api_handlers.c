@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api_audit.h"
 #include "api_labels.h"
 #include "api_decode.h"
 #include "api_private.h"
@@ -838,6 +839,11 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 			api_error(out, 405, "method %s not allowed here", method);
 		else
 			api_error(out, 404, "no such path: %.200s", url);
+	} else if (strcmp(seg[1], "audit") == 0 && nseg == 2) {
+		if (is_get)
+			api_audit(d, who, c, out);
+		else
+			api_error(out, 405, "use GET for /v1/audit");
 	} else if (strcmp(seg[1], "labels") == 0 && nseg == 3 && strcmp(seg[2], "verify") == 0) {
 		if (is_post)
 			api_labels_verify(d, who, jb, out);

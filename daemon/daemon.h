@@ -19,6 +19,8 @@ struct worker_pool;
 struct metrics;
 struct api;
 struct xfer_bucket;
+struct metrics_http;
+struct notify;
 
 struct daemon {
 	struct conf *conf;           /* current configuration; swapped on SIGHUP under conf_lock */
@@ -29,6 +31,8 @@ struct daemon {
 	struct metrics *metrics;     /* counters for /metrics */
 	struct api *api;             /* HTTP server */
 	struct xfer_bucket *bucket;  /* shared bandwidth cap */
+	struct metrics_http *mhttp;  /* MetricsAddress server; NULL = off */
+	struct notify *notify;       /* NotifyCommand children (main loop only) */
 	atomic_int draining;         /* 1 after SIGTERM: no new transfers */
 	int wake_fd;                 /* eventfd: write 1 to wake the main loop */
 	time_t started;              /* for logs */

@@ -27,6 +27,8 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
+#include "metrics_http.h"
+#include "notify.h"
 #include "queue.h"
 #include "sdnotify.h"
 #include "userdir.h"
@@ -189,6 +191,8 @@ static void _reload(struct daemon *d)
 	nc->listen_port = d->conf->listen_port;
 	_keep_str(&nc->state_db, &d->conf->state_db, "StateDB");
 	_keep_str(&nc->pid_file, &d->conf->pid_file, "PidFile");
+	_keep_str(&nc->metrics_host, &d->conf->metrics_host, "MetricsAddress");
+	nc->metrics_port = d->conf->metrics_port;
 	if (nc->connection_timeout != d->conf->connection_timeout) {
 		log_warn("reload: ConnectionTimeout changed; it takes effect at the next restart");
 		nc->connection_timeout = d->conf->connection_timeout;
@@ -266,6 +270,7 @@ static void _loop(struct daemon *d)
 			_schedule(d, now);
 			lifecycle_tick(d, now_ms);
 		}
+		notify_tick(d->notify, d, now_ms);
 		metrics_tick(d->metrics, now);
 		sdnotify_tick(d->q, now_ms);
 		fds[0].fd = d->wake_fd;
@@ -366,8 +371,10 @@ int main(int argc, char **argv)
 	d.bucket = xfer_bucket_create(d.conf->bandwidth_cap);
 	d.metrics = metrics_create();
 	d.pool = worker_pool_create(&d);
+	/* Archives that ended up to 5 minutes before this start are still announced. */
+	d.notify = notify_create((int64_t)d.started - 300);
 	d.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!d.bucket || !d.metrics || !d.pool || d.wake_fd < 0) {
+	if (!d.bucket || !d.metrics || !d.pool || !d.notify || d.wake_fd < 0) {
 		log_err("out of resources at startup: %s", strerror(errno));
 		goto out_pool;
 	}
@@ -392,6 +399,12 @@ int main(int argc, char **argv)
 		log_err("%s", err);
 		goto out_pid;
 	}
+	err[0] = '\0';
+	d.mhttp = metrics_http_start(&d, err, sizeof(err));
+	if (!d.mhttp && err[0]) {
+		log_err("%s", err);
+		goto out_pid;
+	}
 	log_info("stagehandd %s started: socket %s%s%s, database %s, %d workers", PACKAGE_VERSION,
 		 d.conf->socket_path, d.conf->listen_host ? ", TCP " : "",
 		 d.conf->listen_host ? d.conf->listen_host : "", d.conf->state_db, d.conf->workers);
@@ -402,6 +415,7 @@ int main(int argc, char **argv)
 	_loop(&d);
 	rc = 0;
 	log_info("stagehandd stopping");
+	metrics_http_stop(d.mhttp);
 
 out_pid:
 	if (d.conf->pid_file)
@@ -411,6 +425,7 @@ out_api:
 out_lifecycle:
 	lifecycle_fini(&d);
 out_pool:
+	notify_destroy(d.notify);
 	worker_pool_destroy(d.pool);
 	if (d.wake_fd >= 0)
 		close(d.wake_fd);

@@ -6,8 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checksum.h"
 #include "metrics.h"
 #include "queue.h"
+#include "queue_audit.h"
+
+#define METRICS_MAX_USERS 10000      /* per-user series at most (a scrape stays small) */
 
 struct metrics *metrics_create(void)
 {
@@ -79,6 +83,116 @@ static void _add(struct _buf *b, const char *fmt, ...)
 	}
 }
 
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void _add_label(struct _buf *b, const char *v)
+{
+	for (; v && *v; v++) {
+		if (*v == '\\' || *v == '"')
+			_add(b, "\\%c", *v);
+		else if (*v == '\n')
+			_add(b, "\\n");
+		else
+			_add(b, "%c", *v);
+	}
+}
+
+struct _users {
+	struct _buf *b;
+	int hash;
+	int files;                   /* 0: the bytes series, 1: the files series */
+};
+
+/* The user label: the name, or (MetricsHashUsers=yes) 16 hex digits of its SHA-256. */
+static void _user_label(struct _buf *b, const char *name, int64_t uid, int hash)
+{
+	char fallback[32], hex[CKSUM_HEX_MAX];
+	struct cksum c;
+
+	if (!name || !*name) {
+		snprintf(fallback, sizeof(fallback), "uid%lld", (long long)uid);
+		name = fallback;
+	}
+	if (!hash || cksum_init(&c, CKSUM_SHA256) < 0) {
+		_add_label(b, name);
+		return;
+	}
+	cksum_update(&c, name, strlen(name));
+	cksum_final(&c, hex);
+	_add(b, "%.16s", cksum_hex(hex));
+}
+
+static int _user_row(const struct queue_audit_row *r, void *arg)
+{
+	struct _users *u = arg;
+
+	_add(u->b, "%s{user=\"", u->files ? "stagehand_user_files_moved_total" :
+	     "stagehand_user_bytes_moved_total");
+	_user_label(u->b, r->user, r->uid, u->hash);
+	_add(u->b, "\"} %lld\n", (long long)(u->files ? r->files : r->bytes));
+	return 0;
+}
+
+/*
+ * Series from the audit trail, so they survive restarts: per user (name or
+ * hash) and per configured file system (ScratchRoots, ArchiveRoot; site
+ * paths, never a user's).
+ */
+static void _render_audit(struct daemon *d, struct _buf *b)
+{
+	struct queue_audit_filter f = { 0, -1, 0, QA_BY_USER, METRICS_MAX_USERS };
+	struct _users u = { b, 0, 0 };
+	char err[256], *roots[66];
+	struct { int64_t files, bytes; } rd[66], wr[66];
+	int n = 0;
+
+	pthread_rwlock_rdlock(&d->conf_lock);
+	u.hash = d->conf->metrics_hash_users;
+	for (char **r = d->conf->scratch_roots; *r && n < 64; r++)
+		roots[n++] = strdup(*r);
+	if (d->conf->archive_root)
+		roots[n++] = strdup(d->conf->archive_root);
+	pthread_rwlock_unlock(&d->conf_lock);
+	_add(b, "# HELP stagehand_user_bytes_moved_total Verified bytes moved for each user "
+	     "(audit trail).\n# TYPE stagehand_user_bytes_moved_total counter\n");
+	if (queue_audit_rows(d->q, &f, _user_row, &u, err, sizeof(err)) >= 0) {
+		u.files = 1;
+		_add(b, "# HELP stagehand_user_files_moved_total Verified files moved for each "
+		     "user (audit trail).\n# TYPE stagehand_user_files_moved_total counter\n");
+		queue_audit_rows(d->q, &f, _user_row, &u, err, sizeof(err));
+	}
+	for (int i = 0; i < n; i++)
+		if (!roots[i] ||
+		    queue_audit_under(d->q, roots[i], 1, &rd[i].files, &rd[i].bytes, err,
+				      sizeof(err)) < 0 ||
+		    queue_audit_under(d->q, roots[i], 0, &wr[i].files, &wr[i].bytes, err,
+				      sizeof(err)) < 0) {
+			free(roots[i]);
+			roots[i] = NULL;
+		}
+	/* Each family's samples together, as the exposition format requires. */
+	for (int s = 0; s < 3; s++) {
+		static const char *const name[3] = { "stagehand_filesystem_bytes_read_total",
+			"stagehand_filesystem_bytes_written_total",
+			"stagehand_filesystem_files_written_total" };
+		static const char *const help[3] = { "Verified bytes read from each configured "
+			"file system (ScratchRoots, ArchiveRoot).", "Verified bytes written to each "
+			"configured file system.", "Verified files written to each configured file "
+			"system." };
+
+		_add(b, "# HELP %s %s\n# TYPE %s counter\n", name[s], help[s], name[s]);
+		for (int i = 0; i < n; i++) {
+			if (!roots[i])
+				continue;
+			_add(b, "%s{filesystem=\"", name[s]);
+			_add_label(b, roots[i]);
+			_add(b, "\"} %lld\n", (long long)(s == 0 ? rd[i].bytes : s == 1 ?
+							  wr[i].bytes : wr[i].files));
+		}
+	}
+	for (int i = 0; i < n; i++)
+		free(roots[i]);
+}
+
 char *metrics_render(struct daemon *d)
 {
 	struct metrics *m = d->metrics;
@@ -140,6 +254,7 @@ char *metrics_render(struct daemon *d)
 	     "back for running jobs.\n# TYPE stagehand_yield_seconds_total counter\n"
 	     "stagehand_yield_seconds_total %.1f\n",
 	     (double)atomic_load(&m->yield_ms) / 1000.0);
+	_render_audit(d, &b);
 	if (b.oom) {
 		free(b.s);
 		return NULL;

@@ -252,12 +252,19 @@ static const char *_schema =
 
 /*
  * Fair dispatch: the order in which users were last served (a counter, not a
- * clock, so claims within one second still alternate).
+ * clock, so claims within one second still alternate). Also the audit
+ * export's indexes and the notification log, added without a schema bump.
  */
 static const char *_schema_fair =
 	"CREATE INDEX IF NOT EXISTS requests_fair ON requests(state, uid, id);"
 	"CREATE TABLE IF NOT EXISTS dispatch (uid INTEGER PRIMARY KEY,"
-	" last_claim INTEGER NOT NULL);";
+	" last_claim INTEGER NOT NULL);"
+	/* The audit export (queue_audit.c) selects by job, by user and time. */
+	"CREATE INDEX IF NOT EXISTS audit_job ON audit(job_id);"
+	"CREATE INDEX IF NOT EXISTS audit_uid ON audit(uid, ended);"
+	/* NotifyCommand (notify.c): requests already announced, so none is twice. */
+	"CREATE TABLE IF NOT EXISTS notified (request_id INTEGER PRIMARY KEY,"
+	" at INTEGER NOT NULL);";
 
 /*
  * Version 2: the plugin's refusal and the notes of skipped actions; array
@@ -324,7 +331,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	/* Databases made before fair dispatch lack its table and index; harmless to repeat. */
+	/* Databases made before fair dispatch, the audit export or notifications lack
+	   their tables and indexes; harmless to repeat. */
 	if (qp_exec(q, _schema_fair, err, errlen) < 0)
 		goto fail;
 	return q;

@@ -1,0 +1,33 @@
+/*
+ * notify.h - NotifyCommand: run a site program when an archive request is
+ * done or has failed for good (hold mode's "your archive is safe" or "your
+ * archive failed"; docs/admin-guide.md, "Notifications").
+ *
+ * Owns: the children it starts (at most NOTIFY_MAX at once), their
+ * deadlines (NotifyTimeout, then SIGKILL to the child's process group) and
+ * the first bytes of their stderr for the log. The program gets the job,
+ * user, state and paths as arguments and as STAGEHAND_* environment
+ * variables (nothing else of the daemon's environment).
+ *
+ * Must never: use a shell, block the main loop (posix_spawn, WNOHANG,
+ * non-blocking reads), or announce a request twice (the notified table).
+ */
+#ifndef STAGEHAND_NOTIFY_H
+#define STAGEHAND_NOTIFY_H
+
+#include <stdint.h>
+
+#include "daemon.h"
+
+#define NOTIFY_MAX 4
+
+struct notify;
+
+/* A new notifier; archives that ended since 'since' (epoch s) are announced. NULL on OOM. */
+struct notify *notify_create(int64_t since);
+/* Main loop, each turn: reap, enforce deadlines, start the next notices. */
+void notify_tick(struct notify *n, struct daemon *d, int64_t now_ms);
+/* Kill what still runs and free. */
+void notify_destroy(struct notify *n);
+
+#endif /* STAGEHAND_NOTIFY_H */
