@@ -157,14 +157,18 @@ static void _check_slurm(struct doctor *dr, const char *opt_path, struct _slurm_
 	lua = f->job_submit[0] && _has_lua(f->job_submit);
 	bb = strcasecmp(f->bb_type, "burst_buffer/lua") == 0;
 	if (!lua && !bb) {
+		char js[320] = "JobSubmitPlugins is unset", bt[320] = "BurstBufferType is unset";
+
+		if (f->job_submit_line)
+			snprintf(js, sizeof(js), "line %d: JobSubmitPlugins=%s", f->job_submit_line,
+				 f->job_submit);
+		if (f->bb_line)
+			snprintf(bt, sizeof(bt), "line %d: BurstBufferType=%s", f->bb_line, f->bb_type);
 		doctor_add(dr, "slurm.conf", DOC_FAIL, "add JobSubmitPlugins=lua (hold mode) or "
 			   "BurstBufferType=burst_buffer/lua (burst-buffer mode) to slurm.conf and "
 			   "run 'scontrol reconfigure' (docs/admin-guide.md, \"Two ways into Slurm\")",
 			   "%s: neither JobSubmitPlugins=lua nor BurstBufferType=burst_buffer/lua is "
-			   "set (JobSubmitPlugins=%s on line %d, BurstBufferType=%s on line %d; 0 = "
-			   "unset): jobs' #DATA lines are never read", path,
-			   f->job_submit[0] ? f->job_submit : "(unset)", f->job_submit_line,
-			   f->bb_type[0] ? f->bb_type : "(unset)", f->bb_line);
+			   "set (%s; %s): jobs' #DATA lines are never read", path, js, bt);
 		return;
 	}
 	_beside(dr->lua_script, sizeof(dr->lua_script), path,

@@ -1,0 +1,202 @@
+#!/usr/bin/env bats
+# stagehand doctor (docs/admin-guide.md, "Checking a node: stagehand
+# doctor"): on the test bed's real setup (slurm.conf, plugstack.conf,
+# munged, stagehandd, scratch) it finds nothing wrong, on the service host
+# and on a compute node; then each check is shown to catch its problem by
+# breaking that part of the bed on purpose and putting it back. Every
+# failure must exit 1 and carry a fix hint.
+
+load helpers
+load ../faults/faults
+
+setup() {
+	faults_setup
+	ETC=$STAGEHAND_TESTBED_DIR/etc
+	SAVE=$BATS_TEST_TMPDIR/save
+	mkdir -p "$SAVE"
+	cp -a "$ETC/slurm.conf" "$ETC/plugstack.conf" "$ETC/job_submit.lua" "$SAVE/"
+	chmod_scratch=$(stat -c %a "$STAGEHAND_TESTBED_SCRATCH")
+}
+
+teardown() {
+	cp -a "$SAVE/slurm.conf" "$SAVE/plugstack.conf" "$ETC/"
+	rm -f "$ETC/job_submit.lua" "$ETC/stagehand.lua" "$ETC/burst_buffer.lua"
+	cp -a "$SAVE/job_submit.lua" "$ETC/"
+	chmod "$chmod_scratch" "$STAGEHAND_TESTBED_SCRATCH"
+	rm -rf "$STAGEHAND_TESTBED_SCRATCH/shtest2-doctor"
+	faults_teardown
+}
+
+# doctor [ARGS...]: the doctor as on this host, against the bed's files;
+# the JSON report in $out, the exit status in $status.
+doctor() {
+	run "$STAGEHAND" doctor --json --config "$STAGEHAND_TESTBED_CONF" --slurm-conf "$SLURM_CONF" "$@"
+	out=$output
+	echo "$out" | jq -c '.checks[] | select(.status != "ok")' >&3 || true
+}
+
+# fails CHECK REGEX: exit 1, and CHECK failed with a message matching REGEX and a hint.
+fails() {
+	[ "$status" -eq 1 ] || { echo "exit $status, expected 1"; return 1; }
+	echo "$out" | jq -e --arg c "$1" --arg re "$2" \
+		'[.checks[] | select(.check == $c and .status == "fail" and (.message | test($re)) and (.hint | length > 0))] | length > 0' >/dev/null ||
+		{ echo "no failed '$1' check matching /$2/ with a hint in: $out"; return 1; }
+}
+
+# passes CHECK: CHECK has no failure.
+passes() {
+	echo "$out" | jq -e --arg c "$1" '[.checks[] | select(.check == $c and .status == "fail")] | length == 0' >/dev/null
+}
+
+@test "the bed as set up: no problem on the service host (TCP + MUNGE from the plugstack line) and on compute node n1" {
+	doctor
+	[ "$status" -eq 0 ]
+	echo "$out" | jq -e '.ok == true' >/dev/null
+	for c in config slurm.conf plugstack daemon munge xattr scratch site; do
+		echo "$out" | jq -e --arg c "$c" '[.checks[] | select(.check == $c and .status == "ok")] | length > 0' >/dev/null
+	done
+	echo "$out" | jq -e '.checks[] | select(.check == "daemon") | .message | test("TCP \\+ MUNGE")' >/dev/null
+	# The script of this tree predates the stagehand module: said, not failed.
+	echo "$out" | jq -e '.checks[] | select(.check == "lua" and .status == "warn") | .message | test("job_submit.lua has no stagehand module")' >/dev/null
+	# Text output on a compute node (its own network and mount namespace).
+	run on_node n1 "$STAGEHAND" doctor --config "$STAGEHAND_TESTBED_CONF" --slurm-conf "$SLURM_CONF"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"no problems found"* ]]
+}
+
+@test "slurm.conf: neither JobSubmitPlugins=lua nor BurstBufferType=burst_buffer/lua fails; burst_buffer/lua alone is accepted" {
+	sed -i '/^JobSubmitPlugins=/d' "$ETC/slurm.conf"
+	doctor
+	fails slurm.conf "neither JobSubmitPlugins=lua nor BurstBufferType=burst_buffer/lua"
+	echo "BurstBufferType=burst_buffer/lua" >>"$ETC/slurm.conf"
+	doctor
+	passes slurm.conf
+	echo "$out" | jq -e '.checks[] | select(.check == "slurm.conf") | .message | test("burst-buffer mode")' >/dev/null
+	# ...and then the doctor wants burst_buffer.lua beside slurm.conf.
+	fails lua "burst_buffer.lua: No such file"
+}
+
+@test "plugstack: no stagehand.so line, a missing .so, a bad argument, and xattr_ns or scratch= disagreeing with stagehand.conf" {
+	sed -i 's/^optional /# optional /' "$ETC/plugstack.conf"
+	doctor
+	fails plugstack "has no 'required\\|optional .*/stagehand.so' line"
+	cp -a "$SAVE/plugstack.conf" "$ETC/"
+	sed -i 's#[^ ]*/stagehand\.so#/nonexistent/stagehand.so#' "$ETC/plugstack.conf"
+	doctor
+	fails plugstack "cannot stat /nonexistent/stagehand.so"
+	cp -a "$SAVE/plugstack.conf" "$ETC/"
+	sed -i '/stagehand\.so/ s/$/ on_error=maybe/' "$ETC/plugstack.conf"
+	doctor
+	fails plugstack "plugstack.conf:[0-9]+: bad stagehand.so argument: .*on_error"
+	cp -a "$SAVE/plugstack.conf" "$ETC/"
+	sed -i '/stagehand\.so/ s/$/ xattr_ns=trusted/' "$ETC/plugstack.conf"
+	doctor
+	fails plugstack "xattr_ns=trusted but .* has XattrNamespace=user"
+	cp -a "$SAVE/plugstack.conf" "$ETC/"
+	sed -i "/stagehand\\.so/ s#scratch=[^ ]*#scratch=/elsewhere#" "$ETC/plugstack.conf"
+	doctor
+	fails plugstack "scratch=/elsewhere is not one of"
+}
+
+@test "daemon: stopped stagehandd fails over the plugstack's TCP target and over the UNIX socket" {
+	daemon_stop
+	doctor
+	fails daemon "10.244|connect|refused"
+	doctor --socket "$STAGEHAND_SOCKET"
+	fails daemon "$STAGEHAND_SOCKET"
+	daemon_start
+	doctor
+	[ "$status" -eq 0 ]
+}
+
+@test "munge: with munged's socket out of reach (a private mount over /run/munge) the round trip and the TCP daemon check fail" {
+	run unshare -m bash -c 'mount -t tmpfs tmpfs /run/munge && exec "$@"' _ \
+		"$STAGEHAND" doctor --json --config "$STAGEHAND_TESTBED_CONF" --slurm-conf "$SLURM_CONF"
+	out=$output
+	fails munge "munge_encode: "
+	fails daemon "MUNGE|munge|credential"
+}
+
+@test "xattr: a scratch root without xattrs (ramfs) fails with the mount hint" {
+	install -d "$BATS_TEST_TMPDIR/noxattr"
+	mount -t ramfs ramfs "$BATS_TEST_TMPDIR/noxattr"
+	_FAULTS_MOUNTS+=("$BATS_TEST_TMPDIR/noxattr")
+	sed -e "s#^ScratchRoots=.*#ScratchRoots=$STAGEHAND_TESTBED_SCRATCH,$BATS_TEST_TMPDIR/noxattr#" \
+		"$STAGEHAND_TESTBED_CONF" >"$BATS_TEST_TMPDIR/stagehand.conf"
+	run "$STAGEHAND" doctor --json --config "$BATS_TEST_TMPDIR/stagehand.conf" --slurm-conf "$SLURM_CONF"
+	out=$output
+	fails xattr "noxattr: fsetxattr on a probe file .* failed: Operation not supported"
+	echo "$out" | jq -e '.checks[] | select(.check == "xattr" and .status == "fail") | .hint | test("user_xattr")' >/dev/null
+	[ -z "$(ls -A "$BATS_TEST_TMPDIR/noxattr")" ]
+}
+
+@test "scratch: a world-writable root without the sticky bit, a user's directory owned by another user, one writable by all" {
+	chmod 0777 "$STAGEHAND_TESTBED_SCRATCH"
+	doctor
+	fails scratch "writable by every user without the sticky bit"
+	chmod "$chmod_scratch" "$STAGEHAND_TESTBED_SCRATCH"
+	# scratch/shtest2 made by the wrong user (the bed's own, if any, is kept aside).
+	if [ -e "$STAGEHAND_TESTBED_SCRATCH/shtest2" ]; then
+		mv "$STAGEHAND_TESTBED_SCRATCH/shtest2" "$STAGEHAND_TESTBED_SCRATCH/shtest2-doctor"
+	fi
+	install -d -o shtest -m 0700 "$STAGEHAND_TESTBED_SCRATCH/shtest2"
+	doctor
+	fails scratch "shtest2 belongs to uid $(id -u shtest), not to shtest2"
+	rmdir "$STAGEHAND_TESTBED_SCRATCH/shtest2"
+	install -d -o shtest2 -m 0777 "$STAGEHAND_TESTBED_SCRATCH/shtest2"
+	doctor
+	fails scratch "shtest2 is writable by every user \\(mode 0777\\)"
+	rmdir "$STAGEHAND_TESTBED_SCRATCH/shtest2"
+	if [ -e "$STAGEHAND_TESTBED_SCRATCH/shtest2-doctor" ]; then
+		mv "$STAGEHAND_TESTBED_SCRATCH/shtest2-doctor" "$STAGEHAND_TESTBED_SCRATCH/shtest2"
+	fi
+}
+
+@test "site: stagehand.conf's AllowedSchemes, StageInRoots and MaxDirectives against the Lua SITE table" {
+	conf_file=$BATS_TEST_TMPDIR/site.conf
+	printf '%s\n' "AllowedSchemes=https,s3" "StageInRoots=/project" "MaxDirectives=8" >"$conf_file"
+	daemon_conf "$conf_file"
+	doctor
+	fails site "SITE.allowed_schemes = 'https,s3,ftp,ftps,sftp,file' but .* has AllowedSchemes=https,s3"
+	fails site "SITE.stage_in_roots = '' but .* has StageInRoots=/project"
+	fails site "SITE.max_directives = '64' but .* has MaxDirectives=8"
+}
+
+@test "lua: a script that does not load, a stagehand module of another version, a module whose site_config() disagrees" {
+	rm -f "$ETC/job_submit.lua"
+	printf 'local x = = 1\n' >"$ETC/job_submit.lua"
+	doctor
+	fails lua "job_submit.lua: .*unexpected symbol"
+	# The module contract: stagehand.VERSION and stagehand.site_config(), keyed by stagehand.conf names.
+	printf 'local stagehand = require("stagehand")\n' >"$ETC/job_submit.lua"
+	version=$("$STAGEHAND" --version | awk '{print $2}')
+	cat >"$ETC/stagehand.lua" <<'EOF'
+local M = { VERSION = "0.0.1" }
+function M.site_config()
+	return { AllowedSchemes = { "https", "s3", "ftp", "ftps", "sftp", "file" }, StageInRoots = {},
+		MaxDirectives = 64, MaxDirectiveLine = 4096, MaxPathLength = 4095 }
+end
+return M
+EOF
+	doctor
+	fails lua "stagehand module is version 0.0.1 but stagehandd is $version"
+	passes site
+	sed -i "s/VERSION = \"0.0.1\"/VERSION = \"$version\"/; s/MaxPathLength = 4095/MaxPathLength = 1024/" "$ETC/stagehand.lua"
+	doctor
+	passes lua
+	fails site "site_config\\(\\).MaxPathLength = '1024' but .* has MaxPathLength=4095"
+	sed -i 's/MaxPathLength = 1024/MaxPathLength = 4095/' "$ETC/stagehand.lua"
+	doctor
+	[ "$status" -eq 0 ]
+	echo "$out" | jq -e '.checks[] | select(.check == "lua" and .status == "ok") | .message | test("stagehand module")' >/dev/null
+}
+
+@test "config: a bad stagehand.conf line is named with its file and line; the other checks still run" {
+	sed 's/^Workers=.*/Workers=lots/' "$STAGEHAND_TESTBED_CONF" >"$BATS_TEST_TMPDIR/bad.conf"
+	run "$STAGEHAND" doctor --json --config "$BATS_TEST_TMPDIR/bad.conf" --slurm-conf "$SLURM_CONF"
+	out=$output
+	fails config "bad.conf:[0-9]+: error: Workers must be an integer"
+	passes slurm.conf
+	passes munge
+}
