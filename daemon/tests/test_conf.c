@@ -165,6 +165,33 @@ int main(void)
 	   "bad YieldMaxDelay");
 	ok(_err_at("YieldMaxDelay=31d\n", 1, "up to 30d"), "YieldMaxDelay too long");
 	ok(_err_at("YieldProbe=busy.txt\n", 1, "absolute path"), "relative YieldProbe");
+	/* Observability, notifications, grammar limits */
+	ok(_parse("MetricsAddress=127.0.0.1:9750\nMetricsHashUsers=yes\n"
+		  "NotifyCommand=/usr/local/bin/notify --to  ops\nNotifyTimeout=2m\n"
+		  "MaxDirectives=8\nMaxDirectiveLine=512\nMaxPathLength=1024\n", &c, err,
+		  sizeof(err)) == 0 && c->metrics_host && strcmp(c->metrics_host, "127.0.0.1") == 0 &&
+	   c->metrics_port == 9750 && c->metrics_hash_users == 1 && c->notify_argv &&
+	   strcmp(c->notify_argv[0], "/usr/local/bin/notify") == 0 &&
+	   strcmp(c->notify_argv[1], "--to") == 0 && strcmp(c->notify_argv[2], "ops") == 0 &&
+	   !c->notify_argv[3] && c->notify_timeout == 120 && c->max_directives == 8 &&
+	   c->max_directive_line == 512 && c->max_path_length == 1024 && !c->listen_host,
+	   "MetricsAddress, MetricsHashUsers, NotifyCommand (split on blanks), NotifyTimeout, limits");
+	conf_destroy(c);
+	c = conf_create();
+	ok(c && !c->metrics_host && !c->notify_argv && c->notify_timeout == 30 &&
+	   c->max_directives == 64 && c->max_directive_line == 4096 && c->max_path_length == 4095,
+	   "defaults: no metrics server, no NotifyCommand, NotifyTimeout 30 s, the grammar's limits");
+	conf_destroy(c);
+	ok(_err_at("MetricsAddress=9750\n", 1, "MetricsAddress must be host:port"),
+	   "MetricsAddress without a host");
+	ok(_err_at("NotifyCommand=notify.sh\n", 1, "NotifyCommand's program must be an absolute path"),
+	   "NotifyCommand relative");
+	ok(_err_at("NotifyTimeout=0\n", 1, "NotifyTimeout must be a duration from 1s to 1h"),
+	   "NotifyTimeout 0");
+	ok(_err_at("ListenAddress=0.0.0.0:7780\nMetricsAddress=0.0.0.0:7780\n", 2,
+		   "MetricsAddress and ListenAddress are the same address"), "metrics on the API port");
+	ok(_err_at("MaxPathLength=5000\n", 1, "MaxPathLength must be an integer from 16 to 4095"),
+	   "MaxPathLength over the grammar's own");
 	unlink(_path);
 	return tap_done();
 }

@@ -16,7 +16,7 @@ setup() {
 	REC=$BATS_TEST_TMPDIR/rec
 	install -d -m 0755 "$REC"
 	METRICS=127.0.0.1:$((STAGEHAND_TESTBED_DAEMON_PORT + 1))
-	PROM_PID=
+	BG_PID=
 	# The site's program: writes what it was given, then (for shtest2) hangs.
 	cat >"$BATS_TEST_TMPDIR/record" <<EOF
 #!/bin/bash
@@ -30,9 +30,9 @@ EOF
 }
 
 teardown() {
-	if [[ -n $PROM_PID ]]; then
-		kill "$PROM_PID" 2>/dev/null || true
-		wait "$PROM_PID" 2>/dev/null || true
+	if [[ -n $BG_PID ]]; then
+		kill "$BG_PID" 2>/dev/null || true
+		wait "$BG_PID" 2>/dev/null || true
 	fi
 	[[ -z ${LOCKED:-} ]] || rm -rf "$LOCKED"
 	faults_teardown
@@ -161,7 +161,7 @@ scrape_configs:
 EOF
 	prometheus --config.file="$BATS_TEST_TMPDIR/prom.yml" --storage.tsdb.path="$BATS_TEST_TMPDIR/tsdb" \
 		--web.listen-address=127.0.0.1:$p >"$BATS_TEST_TMPDIR/prom.log" 2>&1 &
-	PROM_PID=$!
+	BG_PID=$!
 	wait_for 60 prom_is 'up{job="stagehand"}' 1
 	wait_for 30 prom_is 'stagehand_user_bytes_moved_total{user="shtest2"}' "$want"
 	# Every series the dashboard asks for is one the daemon exports.
@@ -238,4 +238,32 @@ EOF
 	run as shtest --since yesterday
 	[ "$status" -eq 2 ]
 	[[ $output == *"--since yesterday: use a date"* ]]
+}
+
+@test "etc/notify-webhook.example as NotifyCommand: a web hook on 127.0.0.1 receives the archive's event as JSON" {
+	hp=$((STAGEHAND_TESTBED_DAEMON_PORT + 3))
+	# The hook: keeps each event as REC/hook-JOB.json (earlier archives may come too).
+	python3 - "$hp" "$REC" <<'PY' &
+import http.server, json, os, sys
+port, out = int(sys.argv[1]), sys.argv[2]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        f = os.path.join(out, "hook-%s.json" % int(json.loads(body)["job_id"]))
+        with open(f + ".tmp", "wb") as fp:
+            fp.write(body)
+        os.rename(f + ".tmp", f)
+        self.send_response(204)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+PY
+	BG_PID=$!
+	conf "NotifyCommand=$STAGEHAND_BUILD_DIR/etc/notify-webhook.example http://127.0.0.1:$hp/hook" "NotifyTimeout=10s"
+	archive_job shtest 2
+	wait_job_state "$j" COMPLETED 90
+	wait_for 90 test -s "$REC/hook-$j.json"
+	cat "$REC/hook-$j.json"
+	jq -e --arg j "$j" '.job_id == $j and .user == "shtest" and .state == "done" and .files == "2" and .event == "archive"' "$REC/hook-$j.json"
 }

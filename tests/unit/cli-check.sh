@@ -83,5 +83,24 @@ rc=$?
 [ $rc -eq 0 ] && [ ! -s "$tmp/out" ]
 ok $? "--quiet: nothing printed for a valid script"
 
+# --config: the site's limits, schemes and stage_in roots from stagehand.conf.
+printf 'AllowedSchemes=s3\nStageInRoots=/project\nMaxDirectives=2\n' > "$tmp/site.conf"
+printf '#!/bin/bash\n#DATA stage_in=https://h/a\n#DATA stage_in=/etc/hosts\n#DATA archive=out\n' > "$tmp/site.sh"
+"$bin" check "$tmp/site.sh" > "$tmp/out" 2>&1
+ok $? "without --config the built-in defaults accept it"
+"$bin" check --config="$tmp/site.conf" "$tmp/site.sh" > "$tmp/out" 2>&1
+rc=$?
+grep -q "site.sh:2: error: .*\[url_not_allowed\]" "$tmp/out" &&
+	grep -q "site.sh:3: error: .*(/project).*\[path_not_allowed\]" "$tmp/out" &&
+	grep -q "site.sh:4: error: .*limit is 2 \[too_many_directives\]" "$tmp/out" && [ $rc -eq 1 ]
+ok $? "--config=FILE: AllowedSchemes, StageInRoots and MaxDirectives apply, exit 1"
+STAGEHAND_CONF="$tmp/site.conf" "$bin" check --config "$tmp/site.sh" > "$tmp/out" 2>&1
+ok $(( $? == 1 ? 0 : 1 )) "--config alone reads STAGEHAND_CONF"
+printf 'MaxDirectives=lots\n' > "$tmp/bad.conf"
+"$bin" check --config="$tmp/bad.conf" "$tmp/site.sh" > "$tmp/out" 2>&1
+rc=$?
+grep -q "bad.conf:1: error: MaxDirectives must be an integer" "$tmp/out" && [ $rc -eq 2 ]
+ok $? "--config with a bad line: FILE:LINE, exit 2"
+
 echo "1..$n"
 [ $fails -eq 0 ]
