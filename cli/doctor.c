@@ -166,7 +166,7 @@ static void _check_slurm(struct doctor *dr, const char *opt_path, struct _slurm_
 			snprintf(bt, sizeof(bt), "line %d: BurstBufferType=%s", f->bb_line, f->bb_type);
 		doctor_add(dr, "slurm.conf", DOC_FAIL, "add JobSubmitPlugins=lua (hold mode) or "
 			   "BurstBufferType=burst_buffer/lua (burst-buffer mode) to slurm.conf and "
-			   "run 'scontrol reconfigure' (docs/admin-guide.md, \"Two ways into Slurm\")",
+			   "run 'scontrol reconfigure' (docs/admin-submit.md, docs/burst-buffer-slurm.md)",
 			   "%s: neither JobSubmitPlugins=lua nor BurstBufferType=burst_buffer/lua is "
 			   "set (%s; %s): jobs' #DATA lines are never read", path, js, bt);
 		return;
