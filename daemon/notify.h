@@ -10,7 +10,7 @@
  * variables (nothing else of the daemon's environment).
  *
  * Must never: use a shell, block the main loop (posix_spawn, WNOHANG,
- * non-blocking reads), or announce a request twice (the notified table).
+ * non-blocking reads), or announce one outcome of a request twice (the notices table).
  */
 #ifndef STAGEHAND_NOTIFY_H
 #define STAGEHAND_NOTIFY_H

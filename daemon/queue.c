@@ -262,9 +262,10 @@ static const char *_schema_fair =
 	/* The audit export (queue_audit.c) selects by job, by user and time. */
 	"CREATE INDEX IF NOT EXISTS audit_job ON audit(job_id);"
 	"CREATE INDEX IF NOT EXISTS audit_uid ON audit(uid, ended);"
-	/* NotifyCommand (notify.c): requests already announced, so none is twice. */
-	"CREATE TABLE IF NOT EXISTS notified (request_id INTEGER PRIMARY KEY,"
-	" at INTEGER NOT NULL);";
+	/* NotifyCommand (notify.c): outcomes already announced, so none is twice;
+	   a failed archive retried by hand is announced again when it is done. */
+	"CREATE TABLE IF NOT EXISTS notices (request_id INTEGER NOT NULL,"
+	" state TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (request_id, state));";
 
 /*
  * Version 2: the plugin's refusal and the notes of skipped actions; array

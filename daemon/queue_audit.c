@@ -121,8 +121,9 @@ int queue_notice_next(struct queue *q, int64_t since,
 	st = qp_prep(q, "SELECT r.id, COALESCE(r.job_id, 0), r.uid, r.user, r.state, r.source,"
 		     " r.dest, r.error, r.files_done, r.bytes_done FROM requests r"
 		     " WHERE r.action = 'archive' AND r.state IN ('done', 'failed_final')"
-		     " AND r.updated >= ?1 AND NOT EXISTS (SELECT 1 FROM notified n"
-		     " WHERE n.request_id = r.id) ORDER BY r.updated, r.id LIMIT 1", err, errlen);
+		     " AND r.updated >= ?1 AND NOT EXISTS (SELECT 1 FROM notices n"
+		     " WHERE n.request_id = r.id AND n.state = r.state)"
+		     " ORDER BY r.updated, r.id LIMIT 1", err, errlen);
 	if (!st)
 		return qp_end(q, -1, 0, err, errlen);
 	sqlite3_bind_int64(st, 1, since);
@@ -147,13 +148,15 @@ int queue_notice_next(struct queue *q, int64_t since,
 	n.error = (const char *)sqlite3_column_text(st, 7);
 	n.files = sqlite3_column_int64(st, 8);
 	n.bytes = sqlite3_column_int64(st, 9);
-	ins = qp_prep(q, "INSERT INTO notified (request_id, at) VALUES (?1, ?2)", err, errlen);
+	ins = qp_prep(q, "INSERT INTO notices (request_id, state, at) VALUES (?1, ?2, ?3)", err,
+		      errlen);
 	if (!ins) {
 		sqlite3_finalize(st);
 		return qp_end(q, -1, 0, err, errlen);
 	}
 	sqlite3_bind_int64(ins, 1, n.id);
-	sqlite3_bind_int64(ins, 2, qp_now());
+	qp_bind_text(ins, 2, n.state);
+	sqlite3_bind_int64(ins, 3, qp_now());
 	if (qp_step_done(q, ins, err, errlen) < 0) {
 		sqlite3_finalize(st);
 		return qp_end(q, -1, 0, err, errlen);

@@ -3,7 +3,7 @@
  * file) for the audit export (api_audit.c), the per-user and per-file-system
  * series of /metrics (metrics.c), and the notification log (notify.c).
  *
- * Owns: SQL on the audit, requests and notified tables. Uses the queue's
+ * Owns: SQL on the audit, requests and notices tables. Uses the queue's
  * handle and lock (queue_private.h); the schema stays queue.c's.
  *
  * Must never: change a request, an item or an audit row; touch user files.
@@ -58,7 +58,8 @@ int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 int queue_audit_under(struct queue *q, const char *root, int src, int64_t *files,
 		      int64_t *bytes, char *err, size_t errlen);
 
-/* A finished archive request not yet announced (notify.c). Strings borrowed. */
+/* A finished archive request whose outcome is not announced yet (notify.c).
+   Strings borrowed. */
 struct queue_notice {
 	int64_t id, job_id, uid;
 	const char *user, *state, *source, *dest, *error;
@@ -67,7 +68,7 @@ struct queue_notice {
 
 /*
  * The oldest archive request that ended (done or failed_final) at or after
- * since and is not in the notified table: record it as notified and call fn
+ * since whose outcome is not in the notices table: record it and call fn
  * with it, in one transaction. fn must only copy what it needs (it runs with
  * the queue locked, before the commit); the caller acts after this returns
  * 1, so a crash loses at most one notice and never repeats one. Returns 1

@@ -77,7 +77,7 @@ prom_is() {
 		jq -r '.data.result[0].value[1] // empty')" = "$2" ]
 }
 
-@test "NotifyCommand: each archive announced once, done or failed, argv and STAGEHAND_* only, no shell; a hung one is killed at NotifyTimeout without holding up the rest" {
+@test "NotifyCommand: each archive outcome announced once, done or failed, argv and STAGEHAND_* only, no shell; a hung one is killed at NotifyTimeout without holding up the rest" {
 	# Under ArchiveRoot, but a file: no directory can be made below it.
 	LOCKED=$STAGEHAND_TESTBED_ARCHIVE/notadir-$$
 	echo x >"$LOCKED"
@@ -120,6 +120,12 @@ prom_is() {
 	cat "$REC/calls"
 	for r in $r1 $r2 $r3; do [ "$(grep -cx "$r" "$REC/calls")" -eq 1 ]; done
 	[ "$(sort "$REC/calls" | uniq -d | wc -l)" -eq 0 ]
+	# The failed one, fixed and retried by its owner: announced again, as done.
+	rm -f "$LOCKED"
+	api -u shtest POST "/v1/requests/$r3/retry"
+	[ "$API_STATUS" = 200 ]
+	wait_for 60 grep -qx "STAGEHAND_STATE=done" "$REC/notice-$r3"
+	[ "$(grep -cx "$r3" "$REC/calls")" -eq 2 ]
 }
 
 @test "MetricsAddress: plain-HTTP /metrics, read-only, per user and per file system, no user paths; a stock Prometheus scrapes it; the Grafana dashboard's series all exist" {
