@@ -135,6 +135,9 @@ static void _dsl_config(struct daemon *d, struct dsl_config *dc)
 	dsl_config_init(dc);
 	dc->allowed_schemes = (const char *const *)d->conf->allowed_schemes;
 	dc->stage_in_roots = (const char *const *)d->conf->stage_in_roots;
+	dc->max_directives = (size_t)d->conf->max_directives;
+	dc->max_line = (size_t)d->conf->max_directive_line;
+	dc->max_path = (size_t)d->conf->max_path_length;
 }
 
 /* The last component of p, trailing '/' left out: *len bytes at the result. */
