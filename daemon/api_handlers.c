@@ -423,10 +423,10 @@ static json_t *_skipped(const struct queue_job *j)
 }
 
 /*
- * Tell the user in the job's comment (squeue -o %k) that after-job actions
- * were skipped. Only possible now: Slurm refuses updates once the job has
- * finished, and the end event comes from slurmstepd just before that. A
- * comment the user set (not one of ours) is kept in front.
+ * Tell the user in the job's status text (admin_comment, scontrol show job)
+ * that after-job actions were skipped. Only possible now: Slurm refuses
+ * updates once the job has finished, and the end event comes from
+ * slurmstepd just before that. The user's own comment is not touched.
  */
 static void _comment_skipped(int64_t job, const struct queue_job *j)
 {
@@ -446,12 +446,12 @@ static void _comment_skipped(int64_t job, const struct queue_job *j)
 		     json_array_size(n) > 1 ? " (and more: stagehand status)" : "");
 	(void)k;	/* a cut comment is still useful */
 	json_decref(n);
-	if (sjob_add_comment((uint32_t)job, text, err, sizeof(err)) < 0)
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
 		log_warn("job %lld: %s", (long long)job, err);
 }
 
 /*
- * The same comment before the job-end hook has processed the end (with
+ * The same status before the job-end hook has processed the end (with
  * SlurmWatch=yes the hook first asks slurmctld whether the run really ended,
  * and by then Slurm refuses comment updates): the skips the plan will get,
  * judged from the event as stored. Only when=success archives and a refused
@@ -499,7 +499,7 @@ static void _comment_skipped_early(int64_t job, const struct queue_job *j)
 	/* A cut comment is still useful; "and more" only when it fits. */
 	if (nskip > 1 && (size_t)k + 32 < sizeof(text))
 		snprintf(text + k, sizeof(text) - (size_t)k, " (and more: stagehand status)");
-	if (sjob_add_comment((uint32_t)job, text, err, sizeof(err)) < 0)
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
 		log_warn("job %lld: %s", (long long)job, err);
 }
 

@@ -5,7 +5,7 @@
  * the "stagehand:hold=pending" marker live in admin_comment), creating their
  * stage_in requests with the identity slurmctld recorded (uid, gid, work
  * dir - never a client's word), showing progress and failures in the job's
- * comment (squeue -o %k, scontrol show job), releasing the job once every
+ * status text (admin_comment, scontrol show job), releasing the job once every
  * input is verified, and cancelling the transfers of a job cancelled while
  * held.
  *
@@ -104,20 +104,25 @@ static int _user_name(uid_t uid, char *buf, size_t len)
 	return snprintf(buf, len, "%s", pw.pw_name) >= (int)len ? -1 : 0;
 }
 
-/* Job comment, only when it changed: each update is an RPC to slurmctld. */
+/*
+ * The job's status text (admin_comment "stagehand:status=", never the
+ * user's own comment), only when it changed: each update is two RPCs.
+ */
 static void _comment(const struct sjob *j, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void _comment(const struct sjob *j, const char *fmt, ...)
 {
-	char buf[1024], err[256];
+	char buf[1024], cur[1100], err[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);  /* a cut comment is still useful */
+	vsnprintf(buf, sizeof(buf), fmt, ap);  /* a cut status is still useful */
 	va_end(ap);
-	if (j->comment && strcmp(j->comment, buf) == 0)
+	/* Compare as it would be stored. */
+	if (j->status && sjob_status_record(NULL, buf, cur, sizeof(cur)) == 0 &&
+	    strcmp(cur + strlen(SJOB_STATUS_MARK), j->status) == 0)
 		return;
-	if (sjob_set_comment(j->job_id, buf, err, sizeof(err)) < 0)
+	if (sjob_set_status(j->job_id, buf, err, sizeof(err)) < 0)
 		log_warn("job %u: %s", j->job_id, err);
 }
 
@@ -563,7 +568,7 @@ static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
 /*
  * A held array is one pending record whose tasks have no job ids yet, so
  * %a cannot be expanded and a task cannot be released alone. Updating one
- * task (its comment) makes slurmctld split it off as its own held job, with
+ * task (its status text) makes slurmctld split it off as its own held job, with
  * the same admin_comment and priority 0; the next tick stages it like any
  * job, under its own id. The %N throttle and the hold stay with each task.
  */
@@ -578,7 +583,8 @@ static void _split_array(const struct sjob *j)
 	for (k = 0; k < nt; k++) {
 		snprintf(c, sizeof(c), "stagehand: task %u of array %u: waiting for stage-in",
 			 tasks[k], j->array_job_id);
-		if (sjob_split_task(j->array_job_id, tasks[k], c, err, sizeof(err)) < 0) {
+		if (sjob_split_task(j->array_job_id, tasks[k], j->admin_comment, c, err,
+				    sizeof(err)) < 0) {
 			log_warn("array %u: %s (tried again)", j->array_job_id, err);
 			return;
 		}

@@ -43,8 +43,12 @@ setup_file() {
 }
 
 teardown_file() {
-	[[ -n ${ETC:-} && -f $BATS_FILE_TMPDIR/link ]] &&
+	if [[ -n ${ETC:-} && -f $BATS_FILE_TMPDIR/link ]]; then
 		ln -sfn "$(cat "$BATS_FILE_TMPDIR/link")" "$ETC/job_submit.lua"
+		# slurmctld reloads the script when its mtime changes; the link's
+		# target is older than the site script it replaces.
+		touch "$(readlink -f "$ETC/job_submit.lua")"
+	fi
 	scontrol delete partitionname=$SITE_PART 2>/dev/null || true
 }
 
