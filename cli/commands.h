@@ -26,4 +26,7 @@ int cmd_retry(int argc, char **argv);
 int cmd_job_end(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 
+/* Burst-buffer hooks' client (bb.c). */
+int cmd_bb(int argc, char **argv);
+
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api_bb.h"
 #include "api_labels.h"
 #include "api_decode.h"
 #include "api_private.h"
@@ -838,6 +839,13 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 			api_error(out, 405, "method %s not allowed here", method);
 		else
 			api_error(out, 404, "no such path: %.200s", url);
+	} else if (strcmp(seg[1], "bb") == 0 && nseg == 4) {
+		if (!is_post)
+			api_error(out, 405, "use POST for /v1/bb/JOB/CALL");
+		else if (_parse_id(seg[2], &id) < 0)
+			api_error(out, 404, "'%.64s' is not a job id", seg[2]);
+		else
+			api_bb(d, who, id, seg[3], jb, out);
 	} else if (strcmp(seg[1], "labels") == 0 && nseg == 3 && strcmp(seg[2], "verify") == 0) {
 		if (is_post)
 			api_labels_verify(d, who, jb, out);

@@ -52,6 +52,7 @@
 #define HS_INVALID   "invalid"    /* the recorded plan was refused */
 #define HS_RELEASED  "released"   /* inputs verified, job released */
 #define HS_CANCELLED "cancelled"  /* job ended while held: transfers cancelled */
+#define HS_BB_SETUP  "bb-setup"   /* burst-buffer setup called (api_bb.c): stage it */
 
 static int _slurm_ok;         /* libslurm initialised */
 static volatile int _ctld_down; /* the last job list failed (main thread writes) */
@@ -442,6 +443,30 @@ static void _follow(struct daemon *d, const struct sjob *j)
 	free(error);
 }
 
+/*
+ * A burst-buffer job being staged (not held: Slurm's data_in hook waits for
+ * it through api_bb.c): progress in its status, never a release.
+ */
+static void _follow_bb(struct daemon *d, const struct sjob *j)
+{
+	const char *state = NULL;
+	char *error = NULL;
+	char err[256];
+
+	if (queue_job_stage_in(d->q, j->job_id, &state, &error, err, sizeof(err)) < 0) {
+		log_err("job %u: %s", j->job_id, err);
+		return;
+	}
+	if (!strcmp(state, "ready") || !strcmp(state, "none")) {
+		_comment(j, "stagehand: inputs staged; waiting for Slurm to start the job");
+		_set_hold_state(d, j->job_id, HS_RELEASED);
+	} else if (!strcmp(state, "failed")) {
+		_comment(j, "stagehand: stage-in failed: %.700s", error ? error : "unknown error");
+		_set_hold_state(d, j->job_id, HS_FAILED);
+	}
+	free(error);
+}
+
 struct idlist {
 	int64_t ids[256];
 	int n;
@@ -769,8 +794,14 @@ static void _tick(struct daemon *d, int64_t now_ms)
 				 !strcmp(hs, HS_RELEASED))
 				_follow(d, j);
 			/* HS_INVALID: stays held with its comment until cancelled. */
+		} else if (j->state == JOB_PENDING && !strcmp(hs, HS_BB_SETUP)) {
+			/* Burst-buffer mode: Slurm called setup; its data_in hook waits. */
+			_start_staging(d, j);
+		} else if (j->state == JOB_PENDING && !strcmp(hs, HS_STAGING)) {
+			_follow_bb(d, j);
 		} else if (sjob_state_is_final(j->state) &&
-			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED))) {
+			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED) ||
+			    !strcmp(hs, HS_BB_SETUP))) {
 			_cancel_job(d, j->job_id, _array_waits(jobs, n, j));
 		} else if (sjob_state_is_final(j->state) && strcmp(hs, HS_INVALID) != 0 &&
 			   strcmp(hs, HS_CANCELLED) != 0 && j->end_time && (!qj || !qj->end_state)) {

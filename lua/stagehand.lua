@@ -22,7 +22,8 @@ The module (docs/admin-submit.md):
     them); records the normalised plan in admin_comment ("stagehand:v1:" +
     compact JSON) for stagehandd; in hold mode (SubmitMode=hold) holds a job
     with stage_in (priority 0) and refuses a user's release in job_modify;
-  * the burst-buffer hooks (SubmitMode=bb) live in stagehand_bb.lua.
+  * the burst-buffer hooks (SubmitMode=bb: M.bb_setup, M.bb_data_in, ...)
+    come from stagehand_bb.lua, loaded from the same directory.
 
 Site settings come from stagehand.conf, read once when the module is loaded
 (slurmctld reloads the scripts when their mtime changes): the file named by
@@ -427,6 +428,9 @@ M.record_state = _record_state
 M.split_record = _split_record
 M.log = _log
 M.rc = _rc
+
+-- The burst-buffer hooks (burst_buffer.lua calls them).
+assert(loadfile(HERE .. "stagehand_bb.lua"))(M, SITE)
 
 _log("log_info", "stagehand: stagehand.lua %s loaded from %s (mode %s, config %s, schemes: %s)",
 	M.VERSION, HERE, SITE.submit_mode, tostring(CONF_READ or "defaults"),
