@@ -209,19 +209,23 @@ status_text() {
 job_status() {
 	local line
 	line=$(scontrol -o show job "$1" 2>/dev/null) || return 0
+	line=${line//$'\n'/ }
 	# The status always sits before the record's hold marker or plan.
 	status_text "${line#* AdminComment=}"
 }
 
 job_field() {
 	local job=$1 field=$2 line
+	# In burst-buffer mode the BurstBuffer field holds the script's #DATA
+	# lines, newlines included: join them, or "-o" is not one line.
 	line=$(scontrol -o show job "$job" 2>&1) || _tb_fail "scontrol show job $job: $line" || return 1
+	line=${line//$'\n'/ }
 	# Values may contain spaces: a field runs until the next " Key=".
 	# AdminComment holds stagehand's record, whose status text and markers
 	# look like keys: it runs until scontrol's next field, Comment or StdErr.
 	if [[ $field == AdminComment ]]; then
+		[[ $line == *" AdminComment="* ]] || return 0
 		line=${line#* AdminComment=}
-		[[ $line == "$(scontrol -o show job "$job" 2>&1)" ]] && return 0
 		line=${line%% Comment=*}
 		printf '%s\n' "${line%% StdErr=*}"
 		return 0
