@@ -41,11 +41,20 @@ all_tasks_done() {
 
 # task_field A TASK FIELD: one field of one task's record ('scontrol show job'
 # of an array's job id lists every task, so the task's own line is picked).
-# task_status ARRAY TASK: stagehandd's status text for one task.
-task_status() {
+# task_admin_comment ARRAY TASK: one task's AdminComment (stagehand's record:
+# its status and markers look like keys, so it runs to scontrol's next field).
+task_admin_comment() {
 	local line
 	line=$(scontrol -o show job "$1" 2>/dev/null | grep -E "^JobId=[0-9]+ ArrayJobId=$1 ArrayTaskId=$2 ")
-	status_text "${line#* AdminComment=}"
+	[[ $line == *" AdminComment="* ]] || return 0
+	line=${line#* AdminComment=}
+	line=${line%% Comment=*}
+	printf '%s\n' "${line%% StdErr=*}"
+}
+
+# task_status ARRAY TASK: stagehandd's status text for one task.
+task_status() {
+	status_text "$(task_admin_comment "$1" "$2")"
 }
 
 task_field() {
@@ -99,7 +108,7 @@ EOF
 		read -r _ id st < <(tasks "$A" | awk -v t="$i" '$1 == t')
 		[ "$st" = COMPLETED ]
 		# Released by stagehandd (root), task by task.
-		[[ "$(task_field "$A" "$i" AdminComment)" =~ "stagehand:hold=released" ]]
+		[[ "$(task_admin_comment "$A" "$i")" =~ "stagehand:hold=released" ]]
 		[[ "$(task_status "$A" "$i")" =~ "inputs staged" ]]
 		# Its own %a input, in its own input dir, and only that one there.
 		cmp "$WD/params/$i.txt" "$WD/res-$i/params.txt"
