@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
+#include "conf.h"
 #include "dsl.h"
 
 /* A batch script larger than this is surely not one (sbatch's own cap is lower). */
@@ -23,16 +25,23 @@
 struct check_opts {
 	bool json;
 	bool quiet;
+	const char *config;        /* --config FILE, or NULL */
+	int submit_mode;           /* CONF_SUBMIT_HOLD or CONF_SUBMIT_BB */
 };
 
 static void _usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: stagehand check [--json] [--quiet] SCRIPT...\n"
+		"usage: stagehand check [--json] [--quiet] [--config FILE] SCRIPT...\n"
 		"\n"
-		"Check the #DATA directives of batch scripts without submitting them.\n"
+		"Check the #DATA directives of batch scripts without submitting them,\n"
+		"by the site's policy in stagehand.conf (AllowedSchemes, StageInRoots,\n"
+		"MaxDirectives, MaxDirectiveLine, MaxPathLength), as sbatch would, and say\n"
+		"what the site's SubmitMode (hold or bb) does with the job.\n"
 		"SCRIPT '-' reads standard input.\n"
 		"\n"
+		"  --config FILE  stagehand.conf to read (env STAGEHAND_CONF; default\n"
+		"             " CONF_DEFAULT_FILE " when it exists)\n"
 		"  --json     print one JSON document: {\"files\":[{\"file\",\"ok\",\"plan\",\n"
 		"             \"warnings\",\"errors\"}]}\n"
 		"  --quiet    print only errors and warnings, no summary for valid scripts\n"
@@ -158,6 +167,43 @@ static void _print_text(const char *file, const struct dsl_plan *p, const struct
 	       p->nwarnings ? " (see warnings)" : "");
 	for (i = 0; i < p->ndirs; i++)
 		_print_action(&p->dirs[i]);
+	if (o->submit_mode == CONF_SUBMIT_BB)
+		printf("  (SubmitMode=bb: inputs are staged when Slurm sets the job up, before it\n"
+		       "   starts; after it, the job stays in stage-out until its archives and\n"
+		       "   stage-outs are verified: --dependency=afterburstbuffer waits for that)\n");
+	else
+		printf("  (SubmitMode=hold: a job with stage_in is held until its inputs are\n"
+		       "   staged; archives and stage-outs run after it ends)\n");
+}
+
+/*
+ * The site's policy: --config, else $STAGEHAND_CONF, else the default file
+ * when it exists (a host without one checks by the documented defaults).
+ * Fills cfg from *conf (kept by the caller). 0, or -1 with a message printed.
+ */
+static int _site_config(struct check_opts *o, struct conf **conf, struct dsl_config *cfg)
+{
+	const char *path = o->config ? o->config : getenv("STAGEHAND_CONF");
+	char err[512];
+
+	dsl_config_init(cfg);
+	if (!path || !*path) {
+		if (access(CONF_DEFAULT_FILE, R_OK) != 0)
+			return 0;
+		path = CONF_DEFAULT_FILE;
+	}
+	if (!(*conf = conf_create()) || conf_parse_file(*conf, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "stagehand check: %s (fix the file, or name another with --config)\n",
+			*conf ? err : "out of memory");
+		return -1;
+	}
+	cfg->allowed_schemes = (const char *const *)(*conf)->allowed_schemes;
+	cfg->stage_in_roots = (const char *const *)(*conf)->stage_in_roots;
+	cfg->max_directives = (size_t)(*conf)->max_directives;
+	cfg->max_line = (size_t)(*conf)->max_directive_line;
+	cfg->max_path = (size_t)(*conf)->max_path_length;
+	o->submit_mode = (*conf)->submit_mode;
+	return 0;
 }
 
 static json_t *_file_json(const char *file, const struct dsl_plan *p)
@@ -176,7 +222,9 @@ static json_t *_file_json(const char *file, const struct dsl_plan *p)
 
 int cmd_check(int argc, char **argv)
 {
-	struct check_opts o = { false, false };
+	struct check_opts o = { false, false, NULL, CONF_SUBMIT_HOLD };
+	struct conf *conf = NULL;
+	struct dsl_config cfg;
 	json_t *files = NULL;
 	const char **scripts;
 	int i, nscripts = 0, nstdin = 0;
@@ -199,6 +247,10 @@ int cmd_check(int argc, char **argv)
 			o.json = true;
 		} else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
 			o.quiet = true;
+		} else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+			o.config = argv[++i];
+		} else if (!strncmp(argv[i], "--config=", 9)) {
+			o.config = argv[i] + 9;
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			_usage(stdout);
 			free(scripts);
@@ -218,6 +270,10 @@ int cmd_check(int argc, char **argv)
 	}
 	if (nstdin > 1) {
 		fprintf(stderr, "stagehand check: '-' (standard input) given more than once\n");
+		free(scripts);
+		return 2;
+	}
+	if (_site_config(&o, &conf, &cfg) < 0) {
 		free(scripts);
 		return 2;
 	}
@@ -246,7 +302,7 @@ int cmd_check(int argc, char **argv)
 			}
 			continue;
 		}
-		p = dsl_parse(buf, len, NULL);
+		p = dsl_parse(buf, len, &cfg);
 		free(buf);
 		if (!p) {
 			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
@@ -268,7 +324,8 @@ int cmd_check(int argc, char **argv)
 		dsl_plan_free(p);
 	}
 	if (files) {
-		json_t *doc = json_pack("{s:o}", "files", files);
+		json_t *doc = json_pack("{s:o,s:s}", "files", files, "submit_mode",
+					o.submit_mode == CONF_SUBMIT_BB ? "bb" : "hold");
 
 		if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF) {
 			fprintf(stderr, "stagehand check: cannot write the JSON result\n");
@@ -281,5 +338,6 @@ int cmd_check(int argc, char **argv)
 		io_error = true;
 	}
 	free(scripts);
+	conf_destroy(conf);
 	return io_error ? 2 : any_error ? 1 : 0;
 }
