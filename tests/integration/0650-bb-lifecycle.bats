@@ -107,6 +107,10 @@ EOF
 	[[ "$(job_field "$J" AdminComment)" =~ stagehand:status= ]]
 	# Teardown labelled the staged inputs for the site's purge.
 	wait_for 30 eval '[ "$(getfattr --only-values -n user.stagehand.policy "$STAGEHAND_TESTBED_SCRATCH/shtest/$J/input" 2>/dev/null)" = purge ]'
+	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND_BUILD_DIR/cli/stagehand" tags --verify "$STAGEHAND_TESTBED_SCRATCH/shtest/$J/input"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output =~ "0 problem(s)" ]]
 }
 
 @test "bb: a failed archive keeps the job in STAGE_OUT with the reason; stagehand status says failed" {
