@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "conf.h"
@@ -24,7 +25,8 @@
 struct check_opts {
 	bool json;
 	bool quiet;
-	const char *conf;        /* --config: stagehand.conf whose limits apply; NULL = built-in */
+	const char *config;        /* --config[=FILE], or NULL */
+	int submit_mode;           /* CONF_SUBMIT_HOLD or CONF_SUBMIT_BB */
 };
 
 static void _usage(FILE *fp)
@@ -32,15 +34,18 @@ static void _usage(FILE *fp)
 	fprintf(fp,
 		"usage: stagehand check [--json] [--quiet] [--config[=FILE]] SCRIPT...\n"
 		"\n"
-		"Check the #DATA directives of batch scripts without submitting them.\n"
+		"Check the #DATA directives of batch scripts without submitting them,\n"
+		"by the site's policy in stagehand.conf (AllowedSchemes, StageInRoots,\n"
+		"MaxDirectives, MaxDirectiveLine, MaxPathLength), as sbatch would, and say\n"
+		"what the site's SubmitMode (hold or bb) does with the job.\n"
 		"SCRIPT '-' reads standard input.\n"
 		"\n"
+		"  --config[=FILE]  stagehand.conf whose policy applies (without FILE:\n"
+		"             env STAGEHAND_CONF, else " CONF_DEFAULT_FILE "; without the\n"
+		"             option, the same file when it exists, else the built-in limits)\n"
 		"  --json     print one JSON document: {\"files\":[{\"file\",\"ok\",\"plan\",\n"
 		"             \"warnings\",\"errors\"}]}\n"
 		"  --quiet    print only errors and warnings, no summary for valid scripts\n"
-		"  --config[=FILE]  apply the site's limits, allowed schemes and stage_in\n"
-		"             roots from stagehand.conf (FILE, else STAGEHAND_CONF, else\n"
-		"             " CONF_DEFAULT_FILE "), as the submit-time check does\n"
 		"  --help     show this help\n"
 		"\n"
 		"Exit status: 0 all scripts valid, 1 a script has errors, 2 usage error or\n"
@@ -163,6 +168,43 @@ static void _print_text(const char *file, const struct dsl_plan *p, const struct
 	       p->nwarnings ? " (see warnings)" : "");
 	for (i = 0; i < p->ndirs; i++)
 		_print_action(&p->dirs[i]);
+	if (o->submit_mode == CONF_SUBMIT_BB)
+		printf("  (SubmitMode=bb: inputs are staged when Slurm sets the job up, before it\n"
+		       "   starts; after it, the job stays in stage-out until its archives and\n"
+		       "   stage-outs are verified: --dependency=afterburstbuffer waits for that)\n");
+	else
+		printf("  (SubmitMode=hold: a job with stage_in is held until its inputs are\n"
+		       "   staged; archives and stage-outs run after it ends)\n");
+}
+
+/*
+ * The site's policy: --config, else $STAGEHAND_CONF, else the default file
+ * when it exists (a host without one checks by the documented defaults).
+ * Fills cfg from *conf (kept by the caller). 0, or -1 with a message printed.
+ */
+static int _site_config(struct check_opts *o, struct conf **conf, struct dsl_config *cfg)
+{
+	const char *path = o->config ? o->config : getenv("STAGEHAND_CONF");
+	char err[512];
+
+	dsl_config_init(cfg);
+	if (!path || !*path) {
+		if (access(CONF_DEFAULT_FILE, R_OK) != 0)
+			return 0;
+		path = CONF_DEFAULT_FILE;
+	}
+	if (!(*conf = conf_create()) || conf_parse_file(*conf, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "stagehand check: %s (fix the file, or name another with --config)\n",
+			*conf ? err : "out of memory");
+		return -1;
+	}
+	cfg->allowed_schemes = (const char *const *)(*conf)->allowed_schemes;
+	cfg->stage_in_roots = (const char *const *)(*conf)->stage_in_roots;
+	cfg->max_directives = (size_t)(*conf)->max_directives;
+	cfg->max_line = (size_t)(*conf)->max_directive_line;
+	cfg->max_path = (size_t)(*conf)->max_path_length;
+	o->submit_mode = (*conf)->submit_mode;
+	return 0;
 }
 
 static json_t *_file_json(const char *file, const struct dsl_plan *p)
@@ -179,37 +221,10 @@ static json_t *_file_json(const char *file, const struct dsl_plan *p)
 	return o;
 }
 
-/*
- * The grammar settings of a stagehand.conf into cfg (pointers into c).
- * Returns 0, or 2 with the file's error printed.
- */
-static int _site_config(const char *path, struct conf **c, struct dsl_config *cfg)
-{
-	char err[1024];
-
-	*c = conf_create();
-	if (!*c) {
-		fprintf(stderr, "stagehand check: out of memory\n");
-		return 2;
-	}
-	if (conf_parse_file(*c, path, err, sizeof(err)) < 0 ||
-	    conf_validate(*c, err, sizeof(err)) < 0) {
-		fprintf(stderr, "stagehand check: %s\n", err);
-		return 2;
-	}
-	dsl_config_init(cfg);
-	cfg->allowed_schemes = (const char *const *)(*c)->allowed_schemes;
-	cfg->stage_in_roots = (const char *const *)(*c)->stage_in_roots;
-	cfg->max_directives = (size_t)(*c)->max_directives;
-	cfg->max_line = (size_t)(*c)->max_directive_line;
-	cfg->max_path = (size_t)(*c)->max_path_length;
-	return 0;
-}
-
 int cmd_check(int argc, char **argv)
 {
-	struct check_opts o = { false, false, NULL };
-	struct conf *site = NULL;
+	struct check_opts o = { false, false, NULL, CONF_SUBMIT_HOLD };
+	struct conf *conf = NULL;
 	struct dsl_config cfg;
 	json_t *files = NULL;
 	const char **scripts;
@@ -234,11 +249,11 @@ int cmd_check(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
 			o.quiet = true;
 		} else if (!strcmp(argv[i], "--config")) {
-			o.conf = getenv("STAGEHAND_CONF");
-			if (!o.conf || !*o.conf)
-				o.conf = CONF_DEFAULT_FILE;
+			o.config = getenv("STAGEHAND_CONF");
+			if (!o.config || !*o.config)
+				o.config = CONF_DEFAULT_FILE;
 		} else if (!strncmp(argv[i], "--config=", 9) && argv[i][9]) {
-			o.conf = argv[i] + 9;
+			o.config = argv[i] + 9;
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			_usage(stdout);
 			free(scripts);
@@ -261,8 +276,7 @@ int cmd_check(int argc, char **argv)
 		free(scripts);
 		return 2;
 	}
-	if (o.conf && _site_config(o.conf, &site, &cfg) != 0) {
-		conf_destroy(site);
+	if (_site_config(&o, &conf, &cfg) < 0) {
 		free(scripts);
 		return 2;
 	}
@@ -291,7 +305,7 @@ int cmd_check(int argc, char **argv)
 			}
 			continue;
 		}
-		p = dsl_parse(buf, len, site ? &cfg : NULL);
+		p = dsl_parse(buf, len, &cfg);
 		free(buf);
 		if (!p) {
 			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
@@ -313,7 +327,8 @@ int cmd_check(int argc, char **argv)
 		dsl_plan_free(p);
 	}
 	if (files) {
-		json_t *doc = json_pack("{s:o}", "files", files);
+		json_t *doc = json_pack("{s:o,s:s}", "files", files, "submit_mode",
+					o.submit_mode == CONF_SUBMIT_BB ? "bb" : "hold");
 
 		if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF) {
 			fprintf(stderr, "stagehand check: cannot write the JSON result\n");
@@ -326,6 +341,6 @@ int cmd_check(int argc, char **argv)
 		io_error = true;
 	}
 	free(scripts);
-	conf_destroy(site);
+	conf_destroy(conf);
 	return io_error ? 2 : any_error ? 1 : 0;
 }

@@ -30,4 +30,7 @@ int cmd_job_end(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 int cmd_audit(int argc, char **argv);   /* audit.c */
 
+/* Burst-buffer hooks' client (bb.c). */
+int cmd_bb(int argc, char **argv);
+
 #endif

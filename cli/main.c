@@ -28,6 +28,7 @@ static const struct command _commands[] = {
 	{ "job-end", cmd_job_end, "tell the daemon a job ended (epilog hooks; root)" },
 	{ "health", cmd_health, "ask whether stagehandd is up" },
 	{ "audit", cmd_audit, "bytes and files moved per job, user or file (your own; admins all)" },
+	{ "bb", cmd_bb, "burst-buffer mode: Slurm's hooks hand a job to stagehandd (root)" },
 	{ "restore", cmd_restore, "bring files back from an archive copy (offline, as you)" },
 	{ "tags", cmd_tags, "show a tree's labels; --verify checks them with stagehandd" },
 	{ "scan", cmd_scan, "report a scratch tree by label: to archive, purgeable, unlabelled" },

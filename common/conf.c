@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "conf.h"
+#include "dsl.h"
 
 #define CONF_MAX_LINE 4096
 
@@ -735,6 +736,42 @@ static int _k_maxpath(struct conf *c, const char *v, char *w, size_t wl)
 	return _set_int(&c->max_path_length, v, "MaxPathLength", 16, 4095, w, wl);
 }
 
+static int _k_maxplanbytes(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->max_plan_bytes, v, "MaxPlanBytes", 256, 1 << 24, w, wl);
+}
+
+static int _k_submitmode(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "hold") == 0)
+		c->submit_mode = CONF_SUBMIT_HOLD;
+	else if (strcasecmp(v, "bb") == 0)
+		c->submit_mode = CONF_SUBMIT_BB;
+	else
+		return _fail(w, wl, "SubmitMode must be 'hold' or 'bb', not '%s'", v);
+	return 0;
+}
+
+static int _k_trusteduids(struct conf *c, const char *v, char *w, size_t wl)
+{
+	char **l = _split(v, 0);
+
+	if (!l)
+		return _fail(w, wl, "out of memory");
+	for (char **p = l; *p; p++) {
+		long u;
+
+		if (_parse_int(*p, 0, 4294967294L, &u) < 0) {
+			_fail(w, wl, "TrustedUids: '%s' is not a numeric uid", *p);
+			_free_list(l);
+			return -1;
+		}
+	}
+	_free_list(c->trusted_uids);
+	c->trusted_uids = l;
+	return 0;
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -786,10 +823,14 @@ static const struct _key _keys[] = {
 	{ "MetricsHashUsers", _k_metricshash },
 	{ "NotifyCommand", _k_notify },
 	{ "NotifyTimeout", _k_notifytimeout },
-	/* #DATA grammar limits */
+	/* #DATA grammar limits (the submit check, lua/stagehand.lua, the daemon) */
 	{ "MaxDirectives", _k_maxdirectives },
 	{ "MaxDirectiveLine", _k_maxdirline },
 	{ "MaxPathLength", _k_maxpath },
+	/* Submit-time policy (lua/stagehand.lua) */
+	{ "MaxPlanBytes", _k_maxplanbytes },
+	{ "SubmitMode", _k_submitmode },
+	{ "TrustedUids", _k_trusteduids },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -812,7 +853,8 @@ struct conf *conf_create(void)
 	    !(c->stage_in_roots = _split("", 0)) ||
 	    !(c->admin_users = _split("", 0)) ||
 	    !(c->admin_groups = _split("", 0)) ||
-	    !(c->allowed_schemes = _split("https,s3,ftp,ftps,sftp,file", 1))) {
+	    !(c->allowed_schemes = _split("https,s3,ftp,ftps,sftp,file", 1)) ||
+	    !(c->trusted_uids = _split("0", 0))) {
 		conf_destroy(c);
 		return NULL;
 	}
@@ -841,9 +883,11 @@ struct conf *conf_create(void)
 	c->yield_max_delay = 2 * 3600;
 	c->yield_trickle = 10ULL << 20;
 	c->notify_timeout = 30;
-	c->max_directives = 64;       /* DSL_DEFAULT_MAX_DIRECTIVES */
-	c->max_directive_line = 4096; /* DSL_DEFAULT_MAX_LINE */
-	c->max_path_length = 4095;    /* DSL_DEFAULT_MAX_PATH */
+	c->max_directives = DSL_DEFAULT_MAX_DIRECTIVES;
+	c->max_directive_line = DSL_DEFAULT_MAX_LINE;
+	c->max_path_length = DSL_DEFAULT_MAX_PATH;
+	c->max_plan_bytes = 16384;
+	c->submit_mode = CONF_SUBMIT_HOLD;
 	return c;
 }
 
@@ -992,6 +1036,7 @@ void conf_destroy(struct conf *c)
 	_free_list(c->stage_in_roots);
 	_free_list(c->admin_users);
 	_free_list(c->admin_groups);
+	_free_list(c->trusted_uids);
 	free(c->pid_file);
 	free(c->checksum);
 	free(c->s3_endpoint);

@@ -100,12 +100,21 @@ struct conf {
 	char **notify_argv;            /* NotifyCommand: program and fixed arguments,
 					  run without a shell; NULL = off */
 	int notify_timeout;            /* seconds before a NotifyCommand is killed */
-	/* #DATA grammar limits, as the submit-time check applies them */
-	int max_directives;            /* #DATA directive lines per script */
-	int max_directive_line;        /* bytes in one #DATA line */
-	int max_path_length;           /* bytes in one path or URL */
-	int key_line[64];              /* line each key was set on, 0 = default (conf.c only) */
+	/* Submit-time policy, read by lua/stagehand.lua from this same file; the
+	   daemon checks recorded plans by the same limits. */
+	int max_directives;            /* MaxDirectives: #DATA lines per script */
+	int max_directive_line;        /* MaxDirectiveLine: bytes in one #DATA line */
+	int max_path_length;           /* MaxPathLength: bytes in one path or URL */
+	int max_plan_bytes;            /* MaxPlanBytes: largest admin_comment record (Lua only) */
+	int submit_mode;               /* SubmitMode: CONF_SUBMIT_HOLD or CONF_SUBMIT_BB */
+	char **trusted_uids;           /* TrustedUids: uids whose releases job_modify never
+					  refuses (Lua only); NULL-terminated numbers */
+	int key_line[128];              /* line each key was set on, 0 = default (conf.c only) */
 };
+
+/* SubmitMode values: how jobs with stage_in wait for their inputs. */
+#define CONF_SUBMIT_HOLD 0  /* job_submit.lua holds them; stagehandd releases them */
+#define CONF_SUBMIT_BB   1  /* Slurm's burst_buffer/lua stages them (docs/admin-guide.md) */
 
 /* Defaults where the build put the config file. */
 #ifndef STAGEHAND_SYSCONFDIR

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "api_audit.h"
+#include "api_bb.h"
 #include "api_labels.h"
 #include "api_decode.h"
 #include "api_private.h"
@@ -424,10 +425,10 @@ static json_t *_skipped(const struct queue_job *j)
 }
 
 /*
- * Tell the user in the job's comment (squeue -o %k) that after-job actions
- * were skipped. Only possible now: Slurm refuses updates once the job has
- * finished, and the end event comes from slurmstepd just before that. A
- * comment the user set (not one of ours) is kept in front.
+ * Tell the user in the job's status text (admin_comment, scontrol show job)
+ * that after-job actions were skipped. Only possible now: Slurm refuses
+ * updates once the job has finished, and the end event comes from
+ * slurmstepd just before that. The user's own comment is not touched.
  */
 static void _comment_skipped(int64_t job, const struct queue_job *j)
 {
@@ -447,12 +448,12 @@ static void _comment_skipped(int64_t job, const struct queue_job *j)
 		     json_array_size(n) > 1 ? " (and more: stagehand status)" : "");
 	(void)k;	/* a cut comment is still useful */
 	json_decref(n);
-	if (sjob_add_comment((uint32_t)job, text, err, sizeof(err)) < 0)
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
 		log_warn("job %lld: %s", (long long)job, err);
 }
 
 /*
- * The same comment before the job-end hook has processed the end (with
+ * The same status before the job-end hook has processed the end (with
  * SlurmWatch=yes the hook first asks slurmctld whether the run really ended,
  * and by then Slurm refuses comment updates): the skips the plan will get,
  * judged from the event as stored. Only when=success archives and a refused
@@ -500,7 +501,7 @@ static void _comment_skipped_early(int64_t job, const struct queue_job *j)
 	/* A cut comment is still useful; "and more" only when it fits. */
 	if (nskip > 1 && (size_t)k + 32 < sizeof(text))
 		snprintf(text + k, sizeof(text) - (size_t)k, " (and more: stagehand status)");
-	if (sjob_add_comment((uint32_t)job, text, err, sizeof(err)) < 0)
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
 		log_warn("job %lld: %s", (long long)job, err);
 }
 
@@ -844,6 +845,13 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 			api_audit(d, who, c, out);
 		else
 			api_error(out, 405, "use GET for /v1/audit");
+	} else if (strcmp(seg[1], "bb") == 0 && nseg == 4) {
+		if (!is_post)
+			api_error(out, 405, "use POST for /v1/bb/JOB/CALL");
+		else if (_parse_id(seg[2], &id) < 0)
+			api_error(out, 404, "'%.64s' is not a job id", seg[2]);
+		else
+			api_bb(d, who, id, seg[3], jb, out);
 	} else if (strcmp(seg[1], "labels") == 0 && nseg == 3 && strcmp(seg[2], "verify") == 0) {
 		if (is_post)
 			api_labels_verify(d, who, jb, out);

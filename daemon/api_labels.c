@@ -517,9 +517,9 @@ static void _verify_one(struct _ctx *c, json_t *in, struct _verdict *v)
 	}
 	if (!policy || (strcmp(policy, "exempt") && strcmp(policy, "pending") &&
 			strcmp(policy, "archive") && strcmp(policy, "archived") &&
-			strcmp(policy, "skipped"))) {
+			strcmp(policy, "skipped") && strcmp(policy, "purge"))) {
 		_set(v, 0, "bad_value", "policy label '%.64s' is not exempt, pending, archive, "
-		     "archived or skipped: engines will ignore it or misread it; remove it",
+		     "archived, skipped or purge: engines will ignore it or misread it; remove it",
 		     policy ? policy : "(none)");
 		return;
 	}
@@ -589,6 +589,20 @@ static void _verify_one(struct _ctx *c, json_t *in, struct _verdict *v)
 			     (long long)job_id);
 		else
 			_set(v, 0, "no_record", "stagehandd never skipped an archive of %s for job "
+			     "%lld: the label was set by hand", path, (long long)job_id);
+		goto out;
+	}
+	if (strcmp(policy, "purge") == 0) {
+		/* Burst-buffer teardown labels the job's staged inputs (api_bb.c). */
+		int labelled = 0;
+
+		for (int i = 0; i < rq->n; i++)
+			labelled |= rq->r[i].job_id == job_id && !strcmp(rq->r[i].action, "label");
+		if (labelled)
+			_set(v, 1, "valid", "staged inputs of job %lld, released at its teardown",
+			     (long long)job_id);
+		else
+			_set(v, 0, "no_record", "stagehandd never labelled %s for purge for job "
 			     "%lld: the label was set by hand", path, (long long)job_id);
 		goto out;
 	}

@@ -324,10 +324,11 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 			} else if (strcmp(k, "policy") == 0) {
 				if (!json_is_string(v) || strcmp(lr->action, "label") != 0 ||
 				    (strcmp(json_string_value(v), "archive") &&
-				     strcmp(json_string_value(v), "skipped"))) {
+				     strcmp(json_string_value(v), "skipped") &&
+				     strcmp(json_string_value(v), "purge"))) {
 					json_decref(o);
-					snprintf(err, errlen, "options.policy is \"archive\" or "
-						 "\"skipped\", for label requests only");
+					snprintf(err, errlen, "options.policy is \"archive\", "
+						 "\"skipped\" or \"purge\", for label requests only");
 					return -1;
 				}
 			} else if (strcmp(k, "line") == 0) {

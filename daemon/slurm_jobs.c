@@ -12,8 +12,11 @@
 
 #include "slurm_jobs.h"
 
-/* squeue shows the comment in one line; keep it short and printable. */
-#define SJOB_COMMENT_MAX 1000
+/* Status text: one printable line, short enough for scontrol and squeue. */
+#define SJOB_STATUS_MAX 1000
+/* Largest admin_comment written: the plan record is at most MaxPlanBytes
+   (16 KiB by default) plus site text and the status. */
+#define SJOB_RECORD_MAX 65536
 
 static char *_dup(const char *s)
 {
@@ -50,6 +53,71 @@ static const char *_plan_text(const char *admin_comment)
 	return p ? p + strlen(SJOB_PLAN_PREFIX) : NULL;
 }
 
+/* Where the parts of an admin_comment record begin (see sjob_status_record). */
+struct _parts {
+	size_t site_end;     /* site text: [0, site_end), trailing blanks left out */
+	const char *status;  /* status text, or NULL */
+	size_t status_len;
+	const char *rest;    /* hold marker and plan: to the end ("" when none) */
+};
+
+static void _split_record(const char *ac, struct _parts *p)
+{
+	const char *plan = strstr(ac, SJOB_PLAN_PREFIX);
+	size_t head = plan ? (size_t)(plan - ac) : strlen(ac);
+	const char *hold = NULL, *st = NULL, *h;
+
+	/* Markers count only before the plan: a user's path inside it may spell them. */
+	for (h = strstr(ac, SJOB_HOLD_MARK); h && (size_t)(h - ac) < head;
+	     h = strstr(h + 1, SJOB_HOLD_MARK))
+		hold = h;
+	p->rest = hold ? hold : ac + head;
+	st = strstr(ac, SJOB_STATUS_MARK);
+	if (st && st >= p->rest)
+		st = NULL;
+	p->site_end = st ? (size_t)(st - ac) : (size_t)(p->rest - ac);
+	while (p->site_end > 0 && ac[p->site_end - 1] == ' ')
+		p->site_end--;
+	p->status = st ? st + strlen(SJOB_STATUS_MARK) : NULL;
+	p->status_len = st ? (size_t)(p->rest - p->status) : 0;
+	while (p->status_len > 0 && p->status[p->status_len - 1] == ' ')
+		p->status_len--;
+}
+
+int sjob_status_record(const char *cur, const char *text, char *out, size_t outlen)
+{
+	char clean[SJOB_STATUS_MAX + 1];
+	struct _parts p;
+	size_t i, k = 0;
+	int n;
+
+	if (!strncmp(text, "stagehand: ", 11))
+		text += 11;
+	for (i = 0; text[i] && k < SJOB_STATUS_MAX; i++) {
+		unsigned char c = (unsigned char)text[i];
+
+		/* "stagehand:" inside the text would be read as a marker. */
+		if (c == ':' && i >= 9 && !strncmp(text + i - 9, "stagehand", 9))
+			c = ' ';
+		clean[k++] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+	}
+	clean[k] = '\0';
+	_split_record(cur ? cur : "", &p);
+	n = snprintf(out, outlen, "%.*s%s" SJOB_STATUS_MARK "%s%s%s", (int)p.site_end,
+		     cur ? cur : "", p.site_end ? " " : "", clean, *p.rest ? " " : "", p.rest);
+	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
+}
+
+static char *_status_of(const char *ac)
+{
+	struct _parts p;
+
+	if (!ac)
+		return NULL;
+	_split_record(ac, &p);
+	return p.status ? strndup(p.status, p.status_len) : NULL;
+}
+
 static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 {
 	const char *plan = _plan_text(ji->admin_comment);
@@ -70,7 +138,8 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	j->end_time = ji->end_time;
 	j->name = _dup(ji->name);
 	j->work_dir = _dup(ji->work_dir);
-	j->comment = _dup(ji->comment);
+	j->status = _status_of(ji->admin_comment);
+	j->admin_comment = _dup(ji->admin_comment);
 	j->plan_json = _dup(plan);
 	j->hold_pending = ji->admin_comment && strstr(ji->admin_comment, SJOB_HOLD_PENDING);
 	j->restarts = ji->restart_cnt;
@@ -80,7 +149,7 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 		j->array_tasks = strdup(ji->array_task_str);
 	j->batch_host = _dup(ji->batch_host);
 	if ((ji->name && !j->name) || (ji->work_dir && !j->work_dir) ||
-	    (ji->comment && !j->comment) || (plan && !j->plan_json) ||
+	    (plan && !j->plan_json) || (ji->admin_comment && !j->admin_comment) ||
 	    (ji->array_job_id && ji->array_task_id == NO_VAL && ji->array_task_str &&
 	     !j->array_tasks) || (ji->batch_host && !j->batch_host)) {
 		sjob_clear(j);
@@ -95,7 +164,8 @@ void sjob_clear(struct sjob *j)
 		return;
 	free(j->name);
 	free(j->work_dir);
-	free(j->comment);
+	free(j->status);
+	free(j->admin_comment);
 	free(j->plan_json);
 	free(j->array_tasks);
 	free(j->batch_host);
@@ -227,46 +297,37 @@ static int _update(job_desc_msg_t *d, const char *what, char *err, size_t errlen
 	return 0;
 }
 
-int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t errlen)
-{
-	job_desc_msg_t d;
-	char buf[SJOB_COMMENT_MAX + 1];
-	size_t i;
-
-	/* Keep the comment one printable line: squeue prints it verbatim. */
-	for (i = 0; comment[i] && i < SJOB_COMMENT_MAX; i++)
-		buf[i] = ((unsigned char)comment[i] < 0x20 || comment[i] == 0x7f) ? ' ' : comment[i];
-	buf[i] = '\0';
-	slurm_init_job_desc_msg(&d);
-	d.job_id = job_id;
-	d.comment = buf;
-	return _update(&d, "cannot set the comment of", err, errlen);
-}
-
-int sjob_add_comment(uint32_t job_id, const char *text, char *err, size_t errlen)
+int sjob_set_status(uint32_t job_id, const char *text, char *err, size_t errlen)
 {
 	job_info_msg_t *msg = NULL;
-	const char *cur = NULL;
-	char buf[SJOB_COMMENT_MAX + 1];
+	job_desc_msg_t d;
+	char *buf;
 	int rc;
 
 	if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
-		_err_slurm(err, errlen, "cannot read the comment of", job_id);
+		_err_slurm(err, errlen, "cannot read the admin comment of", job_id);
 		return -1;
 	}
-	if (msg->record_count > 0)
-		cur = msg->job_array[0].comment;
-	/* The user's own --comment stays in front; one of ours is replaced. */
-	if (cur && *cur && strncmp(cur, "stagehand:", 10) != 0) {
-		const char *mark = strstr(cur, " | stagehand:");
-		int keep = mark ? (int)(mark - cur) : (int)strlen(cur);
-
-		snprintf(buf, sizeof(buf), "%.*s | %s", keep, cur, text);
-	} else {
-		snprintf(buf, sizeof(buf), "%s", text);
+	buf = malloc(SJOB_RECORD_MAX);
+	if (!buf) {
+		slurm_free_job_info_msg(msg);
+		snprintf(err, errlen, "job %u: out of memory", job_id);
+		return -1;
 	}
+	rc = sjob_status_record(msg->record_count > 0 ? msg->job_array[0].admin_comment : NULL,
+				text, buf, SJOB_RECORD_MAX);
 	slurm_free_job_info_msg(msg);
-	rc = sjob_set_comment(job_id, buf, err, errlen);
+	if (rc < 0) {
+		snprintf(err, errlen, "job %u: admin comment would exceed %d bytes; status not set",
+			 job_id, SJOB_RECORD_MAX);
+		free(buf);
+		return -1;
+	}
+	slurm_init_job_desc_msg(&d);
+	d.job_id = job_id;
+	d.admin_comment = buf;
+	rc = _update(&d, "cannot set the status of", err, errlen);
+	free(buf);
 	return rc;
 }
 
@@ -280,23 +341,30 @@ int sjob_release(uint32_t job_id, char *err, size_t errlen)
 	return _update(&d, "cannot release", err, errlen);
 }
 
-int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *comment,
-		    char *err, size_t errlen)
+int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *meta_admin_comment,
+		    const char *text, char *err, size_t errlen)
 {
 	job_desc_msg_t d;
-	char id[32], buf[SJOB_COMMENT_MAX + 1];
+	char id[32], *buf = malloc(SJOB_RECORD_MAX);
 
 	snprintf(id, sizeof(id), "%u_%u", array_job_id, task_id);
-	snprintf(buf, sizeof(buf), "%s", comment);
+	if (!buf || sjob_status_record(meta_admin_comment, text, buf, SJOB_RECORD_MAX) < 0) {
+		snprintf(err, errlen, "cannot split task %s off its array: %s", id,
+			 buf ? "admin comment too long" : "out of memory");
+		free(buf);
+		return -1;
+	}
 	slurm_init_job_desc_msg(&d);
 	d.job_id_str = id;
-	d.comment = buf;
+	d.admin_comment = buf;
 	if (slurm_update_job(&d) != SLURM_SUCCESS) {
 		int e = slurm_get_errno();
 
 		snprintf(err, errlen, "cannot split task %s off its array: %s", id, slurm_strerror(e));
+		free(buf);
 		return -1;
 	}
+	free(buf);
 	return 0;
 }
 

@@ -2,10 +2,11 @@
  * slurm_jobs.h - what stagehandd needs from slurmctld, through libslurm.
  *
  * Owns: listing jobs that carry a stagehand plan (recorded at submit time by
- * lua/job_submit.lua in the job's admin_comment), and the two changes the
- * daemon makes to a job: its comment (progress/failure shown by squeue -o %k
- * and scontrol) and its release (priority INFINITE). The hold itself is set
- * by job_submit.lua at submit time.
+ * lua/stagehand.lua in the job's admin_comment), and the two changes the
+ * daemon makes to a job: its status text (progress/failure, kept in
+ * admin_comment as "stagehand:status=TEXT", shown by scontrol show job and
+ * squeue -O admin_comment; the user's own comment is never touched) and its
+ * release (priority INFINITE). The hold itself is set at submit time.
  *
  * Identity comes from here: uid, gid and work_dir are slurmctld's record of
  * the job, never a client's word. Must never: block for long (every call is
@@ -24,6 +25,9 @@
 #define SJOB_PLAN_PREFIX "stagehand:v1:"
 /* The marker job_submit.lua writes while the job waits for its inputs. */
 #define SJOB_HOLD_PENDING "stagehand:hold=pending"
+/* Any hold marker, and the daemon's status text, both in admin_comment. */
+#define SJOB_HOLD_MARK "stagehand:hold="
+#define SJOB_STATUS_MARK "stagehand:status="
 
 /* One job as slurmctld sees it. Strings are owned by the array. */
 struct sjob {
@@ -39,7 +43,8 @@ struct sjob {
 	time_t end_time;         /* 0 while it has not ended */
 	char *name;              /* job name */
 	char *work_dir;
-	char *comment;           /* current comment (what squeue %k shows) */
+	char *status;            /* the daemon's status text in admin_comment, or NULL */
+	char *admin_comment;     /* the whole admin_comment (site text, status, record) */
 	char *plan_json;         /* text after SJOB_PLAN_PREFIX, or NULL */
 	bool hold_pending;       /* admin_comment says stagehand:hold=pending:
 				    held by job_submit.lua until its inputs are staged */
@@ -89,23 +94,32 @@ bool sjob_state_is_final(uint32_t state);
 /* "PENDING", "RUNNING", ... - static string. */
 const char *sjob_state_name(uint32_t state);
 
-/* Set the job's comment (truncated to a safe length). 0 or -1 with err. */
-int sjob_set_comment(uint32_t job_id, const char *comment, char *err, size_t errlen);
 /*
- * Put text in the job's comment; a comment the user set (one not starting
- * with "stagehand:") is kept in front of it, "USER'S | text". Two RPCs.
+ * The admin_comment cur with its status text replaced by text (printable,
+ * one line, "stagehand:" written "stagehand ", a leading "stagehand: "
+ * left out): site text, hold marker and plan are kept as they are. Into
+ * out (outlen bytes). 0, or -1 when it does not fit (out then holds
+ * nothing usable).
  */
-int sjob_add_comment(uint32_t job_id, const char *text, char *err, size_t errlen);
+int sjob_status_record(const char *cur, const char *text, char *out, size_t outlen);
+
+/*
+ * Set the job's status text: reads its admin_comment now (one RPC, so a
+ * release that just rewrote the hold marker is kept) and writes it back with
+ * the new text (a second RPC). 0 or -1 with err.
+ */
+int sjob_set_status(uint32_t job_id, const char *text, char *err, size_t errlen);
 /* Release (priority INFINITE): the scheduler may start it. */
 int sjob_release(uint32_t job_id, char *err, size_t errlen);
 
 /*
  * Split task task_id off the pending meta record of array array_job_id by
- * setting its comment (slurmctld gives a task its own job id when it is
- * updated alone; it keeps priority, hold and admin_comment). 0 or -1.
+ * setting its status text (slurmctld gives a task its own job id when it is
+ * updated alone; it keeps priority and hold). meta_admin_comment: the meta
+ * record's admin_comment, which the task keeps with the new status. 0 or -1.
  */
-int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *comment,
-		    char *err, size_t errlen);
+int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *meta_admin_comment,
+		    const char *text, char *err, size_t errlen);
 
 /* Is node down or not responding? 1 yes, 0 no, -1 unknown (err filled). */
 int sjob_node_down(const char *node, char *err, size_t errlen);

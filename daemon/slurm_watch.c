@@ -5,7 +5,7 @@
  * the "stagehand:hold=pending" marker live in admin_comment), creating their
  * stage_in requests with the identity slurmctld recorded (uid, gid, work
  * dir - never a client's word), showing progress and failures in the job's
- * comment (squeue -o %k, scontrol show job), releasing the job once every
+ * status text (admin_comment, scontrol show job), releasing the job once every
  * input is verified, and cancelling the transfers of a job cancelled while
  * held.
  *
@@ -52,6 +52,7 @@
 #define HS_INVALID   "invalid"    /* the recorded plan was refused */
 #define HS_RELEASED  "released"   /* inputs verified, job released */
 #define HS_CANCELLED "cancelled"  /* job ended while held: transfers cancelled */
+#define HS_BB_SETUP  "bb-setup"   /* burst-buffer setup called (api_bb.c): stage it */
 
 static int _slurm_ok;         /* libslurm initialised */
 static volatile int _ctld_down; /* the last job list failed (main thread writes) */
@@ -104,20 +105,25 @@ static int _user_name(uid_t uid, char *buf, size_t len)
 	return snprintf(buf, len, "%s", pw.pw_name) >= (int)len ? -1 : 0;
 }
 
-/* Job comment, only when it changed: each update is an RPC to slurmctld. */
+/*
+ * The job's status text (admin_comment "stagehand:status=", never the
+ * user's own comment), only when it changed: each update is two RPCs.
+ */
 static void _comment(const struct sjob *j, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void _comment(const struct sjob *j, const char *fmt, ...)
 {
-	char buf[1024], err[256];
+	char buf[1024], cur[1100], err[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);  /* a cut comment is still useful */
+	vsnprintf(buf, sizeof(buf), fmt, ap);  /* a cut status is still useful */
 	va_end(ap);
-	if (j->comment && strcmp(j->comment, buf) == 0)
+	/* Compare as it would be stored. */
+	if (j->status && sjob_status_record(NULL, buf, cur, sizeof(cur)) == 0 &&
+	    strcmp(cur + strlen(SJOB_STATUS_MARK), j->status) == 0)
 		return;
-	if (sjob_set_comment(j->job_id, buf, err, sizeof(err)) < 0)
+	if (sjob_set_status(j->job_id, buf, err, sizeof(err)) < 0)
 		log_warn("job %u: %s", j->job_id, err);
 }
 
@@ -135,6 +141,9 @@ static void _dsl_config(struct daemon *d, struct dsl_config *dc)
 	dsl_config_init(dc);
 	dc->allowed_schemes = (const char *const *)d->conf->allowed_schemes;
 	dc->stage_in_roots = (const char *const *)d->conf->stage_in_roots;
+	dc->max_directives = (size_t)d->conf->max_directives;
+	dc->max_line = (size_t)d->conf->max_directive_line;
+	dc->max_path = (size_t)d->conf->max_path_length;
 }
 
 /* The last component of p, trailing '/' left out: *len bytes at the result. */
@@ -434,6 +443,30 @@ static void _follow(struct daemon *d, const struct sjob *j)
 	free(error);
 }
 
+/*
+ * A burst-buffer job being staged (not held: Slurm's data_in hook waits for
+ * it through api_bb.c): progress in its status, never a release.
+ */
+static void _follow_bb(struct daemon *d, const struct sjob *j)
+{
+	const char *state = NULL;
+	char *error = NULL;
+	char err[256];
+
+	if (queue_job_stage_in(d->q, j->job_id, &state, &error, err, sizeof(err)) < 0) {
+		log_err("job %u: %s", j->job_id, err);
+		return;
+	}
+	if (!strcmp(state, "ready") || !strcmp(state, "none")) {
+		_comment(j, "stagehand: inputs staged; waiting for Slurm to start the job");
+		_set_hold_state(d, j->job_id, HS_RELEASED);
+	} else if (!strcmp(state, "failed")) {
+		_comment(j, "stagehand: stage-in failed: %.700s", error ? error : "unknown error");
+		_set_hold_state(d, j->job_id, HS_FAILED);
+	}
+	free(error);
+}
+
 struct idlist {
 	int64_t ids[256];
 	int n;
@@ -560,7 +593,7 @@ static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
 /*
  * A held array is one pending record whose tasks have no job ids yet, so
  * %a cannot be expanded and a task cannot be released alone. Updating one
- * task (its comment) makes slurmctld split it off as its own held job, with
+ * task (its status text) makes slurmctld split it off as its own held job, with
  * the same admin_comment and priority 0; the next tick stages it like any
  * job, under its own id. The %N throttle and the hold stay with each task.
  */
@@ -575,7 +608,8 @@ static void _split_array(const struct sjob *j)
 	for (k = 0; k < nt; k++) {
 		snprintf(c, sizeof(c), "stagehand: task %u of array %u: waiting for stage-in",
 			 tasks[k], j->array_job_id);
-		if (sjob_split_task(j->array_job_id, tasks[k], c, err, sizeof(err)) < 0) {
+		if (sjob_split_task(j->array_job_id, tasks[k], j->admin_comment, c, err,
+				    sizeof(err)) < 0) {
 			log_warn("array %u: %s (tried again)", j->array_job_id, err);
 			return;
 		}
@@ -760,8 +794,14 @@ static void _tick(struct daemon *d, int64_t now_ms)
 				 !strcmp(hs, HS_RELEASED))
 				_follow(d, j);
 			/* HS_INVALID: stays held with its comment until cancelled. */
+		} else if (j->state == JOB_PENDING && !strcmp(hs, HS_BB_SETUP)) {
+			/* Burst-buffer mode: Slurm called setup; its data_in hook waits. */
+			_start_staging(d, j);
+		} else if (j->state == JOB_PENDING && !strcmp(hs, HS_STAGING)) {
+			_follow_bb(d, j);
 		} else if (sjob_state_is_final(j->state) &&
-			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED))) {
+			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED) ||
+			    !strcmp(hs, HS_BB_SETUP))) {
 			_cancel_job(d, j->job_id, _array_waits(jobs, n, j));
 		} else if (sjob_state_is_final(j->state) && strcmp(hs, HS_INVALID) != 0 &&
 			   strcmp(hs, HS_CANCELLED) != 0 && j->end_time && (!qj || !qj->end_state)) {

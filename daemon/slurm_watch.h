@@ -24,7 +24,7 @@ enum slurm_watch_end {
  * PREEMPTED, NODE_FAIL, ...) and *exit_code its exit code (both for
  * SW_END_FINAL); *restarts its requeue count; *array_job_id and
  * *array_task_id (-1 when not an array task) the task's array. For a
- * requeued job the job's comment says so (squeue -o %k). received: when the
+ * requeued job the status text in admin_comment says so. received: when the
  * event arrived; while slurmctld cannot be reached the answer is
  * SW_END_WAIT, for up to 10 minutes after it, then SW_END_UNKNOWN. Main
  * thread (the job-end hook): the RPC may block for libslurm's timeouts.

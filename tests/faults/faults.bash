@@ -74,7 +74,7 @@ faults_teardown() {
 }
 
 comment() {
-	squeue -h -j "$1" -o '%k' 2>/dev/null
+	job_status "$1"
 }
 
 comment_matches() {

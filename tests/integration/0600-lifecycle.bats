@@ -26,9 +26,9 @@ teardown() {
 	cancel_jobs "${JOBS[@]}"
 }
 
-# comment JOB: what squeue -o %k shows.
+# comment JOB: stagehandd's status text for the job (in its AdminComment).
 comment() {
-	squeue -h -j "$1" -o '%k' 2>/dev/null
+	job_status "$1"
 }
 
 comment_matches() {
@@ -57,6 +57,7 @@ user_file() {
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #SBATCH --job-name=happy
+#SBATCH --comment="the user's own note"
 #SBATCH --output=$WD/out-%j.txt
 #DATA stage_in=$WD/proj/ref.db
 #DATA exempt=tmp
@@ -84,8 +85,9 @@ EOF
 	[ "$(stat -c %U "$loc/sub/a.txt")" = shtest ]
 	# The exempt dir was never copied.
 	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/tmp" ]
-	# The job's comment tells what happened.
-	[[ "$(job_field "$j" Comment)" =~ "inputs staged" ]]
+	# The job's status tells what happened; the user's own comment is untouched.
+	[[ "$(job_status "$j")" =~ "inputs staged" ]]
+	[ "$(job_field "$j" Comment)" = "the user's own note" ]
 }
 
 @test "missing stage-in source: job stays held with the reason; fixed and retried, it runs" {
@@ -95,8 +97,9 @@ EOF
 #DATA stage_in=$WD/later/input.dat
 cmp "\$STAGEHAND_INPUT_DIR/input.dat" "$WD/later/input.dat" && echo same > result
 EOF
-	submit -d "$WD" "$WD/job.sh"
+	submit -d "$WD" "$WD/job.sh" --comment=mine
 	wait_for 60 comment_matches "$j" "stage-in failed"
+	[ "$(job_field "$j" Comment)" = mine ]
 	[[ "$(comment "$j")" =~ "No such file" ]]
 	[[ "$(comment "$j")" =~ "stagehand retry $j" ]]
 	[ "$(job_state "$j")" = PENDING ]

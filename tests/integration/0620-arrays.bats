@@ -41,6 +41,22 @@ all_tasks_done() {
 
 # task_field A TASK FIELD: one field of one task's record ('scontrol show job'
 # of an array's job id lists every task, so the task's own line is picked).
+# task_admin_comment ARRAY TASK: one task's AdminComment (stagehand's record:
+# its status and markers look like keys, so it runs to scontrol's next field).
+task_admin_comment() {
+	local line
+	line=$(scontrol -o show job "$1" 2>/dev/null | grep -E "^JobId=[0-9]+ ArrayJobId=$1 ArrayTaskId=$2 ")
+	[[ $line == *" AdminComment="* ]] || return 0
+	line=${line#* AdminComment=}
+	line=${line%% Comment=*}
+	printf '%s\n' "${line%% StdErr=*}"
+}
+
+# task_status ARRAY TASK: stagehandd's status text for one task.
+task_status() {
+	status_text "$(task_admin_comment "$1" "$2")"
+}
+
 task_field() {
 	scontrol -o show job "$1" 2>/dev/null |
 		grep -E "^JobId=[0-9]+ ArrayJobId=$1 ArrayTaskId=$2 " | awk -v f="$3" '
@@ -92,8 +108,8 @@ EOF
 		read -r _ id st < <(tasks "$A" | awk -v t="$i" '$1 == t')
 		[ "$st" = COMPLETED ]
 		# Released by stagehandd (root), task by task.
-		[[ "$(task_field "$A" "$i" AdminComment)" =~ "stagehand:hold=released" ]]
-		[[ "$(task_field "$A" "$i" Comment)" =~ "inputs staged" ]]
+		[[ "$(task_admin_comment "$A" "$i")" =~ "stagehand:hold=released" ]]
+		[[ "$(task_status "$A" "$i")" =~ "inputs staged" ]]
 		# Its own %a input, in its own input dir, and only that one there.
 		cmp "$WD/params/$i.txt" "$WD/res-$i/params.txt"
 		[ "$(cat "$WD/res-$i/inputs.txt")" = "$i.txt" ]
@@ -165,11 +181,13 @@ EOF
 	wait_for 60 test -f "$WD/got-1"
 	wait_for 60 test -f "$WD/got-3"
 	t2() { task_field "$A" 2 "$1"; }
-	wait_for 30 eval '[[ "$(t2 Comment)" =~ "stage-in failed" ]]'
+	wait_for 30 eval '[[ "$(task_status "$A" 2)" =~ "stage-in failed" ]]'
 	[ "$(t2 JobState)" = PENDING ]
-	[[ "$(t2 Comment)" =~ in/2 ]]
-	# squeue shows the task by its array name with its own reason and comment.
-	squeue -h -j "${A}_2" -o '%i %T %k' | grep -q "^${A}_2 PENDING stagehand: stage-in failed"
+	[[ "$(task_status "$A" 2)" =~ in/2 ]]
+	# squeue shows the task by its array name with its own status; its comment stays empty.
+	squeue -h -j "${A}_2" -O 'JobArrayID:20,State:10,admin_comment:2000' |
+		grep -q "^${A}_2 *PENDING *stagehand:status=stage-in failed"
+	[ -z "$(squeue -h -j "${A}_2" -o '%k' | sed 's/(null)//')" ]
 	id2=$(tasks "$A" | awk '$1 == 2 { print $2 }')
 	echo two >"$WD/in/2"
 	chown shtest:shtest "$WD/in/2"

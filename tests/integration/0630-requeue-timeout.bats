@@ -31,7 +31,7 @@ after_job_requests() {
 }
 
 comment_has() {
-	[[ "$(job_field "$1" Comment)" == *"$2"* ]]
+	[[ "$(job_status "$1")" == *"$2"* ]]
 }
 
 archived_file() {
@@ -128,7 +128,7 @@ EOF
 	# requeues the job (batch jobs are requeued after a node failure).
 	wait_for 150 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
 	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
-	wait_for 30 eval '[[ "$(job_field "$j" Comment)" == *"NODE_FAIL"* ]]'
+	wait_for 30 eval '[[ "$(job_status "$j")" == *"NODE_FAIL"* ]]'
 	"$TESTBED" up >/dev/null 2>&1
 	node_back() {
 		scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true

@@ -25,6 +25,9 @@
 #                               (the test file needs bats_require_minimum_version 1.5.0)
 #   job_field JOB FIELD         one field of "scontrol show job JOB" (e.g. JobState, UserId, Reason)
 #   job_state JOB               JobState of JOB
+#   job_status JOB              stagehandd's status text for JOB (the "stagehand:status=" part
+#                               of its AdminComment; the job's own Comment stays the user's)
+#   status_text ADMIN_COMMENT   the same, from an AdminComment value
 #   wait_job_state JOB STATES [TIMEOUT]
 #                               wait until JobState is one of STATES ("COMPLETED" or
 #                               "RUNNING|COMPLETED"); fails at once if the job reaches another
@@ -194,10 +197,39 @@ try_submit() {
 	fi
 }
 
+status_text() {
+	local ac=$1
+	[[ $ac == *stagehand:status=* ]] || return 0
+	ac=${ac#*stagehand:status=}
+	ac=${ac%%stagehand:hold=*}
+	ac=${ac%%stagehand:v1:*}
+	printf '%s\n' "${ac% }"
+}
+
+job_status() {
+	local line
+	line=$(scontrol -o show job "$1" 2>/dev/null) || return 0
+	line=${line//$'\n'/ }
+	# The status always sits before the record's hold marker or plan.
+	status_text "${line#* AdminComment=}"
+}
+
 job_field() {
 	local job=$1 field=$2 line
+	# In burst-buffer mode the BurstBuffer field holds the script's #DATA
+	# lines, newlines included: join them, or "-o" is not one line.
 	line=$(scontrol -o show job "$job" 2>&1) || _tb_fail "scontrol show job $job: $line" || return 1
+	line=${line//$'\n'/ }
 	# Values may contain spaces: a field runs until the next " Key=".
+	# AdminComment holds stagehand's record, whose status text and markers
+	# look like keys: it runs until scontrol's next field, Comment or StdErr.
+	if [[ $field == AdminComment ]]; then
+		[[ $line == *" AdminComment="* ]] || return 0
+		line=${line#* AdminComment=}
+		line=${line%% Comment=*}
+		printf '%s\n' "${line%% StdErr=*}"
+		return 0
+	fi
 	awk -v f="$field" '
 	{
 		n = split($0, t, " "); val = ""; found = 0

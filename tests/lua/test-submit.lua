@@ -234,6 +234,18 @@ do
 	table.remove(stagehand.site.trusted_uids)
 	is(slurm_job_modify({ priority = S.INFINITE }, { job_id = 19 }, {}, 1000), S.SUCCESS,
 		"job without a record: allowed")
+	-- stagehandd's status text sits between site text and the hold marker
+	local withst = "note stagehand:status=staging 1/2 files (50%) stagehand:hold=pending " ..
+		PREFIX .. '{"version":1,"actions":[]}'
+	local site4, hold4, plan4, st4 = stagehand.split_record(withst)
+	is(site4, "note", "status: site text split off")
+	is(hold4, "pending", "status: hold marker still read")
+	is(plan4, '{"version":1,"actions":[]}', "status: plan still read")
+	is(st4, "staging 1/2 files (50%)", "status: text read")
+	local rel4 = { priority = S.INFINITE }
+	slurm_job_modify(rel4, { job_id = 22, admin_comment = withst }, {}, 0)
+	is(rel4.admin_comment, "note stagehand:status=staging 1/2 files (50%) stagehand:hold=released " ..
+		PREFIX .. '{"version":1,"actions":[]}', "release keeps site text and status")
 	-- a user path that spells a pending record must not make a job look held
 	stub.reset()
 	local d = desc(HEAD .. '#DATA exempt="stagehand:hold=pending stagehand:v1:x"\n')

@@ -1,0 +1,274 @@
+/*
+ * api_bb.c - the daemon's side of burst-buffer mode (SubmitMode=bb): what
+ * Slurm's burst_buffer/lua hooks ask for, through `stagehand bb` over the
+ * UNIX socket, from slurmscriptd (root, on the controller host).
+ *
+ * Owns: accepting a job for stage-in at setup (slurm_watch's tick creates
+ * its requests, in the order setups arrive, which is the order Slurm gives
+ * pools to jobs), answering where stage-in and the after-job transfers
+ * stand, and labelling the job's staged inputs for purge at teardown.
+ *
+ * Identity, work dir and plan come from slurmctld's record of the job
+ * (sjob_get), never from the caller. Must never: wait for a transfer (the
+ * CLI polls), touch user data (workers do, as the owner), or accept a call
+ * from anyone but root on this host.
+ */
+#include "config.h"
+
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_bb.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "queue.h"
+#include "slurm_jobs.h"
+
+/* queue_job.hold_state while a job waits for slurm_watch's tick to stage it. */
+#define HS_BB_SETUP "bb-setup"
+
+static int _root_here(const struct api_caller *who, struct api_reply *out)
+{
+	if (who->uid == 0 && !who->tcp)
+		return 1;
+	api_error(out, 403, "burst-buffer calls come from slurmscriptd as root over the UNIX "
+		  "socket (this is uid %u%s)", (unsigned)who->uid, who->tcp ? " over TCP" : "");
+	return 0;
+}
+
+/* setup: record the job from slurmctld's record; its requests follow at the next tick. */
+static void _setup(struct daemon *d, int64_t job, struct api_reply *out)
+{
+	struct sjob j;
+	struct queue_job *qj = NULL;
+	struct passwd pw, *res = NULL;
+	char err[512], tmp[4096];
+	int rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
+
+	if (rc != 0) {
+		api_error(out, rc > 0 ? 404 : 503, "%s", rc > 0 ? "slurmctld does not know this job" : err);
+		return;
+	}
+	if (!j.plan_json) {
+		/* A #DATA job without a record: job_submit.lua did not run. */
+		out->status = 200;
+		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "none");
+		sjob_clear(&j);
+		return;
+	}
+	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) < 0) {
+		api_error(out, 500, "%s", err);
+		sjob_clear(&j);
+		return;
+	}
+	/* A second setup (slurmctld restarted) changes nothing already under way. */
+	if (!qj || !qj->hold_state || !strcmp(qj->hold_state, "none") ||
+	    !strcmp(qj->hold_state, "cancelled")) {
+		if (getpwuid_r(j.uid, &pw, tmp, sizeof(tmp), &res) != 0 || !res) {
+			api_error(out, 500, "uid %u has no user name on the staging host",
+				  (unsigned)j.uid);
+			goto out;
+		}
+		if (queue_job_upsert(d->q, job, j.uid, j.gid, res->pw_name, j.work_dir, j.plan_json,
+				     err, sizeof(err)) < 0 ||
+		    queue_job_set_hold_state(d->q, job, HS_BB_SETUP, err, sizeof(err)) < 0) {
+			api_error(out, 500, "%s", err);
+			goto out;
+		}
+		log_info("job %lld: burst-buffer setup: stage-in queued", (long long)job);
+		daemon_wake(d);
+	}
+	out->status = 200;
+	out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "accepted");
+out:
+	queue_job_free(qj);
+	sjob_clear(&j);
+}
+
+/* data-in: "waiting" (not staged yet), "ready" or "failed" with what to do. */
+static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
+{
+	struct queue_job *qj = NULL;
+	const char *st = "none", *hs;
+	char *error = NULL, err[512], msg[1024];
+	const char *state;
+
+	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) != 0) {
+		api_error(out, qj ? 500 : 404, "no burst-buffer setup for job %lld", (long long)job);
+		queue_job_free(qj);
+		return;
+	}
+	hs = qj->hold_state ? qj->hold_state : "none";
+	if (queue_job_stage_in(d->q, job, &st, &error, err, sizeof(err)) < 0) {
+		api_error(out, 500, "%s", err);
+		queue_job_free(qj);
+		return;
+	}
+	msg[0] = '\0';
+	if (!strcmp(hs, HS_BB_SETUP) || !strcmp(st, "pending") || !strcmp(st, "staging")) {
+		state = "waiting";
+	} else if (!strcmp(hs, "invalid") || (!strcmp(hs, "failed") && strcmp(st, "failed"))) {
+		state = "failed";
+		snprintf(msg, sizeof(msg), "stagehand refused the job's stage-in plan: see "
+			 "'scontrol show job %lld' (AdminComment) - fix the #DATA line and resubmit",
+			 (long long)job);
+	} else if (!strcmp(st, "failed")) {
+		state = "failed";
+		snprintf(msg, sizeof(msg), "stage-in failed: %.600s - fix it, run 'stagehand retry "
+			 "%lld' and resubmit (Slurm does not call data_in again)",
+			 error ? error : "unknown error", (long long)job);
+	} else {
+		state = "ready";
+	}
+	out->status = 200;
+	out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state", state,
+			      "message", msg);
+	free(error);
+	queue_job_free(qj);
+}
+
+struct after {
+	int total, done, failed;
+	char first_error[600], first_source[300];
+};
+
+static int _after(const struct queue_request *r, void *arg)
+{
+	struct after *a = arg;
+
+	if (!strcmp(r->action, "stage_in"))
+		return 0;
+	a->total++;
+	if (r->state == QS_DONE || r->state == QS_CANCELLED)
+		a->done++;
+	else if (r->state == QS_FAILED_FINAL && a->failed++ == 0) {
+		snprintf(a->first_error, sizeof(a->first_error), "%s", r->error ? r->error : "?");
+		snprintf(a->first_source, sizeof(a->first_source), "%s of %s (request r%lld)",
+			 r->action, r->source ? r->source : "?", (long long)r->id);
+	}
+	return 0;
+}
+
+/* data-out: "waiting" until every after-job request is verified, then "done" or "failed". */
+static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
+{
+	struct queue_filter f = { .uid = -1, .job_id = job, .state = -1, .limit = 0 };
+	struct queue_job *qj = NULL;
+	struct after a;
+	char err[512], msg[1200];
+	const char *state;
+
+	memset(&a, 0, sizeof(a));
+	msg[0] = '\0';
+	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) < 0) {
+		api_error(out, 500, "%s", err);
+		return;
+	}
+	if (!qj || !qj->end_state || !qj->end_processed) {
+		/* The end event (SPANK plugin, epilog or slurmctld's record) is on its way. */
+		state = "waiting";
+	} else if (queue_request_list(d->q, &f, _after, &a, err, sizeof(err)) < 0) {
+		api_error(out, 500, "%s", err);
+		queue_job_free(qj);
+		return;
+	} else if (a.failed) {
+		state = "failed";
+		snprintf(msg, sizeof(msg), "stagehand: %s failed: %.500s - fix it and run "
+			 "'stagehand retry %lld'; an admin ends stage-out with 'scancel --hurry %lld' "
+			 "(dependents then start without the archive)", a.first_source,
+			 a.first_error, (long long)job, (long long)job);
+	} else if (a.done < a.total) {
+		state = "waiting";
+	} else {
+		state = "done";
+	}
+	out->status = 200;
+	out->body = json_pack("{s:I,s:s,s:s,s:i,s:i}", "job_id", (json_int_t)job, "state", state,
+			      "message", msg, "requests", a.total, "verified", a.done);
+	queue_job_free(qj);
+}
+
+/* Does the plan stage anything into the job's scratch input directory (no to=)? */
+static int _uses_input_dir(const char *plan)
+{
+	json_t *p = plan ? json_loads(plan, 0, NULL) : NULL, *a;
+	size_t i;
+	int uses = 0;
+
+	json_array_foreach(json_object_get(p, "actions"), i, a)
+		if (!strcmp(json_string_value(json_object_get(a, "action")) ?: "", "stage_in") &&
+		    !json_is_string(json_object_get(a, "to")))
+			uses = 1;
+	json_decref(p);
+	return uses;
+}
+
+/* teardown: label SCRATCH/USER/JOB/input 'purge' (as the owner); the site's purge removes it. */
+static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
+{
+	struct queue_job *qj = NULL;
+	struct lifecycle_request lr;
+	char err[512], dir[4096];
+	int64_t id = 0;
+	int hurry = json_is_true(json_object_get(body, "hurry"));
+
+	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) != 0 || !qj->user || qj->uid <= 0 ||
+	    !_uses_input_dir(qj->plan) || !d->conf->scratch_roots || !d->conf->scratch_roots[0]) {
+		out->status = 200;
+		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "nothing");
+		queue_job_free(qj);
+		return;
+	}
+	if (snprintf(dir, sizeof(dir), "%s/%s/%lld/input", d->conf->scratch_roots[0], qj->user,
+		     (long long)job) >= (int)sizeof(dir)) {
+		api_error(out, 500, "job %lld: input directory path too long", (long long)job);
+		queue_job_free(qj);
+		return;
+	}
+	memset(&lr, 0, sizeof(lr));
+	lr.uid = (uid_t)qj->uid;
+	lr.gid = (gid_t)(qj->gid >= 0 ? qj->gid : qj->uid);
+	lr.user = qj->user;
+	lr.job_id = job;
+	lr.action = "label";
+	lr.source = dir;
+	lr.options = "{\"policy\":\"purge\"}";
+	if (lifecycle_create_request(d, &lr, &id, err, sizeof(err)) < 0) {
+		log_warn("job %lld: teardown: cannot label %s 'purge': %s", (long long)job, dir, err);
+		api_error(out, 500, "cannot label %s for purge: %s", dir, err);
+	} else {
+		log_info("job %lld: teardown%s: %s labelled for purge (request %lld)",
+			 (long long)job, hurry ? " (hurry)" : "", dir, (long long)id);
+		out->status = 200;
+		out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state",
+				      "labelled", "path", dir);
+	}
+	queue_job_free(qj);
+}
+
+void api_bb(struct daemon *d, const struct api_caller *who, int64_t job, const char *op,
+	    json_t *body, struct api_reply *out)
+{
+	if (!_root_here(who, out))
+		return;
+	if (!d->conf->slurm_watch) {
+		api_error(out, 409, "burst-buffer mode needs SlurmWatch=yes (the daemon reads the "
+			  "job from slurmctld)");
+		return;
+	}
+	if (job <= 0 || job > (int64_t)UINT32_MAX)
+		api_error(out, 404, "%lld is not a Slurm job id", (long long)job);
+	else if (!strcmp(op, "setup"))
+		_setup(d, job, out);
+	else if (!strcmp(op, "data-in"))
+		_data_in(d, job, out);
+	else if (!strcmp(op, "data-out"))
+		_data_out(d, job, out);
+	else if (!strcmp(op, "teardown"))
+		_teardown(d, job, body, out);
+	else
+		api_error(out, 404, "no burst-buffer call '%.64s' (setup, data-in, data-out, "
+			  "teardown)", op);
+}

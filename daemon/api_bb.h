@@ -1,0 +1,23 @@
+/*
+ * api_bb.h - the endpoints Slurm's burst_buffer/lua hooks reach through
+ * `stagehand bb` (lua/stagehand_bb.lua): POST /v1/bb/JOB/{setup,data-in,
+ * data-out,teardown}. docs/api.md, "Burst-buffer mode".
+ */
+#ifndef STAGEHAND_API_BB_H
+#define STAGEHAND_API_BB_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "api_private.h"
+
+/*
+ * One burst-buffer call for job: op is "setup", "data-in", "data-out" or
+ * "teardown"; body the decoded JSON body (may be NULL). Root over the UNIX
+ * socket only (slurmscriptd on this host). Called with conf_lock held (read);
+ * returns at once: nothing here waits for a transfer.
+ */
+void api_bb(struct daemon *d, const struct api_caller *who, int64_t job, const char *op,
+	    json_t *body, struct api_reply *out);
+
+#endif /* STAGEHAND_API_BB_H */

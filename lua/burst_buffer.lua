@@ -1,0 +1,61 @@
+--[[
+burst_buffer.lua - stagehand's hooks for Slurm's burst_buffer/lua plugin
+(BurstBufferType=burst_buffer/lua, Directive=DATA in burst_buffer.conf,
+SubmitMode=bb in stagehand.conf), as shipped: a thin wrapper around
+stagehand.lua. Put it next to slurm.conf with stagehand.lua,
+stagehand_dsl.lua and stagehand_bb.lua (docs/admin-guide.md, "Burst-buffer
+mode"); keep JobSubmitPlugins=lua with job_submit.lua too, which records
+each job's plan.
+
+Which hook runs where, and what 22.05 passes: docs/burst-buffer-slurm.md.
+]]
+local here = (debug.getinfo(1, "S").source or ""):match("^@(.*/)") or "./"
+local stagehand = dofile(here .. "stagehand.lua")
+local function ok() return slurm.SUCCESS end
+
+-- In slurmctld, locks held: read the script, answer at once.
+function slurm_bb_job_process(job_script)
+	return stagehand.bb_job_process(job_script)
+end
+
+-- In slurmctld: stagehand's space is its scratch roots, not Slurm pools.
+function slurm_bb_pools()
+	return slurm.SUCCESS
+end
+
+function slurm_bb_paths(job_id, job_script, path_file)
+	return ok()
+end
+
+function slurm_bb_real_size(job_id)
+	return ok()
+end
+
+function slurm_bb_get_status(...)
+	return slurm.SUCCESS, "stagehand"
+end
+
+-- In slurmscriptd, asynchronously: hand the work to stagehandd.
+function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
+	return stagehand.bb_setup(job_id)
+end
+
+function slurm_bb_data_in(job_id, job_script)
+	return stagehand.bb_data_in(job_id)
+end
+
+function slurm_bb_pre_run(job_id, job_script)
+	return ok()
+end
+
+function slurm_bb_post_run(job_id, job_script)
+	return ok()
+end
+
+function slurm_bb_data_out(job_id, job_script)
+	return stagehand.bb_data_out(job_id)
+end
+
+function slurm_bb_job_teardown(job_id, job_script, hurry)
+	return stagehand.bb_teardown(job_id, job_script, hurry)
+end

@@ -1,0 +1,112 @@
+--[[
+stagehand_bb.lua - the burst-buffer hooks of stagehand.lua (SubmitMode=bb,
+BurstBufferType=burst_buffer/lua with Directive=DATA in burst_buffer.conf).
+Loaded by stagehand.lua with the module table and its settings; adds
+M.bb_job_process, M.bb_setup, ... for burst_buffer.lua to call.
+
+What Slurm 22.05 really does with these hooks is in
+docs/burst-buffer-slurm.md. In short:
+  * job_process, paths and pools run inside slurmctld with its locks held:
+    they only read the job's script (slurmctld wrote it) or return at once;
+  * setup, data_in, pre_run, post_run, data_out and teardown run in
+    slurmscriptd, asynchronously: they hand the work to stagehandd through
+    `stagehand bb CALL JOB` (the CLI over the daemon's UNIX socket). setup
+    and teardown return as soon as the daemon has the job; data_in and
+    data_out wait for the daemon's verified result, as Slurm expects.
+The CLI is $STAGEHAND_CLI in slurmctld's environment, else `stagehand` on
+its PATH. The job's plan comes from the record job_submit (stagehand.lua)
+put in admin_comment: a bb site runs JobSubmitPlugins=lua too.
+
+Must never: raise a Lua error into slurmctld (every hook is under pcall),
+run a program from job_process, paths or pools, or put text from the job
+into a command line (only the numeric job id goes there).
+]]
+local M, SITE = ...
+
+local format, tostring, tonumber, type, pcall = string.format, tostring, tonumber, type, pcall
+
+local CLI = os.getenv("STAGEHAND_CLI") or "stagehand"
+-- How long data_in / data_out wait for the daemon at most; Slurm's
+-- StageInTimeout / StageOutTimeout (burst_buffer.conf) cut them off first.
+local WAIT_SECONDS = 7 * 86400
+-- Largest script job_process reads (the #DATA block is at its top).
+local MAX_SCRIPT = 4 * 1024 * 1024
+
+local function _ok() return M.rc("SUCCESS", 0) end
+local function _err() return M.rc("ERROR", -1) end
+
+local function _shell_quote(s)
+	return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- Run `stagehand bb CALL JOB`; the last line says ok or error (Lua 5.1's
+-- popen cannot give the exit status).
+local function _client(call, job_id, extra)
+	local id = tonumber(job_id)
+	if not id or id < 1 or id ~= math.floor(id) or id > 4294967295 then
+		return _err(), "stagehand: " .. call .. ": not a job id: " .. tostring(job_id)
+	end
+	local cmd = format("%s bb %s %d%s 2>&1", _shell_quote(CLI), call, id, extra or "")
+	local p, perr = io.popen(cmd)
+	if not p then
+		return _err(), format("stagehand: cannot run %s: %s", CLI, tostring(perr))
+	end
+	local out = p:read("*a") or ""
+	p:close()
+	local last
+	for line in out:gmatch("[^\n]+") do
+		if line:find("^stagehand%-bb: ") then last = line end
+	end
+	if last and last:find("^stagehand%-bb: ok: ") then
+		M.log("log_verbose", "stagehand: job %d: bb %s: %s", id, call, (last:gsub("^stagehand%-bb: ok: ", "")))
+		return _ok()
+	end
+	local msg = last and last:gsub("^stagehand%-bb: error: ", "") or
+		format("%s bb %s %d gave no answer (%s)", CLI, call, id, out:sub(1, 300))
+	M.log("log_error", "stagehand: job %d: bb %s failed: %s", id, call, msg)
+	return _err(), msg
+end
+
+-- Lua 5.1 has unpack, 5.2+ table.unpack.
+local _unpack = table.unpack or unpack
+
+local function _guard(name, f)
+	return function(...)
+		local r = { n = 0 }
+		local function keep(...)
+			r = { n = select("#", ...), ... }
+		end
+		keep(pcall(f, ...))
+		if r[1] then return _unpack(r, 2, r.n) end
+		M.log("log_error", "stagehand: internal error in %s: %s", name, tostring(r[2]))
+		return _err(), "stagehand: internal error in " .. name .. " (see the slurmctld log)"
+	end
+end
+
+-- job_process(script path): check the #DATA lines at submit, in slurmctld.
+function M.bb_job_process(job_script)
+	if type(job_script) ~= "string" then return _ok() end
+	local f = io.open(job_script, "rb")
+	if not f then return _ok() end   -- no script (salloc): nothing to check
+	local text = f:read(MAX_SCRIPT) or ""
+	f:close()
+	if not text:find("#DATA", 1, true) then return _ok() end
+	local res = M.parse(text, nil)
+	if #res.errors == 0 then return _ok() end
+	local e = res.errors[1]
+	return _err(), format("stagehand: line %d: %s (%d #DATA error%s; see 'stagehand check')",
+		e.line, e.message, #res.errors, #res.errors == 1 and "" or "s")
+end
+
+function M.bb_setup(job_id) return _client("setup", job_id) end
+function M.bb_data_in(job_id) return _client("data-in", job_id, " --wait " .. WAIT_SECONDS) end
+function M.bb_data_out(job_id) return _client("data-out", job_id, " --wait " .. WAIT_SECONDS) end
+function M.bb_teardown(job_id, job_script, hurry)
+	return _client("teardown", job_id, (hurry == true or hurry == "true") and " --hurry" or "")
+end
+
+M.bb_job_process = _guard("slurm_bb_job_process", M.bb_job_process)
+M.bb_setup = _guard("slurm_bb_setup", M.bb_setup)
+M.bb_data_in = _guard("slurm_bb_data_in", M.bb_data_in)
+M.bb_data_out = _guard("slurm_bb_data_out", M.bb_data_out)
+M.bb_teardown = _guard("slurm_bb_job_teardown", M.bb_teardown)

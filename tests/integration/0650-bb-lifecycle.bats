@@ -1,0 +1,155 @@
+#!/usr/bin/env bats
+# 0650-bb-lifecycle.bats - burst-buffer mode (scripts/testbed up --mode=bb):
+# a #DATA job through Slurm's burst_buffer/lua hooks and stagehandd.
+#   * stage-in happens before the job starts (BurstBufferStageIn), as the owner;
+#   * the job stays in STAGE_OUT until its archive is verified, and a
+#     dependent with --dependency=afterburstbuffer starts only after that;
+#   * --mail-type=STAGE_OUT mails (the bed's MailProg records its calls);
+#   * a failed archive shows in scontrol show job (state STAGE_OUT, reason)
+#     and in 'stagehand status';
+#   * the user's own --comment is never touched; staged inputs are labelled
+#     'purge' at teardown.
+# Skipped on a hold-mode bed (tests/integration/expected-skips).
+
+bats_require_minimum_version 1.5.0
+
+load helpers
+
+setup() {
+	testbed_require
+	# (skip in setup_file fails the file with this bats.)
+	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]] ||
+		skip "burst-buffer tests need 'scripts/testbed up --mode=bb'"
+	WD=$(user_workdir)
+	JOBS=()
+	MAIL=$STAGEHAND_TESTBED_LOGDIR/mail.log
+}
+
+teardown() {
+	local j
+	for j in "${JOBS[@]}"; do scancel --hurry "$j" 2>/dev/null || true; done
+	cancel_jobs "${JOBS[@]}"
+}
+
+# sh_status JOB: 'stagehand status JOB' as the job's owner.
+sh_status() {
+	run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND_BUILD_DIR/cli/stagehand" status "$1"
+}
+
+# state_reason JOB: "STATE REASON" as squeue shows them.
+state_reason() {
+	squeue -h -t all -j "$1" -o '%T %r' 2>/dev/null
+}
+
+# A job that stages one input, copies it into results/ and archives that.
+write_archive_job() {
+	head -c 3000000 /dev/urandom >"$WD/in.dat"
+	chown shtest: "$WD/in.dat"
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --comment=my-own-note
+#SBATCH --mail-type=STAGE_OUT
+#SBATCH --output=$WD/out-%j.txt
+#DATA stage_in=$WD/in.dat
+#DATA archive=results
+mkdir -p results
+cp "\$STAGEHAND_INPUT_DIR/in.dat" results/
+EOF
+}
+
+@test "bb: staged before start, STAGE_OUT until the archive is verified, afterburstbuffer dependent after, mail, comment kept" {
+	write_archive_job
+	# A running job on the same scratch makes the archive yield (YieldToJobs):
+	# it holds J in stage-out for as long as the test wants.
+	write_user_script shtest "$WD/blocker.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=/dev/null
+sleep 300
+EOF
+	submit -d "$WD" "$WD/blocker.sh"
+	blocker=$j
+	wait_job_state "$blocker" RUNNING 60
+	submit -d "$WD" "$WD/job.sh"
+	J=$j
+	submit -d "$WD" --dependency=afterburstbuffer:"$J" --wrap "date +%s.%N > $WD/dep-started"
+	D=$j
+	# Stage-in first: the input is in place before the job's first command.
+	wait_for 90 eval '[[ "$(state_reason "$J")" == STAGE_OUT* ]]'
+	[ "$(cmp "$WD/in.dat" "$WD/results/in.dat" && echo same)" = same ]
+	[ "$(stat -c %U "$STAGEHAND_TESTBED_SCRATCH/shtest/$J/input/in.dat")" = shtest ]
+	# Stage-out waits for the archive, which yields to the running blocker.
+	sleep 6
+	state_reason "$J"
+	[[ "$(state_reason "$J")" == "STAGE_OUT burst_buffer/lua: Stage-out in progress" ]]
+	[[ "$(state_reason "$D")" == "PENDING Dependency" ]]
+	[ ! -e "$WD/dep-started" ]
+	run sh_status "$J"
+	echo "$output"
+	[[ $output =~ archive\ +(queued|running) ]]
+	# The blocker ends: the archive runs, is verified, and only then the job
+	# completes and the dependent starts.
+	scancel "$blocker"
+	wait_job_state "$J" COMPLETED 120
+	wait_job_state "$D" COMPLETED 120
+	run sh_status "$J"
+	echo "$output"
+	[[ $output =~ archive\ +done ]]
+	cmp "$WD/in.dat" "$STAGEHAND_TESTBED_ARCHIVE/shtest/$J/results/in.dat"
+	# The archive's last write came before the dependent's first command.
+	[ "$(stat -c %Y "$STAGEHAND_TESTBED_ARCHIVE/shtest/$J/results/in.dat")" -le "$(cut -d. -f1 "$WD/dep-started")" ]
+	# --mail-type=STAGE_OUT: one mail about J's stage-out.
+	wait_for 30 grep -q "Job_id=$J .*StageOut" "$MAIL"
+	grep "Job_id=$J " "$MAIL"
+	# The user's comment is the user's; stagehand's word is in AdminComment.
+	[ "$(job_field "$J" Comment)" = my-own-note ]
+	[[ "$(job_field "$J" AdminComment)" =~ stagehand:status= ]]
+	# Teardown labelled the staged inputs for the site's purge.
+	wait_for 30 eval '[ "$(getfattr --only-values -n user.stagehand.policy "$STAGEHAND_TESTBED_SCRATCH/shtest/$J/input" 2>/dev/null)" = purge ]'
+	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND_BUILD_DIR/cli/stagehand" tags --verify "$STAGEHAND_TESTBED_SCRATCH/shtest/$J/input"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output =~ "0 problem(s)" ]]
+}
+
+@test "bb: a failed archive keeps the job in STAGE_OUT with the reason; stagehand status says failed" {
+	write_user_script shtest "$WD/fail.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#SBATCH --comment=keep-me
+#DATA archive=results
+mkdir -p results; echo data > results/a
+chmod 000 results
+EOF
+	submit -d "$WD" "$WD/fail.sh"
+	J=$j
+	submit -d "$WD" --dependency=afterburstbuffer:"$J" --wrap "touch $WD/dep-started"
+	D=$j
+	wait_for 120 eval '[[ "$(state_reason "$J")" == "STAGE_OUT burst_buffer/lua: slurm_bb_data_out: stagehand: archive of"*failed* ]]'
+	scontrol show job "$J" | grep -E 'JobState|Reason|Comment'
+	reason=$(squeue -h -t all -j "$J" -o %r)
+	[[ $reason =~ "stagehand retry $J" ]]
+	[[ $reason =~ "scancel --hurry $J" ]]
+	[ "$(job_field "$J" Comment)" = keep-me ]
+	run sh_status "$J"
+	echo "$output"
+	[[ $output =~ archive\ +failed ]]
+	# Slurm does not call data_out again: the dependent waits.
+	sleep 3
+	[[ "$(state_reason "$D")" == "PENDING Dependency" ]]
+	[ ! -e "$WD/dep-started" ]
+	# An admin ends it (docs/burst-buffer-slurm.md): then the dependent runs.
+	scancel --hurry "$J"
+	wait_job_state "$J" COMPLETED 60
+}
+
+@test "bb: a bad #DATA line is refused at submit, with its line number" {
+	write_user_script shtest "$WD/bad.sh" <<EOF
+#!/bin/bash
+#DATA stage_in=$WD/x to=../escape
+true
+EOF
+	try_submit -d "$WD" "$WD/bad.sh"
+	echo "stderr: $stderr"
+	[ "$status" -ne 0 ]
+	[[ "$stderr" =~ "line 2:" ]]
+}
