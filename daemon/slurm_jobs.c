@@ -7,8 +7,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
+#include "slurm_compat.h"
 
 #include "slurm_jobs.h"
 

@@ -15,8 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
+#include "slurm_compat.h"
 
 #include "log.h"
 #include "slurm_nodes.h"
@@ -189,7 +188,7 @@ static void _resolve(const char *host, struct _addr **v, size_t *n, int *local)
 /* Every node of one job record. */
 static void _job_addrs(const char *nodes, struct _addr **v, size_t *n, int *local)
 {
-	hostlist_t hl = slurm_hostlist_create(nodes);
+	slurm_hostlist_ptr_t hl = slurm_hostlist_create(nodes);
 	char *name, addr[256];
 
 	if (!hl)

@@ -35,13 +35,13 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <slurm/slurm.h>
 
 #include "daemon.h"
 #include "dsl.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "queue.h"
+#include "slurm_compat.h"
 #include "slurm_jobs.h"
 #include "slurm_watch.h"
 #include "yield.h"

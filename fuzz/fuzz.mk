@@ -2,17 +2,21 @@
 #
 #   make fuzz FUZZ_SECONDS=60              (from the top of a configured tree)
 #   make -f fuzz/fuzz.mk run FUZZ_SECONDS=600 TARGETS=fuzz_dsl   (by hand)
+#   make fuzz-corpus                       (minimize into fuzz/corpus/)
 #
 # SRC is the source tree, BUILD the configured tree holding config.h, OUT
 # where binaries, corpora and crash files go. Each target runs for
 # FUZZ_SECONDS on one core; the summary prints executions and crashes per
 # target and the run fails if any target crashed. Corpora persist in
-# $(OUT)/corpus so later runs continue where earlier ones stopped.
+# $(OUT)/corpus so later runs continue where earlier ones stopped; the
+# minimized corpus in $(SRC)/fuzz/corpus/TARGET (committed) is read by
+# every run and rewritten only by "corpus". FUZZ_JOBS targets run at once.
 HERE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 SRC ?= $(abspath $(HERE)/..)
 BUILD ?= $(SRC)
 OUT ?= $(BUILD)/fuzz/out
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
 TARGETS ?= fuzz_dsl fuzz_plan_json fuzz_api fuzz_dclient fuzz_bundle_index fuzz_listing fuzz_tar_read
 CLANG ?= clang
 PYTHON3 ?= python3
@@ -70,9 +74,21 @@ $(OUT)/seeds.stamp: $(SRC)/fuzz/make-seeds $(wildcard $(SRC)/tests/vectors/*.jso
 	@touch $@
 
 run: all seeds
-	@$(SRC)/fuzz/run-fuzz $(OUT) $(FUZZ_SECONDS) $(SRC)/fuzz $(TARGETS)
+	@FUZZ_JOBS=$(FUZZ_JOBS) $(SRC)/fuzz/run-fuzz $(OUT) $(FUZZ_SECONDS) $(SRC)/fuzz $(TARGETS)
+
+# Fold what runs found (OUT/corpus) into the corpus kept in the source tree,
+# minimized with libFuzzer's -merge=1: the smallest set of inputs that keeps
+# all the coverage of the kept corpus, the new inputs and the seeds.
+corpus: all seeds
+	@for t in $(TARGETS); do \
+		rm -rf $(OUT)/merge/$$t && mkdir -p $(OUT)/merge/$$t $(OUT)/corpus/$$t $(SRC)/fuzz/corpus/$$t && \
+		$(OUT)/$$t -merge=1 $(OUT)/merge/$$t $(SRC)/fuzz/corpus/$$t $(OUT)/corpus/$$t $(OUT)/seeds/$$t \
+			>$(OUT)/$$t.merge.log 2>&1 || { tail -n 20 $(OUT)/$$t.merge.log; exit 1; }; \
+		rm -rf $(SRC)/fuzz/corpus/$$t && mv $(OUT)/merge/$$t $(SRC)/fuzz/corpus/$$t && \
+		echo "$$t: $$(ls $(SRC)/fuzz/corpus/$$t | wc -l) inputs kept in fuzz/corpus/$$t"; \
+	done
 
 clean:
 	rm -rf $(OUT)
 
-.PHONY: all seeds run clean
+.PHONY: all seeds run corpus clean

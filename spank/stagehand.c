@@ -44,8 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <slurm/slurm.h>
-#include <slurm/spank.h>
+#define SLURM_COMPAT_SPANK
+#include "slurm_compat.h"
 
 #include "jobdir.h"
 #include "jobplan.h"

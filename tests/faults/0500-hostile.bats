@@ -241,24 +241,37 @@ EOF
 @test "hard links to other users' files: refused by the kernel (fs.protected_hardlinks=1); what is possible is within the user's rights" {
 	[ "$(sysctl -n fs.protected_hardlinks)" = 1 ] || skip "fs.protected_hardlinks is not 1 here"
 	install -d -o shtest -g shtest "$WD/tree"
+	# A hard link never crosses a mount, and the multi-node bed's state
+	# directory is a mount of its own: there /etc/shadow is refused with
+	# EXDEV before protected_hardlinks is asked. Refused either way.
 	run runuser -u shtest -- ln /etc/shadow "$WD/tree/shadow"
+	echo "$output"
 	[ "$status" -ne 0 ]
-	[[ $output =~ "Operation not permitted" ]]
-	run runuser -u shtest -- ln "$P2/secret.txt" "$WD/tree/secret"
-	[ "$status" -ne 0 ]
-	# A file of shtest2's that shtest may read but not write: still refused.
-	install -d -o shtest2 -g shtest2 -m 0755 "$H2/pub-$$"
-	echo readable >"$H2/pub-$$/r.txt"
-	chown shtest2:shtest2 "$H2/pub-$$/r.txt"
-	chmod 0644 "$H2/pub-$$/r.txt"
-	run runuser -u shtest -- ln "$H2/pub-$$/r.txt" "$WD/tree/r"
-	[ "$status" -ne 0 ]
+	[[ $output =~ "Operation not permitted" || $output =~ "Invalid cross-device link" ]]
+	# The victims on the same mount as the tree, so that protected_hardlinks
+	# is what refuses: a root file like /etc/shadow, shtest2's private file
+	# and one of shtest2's that shtest may read but not write.
+	V=$(user_workdir shtest2)
+	chmod 0755 "$V"
+	echo root-only >"$V/root.txt"
+	chmod 0600 "$V/root.txt"
+	echo "$SECRET_MARK" >"$V/secret.txt"
+	echo readable >"$V/r.txt"
+	echo shared >"$V/w.txt"
+	chown shtest2:shtest2 "$V/secret.txt" "$V/r.txt" "$V/w.txt"
+	chmod 0600 "$V/secret.txt"
+	chmod 0644 "$V/r.txt"
+	[ "$(stat -c %m "$V")" = "$(stat -c %m "$WD/tree")" ]
+	for f in root.txt secret.txt r.txt; do
+		run runuser -u shtest -- ln "$V/$f" "$WD/tree/$f"
+		echo "$output"
+		[ "$status" -ne 0 ]
+		[[ $output =~ "Operation not permitted" ]]
+	done
 	# Only a file shtest may read and write can be linked (protected_hardlinks):
 	# copying it is within shtest's rights anyway.
-	echo shared >"$H2/pub-$$/w.txt"
-	chown shtest2:shtest2 "$H2/pub-$$/w.txt"
-	chmod 0666 "$H2/pub-$$/w.txt"
-	runuser -u shtest -- ln "$H2/pub-$$/w.txt" "$WD/tree/w"
+	chmod 0666 "$V/w.txt"
+	runuser -u shtest -- ln "$V/w.txt" "$WD/tree/w"
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt
@@ -271,9 +284,12 @@ EOF
 	[ "$(stat -c %U "$WD/in/w")" = shtest ]
 	# The copy is the user's own file, not a link to shtest2's.
 	[ "$(stat -c %h "$WD/in/w")" = 1 ]
-	[ "$(cat "$H2/pub-$$/w.txt")" = shared ]
-	rm -rf "$H2/pub-$$"
-	report "hard links (fs.protected_hardlinks=1): ln to /etc/shadow, to a 0600 file and to a 0644 file of shtest2 refused (EPERM); ln to a 0666 file allowed and copied as shtest's own file"
+	[ "$(cat "$V/w.txt")" = shared ]
+	[ "$(cat "$V/root.txt")" = root-only ]
+	[ "$(cat "$V/secret.txt")" = "$SECRET_MARK" ]
+	[ ! -e "$WD/in/secret.txt" ] && [ ! -e "$WD/in/root.txt" ] && [ ! -e "$WD/in/r.txt" ]
+	rm -rf "$V"
+	report "hard links (fs.protected_hardlinks=1): ln to a root 0600 file and to a 0600 and a 0644 file of shtest2 on the tree's mount refused (EPERM); /etc/shadow refused (EPERM, or EXDEV across the bed's mount); ln to a 0666 file allowed and copied as shtest's own file"
 }
 
 @test "names with newlines, invalid UTF-8 and control characters are copied and reported in valid JSON" {
@@ -375,6 +391,7 @@ rm -rf results && ln -s /etc results
 EOF
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 60
+	wait_for 60 archive_request_made "$j"
 	wait_for 60 after_job_settled "$j"
 	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
 	err=$(job_requests "$j" | jq -r 'select(.action == "archive") | .error')
@@ -397,6 +414,7 @@ rm -rf out && ln -s $WD/elsewhere out
 EOF
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 60
+	wait_for 60 archive_request_made "$j"
 	wait_for 60 after_job_settled "$j"
 	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
 	err=$(job_requests "$j" | jq -r 'select(.action == "archive") | .error')
