@@ -29,20 +29,6 @@ int xfer_join(char *out, size_t outlen, const char *prefix, const char *name)
 	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
-int xfer_tmpname(char *out, size_t outlen, const char *name, int64_t id)
-{
-	int n = snprintf(out, outlen, ".%s.stagehand-%lld", name, (long long)id);
-
-	if (n < 0 || (size_t)n >= outlen || n > NAME_MAX) {
-		unsigned h = 5381;
-
-		for (const char *p = name; *p; p++)
-			h = h * 33 + (unsigned char)*p;
-		n = snprintf(out, outlen, ".stagehand-%lld-%08x", (long long)id, h);
-	}
-	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
-}
-
 void xfer_mkdir_why(const char *path, int e, char *why, size_t whylen)
 {
 	char parent[XFER_PATH_MAX];
@@ -223,53 +209,6 @@ int xfer_err_final(int err)
 	       err == EISDIR || err == ENAMETOOLONG;
 }
 
-void xfer_count_tree(const struct xfer_ctx *ctx, int dirfd, const char *prefix, int depth,
-		     int max_depth, int links_skipped, int64_t *files, int64_t *bytes,
-		     int64_t *skipped)
-{
-	DIR *d;
-	struct dirent *de;
-	int fd = dup(dirfd);
-
-	if (fd < 0 || depth > max_depth || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	rewinddir(d);	/* the dup shares its offset with dirfd */
-	while ((de = readdir(d))) {
-		struct stat st;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (S_ISREG(st.st_mode)) {
-			++*files;
-			*bytes += st.st_size;
-		} else if (S_ISDIR(st.st_mode)) {
-			char rel[XFER_PATH_MAX];
-			int sub;
-
-			if (xfer_join(rel, sizeof(rel), prefix, de->d_name) < 0)
-				continue;	/* reported by the copy pass */
-			if (xfer_excluded(ctx, rel)) {
-				++*skipped;
-				continue;
-			}
-			sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				xfer_count_tree(ctx, sub, rel, depth + 1, max_depth, links_skipped,
-						files, bytes, skipped);
-				close(sub);
-			}
-		} else if (links_skipped || !S_ISLNK(st.st_mode)) {
-			++*skipped;
-		}
-	}
-	closedir(d);
-}
-
 void xfer_label(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
 {
 	char err[256];
@@ -298,13 +237,4 @@ void xfer_label_all(struct xfer_ctx *ctx, int fd, const char *policy, const char
 	}
 	snprintf(num, sizeof(num), "%u", (unsigned)ctx->uid);
 	xfer_label(ctx, fd, XATTR_OWNER, num);
-}
-
-int xfer_failed_result(int failures, int final_failures, const char *first_error, char *msg,
-		       size_t msglen)
-{
-	if (snprintf(msg, msglen, "%d of the entries failed; first: %s", failures,
-		     first_error) >= (int)msglen && msglen >= 4)
-		memcpy(msg + msglen - 4, "...", 4);
-	return final_failures == failures ? XFER_FINAL : XFER_RETRYABLE;
 }
