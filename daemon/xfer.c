@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "xfer.h"
 
 static const struct xfer_backend *const _backends[] = {
@@ -167,8 +168,7 @@ void xfer_logf(struct xfer_ctx *ctx, int level, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vsnprintf(text, sizeof(text), fmt, ap) >= (int)sizeof(text))
-		memcpy(text + sizeof(text) - 4, "...", 4);
+	log_verrf(text, sizeof(text), fmt, ap);
 	va_end(ap);
 	xfer_emit(ctx, XR_LOG, level, 0, 0, 0, NULL, NULL, text);
 }

@@ -274,6 +274,40 @@ static void _remove_source(struct bundle__run *r, const struct bundle__rec *e)
 			  (long long)r->ctx->request_id, e->rel, strerror(errno));
 }
 
+/* The journal lines of bundle b and its members: a new string, or NULL. */
+static char *_bundle_text(struct bundle__run *r, const struct bundle__bmeta *b)
+{
+	size_t cap = 4096, used = 0;
+	char *text = malloc(cap);
+
+	for (size_t i = 0; text && i <= r->nbmem; i++) {
+		char *l = i == 0 ? bundle__bundle_line(b) : bundle__rec_line(&r->src.v[r->bmem[i - 1]]);
+		size_t ll = l ? strlen(l) : 0;
+
+		if (!l) {
+			free(text);
+			return NULL;
+		}
+		if (used + ll + 1 > cap) {
+			char *n;
+
+			while (used + ll + 1 > cap)
+				cap *= 2;
+			n = realloc(text, cap);
+			if (!n) {
+				free(l);
+				free(text);
+				return NULL;
+			}
+			text = n;
+		}
+		memcpy(text + used, l, ll + 1);
+		used += ll;
+		free(l);
+	}
+	return text;
+}
+
 /* Close, verify, rename, journal and report the open bundle. */
 static void _bclose(struct bundle__run *r)
 {
@@ -282,7 +316,6 @@ static void _bclose(struct bundle__run *r)
 	int64_t len = 0;
 	int e = 0;
 	struct bundle__bmeta *b;
-	size_t cap = 4096, used = 0;
 	char *text;
 
 	if (r->bfd < 0)
@@ -326,34 +359,7 @@ static void _bclose(struct bundle__run *r)
 	b->kept = 1;
 	snprintf(b->cks, sizeof(b->cks), "%s", got);
 	/* The journal learns of the bundle and its members in one fsynced write. */
-	text = malloc(cap);
-	for (size_t i = 0; text && i <= r->nbmem; i++) {
-		char *l = i == 0 ? bundle__bundle_line(b) : bundle__rec_line(&r->src.v[r->bmem[i - 1]]);
-		size_t ll = l ? strlen(l) : 0;
-
-		if (!l) {
-			free(text);
-			text = NULL;
-			break;
-		}
-		if (used + ll + 1 > cap) {
-			char *n;
-
-			while (used + ll + 1 > cap)
-				cap *= 2;
-			n = realloc(text, cap);
-			if (!n) {
-				free(l);
-				free(text);
-				text = NULL;
-				break;
-			}
-			text = n;
-		}
-		memcpy(text + used, l, ll + 1);
-		used += ll;
-		free(l);
-	}
+	text = _bundle_text(r, b);
 	if (!text || bundle__journal(r, text) < 0) {
 		int err = text ? errno : ENOMEM;
 

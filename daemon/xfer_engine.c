@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "xfer_engine.h"
 #include "xfer_util.h"
 
@@ -67,8 +68,7 @@ void xfer_failf(struct xfer_tally *t, const char *rel, int final, const char *fm
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
-		memcpy(msg + sizeof(msg) - 4, "...", 4);
+	log_verrf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	_failed(t, rel, final ? EACCES : EIO, final, msg);
 }

@@ -485,10 +485,120 @@ static int _private_file(const char *path, int *have, char *err, size_t errlen)
 	return 0;
 }
 
+/* sftp: a key of the user's without passphrase, and the known hosts to check. */
+static int _setup_sftp(struct url__run *r, const char *sep, const char *home, char *err,
+		       size_t errlen)
+{
+	static const char *const keys[] = { "id_ed25519", "id_ecdsa", "id_rsa", NULL };
+	const char *auth = sep + 3, *end = auth + strcspn(auth, "/?#");
+	char path[PATH_MAX];
+	int have;
+
+	if (memchr(auth, '@', (size_t)(end - auth)))
+		r->user[0] = '\0';	/* the URL names the remote user */
+	for (int i = 0; keys[i] && !r->sshkey[0]; i++) {
+		if (snprintf(path, sizeof(path), "%s/.ssh/%s", home, keys[i]) >=
+		    (int)sizeof(path) || _private_file(path, &have, err, errlen) < 0)
+			return -1;
+		if (have)
+			snprintf(r->sshkey, sizeof(r->sshkey), "%s", path);
+	}
+	if (!r->sshkey[0]) {
+		snprintf(err, errlen, "sftp needs a key without passphrase in %s/.ssh "
+			 "(id_ed25519, id_ecdsa or id_rsa)", home);
+		return -1;
+	}
+	snprintf(r->known_hosts, sizeof(r->known_hosts), "%s/.ssh/known_hosts", home);
+	if (access(r->known_hosts, R_OK) < 0) {
+		snprintf(err, errlen, "sftp checks the server's host key against %.300s, which "
+			 "cannot be read: %.300s", r->known_hosts, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* s3: bucket and key from the URL, the endpoint, and the credentials to sign with. */
+static int _setup_s3(struct url__run *r, const char *home, char *err, size_t errlen)
+{
+	const struct conf *conf = r->ctx->conf;
+	const char *b = r->url + 5, *slash = strchr(b, '/');
+	char path[PATH_MAX];
+	size_t bl = slash ? (size_t)(slash - b) : strlen(b);
+	int k, dl;
+	CURL *esc;
+	char *dec;
+
+#if !HAVE_SIGV4
+	snprintf(err, errlen, "this libcurl (%s) has no AWS SigV4 support: s3:// needs 7.75 "
+		 "or later", LIBCURL_VERSION);
+	return -1;
+#endif
+	if (bl == 0 || bl >= sizeof(r->s3_bucket)) {
+		snprintf(err, errlen, "s3 URL without a bucket: use s3://BUCKET/KEY");
+		return -1;
+	}
+	for (size_t i = 0; i < bl; i++)
+		if (!islower((unsigned char)b[i]) && !isdigit((unsigned char)b[i]) &&
+		    b[i] != '-' && b[i] != '.') {
+			snprintf(err, errlen, "'%.*s' is not an S3 bucket name (lower-case "
+				 "letters, digits, '-', '.')", (int)bl, b);
+			return -1;
+		}
+	memcpy(r->s3_bucket, b, bl);
+	r->s3_bucket[bl] = '\0';
+	if (snprintf(r->s3_key, sizeof(r->s3_key), "%s", slash ? slash + 1 : "") >=
+	    (int)sizeof(r->s3_key)) {
+		snprintf(err, errlen, "S3 key too long");
+		return -1;
+	}
+	esc = curl_easy_init();
+	dec = esc ? curl_easy_unescape(esc, r->s3_key, 0, &dl) : NULL;
+	if (!dec || snprintf(r->s3_key_dec, sizeof(r->s3_key_dec), "%s", dec) >=
+	    (int)sizeof(r->s3_key_dec)) {
+		curl_free(dec);
+		curl_easy_cleanup(esc);
+		snprintf(err, errlen, "S3 key too long or out of memory");
+		return -1;
+	}
+	curl_free(dec);
+	curl_easy_cleanup(esc);
+	if (conf && conf->s3_endpoint)
+		k = snprintf(r->s3_base, sizeof(r->s3_base), "%s/%s", conf->s3_endpoint,
+			     r->s3_bucket);
+	else
+		k = snprintf(r->s3_base, sizeof(r->s3_base), "https://s3.%s.amazonaws.com/%s",
+			     conf && conf->s3_region ? conf->s3_region : "us-east-1",
+			     r->s3_bucket);
+	if (k < 0 || (size_t)k >= sizeof(r->s3_base) ||
+	    snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:%s:s3",
+		     conf && conf->s3_region ? conf->s3_region : "us-east-1") >=
+	    (int)sizeof(r->sigv4)) {
+		snprintf(err, errlen, "S3 endpoint or region too long");
+		return -1;
+	}
+	/* The user's own keys first (read as the user), else the site's. */
+	if (snprintf(path, sizeof(path), "%s/.config/stagehand/s3.conf", home) >=
+	    (int)sizeof(path))
+		path[0] = '\0';
+	if (path[0] && access(path, F_OK) == 0) {
+		if (_read_creds(path, getuid(), &r->creds, err, errlen) < 0)
+			return -1;
+	} else if (_site.have) {
+		r->creds = _site;
+	} else {
+		if (_site_err[0])
+			snprintf(err, errlen, "no S3 credentials: %s has none and the site file "
+				 "is unusable (%s)", path, _site_err);
+		else
+			snprintf(err, errlen, "no S3 credentials: create %s (mode 0600) with "
+				 "access_key_id = ... and secret_access_key = ...", path);
+		return -1;
+	}
+	return 0;
+}
+
 static int _setup(struct url__run *r, char *err, size_t errlen)
 {
-	struct xfer_ctx *ctx = r->ctx;
-	const struct conf *conf = ctx->conf;
 	const char *sep = strstr(r->url, "://");
 	struct passwd pw, *pwp = NULL;
 	char pwbuf[4096], path[PATH_MAX];
@@ -538,105 +648,10 @@ static int _setup(struct url__run *r, char *err, size_t errlen)
 		if (have)
 			snprintf(r->netrc, sizeof(r->netrc), "%s", path);
 	}
-	if (r->proto == P_SFTP) {
-		static const char *const keys[] = { "id_ed25519", "id_ecdsa", "id_rsa", NULL };
-		const char *auth = sep + 3, *end = auth + strcspn(auth, "/?#");
-
-		if (memchr(auth, '@', (size_t)(end - auth)))
-			r->user[0] = '\0';	/* the URL names the remote user */
-		for (int i = 0; keys[i] && !r->sshkey[0]; i++) {
-			if (snprintf(path, sizeof(path), "%s/.ssh/%s", pwp->pw_dir, keys[i]) >=
-			    (int)sizeof(path) || _private_file(path, &have, err, errlen) < 0)
-				return -1;
-			if (have)
-				snprintf(r->sshkey, sizeof(r->sshkey), "%s", path);
-		}
-		if (!r->sshkey[0]) {
-			snprintf(err, errlen, "sftp needs a key without passphrase in %s/.ssh "
-				 "(id_ed25519, id_ecdsa or id_rsa)", pwp->pw_dir);
-			return -1;
-		}
-		snprintf(r->known_hosts, sizeof(r->known_hosts), "%s/.ssh/known_hosts", pwp->pw_dir);
-		if (access(r->known_hosts, R_OK) < 0) {
-			snprintf(err, errlen, "sftp checks the server's host key against %.300s, which "
-				 "cannot be read: %.300s", r->known_hosts, strerror(errno));
-			return -1;
-		}
-	}
-	if (r->proto == P_S3) {
-		const char *b = r->url + 5, *slash = strchr(b, '/');
-		size_t bl = slash ? (size_t)(slash - b) : strlen(b);
-		int k, dl;
-		CURL *esc;
-		char *dec;
-
-#if !HAVE_SIGV4
-		snprintf(err, errlen, "this libcurl (%s) has no AWS SigV4 support: s3:// needs 7.75 "
-			 "or later", LIBCURL_VERSION);
+	if (r->proto == P_SFTP && _setup_sftp(r, sep, pwp->pw_dir, err, errlen) < 0)
 		return -1;
-#endif
-		if (bl == 0 || bl >= sizeof(r->s3_bucket)) {
-			snprintf(err, errlen, "s3 URL without a bucket: use s3://BUCKET/KEY");
-			return -1;
-		}
-		for (size_t i = 0; i < bl; i++)
-			if (!islower((unsigned char)b[i]) && !isdigit((unsigned char)b[i]) &&
-			    b[i] != '-' && b[i] != '.') {
-				snprintf(err, errlen, "'%.*s' is not an S3 bucket name (lower-case "
-					 "letters, digits, '-', '.')", (int)bl, b);
-				return -1;
-			}
-		memcpy(r->s3_bucket, b, bl);
-		r->s3_bucket[bl] = '\0';
-		if (snprintf(r->s3_key, sizeof(r->s3_key), "%s", slash ? slash + 1 : "") >=
-		    (int)sizeof(r->s3_key)) {
-			snprintf(err, errlen, "S3 key too long");
-			return -1;
-		}
-		esc = curl_easy_init();
-		dec = esc ? curl_easy_unescape(esc, r->s3_key, 0, &dl) : NULL;
-		if (!dec || snprintf(r->s3_key_dec, sizeof(r->s3_key_dec), "%s", dec) >=
-		    (int)sizeof(r->s3_key_dec)) {
-			curl_free(dec);
-			curl_easy_cleanup(esc);
-			snprintf(err, errlen, "S3 key too long or out of memory");
-			return -1;
-		}
-		curl_free(dec);
-		curl_easy_cleanup(esc);
-		if (conf && conf->s3_endpoint)
-			k = snprintf(r->s3_base, sizeof(r->s3_base), "%s/%s", conf->s3_endpoint,
-				     r->s3_bucket);
-		else
-			k = snprintf(r->s3_base, sizeof(r->s3_base), "https://s3.%s.amazonaws.com/%s",
-				     conf && conf->s3_region ? conf->s3_region : "us-east-1",
-				     r->s3_bucket);
-		if (k < 0 || (size_t)k >= sizeof(r->s3_base) ||
-		    snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:%s:s3",
-			     conf && conf->s3_region ? conf->s3_region : "us-east-1") >=
-		    (int)sizeof(r->sigv4)) {
-			snprintf(err, errlen, "S3 endpoint or region too long");
-			return -1;
-		}
-		/* The user's own keys first (read as the user), else the site's. */
-		if (snprintf(path, sizeof(path), "%s/.config/stagehand/s3.conf", pwp->pw_dir) >=
-		    (int)sizeof(path))
-			path[0] = '\0';
-		if (path[0] && access(path, F_OK) == 0) {
-			if (_read_creds(path, getuid(), &r->creds, err, errlen) < 0)
-				return -1;
-		} else if (_site.have) {
-			r->creds = _site;
-		} else {
-			if (_site_err[0])
-				snprintf(err, errlen, "no S3 credentials: %s has none and the site file "
-					 "is unusable (%s)", path, _site_err);
-			else
-				snprintf(err, errlen, "no S3 credentials: create %s (mode 0600) with "
-					 "access_key_id = ... and secret_access_key = ...", path);
-			return -1;
-		}
-	}
+	if (r->proto == P_S3 && _setup_s3(r, pwp->pw_dir, err, errlen) < 0)
+		return -1;
 	return 0;
 }
 
