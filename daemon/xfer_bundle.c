@@ -484,16 +484,9 @@ static void _pack(struct bundle__run *r, size_t idx)
 	memset(hdr, 0, TAR_BLOCK);
 	if ((rc = _bput(r, hdr, tar_pad(m.size))) != 0)
 		goto fail;
-	if (r->nbmem == r->capbmem) {
-		size_t cap = r->capbmem ? r->capbmem * 2 : 1024;
-		size_t *n = realloc(r->bmem, cap * sizeof(*n));
-
-		if (!n) {
-			rc = ENOMEM;
-			goto fail;
-		}
-		r->bmem = n;
-		r->capbmem = cap;
+	if (xfer_grow((void **)&r->bmem, r->nbmem, &r->capbmem, sizeof(*r->bmem), 1024) < 0) {
+		rc = ENOMEM;
+		goto fail;
 	}
 	r->bmem[r->nbmem++] = idx;
 	if (e->type == E_FILE)
@@ -819,12 +812,7 @@ static int _run_bundle(struct xfer_ctx *ctx)
 	if (strcmp(ctx->action, "archive") != 0)
 		return xfer_backend_local.run(ctx);
 	xfer_tally_init(&r.t, ctx);
-	r.sroot = xfer_open_source(ctx, O_RDONLY | O_NOCTTY | O_NONBLOCK, msg, sizeof(msg));
-	if (r.sroot >= 0 && fstat(r.sroot, &st) < 0) {
-		snprintf(msg, sizeof(msg), "cannot stat source %s: %s", ctx->source, strerror(errno));
-		close(r.sroot);
-		r.sroot = -1;
-	}
+	r.sroot = xfer_open_source(ctx, &st, msg, sizeof(msg));
 	if (r.sroot < 0)
 		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
 	if (!S_ISDIR(st.st_mode)) {

@@ -19,6 +19,7 @@
 #include "durable.h"
 #include "log.h"
 #include "xfer_bundle_int.h"
+#include "xfer_util.h"
 
 #define INDEX_TMP ".index.jsonl.tmp"
 #define JOURNAL_MAX (1LL << 32)
@@ -43,15 +44,8 @@ int bundle__cksum(struct bundle__run *r, int fd, char *cks, int64_t *len)
 
 struct bundle__rec *bundle__push(struct bundle__vec *v)
 {
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 256;
-		struct bundle__rec *n = realloc(v->v, cap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		v->v = n;
-		v->cap = cap;
-	}
+	if (xfer_grow((void **)&v->v, v->n, &v->cap, sizeof(*v->v), 256) < 0)
+		return NULL;
 	memset(&v->v[v->n], 0, sizeof(v->v[0]));
 	return &v->v[v->n++];
 }
@@ -106,15 +100,8 @@ struct bundle__bmeta *bundle__meta_add(struct bundle__run *r, int num)
 
 	if (b)
 		return b;
-	if (r->nbm == r->capbm) {
-		size_t cap = r->capbm ? r->capbm * 2 : 16;
-		struct bundle__bmeta *n = realloc(r->bm, cap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		r->bm = n;
-		r->capbm = cap;
-	}
+	if (xfer_grow((void **)&r->bm, r->nbm, &r->capbm, sizeof(*r->bm), 16) < 0)
+		return NULL;
 	b = &r->bm[r->nbm++];
 	memset(b, 0, sizeof(*b));
 	b->num = num;

@@ -509,12 +509,7 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	if (!r.tb0.p)
 		return _finish(&r, XFER_RETRYABLE, "out of memory");
 	/* The request's own paths are resolved normally, with the owner's identity. */
-	sroot = xfer_open_source(ctx, O_RDONLY | O_NOCTTY | O_NONBLOCK, msg, sizeof(msg));
-	if (sroot >= 0 && fstat(sroot, &st) < 0) {
-		snprintf(msg, sizeof(msg), "cannot stat source %s: %s", ctx->source, strerror(errno));
-		close(sroot);
-		sroot = -1;
-	}
+	sroot = xfer_open_source(ctx, &st, msg, sizeof(msg));
 	if (sroot < 0)
 		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
 	if (strcmp(ctx->action, "label") == 0)

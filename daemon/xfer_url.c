@@ -204,15 +204,8 @@ int url__safe_rel(const char *rel)
 
 int url__add_ent(struct url__run *r, const char *rel, int64_t size)
 {
-	if (r->nents == r->capents) {
-		size_t cap = r->capents ? r->capents * 2 : 64;
-		struct url__ent *e = realloc(r->ents, cap * sizeof(*e));
-
-		if (!e)
-			return -1;
-		r->ents = e;
-		r->capents = cap;
-	}
+	if (xfer_grow((void **)&r->ents, r->nents, &r->capents, sizeof(*r->ents), 64) < 0)
+		return -1;
 	r->ents[r->nents].rel = strdup(rel);
 	if (!r->ents[r->nents].rel)
 		return -1;

@@ -388,12 +388,7 @@ int url__stage_out(struct url__run *r)
 	int sroot, rc;
 	CURL *esc;
 
-	sroot = xfer_open_source(ctx, O_RDONLY | O_NOCTTY | O_NONBLOCK, msg, sizeof(msg));
-	if (sroot >= 0 && fstat(sroot, &st) < 0) {
-		snprintf(msg, sizeof(msg), "cannot stat source %s: %s", ctx->source, strerror(errno));
-		close(sroot);
-		sroot = -1;
-	}
+	sroot = xfer_open_source(ctx, &st, msg, sizeof(msg));
 	if (sroot < 0)
 		return url__finish(r, XFER_FINAL, msg);
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -179,8 +180,9 @@ int xfer_open_beneath(const char *beneath, const char *path, int flags, char *wh
 	return cur;
 }
 
-int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t msglen)
+int xfer_open_source(const struct xfer_ctx *ctx, struct stat *st, char *msg, size_t msglen)
 {
+	const int flags = O_RDONLY | O_NOCTTY | O_NONBLOCK;
 	char why[XFER_TEXT_MAX / 2];
 	int fd, e;
 
@@ -192,15 +194,36 @@ int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t ms
 			snprintf(why, sizeof(why), "cannot open source %s: %s", ctx->source,
 				 strerror(errno));
 	}
-	if (fd >= 0)
+	if (fd >= 0 && fstat(fd, st) == 0)
 		return fd;
 	e = errno;
+	if (fd >= 0) {
+		snprintf(msg, msglen, "cannot stat source %s: %s", ctx->source, strerror(e));
+		close(fd);
+		errno = e;
+		return -1;
+	}
 	if (ctx->line > 0)
 		snprintf(msg, msglen, "#DATA line %d: %s", ctx->line, why);
 	else
 		snprintf(msg, msglen, "%s", why);
 	errno = e;
 	return -1;
+}
+
+int xfer_grow(void **p, size_t n, size_t *cap, size_t elem, size_t first)
+{
+	size_t c = *cap ? *cap * 2 : first;
+	void *q;
+
+	if (n < *cap)
+		return 0;
+	q = realloc(*p, c * elem);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
 }
 
 int xfer_err_final(int err)

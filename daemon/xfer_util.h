@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "xfer.h"
@@ -46,11 +47,19 @@ int xfer_open_beneath(const char *beneath, const char *path, int flags, char *wh
 		      size_t whylen);
 
 /*
- * Open a request's source: below ctx->beneath without following a symlink
- * when it is set, else normally. On failure returns -1 and msg says why,
- * naming the #DATA line when ctx->line is set; errno is kept.
+ * Open a request's source (O_RDONLY | O_NOCTTY | O_NONBLOCK) and fstat it
+ * into st: below ctx->beneath without following a symlink when it is set,
+ * else normally. On failure returns -1 and msg says why, naming the #DATA
+ * line when ctx->line is set; errno is kept.
  */
-int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t msglen);
+int xfer_open_source(const struct xfer_ctx *ctx, struct stat *st, char *msg, size_t msglen);
+
+/*
+ * Room for one more element in the array *p of *n used and *cap allocated
+ * elements of elem bytes (doubling, from first): 0, or -1 when out of
+ * memory (*p is then unchanged).
+ */
+int xfer_grow(void **p, size_t n, size_t *cap, size_t elem, size_t first);
 
 /* 1 if an entry failing with errno err cannot be fixed by a retry. */
 int xfer_err_final(int err);
