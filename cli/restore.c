@@ -210,6 +210,26 @@ static int _check_existing(struct _restore *r, int pfd, const char *leaf, const 
  * checksumming them; rename it into place if the checksum equals want
  * (want NULL: read the temporary file back and compare with what was read).
  */
+/*
+ * The directory that will hold rel (never through a symlink) and the
+ * temporary name to write it under; -1 after saying why.
+ */
+static int _dest_tmp(struct _restore *r, const char *rel, const char **leaf, char *tmp,
+		     size_t tmplen)
+{
+	int pfd = _dest_parent(r, rel, leaf);
+
+	if (pfd < 0) {
+		_err(r, "cannot restore %s/%s: %s", r->dest, rel, _dest_why(errno));
+		return -1;
+	}
+	if (_check_existing(r, pfd, *leaf, rel) < 0 || _tmpname(tmp, tmplen, *leaf) < 0) {
+		close(pfd);
+		return -1;
+	}
+	return pfd;
+}
+
 /* len bytes of sfd at off into tfd, hashed with algo into got; 0 or an errno. */
 static int _copy_range(struct _restore *r, int sfd, int64_t off, int64_t len, int tfd,
 		       enum cksum_algo algo, char *got)
@@ -292,15 +312,9 @@ static int _write_file(struct _restore *r, int sfd, int64_t off, int64_t len, co
 			return -1;
 		}
 	}
-	pfd = _dest_parent(r, rel, &leaf);
-	if (pfd < 0) {
-		_err(r, "cannot restore %s/%s: %s", r->dest, rel, _dest_why(errno));
+	pfd = _dest_tmp(r, rel, &leaf, tmp, sizeof(tmp));
+	if (pfd < 0)
 		return -1;
-	}
-	if (_check_existing(r, pfd, leaf, rel) < 0 || _tmpname(tmp, sizeof(tmp), leaf) < 0) {
-		close(pfd);
-		return -1;
-	}
 	tfd = durable_create(pfd, tmp, O_RDWR);
 	if (tfd < 0) {
 		_err(r, "cannot create %s/%s: %s", r->dest, rel, strerror(errno));
@@ -353,16 +367,10 @@ static int _write_link(struct _restore *r, const char *rel, const char *target, 
 {
 	const char *leaf;
 	char tmp[NAME_MAX + 1];
-	int pfd = _dest_parent(r, rel, &leaf);
+	int pfd = _dest_tmp(r, rel, &leaf, tmp, sizeof(tmp)), e;
 
-	if (pfd < 0) {
-		_err(r, "cannot restore %s/%s: %s", r->dest, rel, _dest_why(errno));
+	if (pfd < 0)
 		return -1;
-	}
-	if (_check_existing(r, pfd, leaf, rel) < 0 || _tmpname(tmp, sizeof(tmp), leaf) < 0) {
-		close(pfd);
-		return -1;
-	}
 	unlinkat(pfd, tmp, 0);
 	if (symlinkat(target, pfd, tmp) < 0) {
 		_err(r, "cannot create symlink %s/%s: %s", r->dest, rel, strerror(errno));
@@ -375,9 +383,8 @@ static int _write_link(struct _restore *r, const char *rel, const char *target, 
 
 		utimensat(pfd, tmp, ts, AT_SYMLINK_NOFOLLOW);
 	}
-	if (renameat(pfd, tmp, pfd, leaf) < 0) {
-		_err(r, "cannot restore %s/%s: %s", r->dest, rel, strerror(errno));
-		unlinkat(pfd, tmp, 0);
+	if ((e = durable_commit(pfd, tmp, leaf, -1, 0)) != 0) {
+		_err(r, "cannot restore %s/%s: %s", r->dest, rel, strerror(e));
 		close(pfd);
 		return -1;
 	}

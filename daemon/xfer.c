@@ -1,4 +1,4 @@
-/* xfer.c - see xfer.h: backend table, record protocol, token bucket. */
+/* xfer.c - see xfer.h: backend table, record protocol, excluded directories, resume set. */
 #include "config.h"
 
 #include <errno.h>
@@ -8,9 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"

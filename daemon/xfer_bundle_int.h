@@ -82,16 +82,18 @@ struct bundle__run {
 };
 
 /* ---- xfer_bundle_index.c ---- */
-/* A new zeroed record at the end of v; NULL when out of memory. */
+/* A new zeroed record at the end of v (borrowed: valid until the next push); NULL
+   when out of memory. */
 struct bundle__rec *bundle__push(struct bundle__vec *v);
 void bundle__vec_free(struct bundle__vec *v);
 /* qsort order: by relpath, then journal line. */
 int bundle__cmp_rel(const void *a, const void *b);
+/* Lookups return borrowed pointers into the run's arrays (NULL: none, or no memory). */
 struct bundle__rec *bundle__find(struct bundle__vec *v, const char *rel);
 struct bundle__bmeta *bundle__meta(struct bundle__run *r, int num);
 struct bundle__bmeta *bundle__meta_add(struct bundle__run *r, int num);
 void bundle__name(char *out, size_t len, int num);
-/* Index lines (new strings with '\n', or NULL). */
+/* Index lines: new strings ending in '\n' (the caller frees them), or NULL. */
 char *bundle__rec_line(const struct bundle__rec *e);
 char *bundle__bundle_line(const struct bundle__bmeta *b);
 /* Every write of the endpoint, through the engine; -1 with errno set. */
