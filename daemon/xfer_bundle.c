@@ -263,15 +263,13 @@ static void _babort(struct bundle__run *r)
 
 static void _remove_source(struct bundle__run *r, const struct bundle__rec *e)
 {
-	const char *leaf;
+	const char *leaf = e->rel;
 	int pfd;
 
 	if (r->ctx->keep || e->type != E_FILE)
 		return;
 	pfd = _parent(r, e->rel, &leaf, 0);
-	if (pfd < 0 || unlinkat(pfd, leaf, 0) < 0)
-		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
-			  (long long)r->ctx->request_id, e->rel, strerror(errno));
+	xfer_engine_remove_source(r->ctx, pfd, leaf, e->rel);
 }
 
 /* The journal lines of bundle b and its members: a new string, or NULL. */

@@ -105,10 +105,8 @@ void local__report(struct local__run *r, int sdir, const char *sname, const char
 	xfer_emit_file(r->ctx, rel, total, xfer_ns(&st->st_mtim), (int)(st->st_mode & 07777), started,
 		       (int64_t)time(NULL), cks, got);
 	xfer_tally_add(&r->t, &r->t.verified);
-	if (!r->null && !r->ctx->keep && strcmp(r->ctx->action, "archive") == 0 &&
-	    unlinkat(sdir, sname, 0) < 0)
-		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
-			  (long long)r->ctx->request_id, rel, strerror(errno));
+	if (!r->null)
+		xfer_engine_remove_source(r->ctx, sdir, sname, rel);
 }
 
 int local__open_source(struct local__run *r, int sdir, const char *sname, const char *rel,

@@ -252,9 +252,7 @@ static void _put(struct url__run *r, int sdir, const char *sname, const char *ur
 		  (long long)r->ctx->request_id, rel, token);
 	xfer_emit(r->ctx, XR_ITEM_DONE, 0, s.sent, started, (int64_t)time(NULL), token, rel, "file");
 	xfer_tally_add(&r->t, &r->t.verified);
-	if (!r->ctx->keep && strcmp(r->ctx->action, "archive") == 0 && unlinkat(sdir, sname, 0) < 0)
-		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
-			  (long long)r->ctx->request_id, rel, strerror(errno));
+	xfer_engine_remove_source(r->ctx, sdir, sname, rel);
 }
 
 /* ---- the walk of the local tree ---- */
