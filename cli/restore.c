@@ -39,6 +39,7 @@
 #include "bundle.h"
 #include "checksum.h"
 #include "commands.h"
+#include "durable.h"
 #include "tar.h"
 #include "xattr.h"
 
@@ -209,15 +210,97 @@ static int _check_existing(struct _restore *r, int pfd, const char *leaf, const 
  * checksumming them; rename it into place if the checksum equals want
  * (want NULL: read the temporary file back and compare with what was read).
  */
+/*
+ * The directory that will hold rel (never through a symlink) and the
+ * temporary name to write it under; -1 after saying why.
+ */
+static int _dest_tmp(struct _restore *r, const char *rel, const char **leaf, char *tmp,
+		     size_t tmplen)
+{
+	int pfd = _dest_parent(r, rel, leaf);
+
+	if (pfd < 0) {
+		_err(r, "cannot restore %s/%s: %s", r->dest, rel, _dest_why(errno));
+		return -1;
+	}
+	if (_check_existing(r, pfd, *leaf, rel) < 0 || _tmpname(tmp, tmplen, *leaf) < 0) {
+		close(pfd);
+		return -1;
+	}
+	return pfd;
+}
+
+/* len bytes of sfd at off into tfd, hashed with algo into got; 0 or an errno. */
+static int _copy_range(struct _restore *r, int sfd, int64_t off, int64_t len, int tfd,
+		       enum cksum_algo algo, char *got)
+{
+	struct cksum ck;
+	int64_t done = 0;
+
+	if (cksum_init(&ck, algo) < 0)
+		return ENOMEM;
+	while (done < len) {
+		size_t want_n = (size_t)(len - done < RCHUNK ? len - done : RCHUNK);
+		ssize_t n = pread(sfd, r->buf, want_n, off + done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			cksum_abort(&ck);
+			return n < 0 ? errno : EIO;
+		}
+		cksum_update(&ck, r->buf, (size_t)n);
+		for (ssize_t w = 0; w < n;) {
+			ssize_t k = write(tfd, r->buf + w, (size_t)(n - w));
+
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0) {
+				int e = errno;
+
+				cksum_abort(&ck);
+				return e;
+			}
+			w += k;
+		}
+		done += n;
+	}
+	cksum_final(&ck, got);
+	return 0;
+}
+
+/* A plain archive has no checksum of its own: read the copy back; 0 or an errno. */
+static int _read_back(struct _restore *r, int tfd, enum cksum_algo algo, int64_t len,
+		      const char *got)
+{
+	char back[CKSUM_HEX_MAX];
+	struct cksum ck;
+	int64_t k = 0;
+	ssize_t n;
+
+	if (cksum_init(&ck, algo) < 0)
+		return ENOMEM;
+	posix_fadvise(tfd, 0, 0, POSIX_FADV_DONTNEED);
+	while ((n = pread(tfd, r->buf, RCHUNK, k)) > 0) {
+		cksum_update(&ck, r->buf, (size_t)n);
+		k += n;
+	}
+	cksum_final(&ck, back);
+	return n < 0 || k != len || strcmp(back, got) != 0 ? EIO : 0;
+}
+
+/*
+ * Restore one file: len bytes of sfd at off, to a temporary name next to
+ * rel, checked against want (or read back when the archive has no
+ * checksum), then made durable and renamed (common/durable.h).
+ */
 static int _write_file(struct _restore *r, int sfd, int64_t off, int64_t len, const char *rel,
 		       const char *want, uint32_t mode, int64_t mtime_ns, const char *where)
 {
 	const char *leaf;
-	char tmp[NAME_MAX + 1], got[CKSUM_HEX_MAX], back[CKSUM_HEX_MAX];
+	char tmp[NAME_MAX + 1], got[CKSUM_HEX_MAX];
 	enum cksum_algo algo = CKSUM_XXH128;
-	struct cksum ck;
 	int pfd, tfd, e = 0;
-	int64_t done = 0;
 
 	if (want) {
 		char name[16];
@@ -229,54 +312,17 @@ static int _write_file(struct _restore *r, int sfd, int64_t off, int64_t len, co
 			return -1;
 		}
 	}
-	pfd = _dest_parent(r, rel, &leaf);
-	if (pfd < 0) {
-		_err(r, "cannot restore %s/%s: %s", r->dest, rel, _dest_why(errno));
+	pfd = _dest_tmp(r, rel, &leaf, tmp, sizeof(tmp));
+	if (pfd < 0)
 		return -1;
-	}
-	if (_check_existing(r, pfd, leaf, rel) < 0 || _tmpname(tmp, sizeof(tmp), leaf) < 0) {
-		close(pfd);
-		return -1;
-	}
-	unlinkat(pfd, tmp, 0);
-	tfd = openat(pfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	tfd = durable_create(pfd, tmp, O_RDWR);
 	if (tfd < 0) {
 		_err(r, "cannot create %s/%s: %s", r->dest, rel, strerror(errno));
 		close(pfd);
 		return -1;
 	}
-	if (cksum_init(&ck, algo) < 0) {
-		e = ENOMEM;
-		goto out;
-	}
-	while (done < len) {
-		size_t want_n = (size_t)(len - done < RCHUNK ? len - done : RCHUNK);
-		ssize_t n = pread(sfd, r->buf, want_n, off + done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			e = n < 0 ? errno : EIO;
-			cksum_abort(&ck);
-			goto out;
-		}
-		cksum_update(&ck, r->buf, (size_t)n);
-		for (ssize_t w = 0; w < n;) {
-			ssize_t k = write(tfd, r->buf + w, (size_t)(n - w));
-
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k < 0) {
-				e = errno;
-				cksum_abort(&ck);
-				goto out;
-			}
-			w += k;
-		}
-		done += n;
-	}
-	cksum_final(&ck, got);
-	if (want && strcmp(got, want) != 0) {
+	e = _copy_range(r, sfd, off, len, tfd, algo, got);
+	if (!e && want && strcmp(got, want) != 0) {
 		_err(r, "%s: checksum mismatch in %s (expected %s, got %s): the archive copy is "
 		     "damaged; this file was not restored", rel, where, want, got);
 		unlinkat(pfd, tmp, 0);
@@ -284,7 +330,7 @@ static int _write_file(struct _restore *r, int sfd, int64_t off, int64_t len, co
 		close(pfd);
 		return -1;
 	}
-	{
+	if (!e) {
 		struct timespec ts[2] = { { 0, UTIME_OMIT },
 					  { (time_t)(mtime_ns / 1000000000LL),
 					    (long)(mtime_ns % 1000000000LL) } };
@@ -295,31 +341,15 @@ static int _write_file(struct _restore *r, int sfd, int64_t off, int64_t len, co
 		if (fchmod(tfd, mode & 01777) < 0 || futimens(tfd, ts) < 0 || fsync(tfd) < 0)
 			e = errno;
 	}
-	if (!e && !want) {
-		/* A plain archive has no checksum of its own: read the copy back. */
-		int64_t k = 0;
-		ssize_t n;
-
-		if (cksum_init(&ck, algo) < 0) {
-			e = ENOMEM;
-			goto out;
-		}
-		posix_fadvise(tfd, 0, 0, POSIX_FADV_DONTNEED);
-		while ((n = pread(tfd, r->buf, RCHUNK, k)) > 0) {
-			cksum_update(&ck, r->buf, (size_t)n);
-			k += n;
-		}
-		cksum_final(&ck, back);
-		if (n < 0 || k != len || strcmp(back, got) != 0)
-			e = EIO;
-	}
-out:
-	if (close(tfd) < 0 && !e)
-		e = errno;
-	if (!e && renameat(pfd, tmp, pfd, leaf) < 0)
-		e = errno;
+	if (!e && !want)
+		e = _read_back(r, tfd, algo, len, got);
 	if (e) {
+		close(tfd);
 		unlinkat(pfd, tmp, 0);
+	} else {
+		e = durable_commit(pfd, tmp, leaf, tfd, 0);
+	}
+	if (e) {
 		_err(r, "cannot restore %s/%s: %s", r->dest, rel, e == EIO && !want ?
 		     "the copy read back differs from the archive" : strerror(e));
 		close(pfd);
@@ -337,16 +367,10 @@ static int _write_link(struct _restore *r, const char *rel, const char *target, 
 {
 	const char *leaf;
 	char tmp[NAME_MAX + 1];
-	int pfd = _dest_parent(r, rel, &leaf);
+	int pfd = _dest_tmp(r, rel, &leaf, tmp, sizeof(tmp)), e;
 
-	if (pfd < 0) {
-		_err(r, "cannot restore %s/%s: %s", r->dest, rel, _dest_why(errno));
+	if (pfd < 0)
 		return -1;
-	}
-	if (_check_existing(r, pfd, leaf, rel) < 0 || _tmpname(tmp, sizeof(tmp), leaf) < 0) {
-		close(pfd);
-		return -1;
-	}
 	unlinkat(pfd, tmp, 0);
 	if (symlinkat(target, pfd, tmp) < 0) {
 		_err(r, "cannot create symlink %s/%s: %s", r->dest, rel, strerror(errno));
@@ -359,9 +383,8 @@ static int _write_link(struct _restore *r, const char *rel, const char *target, 
 
 		utimensat(pfd, tmp, ts, AT_SYMLINK_NOFOLLOW);
 	}
-	if (renameat(pfd, tmp, pfd, leaf) < 0) {
-		_err(r, "cannot restore %s/%s: %s", r->dest, rel, strerror(errno));
-		unlinkat(pfd, tmp, 0);
+	if ((e = durable_commit(pfd, tmp, leaf, -1, 0)) != 0) {
+		_err(r, "cannot restore %s/%s: %s", r->dest, rel, strerror(e));
 		close(pfd);
 		return -1;
 	}

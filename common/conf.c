@@ -13,6 +13,7 @@
 
 #include "conf.h"
 #include "dsl.h"
+#include "log.h"
 
 #define CONF_MAX_LINE 4096
 
@@ -20,20 +21,6 @@ struct _key {
 	const char *name;
 	int (*set)(struct conf *c, const char *val, char *why, size_t whylen);
 };
-
-static int _fail(char *why, size_t whylen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int _fail(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vsnprintf(why, whylen, fmt, ap) >= (int)whylen && whylen > 4)
-		memcpy(why + whylen - 4, "...", 4);
-	va_end(ap);
-	return -1;
-}
 
 static void _free_list(char **l)
 {
@@ -91,7 +78,7 @@ static int _set_str(char **dst, const char *val, char *why, size_t whylen)
 	char *s = strdup(val);
 
 	if (!s)
-		return _fail(why, whylen, "out of memory");
+		return log_errf(why, whylen, "out of memory");
 	free(*dst);
 	*dst = s;
 	return 0;
@@ -100,13 +87,13 @@ static int _set_str(char **dst, const char *val, char *why, size_t whylen)
 static int _check_abs(const char *val, const char *what, char *why, size_t whylen)
 {
 	if (val[0] != '/')
-		return _fail(why, whylen, "%s must be an absolute path, not '%s'", what, val);
+		return log_errf(why, whylen, "%s must be an absolute path, not '%s'", what, val);
 	if (strlen(val) >= PATH_MAX)
-		return _fail(why, whylen, "%s is longer than %d bytes", what, PATH_MAX - 1);
+		return log_errf(why, whylen, "%s is longer than %d bytes", what, PATH_MAX - 1);
 	for (const char *p = val; *p; p++)
 		if (p[0] == '.' && p[1] == '.' && (p == val || p[-1] == '/') &&
 		    (p[2] == '/' || p[2] == '\0'))
-			return _fail(why, whylen, "%s must not contain '..': '%s'", what, val);
+			return log_errf(why, whylen, "%s must not contain '..': '%s'", what, val);
 	return 0;
 }
 
@@ -122,7 +109,7 @@ static int _set_roots(char ***dst, const char *val, const char *what, char *why,
 	char **l = _split(val, 0);
 
 	if (!l)
-		return _fail(why, whylen, "out of memory");
+		return log_errf(why, whylen, "out of memory");
 	for (char **p = l; *p; p++) {
 		size_t n = strlen(*p);
 
@@ -157,7 +144,7 @@ static int _set_int(int *dst, const char *val, const char *key, long lo, long hi
 	long v;
 
 	if (_parse_int(val, lo, hi, &v) < 0)
-		return _fail(why, whylen, "%s must be an integer from %ld to %ld, not '%s'",
+		return log_errf(why, whylen, "%s must be an integer from %ld to %ld, not '%s'",
 			     key, lo, hi, val);
 	*dst = (int)v;
 	return 0;
@@ -223,7 +210,7 @@ int conf_parse_seconds(const char *s, long *out)
 static int _k_socket(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (strlen(v) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-		return _fail(w, wl, "SocketPath is longer than %zu bytes (a UNIX socket limit)",
+		return log_errf(w, wl, "SocketPath is longer than %zu bytes (a UNIX socket limit)",
 			     sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 	return _set_path(&c->socket_path, v, "SocketPath", w, wl);
 }
@@ -240,13 +227,13 @@ static int _k_listen(struct conf *c, const char *v, char *w, size_t wl)
 		return 0;
 	}
 	if (!colon || colon == v || _parse_int(colon + 1, 1, 65535, &port) < 0)
-		return _fail(w, wl, "ListenAddress must be host:port (e.g. 0.0.0.0:7780) or off, not '%s'", v);
+		return log_errf(w, wl, "ListenAddress must be host:port (e.g. 0.0.0.0:7780) or off, not '%s'", v);
 	if (v[0] == '[' && colon[-1] == ']')
 		host = strndup(v + 1, (size_t)(colon - v) - 2);
 	else
 		host = strndup(v, (size_t)(colon - v));
 	if (!host)
-		return _fail(w, wl, "out of memory");
+		return log_errf(w, wl, "out of memory");
 	free(c->listen_host);
 	c->listen_host = host;
 	c->listen_port = (unsigned short)port;
@@ -265,10 +252,10 @@ static int _k_server(struct conf *c, const char *v, char *w, size_t wl)
 	    strpbrk(v, "/ \t") != NULL ||
 	    (v[0] != '[' && memchr(v, ':', (size_t)(colon - v)) != NULL) ||
 	    (v[0] == '[' && colon[-1] != ']'))
-		return _fail(w, wl, "Server must be HOST:PORT (e.g. mover1:7780 or "
+		return log_errf(w, wl, "Server must be HOST:PORT (e.g. mover1:7780 or "
 			     "[fd00::5]:7780), not '%s'", v);
 	if (!(copy = strdup(v)))
-		return _fail(w, wl, "out of memory");
+		return log_errf(w, wl, "out of memory");
 	free(c->server);
 	c->server = copy;
 	return 0;
@@ -296,7 +283,7 @@ static int _k_archmode(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "label") == 0)
 		c->archive_mode = CONF_ARCHIVE_LABEL;
 	else
-		return _fail(w, wl, "ArchiveMode must be 'copy' or 'label', not '%s'", v);
+		return log_errf(w, wl, "ArchiveMode must be 'copy' or 'label', not '%s'", v);
 	return 0;
 }
 
@@ -308,7 +295,7 @@ static int _k_workers(struct conf *c, const char *v, char *w, size_t wl)
 static int _k_bwcap(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (conf_parse_bytes(v, &c->bandwidth_cap) < 0)
-		return _fail(w, wl, "BandwidthCap must be bytes per second with an optional K/M/G/T suffix "
+		return log_errf(w, wl, "BandwidthCap must be bytes per second with an optional K/M/G/T suffix "
 			     "(e.g. 200M), or 0 for unlimited, not '%s'", v);
 	return 0;
 }
@@ -330,7 +317,7 @@ static int _k_xattrns(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "trusted") == 0)
 		c->xattr_ns = CONF_XATTR_TRUSTED;
 	else
-		return _fail(w, wl, "XattrNamespace must be 'user' or 'trusted', not '%s'", v);
+		return log_errf(w, wl, "XattrNamespace must be 'user' or 'trusted', not '%s'", v);
 	return 0;
 }
 
@@ -339,14 +326,14 @@ static int _k_schemes(struct conf *c, const char *v, char *w, size_t wl)
 	char **l = _split(v, 1);
 
 	if (!l)
-		return _fail(w, wl, "out of memory");
+		return log_errf(w, wl, "out of memory");
 	for (char **p = l; *p; p++) {
 		int ok = isalpha((unsigned char)(*p)[0]);
 
 		for (const char *q = *p; ok && *q; q++)
 			ok = isalnum((unsigned char)*q) || *q == '+' || *q == '-' || *q == '.';
 		if (!ok) {
-			_fail(w, wl, "AllowedSchemes: '%s' is not a URL scheme (letters, digits, + - .)", *p);
+			log_errf(w, wl, "AllowedSchemes: '%s' is not a URL scheme (letters, digits, + - .)", *p);
 			_free_list(l);
 			return -1;
 		}
@@ -366,11 +353,11 @@ static int _set_names(char ***dst, const char *v, const char *key, char *w, size
 	char **l = _split(v, 0);
 
 	if (!l)
-		return _fail(w, wl, "out of memory");
+		return log_errf(w, wl, "out of memory");
 	for (char **p = l; *p; p++)
 		for (const char *q = *p; *q; q++)
 			if (isspace((unsigned char)*q) || *q == ':' || *q == '/') {
-				_fail(w, wl, "%s: '%s' is not a valid name", key, *p);
+				log_errf(w, wl, "%s: '%s' is not a valid name", key, *p);
 				_free_list(l);
 				return -1;
 			}
@@ -400,7 +387,7 @@ static int _k_loglevel(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "debug") == 0)
 		c->log_level = LOG_LVL_DEBUG;
 	else
-		return _fail(w, wl, "LogLevel must be error, warning, info or debug, not '%s'", v);
+		return log_errf(w, wl, "LogLevel must be error, warning, info or debug, not '%s'", v);
 	return 0;
 }
 
@@ -419,7 +406,7 @@ static int _k_maxreq(struct conf *c, const char *v, char *w, size_t wl)
 	uint64_t b;
 
 	if (conf_parse_bytes(v, &b) < 0 || b < 1024 || b > (64ULL << 20))
-		return _fail(w, wl, "MaxRequestBytes must be from 1K to 64M, not '%s'", v);
+		return log_errf(w, wl, "MaxRequestBytes must be from 1K to 64M, not '%s'", v);
 	c->max_request_bytes = (size_t)b;
 	return 0;
 }
@@ -436,7 +423,7 @@ static int _k_ioclass(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "best-effort") == 0)
 		c->io_class = CONF_IO_BEST_EFFORT;
 	else
-		return _fail(w, wl, "IOClass must be 'idle' or 'best-effort', not '%s'", v);
+		return log_errf(w, wl, "IOClass must be 'idle' or 'best-effort', not '%s'", v);
 	return 0;
 }
 
@@ -453,7 +440,7 @@ static int _k_draintimeout(struct conf *c, const char *v, char *w, size_t wl)
 static int _k_checksum(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (strcasecmp(v, "xxh128") != 0 && strcasecmp(v, "sha256") != 0)
-		return _fail(w, wl, "Checksum must be 'xxh128' or 'sha256', not '%s'", v);
+		return log_errf(w, wl, "Checksum must be 'xxh128' or 'sha256', not '%s'", v);
 	if (_set_str(&c->checksum, v, w, wl) < 0)
 		return -1;
 	for (char *p = c->checksum; *p; p++)
@@ -468,7 +455,7 @@ static int _k_slurmwatch(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "no") == 0)
 		c->slurm_watch = 0;
 	else
-		return _fail(w, wl, "SlurmWatch must be 'yes' or 'no', not '%s'", v);
+		return log_errf(w, wl, "SlurmWatch must be 'yes' or 'no', not '%s'", v);
 	return 0;
 }
 
@@ -479,7 +466,7 @@ static int _k_createuserdirs(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "no") == 0)
 		c->create_user_dirs = 0;
 	else
-		return _fail(w, wl, "CreateUserDirs must be 'yes' or 'no', not '%s'", v);
+		return log_errf(w, wl, "CreateUserDirs must be 'yes' or 'no', not '%s'", v);
 	return 0;
 }
 
@@ -502,7 +489,7 @@ static int _k_archbundle(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "no") == 0)
 		c->archive_bundle = 0;
 	else
-		return _fail(w, wl, "ArchiveBundle must be 'yes' or 'no', not '%s'", v);
+		return log_errf(w, wl, "ArchiveBundle must be 'yes' or 'no', not '%s'", v);
 	return 0;
 }
 
@@ -516,7 +503,7 @@ static int _k_bundlefilemax(struct conf *c, const char *v, char *w, size_t wl)
 	uint64_t b;
 
 	if (conf_parse_bytes(v, &b) < 0 || b < 1024 || b > (64ULL << 20))
-		return _fail(w, wl, "BundleFileMax must be a size from 1K to 64M (e.g. 1M), not '%s'", v);
+		return log_errf(w, wl, "BundleFileMax must be a size from 1K to 64M (e.g. 1M), not '%s'", v);
 	c->bundle_file_max = b;
 	return 0;
 }
@@ -526,7 +513,7 @@ static int _k_bundlesize(struct conf *c, const char *v, char *w, size_t wl)
 	uint64_t b;
 
 	if (conf_parse_bytes(v, &b) < 0 || b < (1ULL << 20) || b > (1ULL << 40))
-		return _fail(w, wl, "BundleSize must be a size from 1M to 1T (e.g. 1G), not '%s'", v);
+		return log_errf(w, wl, "BundleSize must be a size from 1M to 1T (e.g. 1G), not '%s'", v);
 	c->bundle_size = b;
 	return 0;
 }
@@ -538,10 +525,10 @@ static int _k_s3endpoint(struct conf *c, const char *v, char *w, size_t wl)
 	size_t n = strlen(v);
 
 	if (strncasecmp(v, "https://", 8) != 0 && strncasecmp(v, "http://", 7) != 0)
-		return _fail(w, wl, "S3Endpoint must be an http:// or https:// URL, not '%s'", v);
+		return log_errf(w, wl, "S3Endpoint must be an http:// or https:// URL, not '%s'", v);
 	for (const char *p = v; *p; p++)
 		if (isspace((unsigned char)*p) || *p == '@')
-			return _fail(w, wl, "S3Endpoint must not contain spaces or credentials ('@')");
+			return log_errf(w, wl, "S3Endpoint must not contain spaces or credentials ('@')");
 	if (_set_str(&c->s3_endpoint, v, w, wl) < 0)
 		return -1;
 	while (n > 8 && c->s3_endpoint[n - 1] == '/')
@@ -552,10 +539,10 @@ static int _k_s3endpoint(struct conf *c, const char *v, char *w, size_t wl)
 static int _k_s3region(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (!*v || strlen(v) > 64)
-		return _fail(w, wl, "S3Region must be a region name such as us-east-1");
+		return log_errf(w, wl, "S3Region must be a region name such as us-east-1");
 	for (const char *p = v; *p; p++)
 		if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_')
-			return _fail(w, wl, "S3Region '%s': only letters, digits, '-' and '_'", v);
+			return log_errf(w, wl, "S3Region '%s': only letters, digits, '-' and '_'", v);
 	return _set_str(&c->s3_region, v, w, wl);
 }
 
@@ -591,14 +578,14 @@ static int _k_yieldjobs(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "no") == 0)
 		c->yield_to_jobs = 0;
 	else
-		return _fail(w, wl, "YieldToJobs must be 'yes' or 'no', not '%s'", v);
+		return log_errf(w, wl, "YieldToJobs must be 'yes' or 'no', not '%s'", v);
 	return 0;
 }
 
 static int _k_yieldbw(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (conf_parse_bytes(v, &c->yield_bandwidth) < 0)
-		return _fail(w, wl, "YieldBandwidth must be bytes per second with an optional K/M/G/T "
+		return log_errf(w, wl, "YieldBandwidth must be bytes per second with an optional K/M/G/T "
 			     "suffix (e.g. 20M), or 0 to pause, not '%s'", v);
 	return 0;
 }
@@ -608,7 +595,7 @@ static int _k_yieldmax(struct conf *c, const char *v, char *w, size_t wl)
 	long s;
 
 	if (conf_parse_seconds(v, &s) < 0 || s > 30L * 86400)
-		return _fail(w, wl, "YieldMaxDelay must be a duration up to 30d (e.g. 90s, 15m, 2h), "
+		return log_errf(w, wl, "YieldMaxDelay must be a duration up to 30d (e.g. 90s, 15m, 2h), "
 			     "or 0 to yield for as long as jobs run, not '%s'", v);
 	c->yield_max_delay = (int)s;
 	return 0;
@@ -617,7 +604,7 @@ static int _k_yieldmax(struct conf *c, const char *v, char *w, size_t wl)
 static int _k_yieldtrickle(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (conf_parse_bytes(v, &c->yield_trickle) < 0)
-		return _fail(w, wl, "YieldTrickle must be bytes per second with an optional K/M/G/T "
+		return log_errf(w, wl, "YieldTrickle must be bytes per second with an optional K/M/G/T "
 			     "suffix (e.g. 10M), or 0 for unlimited, not '%s'", v);
 	return 0;
 }
@@ -639,7 +626,7 @@ static int _k_syncmode(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "file") == 0)
 		c->sync_batch = 0;
 	else
-		return _fail(w, wl, "SyncMode must be 'batch' or 'file', not '%s'", v);
+		return log_errf(w, wl, "SyncMode must be 'batch' or 'file', not '%s'", v);
 	return 0;
 }
 
@@ -650,7 +637,7 @@ static int _k_verifymode(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "sample") == 0)
 		c->verify_sample = 1;
 	else
-		return _fail(w, wl, "VerifyMode must be 'full' or 'sample', not '%s'", v);
+		return log_errf(w, wl, "VerifyMode must be 'full' or 'sample', not '%s'", v);
 	return 0;
 }
 
@@ -669,7 +656,7 @@ static int _k_metrics(struct conf *c, const char *v, char *w, size_t wl)
 	c->listen_host = h;
 	c->listen_port = p;
 	if (rc < 0)
-		return _fail(w, wl, "MetricsAddress must be host:port (e.g. 127.0.0.1:9750) or "
+		return log_errf(w, wl, "MetricsAddress must be host:port (e.g. 127.0.0.1:9750) or "
 			     "off, not '%s'", v);
 	return 0;
 }
@@ -677,7 +664,7 @@ static int _k_metrics(struct conf *c, const char *v, char *w, size_t wl)
 static int _k_metricshash(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (strcasecmp(v, "yes") != 0 && strcasecmp(v, "no") != 0)
-		return _fail(w, wl, "MetricsHashUsers must be 'yes' or 'no', not '%s'", v);
+		return log_errf(w, wl, "MetricsHashUsers must be 'yes' or 'no', not '%s'", v);
 	c->metrics_hash_users = strcasecmp(v, "yes") == 0;
 	return 0;
 }
@@ -690,13 +677,13 @@ static int _k_notify(struct conf *c, const char *v, char *w, size_t wl)
 
 	if (!copy || !(l = calloc(strlen(v) / 2 + 2, sizeof(*l)))) {
 		free(copy);
-		return _fail(w, wl, "out of memory");
+		return log_errf(w, wl, "out of memory");
 	}
 	for (char *t = strtok_r(copy, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
 		if (!(l[n++] = strdup(t))) {
 			_free_list(l);
 			free(copy);
-			return _fail(w, wl, "out of memory");
+			return log_errf(w, wl, "out of memory");
 		}
 	free(copy);
 	if (n == 1 && strcasecmp(l[0], "none") == 0) {
@@ -704,7 +691,7 @@ static int _k_notify(struct conf *c, const char *v, char *w, size_t wl)
 		l = NULL;
 	} else if (n == 0 || _check_abs(l[0], "NotifyCommand's program", w, wl) < 0) {
 		_free_list(l);
-		return n ? -1 : _fail(w, wl, "NotifyCommand needs a program (an absolute path)");
+		return n ? -1 : log_errf(w, wl, "NotifyCommand needs a program (an absolute path)");
 	}
 	_free_list(c->notify_argv);
 	c->notify_argv = l;
@@ -716,7 +703,7 @@ static int _k_notifytimeout(struct conf *c, const char *v, char *w, size_t wl)
 	long s;
 
 	if (conf_parse_seconds(v, &s) < 0 || s < 1 || s > 3600)
-		return _fail(w, wl, "NotifyTimeout must be a duration from 1s to 1h, not '%s'", v);
+		return log_errf(w, wl, "NotifyTimeout must be a duration from 1s to 1h, not '%s'", v);
 	c->notify_timeout = (int)s;
 	return 0;
 }
@@ -748,7 +735,7 @@ static int _k_submitmode(struct conf *c, const char *v, char *w, size_t wl)
 	else if (strcasecmp(v, "bb") == 0)
 		c->submit_mode = CONF_SUBMIT_BB;
 	else
-		return _fail(w, wl, "SubmitMode must be 'hold' or 'bb', not '%s'", v);
+		return log_errf(w, wl, "SubmitMode must be 'hold' or 'bb', not '%s'", v);
 	return 0;
 }
 
@@ -757,12 +744,12 @@ static int _k_trusteduids(struct conf *c, const char *v, char *w, size_t wl)
 	char **l = _split(v, 0);
 
 	if (!l)
-		return _fail(w, wl, "out of memory");
+		return log_errf(w, wl, "out of memory");
 	for (char **p = l; *p; p++) {
 		long u;
 
 		if (_parse_int(*p, 0, 4294967294L, &u) < 0) {
-			_fail(w, wl, "TrustedUids: '%s' is not a numeric uid", *p);
+			log_errf(w, wl, "TrustedUids: '%s' is not a numeric uid", *p);
 			_free_list(l);
 			return -1;
 		}
@@ -911,7 +898,7 @@ int conf_parse_line(struct conf *c, const char *line, const char *file, int line
 	size_t len = strlen(line);
 
 	if (len > CONF_MAX_LINE)
-		return _fail(err, errlen, "%s:%d: error: line is longer than %d bytes",
+		return log_errf(err, errlen, "%s:%d: error: line is longer than %d bytes",
 			     file, lineno, CONF_MAX_LINE);
 	memcpy(buf, line, len + 1);
 	/* '#' starts a comment anywhere: no key or value may contain it. */
@@ -923,7 +910,7 @@ int conf_parse_line(struct conf *c, const char *line, const char *file, int line
 		return 0;
 	eq = strchr(key, '=');
 	if (!eq)
-		return _fail(err, errlen, "%s:%d: error: expected Key=Value, got '%s'",
+		return log_errf(err, errlen, "%s:%d: error: expected Key=Value, got '%s'",
 			     file, lineno, key);
 	*eq = '\0';
 	val = _trim(eq + 1);
@@ -932,14 +919,14 @@ int conf_parse_line(struct conf *c, const char *line, const char *file, int line
 		if (strcasecmp(key, _keys[i].name) != 0)
 			continue;
 		if (c->key_line[i])
-			return _fail(err, errlen, "%s:%d: error: %s is already set on line %d: "
+			return log_errf(err, errlen, "%s:%d: error: %s is already set on line %d: "
 				     "set it once", file, lineno, _keys[i].name, c->key_line[i]);
 		if (_keys[i].set(c, val, why, sizeof(why)) < 0)
-			return _fail(err, errlen, "%s:%d: error: %s", file, lineno, why);
+			return log_errf(err, errlen, "%s:%d: error: %s", file, lineno, why);
 		c->key_line[i] = lineno;
 		return 0;
 	}
-	return _fail(err, errlen, "%s:%d: error: unknown key '%s' (see stagehand.conf(5) "
+	return log_errf(err, errlen, "%s:%d: error: unknown key '%s' (see stagehand.conf(5) "
 		     "for the list of keys)", file, lineno, key);
 }
 
@@ -952,7 +939,7 @@ int conf_parse_file(struct conf *c, const char *path, char *err, size_t errlen)
 	int lineno = 0, rc = 0;
 
 	if (!f)
-		return _fail(err, errlen, "%s: error: cannot open: %s", path, strerror(errno));
+		return log_errf(err, errlen, "%s: error: cannot open: %s", path, strerror(errno));
 	if (_set_str(&c->path, path, err, errlen) < 0) {
 		fclose(f);
 		return -1;
@@ -964,7 +951,7 @@ int conf_parse_file(struct conf *c, const char *path, char *err, size_t errlen)
 		if (n > 0 && line[n - 1] == '\r')
 			line[--n] = '\0';
 		if (memchr(line, '\0', (size_t)n)) {
-			rc = _fail(err, errlen, "%s:%d: error: NUL byte in line", path, lineno);
+			rc = log_errf(err, errlen, "%s:%d: error: NUL byte in line", path, lineno);
 			break;
 		}
 		if (conf_parse_line(c, line, path, lineno, err, errlen) < 0) {
@@ -973,7 +960,7 @@ int conf_parse_file(struct conf *c, const char *path, char *err, size_t errlen)
 		}
 	}
 	if (rc == 0 && ferror(f))
-		rc = _fail(err, errlen, "%s: error: read failed: %s", path, strerror(errno));
+		rc = log_errf(err, errlen, "%s: error: read failed: %s", path, strerror(errno));
 	free(line);
 	fclose(f);
 	return rc;
@@ -992,19 +979,19 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 	const char *file = c->path ? c->path : "(defaults)";
 
 	if (c->pid_file && strcmp(c->pid_file, c->socket_path) == 0)
-		return _fail(err, errlen, "%s:%d: error: PidFile and SocketPath are the same file",
+		return log_errf(err, errlen, "%s:%d: error: PidFile and SocketPath are the same file",
 			     file, _line_of(c, "PidFile"));
 	if (strcmp(c->state_db, c->socket_path) == 0)
-		return _fail(err, errlen, "%s:%d: error: StateDB and SocketPath are the same file",
+		return log_errf(err, errlen, "%s:%d: error: StateDB and SocketPath are the same file",
 			     file, _line_of(c, "StateDB"));
 	if (c->bundle_file_max > c->bundle_size)
-		return _fail(err, errlen, "%s:%d: error: BundleFileMax (%llu bytes) is larger than "
+		return log_errf(err, errlen, "%s:%d: error: BundleFileMax (%llu bytes) is larger than "
 			     "BundleSize (%llu bytes): a bundled file must fit in a bundle", file,
 			     _line_of(c, _line_of(c, "BundleSize") ? "BundleSize" : "BundleFileMax"),
 			     (unsigned long long)c->bundle_file_max, (unsigned long long)c->bundle_size);
 	if (c->metrics_host && c->listen_host && c->metrics_port == c->listen_port &&
 	    strcmp(c->metrics_host, c->listen_host) == 0)
-		return _fail(err, errlen, "%s:%d: error: MetricsAddress and ListenAddress are the "
+		return log_errf(err, errlen, "%s:%d: error: MetricsAddress and ListenAddress are the "
 			     "same address: give /metrics a port of its own", file,
 			     _line_of(c, "MetricsAddress"));
 	if (c->archive_root) {
@@ -1013,7 +1000,7 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 
 			if (strcmp(*r, "/") == 0 || (strncmp(c->archive_root, *r, n) == 0 &&
 			    (c->archive_root[n] == '/' || c->archive_root[n] == '\0')))
-				return _fail(err, errlen, "%s:%d: error: ArchiveRoot %s is inside "
+				return log_errf(err, errlen, "%s:%d: error: ArchiveRoot %s is inside "
 					     "scratch root %s: archive copies must leave scratch",
 					     file, _line_of(c, "ArchiveRoot"), c->archive_root, *r);
 		}

@@ -20,21 +20,7 @@
 
 #include "dsl.h"
 #include "dsl_int.h"
-
-static int _fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int _fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap); /* a cut message is still useful */
-		va_end(ap);
-	}
-	return -1;
-}
+#include "log.h"
 
 struct _buf {
 	char *p;
@@ -75,11 +61,11 @@ int dsl_expand(const char *tmpl, const struct dsl_expand_ctx *ctx,
 	if (err && errlen)
 		err[0] = '\0';
 	if (!tmpl || !ctx || !out || outlen == 0)
-		return _fail(err, errlen, "dsl_expand: missing argument");
+		return log_errf(err, errlen, "dsl_expand: missing argument");
 	n = strlen(tmpl);
 	if (dsl__is_url(tmpl, n)) {
 		if (n + 1 > outlen)
-			return _fail(err, errlen, "'%s' is %zu bytes; the buffer holds %zu", tmpl, n,
+			return log_errf(err, errlen, "'%s' is %zu bytes; the buffer holds %zu", tmpl, n,
 				     outlen - 1);
 		memcpy(out, tmpl, n + 1);
 		return 0;
@@ -92,7 +78,7 @@ int dsl_expand(const char *tmpl, const struct dsl_expand_ctx *ctx,
 
 		if (tmpl[i] == '%') {
 			if (i + 1 >= n) {
-				_fail(err, errlen, "a lone '%%' at the end of '%s'", tmpl);
+				log_errf(err, errlen, "a lone '%%' at the end of '%s'", tmpl);
 				goto out;
 			}
 			switch (tmpl[++i]) {
@@ -121,12 +107,12 @@ int dsl_expand(const char *tmpl, const struct dsl_expand_ctx *ctx,
 				s = "%";
 				break;
 			default:
-				_fail(err, errlen, "unknown pattern '%%%c' in '%s' (known: %%j %%u %%x %%A %%a %%%%)",
+				log_errf(err, errlen, "unknown pattern '%%%c' in '%s' (known: %%j %%u %%x %%A %%a %%%%)",
 				      tmpl[i], tmpl);
 				goto out;
 			}
 			if (k < 0 || (size_t)k >= sizeof(num)) {
-				_fail(err, errlen, "cannot format a job number in '%s'", tmpl);
+				log_errf(err, errlen, "cannot format a job number in '%s'", tmpl);
 				goto out;
 			}
 			if (k > 0) {
@@ -135,35 +121,35 @@ int dsl_expand(const char *tmpl, const struct dsl_expand_ctx *ctx,
 			}
 		}
 		if (_put(&b, s, sl, sub)) {
-			_fail(err, errlen, "out of memory expanding '%s'", tmpl);
+			log_errf(err, errlen, "out of memory expanding '%s'", tmpl);
 			goto out;
 		}
 	}
 	if (!b.p && _put(&b, "", 0, false)) {
-		_fail(err, errlen, "out of memory expanding '%s'", tmpl);
+		log_errf(err, errlen, "out of memory expanding '%s'", tmpl);
 		goto out;
 	}
 	if (dsl__find_control(b.p, b.len) >= 0) {
-		_fail(err, errlen, "'%s' expands to a path with a control character (from the job "
+		log_errf(err, errlen, "'%s' expands to a path with a control character (from the job "
 		      "or user name)", tmpl);
 		goto out;
 	}
 	if (dsl__has_dotdot(b.p, b.len)) {
-		_fail(err, errlen, "'%s' expands to '%s', which has a '..' component", tmpl, b.p);
+		log_errf(err, errlen, "'%s' expands to '%s', which has a '..' component", tmpl, b.p);
 		goto out;
 	}
 	norm = dsl__normalise(b.p, b.len);
 	if (!norm) {
-		_fail(err, errlen, "out of memory expanding '%s'", tmpl);
+		log_errf(err, errlen, "out of memory expanding '%s'", tmpl);
 		goto out;
 	}
 	if (norm[0] == '\0' || !strcmp(norm, "/")) {
-		_fail(err, errlen, "'%s' expands to '%s', which names no directory", tmpl, b.p);
+		log_errf(err, errlen, "'%s' expands to '%s', which names no directory", tmpl, b.p);
 		goto out;
 	}
 	n = strlen(norm);
 	if (n + 1 > outlen) {
-		_fail(err, errlen, "'%s' expands to %zu bytes; the limit is %zu", tmpl, n, outlen - 1);
+		log_errf(err, errlen, "'%s' expands to %zu bytes; the limit is %zu", tmpl, n, outlen - 1);
 		goto out;
 	}
 	memcpy(out, norm, n + 1);

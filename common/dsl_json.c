@@ -19,6 +19,7 @@
 
 #include "dsl.h"
 #include "dsl_int.h"
+#include "log.h"
 
 /* Set obj[key] = val (val stolen); false when either is NULL or the set fails. */
 static bool _set(json_t *obj, const char *key, json_t *val)
@@ -101,24 +102,6 @@ json_t *dsl_diags_to_json(const struct dsl_diag *d, size_t n)
 	return arr;
 }
 
-static void _err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void _err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	/* a cut message still says what and where; mark it as cut */
-	if (n >= 0 && (size_t)n >= errlen && errlen > 4)
-		memcpy(err + errlen - 4, "...", 4);
-}
-
 /* The fields each action carries, in the documented order. */
 static const char *const _fields[4][7] = {
 	[DSL_STAGE_IN]  = { "line", "action", "path", "to", NULL },
@@ -149,17 +132,17 @@ static int _path_field(const struct dsl__rules *r, size_t idx, const char *field
 	int rc = dsl__check_path_value(r, role, key, v, n, out, &f);
 
 	if (rc < 0) {
-		_err(err, errlen, "plan action %zu: out of memory checking '%s'", idx, field);
+		log_errf(err, errlen, "plan action %zu: out of memory checking '%s'", idx, field);
 		free(f.msg);
 		return -1;
 	}
 	if (rc > 0) {
-		_err(err, errlen, "plan action %zu: bad '%s': %s [%s]", idx, field, f.msg, f.code);
+		log_errf(err, errlen, "plan action %zu: bad '%s': %s [%s]", idx, field, f.msg, f.code);
 		free(f.msg);
 		return -1;
 	}
 	if (strlen(*out) != n || memcmp(*out, v, n)) {
-		_err(err, errlen, "plan action %zu: '%s' is not in normal form ('%s', expected '%s')",
+		log_errf(err, errlen, "plan action %zu: '%s' is not in normal form ('%s', expected '%s')",
 		     idx, field, v, *out);
 		free(*out);
 		*out = NULL;
@@ -177,7 +160,7 @@ static int _read_action(const struct dsl__rules *r, size_t idx, const json_t *o,
 	int a = -1, i;
 
 	if (!json_is_object(o)) {
-		_err(err, errlen, "plan action %zu is not a JSON object", idx);
+		log_errf(err, errlen, "plan action %zu is not a JSON object", idx);
 		return -1;
 	}
 	name = json_string_value(json_object_get(o, "action"));
@@ -185,20 +168,20 @@ static int _read_action(const struct dsl__rules *r, size_t idx, const json_t *o,
 		if (!strcmp(name, dsl__key_names[i]))
 			a = i;
 	if (a < 0) {
-		_err(err, errlen, "plan action %zu: 'action' must be one of stage_in, archive, "
+		log_errf(err, errlen, "plan action %zu: 'action' must be one of stage_in, archive, "
 		     "exempt, stage_out", idx);
 		return -1;
 	}
 	json_object_foreach((json_t *)o, key, val) {
 		(void)val;
 		if (!_has_field((enum dsl_action)a, key)) {
-			_err(err, errlen, "plan action %zu (%s): unexpected field '%s'", idx, name, key);
+			log_errf(err, errlen, "plan action %zu (%s): unexpected field '%s'", idx, name, key);
 			return -1;
 		}
 	}
 	for (i = 0; _fields[a][i]; i++) {
 		if (!json_object_get(o, _fields[a][i])) {
-			_err(err, errlen, "plan action %zu (%s): missing field '%s'", idx, name,
+			log_errf(err, errlen, "plan action %zu (%s): missing field '%s'", idx, name,
 			     _fields[a][i]);
 			return -1;
 		}
@@ -208,13 +191,13 @@ static int _read_action(const struct dsl__rules *r, size_t idx, const json_t *o,
 	d->keep = true;
 	jl = json_object_get(o, "line");
 	if (!json_is_integer(jl) || json_integer_value(jl) < 1 || json_integer_value(jl) > INT_MAX) {
-		_err(err, errlen, "plan action %zu (%s): 'line' must be a positive integer", idx, name);
+		log_errf(err, errlen, "plan action %zu (%s): 'line' must be a positive integer", idx, name);
 		return -1;
 	}
 	d->line = (int)json_integer_value(jl);
 	jp = json_object_get(o, "path");
 	if (!json_is_string(jp)) {
-		_err(err, errlen, "plan action %zu (%s): 'path' must be a string", idx, name);
+		log_errf(err, errlen, "plan action %zu (%s): 'path' must be a string", idx, name);
 		return -1;
 	}
 	if (_path_field(r, idx, "path", a == DSL_STAGE_IN ? DSL__ROLE_SOURCE : DSL__ROLE_DIR,
@@ -228,7 +211,7 @@ static int _read_action(const struct dsl__rules *r, size_t idx, const json_t *o,
 					err, errlen))
 				return -1;
 		} else if (!json_is_null(jt) || a == DSL_STAGE_OUT) {
-			_err(err, errlen, "plan action %zu (%s): 'to' must be a string%s", idx, name,
+			log_errf(err, errlen, "plan action %zu (%s): 'to' must be a string%s", idx, name,
 			     a == DSL_STAGE_OUT ? "" : " or null");
 			return -1;
 		}
@@ -242,12 +225,12 @@ static int _read_action(const struct dsl__rules *r, size_t idx, const json_t *o,
 		else if (w && !strcmp(w, "success"))
 			d->when = DSL_WHEN_SUCCESS;
 		else {
-			_err(err, errlen, "plan action %zu (archive): 'when' must be \"always\" or \"success\"",
+			log_errf(err, errlen, "plan action %zu (archive): 'when' must be \"always\" or \"success\"",
 			     idx);
 			return -1;
 		}
 		if (!json_is_boolean(k)) {
-			_err(err, errlen, "plan action %zu (archive): 'keep' must be true or false", idx);
+			log_errf(err, errlen, "plan action %zu (archive): 'keep' must be true or false", idx);
 			return -1;
 		}
 		d->keep = json_is_true(k);
@@ -268,33 +251,33 @@ struct dsl_plan *dsl_plan_from_json(const json_t *j, const struct dsl_config *cf
 	if (err && errlen)
 		err[0] = '\0';
 	if (!json_is_object(j)) {
-		_err(err, errlen, "plan is not a JSON object");
+		log_errf(err, errlen, "plan is not a JSON object");
 		return NULL;
 	}
 	json_object_foreach((json_t *)j, key, val) {
 		(void)val;
 		if (strcmp(key, "version") && strcmp(key, "actions")) {
-			_err(err, errlen, "plan: unexpected field '%s'", key);
+			log_errf(err, errlen, "plan: unexpected field '%s'", key);
 			return NULL;
 		}
 	}
 	ver = json_object_get(j, "version");
 	if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
-		_err(err, errlen, "plan: 'version' must be 1");
+		log_errf(err, errlen, "plan: 'version' must be 1");
 		return NULL;
 	}
 	acts = json_object_get(j, "actions");
 	if (!json_is_array(acts)) {
-		_err(err, errlen, "plan: 'actions' must be an array");
+		log_errf(err, errlen, "plan: 'actions' must be an array");
 		return NULL;
 	}
 	if (dsl__rules_init(&r, cfg)) {
-		_err(err, errlen, "plan: out of memory");
+		log_errf(err, errlen, "plan: out of memory");
 		return NULL;
 	}
 	n = json_array_size(acts);
 	if (n > r.max_directives) {
-		_err(err, errlen, "plan: %zu actions; the limit is %zu", n, r.max_directives);
+		log_errf(err, errlen, "plan: %zu actions; the limit is %zu", n, r.max_directives);
 		dsl__rules_free(&r);
 		return NULL;
 	}
@@ -302,7 +285,7 @@ struct dsl_plan *dsl_plan_from_json(const json_t *j, const struct dsl_config *cf
 	if (plan && n)
 		plan->dirs = calloc(n, sizeof(*plan->dirs));
 	if (!plan || (n && !plan->dirs)) {
-		_err(err, errlen, "plan: out of memory");
+		log_errf(err, errlen, "plan: out of memory");
 		free(plan);
 		dsl__rules_free(&r);
 		return NULL;
@@ -317,14 +300,14 @@ struct dsl_plan *dsl_plan_from_json(const json_t *j, const struct dsl_config *cf
 			goto fail;
 		clash = dsl__clash(plan->dirs, i, d, &other);
 		if (clash == 1) {
-			_err(err, errlen, "plan action %zu: %s of '%s' repeats action %zu", i,
+			log_errf(err, errlen, "plan action %zu: %s of '%s' repeats action %zu", i,
 			     dsl_action_name(d->action), d->path, other);
 			goto fail;
 		}
 		if (clash == 2) {
 			char *m = dsl__conflict_msg(&plan->dirs[other], d);
 
-			_err(err, errlen, "plan action %zu: %s", i, m ? m : "conflict");
+			log_errf(err, errlen, "plan action %zu: %s", i, m ? m : "conflict");
 			free(m);
 			goto fail;
 		}

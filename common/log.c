@@ -54,6 +54,23 @@ static int _syslog_prio(enum log_level lvl)
 	}
 }
 
+int log_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (err && errlen && vsnprintf(err, errlen, fmt, ap) >= (int)errlen && errlen > 4)
+		memcpy(err + errlen - 4, "...", 4);
+	return -1;
+}
+
+int log_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_verrf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 {
 	char buf[2048];

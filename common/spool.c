@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "spool.h"
 #include "dclient.h"
+#include "durable.h"
+#include "spool.h"
 
 #define SPOOL_SCAN_MAX 4096
 
@@ -155,7 +156,7 @@ int spool_write(const char *dir, unsigned long job_id, const json_t *event,
 		char *err, size_t errlen)
 {
 	char name[64], tmp[96];
-	int dfd = -1, fd = -1, rc = -1;
+	int dfd = -1, fd = -1, rc = -1, e;
 	char *text = NULL;
 
 	snprintf(name, sizeof(name), "job-%lu.json", job_id);
@@ -178,29 +179,21 @@ int spool_write(const char *dir, unsigned long job_id, const json_t *event,
 			 strerror(errno));
 		goto out;
 	}
-	(void)unlinkat(dfd, tmp, 0);
-	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = durable_create(dfd, tmp, O_WRONLY);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot create %s/%s: %s", dir, tmp, strerror(errno));
 		goto out;
 	}
-	if (_write_all(fd, text, strlen(text)) < 0 || _write_all(fd, "\n", 1) < 0 ||
-	    fsync(fd) < 0) {
+	if (_write_all(fd, text, strlen(text)) < 0 || _write_all(fd, "\n", 1) < 0) {
 		snprintf(err, errlen, "cannot write %s/%s: %s", dir, tmp, strerror(errno));
 		(void)unlinkat(dfd, tmp, 0);
 		goto out;
 	}
-	if (close(fd) < 0) {
-		fd = -1;
-		snprintf(err, errlen, "cannot write %s/%s: %s", dir, tmp, strerror(errno));
-		(void)unlinkat(dfd, tmp, 0);
-		goto out;
-	}
+	e = durable_commit(dfd, tmp, name, fd, DURABLE_FSYNC);
 	fd = -1;
-	if (renameat(dfd, tmp, dfd, name) < 0) {
-		snprintf(err, errlen, "cannot rename %s/%s to %s: %s", dir, tmp, name,
-			 strerror(errno));
-		(void)unlinkat(dfd, tmp, 0);
+	if (e) {
+		snprintf(err, errlen, "cannot make %s/%s durable as %s: %s", dir, tmp, name,
+			 strerror(e));
 		goto out;
 	}
 	(void)fsync(dfd);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "tar.h"
 
 #define NS 1000000000LL
@@ -20,20 +21,6 @@ enum {
 	H_CHKSUM = 148, H_TYPE = 156, H_LINK = 157, H_MAGIC = 257, H_VERSION = 263,
 	H_UNAME = 265, H_GNAME = 297, H_DEVMAJOR = 329, H_DEVMINOR = 337, H_PREFIX = 345,
 };
-
-static void _err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void _err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	if (vsnprintf(err, errlen, fmt, ap) >= (int)errlen && errlen > 4)
-		memcpy(err + errlen - 4, "...", 4);
-	va_end(ap);
-}
 
 size_t tar_pad(uint64_t size)
 {
@@ -228,13 +215,13 @@ size_t tar_header_encode(const struct tar_member *m, char *out, size_t outlen,
 	uint64_t sec = m->mtime_ns > 0 ? (uint64_t)(m->mtime_ns / NS) : 0;
 
 	if (_plan(m, &p) < 0) {
-		_err(err, errlen, "member name '%.64s' is empty or longer than %d bytes",
+		log_errf(err, errlen, "member name '%.64s' is empty or longer than %d bytes",
 		     m->path ? m->path : "", TAR_NAME_MAX);
 		return 0;
 	}
 	need = tar_header_size(m);
 	if (outlen < need) {
-		_err(err, errlen, "header buffer too small (%zu < %zu bytes)", outlen, need);
+		log_errf(err, errlen, "header buffer too small (%zu < %zu bytes)", outlen, need);
 		return 0;
 	}
 	if (p.records) {
@@ -314,17 +301,17 @@ int tar_header_check(const unsigned char blk[TAR_BLOCK], char *type, uint64_t *s
 	for (int i = 0; i < TAR_BLOCK; i++)
 		sum += (i >= H_CHKSUM && i < H_CHKSUM + 8) ? ' ' : blk[i];
 	if (_num(blk + H_CHKSUM, 8, &want) < 0 || want != sum) {
-		_err(err, errlen, "header checksum mismatch (not a tar header, or damaged)");
+		log_errf(err, errlen, "header checksum mismatch (not a tar header, or damaged)");
 		return -1;
 	}
 	if (memcmp(blk + H_MAGIC, "ustar", 5) != 0) {
-		_err(err, errlen, "not a ustar header (magic missing)");
+		log_errf(err, errlen, "not a ustar header (magic missing)");
 		return -1;
 	}
 	if (_num(blk + H_SIZE, 12, size) < 0 || _num(blk + H_MODE, 8, &v) < 0 ||
 	    _num(blk + H_UID, 8, &v) < 0 || _num(blk + H_GID, 8, &v) < 0 ||
 	    _num(blk + H_MTIME, 12, &v) < 0) {
-		_err(err, errlen, "malformed numeric field in header");
+		log_errf(err, errlen, "malformed numeric field in header");
 		return -1;
 	}
 	*type = blk[H_TYPE] ? (char)blk[H_TYPE] : TAR_REG;
@@ -336,7 +323,7 @@ int tar_header_check(const unsigned char blk[TAR_BLOCK], char *type, uint64_t *s
 			   : snprintf(name, namelen, "%.*s", (int)nl, blk + H_NAME);
 
 		if (k < 0 || (size_t)k >= namelen) {
-			_err(err, errlen, "name buffer too small");
+			log_errf(err, errlen, "name buffer too small");
 			return -1;
 		}
 	}

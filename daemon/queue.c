@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "log.h"
 #include "queue.h"
 #include "queue_private.h"
 
@@ -78,11 +79,8 @@ void qp_err(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!err || !errlen)
-		return;
 	va_start(ap, fmt);
-	if (vsnprintf(err, errlen, fmt, ap) >= (int)errlen && errlen > 4)
-		memcpy(err + errlen - 4, "...", 4);
+	log_verrf(err, errlen, fmt, ap);
 	va_end(ap);
 }
 

@@ -3,8 +3,11 @@
  *
  * Owns: the table of transfer backends (chosen by name: "local", "null",
  * "bundle"; URL backends add a row with their schemes), the record protocol a worker
- * streams to the daemon over its socket, the shared bandwidth token bucket,
- * and the resume set (files verified by an earlier attempt).
+ * streams to the daemon over its socket, the shared bandwidth token bucket
+ * (xfer_bucket.c), and the resume set (files verified by an earlier attempt).
+ * Each backend is an endpoint of the one transfer engine (xfer_engine.h),
+ * which owns the walk, the durable write, verification, the resume
+ * decision and failure accounting.
  *
  * Must never: run in the daemon process with root's identity on user paths
  * (backends run only inside a worker that has dropped to the owner), or touch

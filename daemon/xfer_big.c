@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "xfer_big.h"
+#include "xfer_engine.h"
 
 #define BIG_CHUNK (8u << 20)
 #define BIG_SLOTS 4
@@ -143,7 +144,6 @@ static void *_reader(void *arg)
 		if (!b->sdirect)
 			posix_fadvise(b->sfd, (off_t)(i * (int64_t)BIG_CHUNK), (off_t)len,
 				      POSIX_FADV_DONTNEED);
-		xfer_bucket_take(b->ctx->bucket, len, b->ctx->stop);
 		_advance(b, &b->nread);
 	}
 	return NULL;
@@ -190,7 +190,7 @@ static void *_verifier(void *arg)
 		}
 		if (!b->vdirect)
 			posix_fadvise(b->vfd, off, (off_t)len, POSIX_FADV_DONTNEED);
-		xfer_bucket_take(b->ctx->bucket, len, b->ctx->stop);
+		xfer_engine_pace(b->ctx, len);
 		_advance(b, &b->nverified);
 	}
 	return NULL;
@@ -216,22 +216,18 @@ static int _write_chunk(struct _big *b, int64_t i)
 {
 	int s = (int)(i % BIG_SLOTS);
 	off_t off = (off_t)(i * (int64_t)BIG_CHUNK);
-	size_t len = b->slen[s], want = len, done = 0;
+	size_t len = b->slen[s], want = len;
+	int e;
 
 	if (b->ddirect && len % ALIGN) {
 		/* The tail: pad to the block size; ftruncate trims it at the end. */
 		want = _round_up(len);
 		memset(b->slot[s] + len, 0, want - len);
 	}
-	while (done < want) {
-		ssize_t n = pwrite(b->dfd, b->slot[s] + done, want - done, off + (off_t)done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno;
-		done += (size_t)n;
-	}
+	/* Charged to the bucket here, as every write to a destination is. */
+	e = xfer_engine_write(b->ctx, b->dfd, b->slot[s], want, (int64_t)off);
+	if (e)
+		return e;
 	if (!b->ddirect)
 		sync_file_range(b->dfd, off, (off_t)len, SYNC_FILE_RANGE_WRITE);
 	return 0;

@@ -1,5 +1,6 @@
 /*
- * xfer_url_int.h - private to the url backend (xfer_url.c, xfer_url_parse.c).
+ * xfer_url_int.h - private to the url endpoint (xfer_url.c, xfer_url_get.c,
+ * xfer_url_put.c, xfer_url_parse.c).
  *
  * Owns: the state of one URL transfer and the helpers both files share.
  * Must never: be included outside the url backend.
@@ -13,8 +14,12 @@
 
 #include "checksum.h"
 #include "xfer.h"
+#include "xfer_engine.h"
 
+/* Remote listings (WebDAV, FTP/SFTP) recurse at most this deep: each level is
+   a request to a server that may answer with a loop. */
 #define MAX_DEPTH 64
+#define URL_CHUNK (1u << 20)         /* url__run's buffer */
 #define HAVE_SIGV4 (LIBCURL_VERSION_NUM >= 0x074b00)	/* CURLOPT_AWS_SIGV4: 7.75 */
 
 enum url__proto { P_HTTP, P_S3, P_FTP, P_SFTP };
@@ -55,10 +60,8 @@ struct url__run {
 	char user[256];              /* local user name (sftp login when the URL has none) */
 	char netrc[PATH_MAX];        /* "" = none */
 	char sshkey[PATH_MAX], known_hosts[PATH_MAX];
-	char *buf;                   /* CHUNK bytes */
-	int64_t files, bytes, skipped, kept, verified;
-	int failures, final_failures;
-	char first_error[XFER_TEXT_MAX];
+	char *buf;                   /* URL_CHUNK bytes */
+	struct xfer_tally t;         /* counts and failures */
 	char curl_err[CURL_ERROR_SIZE];
 	struct url__ent *ents;
 	size_t nents, capents;
@@ -71,6 +74,15 @@ struct url__hctx {
 
 /* ---- xfer_url.c ---- */
 int url__stopped(struct url__run *r);
+/* Emit the result, release the run; returns result. */
+int url__finish(struct url__run *r, int result, const char *msg);
+/* The request URL for rel (already escaped) under the remote root; 0 or -1 (too long). */
+int url__url_for(struct url__run *r, const char *root_rel, char *out, size_t outlen);
+/* The URL of relpath rel (escaped here) below the remote root; 0 or -1 (too long). */
+int url__remote_url(struct url__run *r, CURL *esc, const char *rel, char *out, size_t outlen);
+/* Ask the server about one file: size, mtime, checksums, validator; 0 or -1 with err. */
+int url__stat_remote(struct url__run *r, const char *url, struct url__meta *m, int *final,
+		     char *err, size_t errlen);
 /* A relative name from a server or a tree is safe to create locally. */
 int url__safe_rel(const char *rel);
 int url__add_ent(struct url__run *r, const char *rel, int64_t size);
@@ -80,6 +92,10 @@ CURL *url__easy(struct url__run *r, const char *url, struct curl_slist **hdrs);
 void url__easy_done(CURL *c, struct curl_slist *hdrs);
 /* Message for a failed call; returns 1 when a retry cannot help. */
 int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t outlen);
+
+/* ---- xfer_url_get.c, xfer_url_put.c: the transfers; -1 when the request goes on ---- */
+int url__stage_in(struct url__run *r);
+int url__stage_out(struct url__run *r);
 
 /* ---- xfer_url_parse.c ---- */
 /* CURLOPT_HEADERFUNCTION filling a struct url__hctx's meta. */

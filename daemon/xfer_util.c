@@ -3,11 +3,11 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,20 +26,6 @@ int xfer_join(char *out, size_t outlen, const char *prefix, const char *name)
 	int n = *prefix ? snprintf(out, outlen, "%s/%s", prefix, name)
 			: snprintf(out, outlen, "%s", name);
 
-	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
-}
-
-int xfer_tmpname(char *out, size_t outlen, const char *name, int64_t id)
-{
-	int n = snprintf(out, outlen, ".%s.stagehand-%lld", name, (long long)id);
-
-	if (n < 0 || (size_t)n >= outlen || n > NAME_MAX) {
-		unsigned h = 5381;
-
-		for (const char *p = name; *p; p++)
-			h = h * 33 + (unsigned char)*p;
-		n = snprintf(out, outlen, ".stagehand-%lld-%08x", (long long)id, h);
-	}
 	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
@@ -193,8 +179,9 @@ int xfer_open_beneath(const char *beneath, const char *path, int flags, char *wh
 	return cur;
 }
 
-int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t msglen)
+int xfer_open_source(const struct xfer_ctx *ctx, struct stat *st, char *msg, size_t msglen)
 {
+	const int flags = O_RDONLY | O_NOCTTY | O_NONBLOCK;
 	char why[XFER_TEXT_MAX / 2];
 	int fd, e;
 
@@ -206,9 +193,15 @@ int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t ms
 			snprintf(why, sizeof(why), "cannot open source %s: %s", ctx->source,
 				 strerror(errno));
 	}
-	if (fd >= 0)
+	if (fd >= 0 && fstat(fd, st) == 0)
 		return fd;
 	e = errno;
+	if (fd >= 0) {
+		snprintf(msg, msglen, "cannot stat source %s: %s", ctx->source, strerror(e));
+		close(fd);
+		errno = e;
+		return -1;
+	}
 	if (ctx->line > 0)
 		snprintf(msg, msglen, "#DATA line %d: %s", ctx->line, why);
 	else
@@ -217,57 +210,25 @@ int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t ms
 	return -1;
 }
 
+int xfer_grow(void **p, size_t n, size_t *cap, size_t elem, size_t first)
+{
+	size_t c = *cap ? *cap * 2 : first;
+	void *q;
+
+	if (n < *cap)
+		return 0;
+	q = realloc(*p, c * elem);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
 int xfer_err_final(int err)
 {
 	return err == EACCES || err == EPERM || err == ENOENT || err == ELOOP || err == ENOTDIR ||
 	       err == EISDIR || err == ENAMETOOLONG;
-}
-
-void xfer_count_tree(const struct xfer_ctx *ctx, int dirfd, const char *prefix, int depth,
-		     int max_depth, int links_skipped, int64_t *files, int64_t *bytes,
-		     int64_t *skipped)
-{
-	DIR *d;
-	struct dirent *de;
-	int fd = dup(dirfd);
-
-	if (fd < 0 || depth > max_depth || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	rewinddir(d);	/* the dup shares its offset with dirfd */
-	while ((de = readdir(d))) {
-		struct stat st;
-
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (S_ISREG(st.st_mode)) {
-			++*files;
-			*bytes += st.st_size;
-		} else if (S_ISDIR(st.st_mode)) {
-			char rel[XFER_PATH_MAX];
-			int sub;
-
-			if (xfer_join(rel, sizeof(rel), prefix, de->d_name) < 0)
-				continue;	/* reported by the copy pass */
-			if (xfer_excluded(ctx, rel)) {
-				++*skipped;
-				continue;
-			}
-			sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				xfer_count_tree(ctx, sub, rel, depth + 1, max_depth, links_skipped,
-						files, bytes, skipped);
-				close(sub);
-			}
-		} else if (links_skipped || !S_ISLNK(st.st_mode)) {
-			++*skipped;
-		}
-	}
-	closedir(d);
 }
 
 void xfer_label(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
@@ -298,13 +259,4 @@ void xfer_label_all(struct xfer_ctx *ctx, int fd, const char *policy, const char
 	}
 	snprintf(num, sizeof(num), "%u", (unsigned)ctx->uid);
 	xfer_label(ctx, fd, XATTR_OWNER, num);
-}
-
-int xfer_failed_result(int failures, int final_failures, const char *first_error, char *msg,
-		       size_t msglen)
-{
-	if (snprintf(msg, msglen, "%d of the entries failed; first: %s", failures,
-		     first_error) >= (int)msglen && msglen >= 4)
-		memcpy(msg + msglen - 4, "...", 4);
-	return final_failures == failures ? XFER_FINAL : XFER_RETRYABLE;
 }

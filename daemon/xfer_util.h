@@ -1,8 +1,8 @@
 /*
- * xfer_util.h - small pieces every transfer backend (local, url, bundle)
- * needs in the same form: relpath joining, temporary names, the count pass
- * over a source tree, lifecycle labels on the source, and the summary of
- * per-entry failures.
+ * xfer_util.h - path helpers every transfer endpoint (local, url, bundle)
+ * needs in the same form: relpath joining, making parents, opening a source
+ * without following a symlink below a directory, and lifecycle labels on the
+ * source. The rest of what endpoints share is the engine (xfer_engine.h).
  *
  * Must never: follow a symlink inside a source tree, or run outside a
  * worker that has dropped to the owner (same rules as the backends).
@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "xfer.h"
@@ -21,13 +22,6 @@ int64_t xfer_ns(const struct timespec *ts);
 
 /* out = "prefix/name" ("name" when prefix is ""). 0, or -1 when it does not fit. */
 int xfer_join(char *out, size_t outlen, const char *prefix, const char *name);
-
-/*
- * The temporary name a file is written to in its destination directory:
- * ".NAME.stagehand-ID", or ".stagehand-ID-HASH" when that is longer than
- * NAME_MAX. 0, or -1 when it does not fit in out.
- */
-int xfer_tmpname(char *out, size_t outlen, const char *name, int64_t id);
 
 /*
  * mkdir -p of path's parents (as the owner; existing components are fine).
@@ -53,26 +47,22 @@ int xfer_open_beneath(const char *beneath, const char *path, int flags, char *wh
 		      size_t whylen);
 
 /*
- * Open a request's source: below ctx->beneath without following a symlink
- * when it is set, else normally. On failure returns -1 and msg says why,
- * naming the #DATA line when ctx->line is set; errno is kept.
+ * Open a request's source (O_RDONLY | O_NOCTTY | O_NONBLOCK) and fstat it
+ * into st: below ctx->beneath without following a symlink when it is set,
+ * else normally. On failure returns -1 and msg says why, naming the #DATA
+ * line when ctx->line is set; errno is kept.
  */
-int xfer_open_source(const struct xfer_ctx *ctx, int flags, char *msg, size_t msglen);
+int xfer_open_source(const struct xfer_ctx *ctx, struct stat *st, char *msg, size_t msglen);
+
+/*
+ * Room for one more element in the array *p of *n used and *cap allocated
+ * elements of elem bytes (doubling, from first): 0, or -1 when out of
+ * memory (*p is then unchanged).
+ */
+int xfer_grow(void **p, size_t n, size_t *cap, size_t elem, size_t first);
 
 /* 1 if an entry failing with errno err cannot be fixed by a retry. */
 int xfer_err_final(int err);
-
-/*
- * Pass 1 of a tree copy: add the regular files (and their bytes) under the
- * directory dirfd to *files and *bytes, and the entries that will not be
- * copied to *skipped: excluded directories (ctx->exclude), special files,
- * and symlinks when links_skipped is set. prefix is dirfd's relpath ("" at
- * the root). Nothing is followed; directories deeper than max_depth are not
- * entered. Unreadable entries are left to the copy pass to report.
- */
-void xfer_count_tree(const struct xfer_ctx *ctx, int dirfd, const char *prefix, int depth,
-		     int max_depth, int links_skipped, int64_t *files, int64_t *bytes,
-		     int64_t *skipped);
 
 /*
  * Set one lifecycle label on the open source fd: through the daemon when
@@ -82,13 +72,5 @@ void xfer_count_tree(const struct xfer_ctx *ctx, int dirfd, const char *prefix, 
 void xfer_label(struct xfer_ctx *ctx, int fd, const char *name, const char *value);
 /* The policy label, the location label (when location is not NULL), job and owner. */
 void xfer_label_all(struct xfer_ctx *ctx, int fd, const char *policy, const char *location);
-
-/*
- * The result of a request with failures (> 0) entries failed: msg says how
- * many and the first error; XFER_FINAL when every failure was final, else
- * XFER_RETRYABLE.
- */
-int xfer_failed_result(int failures, int final_failures, const char *first_error, char *msg,
-		       size_t msglen);
 
 #endif /* STAGEHAND_XFER_UTIL_H */

@@ -1,0 +1,219 @@
+/*
+ * test_engine.c - the transfer engine's shared pieces: the durable write,
+ * the tree walk and its depth limit, the resume decision, failure
+ * accounting and the verdict, opening directories below a root.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "durable.h"
+#include "tests/tap.h"
+#include "xfer_engine.h"
+
+static char _dir[] = "/tmp/test_engine_XXXXXX";
+
+static void _durable(int dfd)
+{
+	char tmp[NAME_MAX + 1], big[NAME_MAX + 40];
+	struct stat st;
+	int fd;
+
+	ok(durable_tmpname(tmp, sizeof(tmp), "f", 7) == 0 && strcmp(tmp, ".f.stagehand-7") == 0,
+	   "temporary name: %s", tmp);
+	memset(big, 'x', NAME_MAX);
+	big[NAME_MAX] = '\0';
+	ok(durable_tmpname(tmp, sizeof(tmp), big, 7) == 0 && strlen(tmp) <= NAME_MAX &&
+	   strncmp(tmp, ".stagehand-7-", 13) == 0, "a long name gets a hashed temporary name");
+	/* A stale temporary file of an interrupted attempt is replaced. */
+	fd = openat(dfd, ".f.stagehand-7", O_WRONLY | O_CREAT, 0644);
+	ok(fd >= 0 && write(fd, "old", 3) == 3, "stale temporary file made");
+	close(fd);
+	fd = durable_create(dfd, ".f.stagehand-7", O_RDWR);
+	ok(fd >= 0 && fstat(fd, &st) == 0 && st.st_size == 0 && (st.st_mode & 0777) == 0600,
+	   "durable_create replaces a stale file, mode 0600");
+	ok(write(fd, "new", 3) == 3, "written");
+	ok(durable_commit(dfd, ".f.stagehand-7", "f", fd, DURABLE_FSYNC | DURABLE_DIRSYNC) == 0,
+	   "committed");
+	ok(fstatat(dfd, "f", &st, 0) == 0 && st.st_size == 3 &&
+	   fstatat(dfd, ".f.stagehand-7", &st, 0) < 0, "renamed into place, no temporary left");
+	/* A symlink planted at the temporary name is never written through. */
+	ok(symlinkat("/etc/passwd", dfd, ".l.stagehand-7") == 0, "symlink planted");
+	ok(openat(dfd, ".l.stagehand-7", O_RDONLY | O_NOFOLLOW) < 0, "(it is a symlink)");
+	fd = durable_create(dfd, ".l.stagehand-7", O_WRONLY);
+	ok(fd >= 0 && fstatat(dfd, ".l.stagehand-7", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	   S_ISREG(st.st_mode), "the planted symlink is replaced by a plain file");
+	/* A failed rename removes the temporary file and says why. */
+	ok(durable_commit(dfd, ".l.stagehand-7", "missing/x", fd, 0) == ENOENT &&
+	   fstatat(dfd, ".l.stagehand-7", &st, AT_SYMLINK_NOFOLLOW) < 0,
+	   "a failed commit returns its errno and leaves no temporary file");
+}
+
+struct _walkseen {
+	int files, dirs, deepest, eloop;
+	char eloop_rel[XFER_PATH_MAX];
+};
+
+static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *name,
+		  const char *rel, const struct stat *st)
+{
+	struct _walkseen *s = w->arg;
+
+	(void)name;
+	(void)rel;
+	if (dir->depth > s->deepest)
+		s->deepest = dir->depth;
+	if (S_ISDIR(st->st_mode)) {
+		s->dirs++;
+		return 1;
+	}
+	s->files += S_ISREG(st->st_mode);
+	return 0;
+}
+
+static void _fail(struct xfer_walk *w, const char *rel, int err, const char *what)
+{
+	struct _walkseen *s = w->arg;
+
+	(void)what;
+	if (err == ELOOP) {
+		s->eloop++;
+		snprintf(s->eloop_rel, sizeof(s->eloop_rel), "%s", rel);
+	}
+}
+
+static void _walk(int dfd)
+{
+	struct xfer_ctx ctx = { 0 };
+	struct _walkseen s = { 0 };
+	struct xfer_walk w = { .ctx = &ctx, .arg = &s, .visit = _visit, .fail = _fail };
+	struct xfer_walk_dir root = { -1, "", 0, NULL, NULL };
+	int cur = -1, n = 0;
+
+	ok(mkdirat(dfd, "tree", 0700) == 0, "tree made");
+	cur = openat(dfd, "tree", O_RDONLY | O_DIRECTORY);
+	root.fd = cur;
+	/* XFER_WALK_DEPTH + 2 levels of "d", a file at every level. */
+	for (int i = 0, fd = dup(cur); i < XFER_WALK_DEPTH + 2; i++) {
+		int f = openat(fd, "f", O_WRONLY | O_CREAT, 0600), sub;
+
+		close(f);
+		mkdirat(fd, "d", 0700);
+		sub = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+		close(fd);
+		fd = sub;
+		n++;
+	}
+	ok(symlinkat("..", cur, "up") == 0, "a symlink to the parent planted");
+	xfer_walk_tree(&w, &root);
+	ok(s.eloop == 1 && s.deepest == XFER_WALK_DEPTH, "the walk stops at depth %d (deepest "
+	   "visited %d, %d refusals)", XFER_WALK_DEPTH, s.deepest, s.eloop);
+	ok(strlen(s.eloop_rel) == (size_t)(XFER_WALK_DEPTH + 1) * 2 - 1,
+	   "the refused directory is named by its relpath (%zu bytes)", strlen(s.eloop_rel));
+	ok(s.files == XFER_WALK_DEPTH + 1, "every file above the limit seen once (%d); the "
+	   "symlink is not followed", s.files);
+	close(cur);
+	(void)n;
+}
+
+static void _want(void)
+{
+	struct xfer_done_ent done[] = { { "a", 10, 100 }, { "b/c", 5, 200 } };
+	struct xfer_ctx ctx = { 0 };
+
+	ctx.done = done;
+	ctx.ndone = 2;
+	ok(xfer_engine_want(&ctx, "b/c", 5, 200) == XFER_WANT_KEPT, "verified and unchanged: kept");
+	ok(xfer_engine_want(&ctx, "b/c", 6, 200) == XFER_WANT_COPY, "other size: copied");
+	ok(xfer_engine_want(&ctx, "a", 10, 101) == XFER_WANT_COPY, "other mtime: copied");
+	ok(xfer_engine_want(&ctx, "a", 10, -1) == XFER_WANT_COPY, "unknown mtime: copied");
+	ok(xfer_engine_want(&ctx, "z", 10, 100) == XFER_WANT_COPY, "not in the set: copied");
+}
+
+static void _tally(void)
+{
+	struct xfer_ctx ctx = { 0 };
+	struct xfer_tally t;
+	char msg[XFER_TEXT_MAX], buf[4096], path[XFER_PATH_MAX + 1], text[XFER_TEXT_MAX + 1];
+	struct xfer_rec rec;
+	int sv[2];
+	ssize_t n;
+
+	ok(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+	ctx.chan = sv[1];
+	xfer_tally_init(&t, &ctx);
+	t.files = 3;
+	t.verified = 2;
+	ok(xfer_tally_verdict(&t, 1, "the source tree", msg, sizeof(msg)) == XFER_RETRYABLE &&
+	   strstr(msg, "3 files counted, 2 verified"), "fewer verified than counted: retried (%s)",
+	   msg);
+	ok(xfer_tally_verdict(&t, 0, "the source tree", msg, sizeof(msg)) == XFER_OK && !msg[0],
+	   "without the count check: done");
+	xfer_fail(&t, "x/y", EACCES, "cannot open source");
+	n = read(sv[0], buf, sizeof(buf));
+	ok(n > 0 && xfer_parse(buf, (size_t)n, &rec, path, text) > 0 &&
+	   rec.type == XR_ITEM_FAILED && rec.code == EACCES && strcmp(path, "x/y") == 0 &&
+	   strcmp(text, "cannot open source 'x/y': Permission denied") == 0,
+	   "one record: what, the relpath, the errno's text (%s)", text);
+	xfer_failf(&t, "z", 0, "download of '%s' failed: %s", "z", "HTTP 500");
+	ok(xfer_tally_verdict(&t, 1, "the tree", msg, sizeof(msg)) == XFER_RETRYABLE &&
+	   strcmp(msg, "2 of the entries failed; first: cannot open source 'x/y': Permission "
+		  "denied") == 0, "one retryable failure: retried, the first named (%s)", msg);
+	t.failures = t.final_failures = 1;
+	ok(xfer_tally_verdict(&t, 1, "the tree", msg, sizeof(msg)) == XFER_FINAL,
+	   "only final failures: final");
+	xfer_tally_destroy(&t);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void _open_dir(int dfd)
+{
+	struct stat st;
+	int fd;
+
+	fd = xfer_open_dir(dfd, "m/n/o/leaf", 3, 0750);
+	ok(fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) &&
+	   fstatat(dfd, "m/n", &st, 0) == 0 && (st.st_mode & 0777) == 0750 &&
+	   fstatat(dfd, "m/n/o", &st, 0) < 0, "only the first len bytes are made and opened");
+	close(fd);
+	ok(symlinkat("/tmp", dfd, "m/s") == 0, "symlink planted in the path");
+	errno = 0;
+	ok(xfer_open_dir(dfd, "m/s/x", 3, 0700) < 0 && (errno == ELOOP || errno == ENOTDIR),
+	   "a symlink component is refused (errno %d)", errno);
+	fd = xfer_open_dir(dfd, "", 0, 0);
+	ok(fd >= 0, "len 0: the root itself");
+	close(fd);
+}
+
+int main(void)
+{
+	pid_t pid;
+	int dfd;
+
+	if (!mkdtemp(_dir))
+		return 1;
+	dfd = open(_dir, O_RDONLY | O_DIRECTORY);
+	_durable(dfd);
+	_walk(dfd);
+	_want();
+	_tally();
+	_open_dir(dfd);
+	close(dfd);
+	pid = fork();
+	if (pid == 0) {
+		execlp("rm", "rm", "-rf", _dir, (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, NULL, 0);
+	return tap_done();
+}
