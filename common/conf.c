@@ -653,6 +653,45 @@ static int _k_verifymode(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+/* ---- Mover jobs ---- */
+
+static int _k_moverpart(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "none") == 0) {
+		free(c->mover_partition);
+		c->mover_partition = NULL;
+		return 0;
+	}
+	for (const char *p = v; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.')
+			return _fail(w, wl, "MoverPartition must be a Slurm partition name (letters, "
+				     "digits, '_', '-', '.') or none, not '%s'", v);
+	return _set_str(&c->mover_partition, v, w, wl);
+}
+
+static int _k_movercmd(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_path(&c->mover_command, v, "MoverCommand", w, wl);
+}
+
+static int _k_movershardbytes(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (conf_parse_bytes(v, &c->mover_shard_bytes) < 0 || c->mover_shard_bytes == 0)
+		return _fail(w, wl, "MoverShardBytes must be a size in bytes above 0 with an "
+			     "optional K/M/G/T suffix, not '%s'", v);
+	return 0;
+}
+
+static int _k_movershardfiles(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->mover_shard_files, v, "MoverShardFiles", 1, 1000000000, w, wl);
+}
+
+static int _k_movermaxjobs(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->mover_max_jobs, v, "MoverMaxJobs", 1, 1024, w, wl);
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -699,6 +738,11 @@ static const struct _key _keys[] = {
 	{ "YieldProbe", _k_yieldprobe },
 	{ "SyncMode", _k_syncmode },
 	{ "VerifyMode", _k_verifymode },
+	{ "MoverPartition", _k_moverpart },
+	{ "MoverCommand", _k_movercmd },
+	{ "MoverShardBytes", _k_movershardbytes },
+	{ "MoverShardFiles", _k_movershardfiles },
+	{ "MoverMaxJobs", _k_movermaxjobs },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -749,6 +793,9 @@ struct conf *conf_create(void)
 	c->yield_bandwidth = 0;
 	c->yield_max_delay = 2 * 3600;
 	c->yield_trickle = 10ULL << 20;
+	c->mover_shard_bytes = 64ULL << 30;
+	c->mover_shard_files = 100000;
+	c->mover_max_jobs = 16;
 	return c;
 }
 
@@ -863,6 +910,14 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 			     "BundleSize (%llu bytes): a bundled file must fit in a bundle", file,
 			     _line_of(c, _line_of(c, "BundleSize") ? "BundleSize" : "BundleFileMax"),
 			     (unsigned long long)c->bundle_file_max, (unsigned long long)c->bundle_size);
+	if (c->mover_partition && !c->slurm_watch)
+		return _fail(err, errlen, "%s:%d: error: MoverPartition needs SlurmWatch=yes: mover "
+			     "jobs are submitted and followed through libslurm", file,
+			     _line_of(c, "MoverPartition"));
+	if (c->mover_partition && !c->listen_host && !c->server)
+		return _fail(err, errlen, "%s:%d: error: MoverPartition needs ListenAddress= (or "
+			     "Server=): mover jobs on other nodes reach the daemon over TCP",
+			     file, _line_of(c, "MoverPartition"));
 	if (c->archive_root) {
 		for (char **r = c->scratch_roots; *r; r++) {
 			size_t n = strlen(*r);
@@ -900,6 +955,8 @@ void conf_destroy(struct conf *c)
 	free(c->url_ca_file);
 	free(c->yield_probe);
 	free(c->slurm_conf);
+	free(c->mover_partition);
+	free(c->mover_command);
 	free(c);
 }
 

@@ -91,6 +91,15 @@ struct conf {
 					  request needs them and they are missing */
 	char *slurm_conf;              /* SlurmConf: the slurm.conf libslurm reads (set as
 					  SLURM_CONF before slurm_init); NULL = environment */
+	/* Mover jobs (daemon/mover_exec.c): big requests split into shards that
+	   run as Slurm jobs of the owner on a transfer partition. */
+	char *mover_partition;         /* MoverPartition: Slurm partition of mover jobs;
+					  NULL = every request runs in local workers */
+	char *mover_command;           /* MoverCommand: stagehand-mover as the nodes see it;
+					  NULL = the installed one */
+	uint64_t mover_shard_bytes;    /* MoverShardBytes: a shard holds about this many bytes */
+	int mover_shard_files;         /* MoverShardFiles: ... and at most about this many files */
+	int mover_max_jobs;            /* MoverMaxJobs: shards (mover jobs) per request at most */
 	int key_line[64];              /* line each key was set on, 0 = default (conf.c only) */
 };
 

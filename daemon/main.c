@@ -24,9 +24,11 @@
 
 #include "api.h"
 #include "conf.h"
+#include "executor.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
+#include "mover_exec.h"
 #include "queue.h"
 #include "sdnotify.h"
 #include "userdir.h"
@@ -223,7 +225,7 @@ static void _schedule(struct daemon *d, int64_t now)
 			log_err("cannot claim a queued request: %s", err);
 		if (rc != 0)
 			break;
-		if (worker_pool_start(d->pool, r) < 0)
+		if (executor_start(d, r) < 0)
 			break;
 	}
 }
@@ -264,6 +266,7 @@ static void _loop(struct daemon *d)
 			}
 		} else {
 			_schedule(d, now);
+			mover_exec_tick(d->movers, now_ms);
 			lifecycle_tick(d, now_ms);
 		}
 		metrics_tick(d->metrics, now);
@@ -366,8 +369,9 @@ int main(int argc, char **argv)
 	d.bucket = xfer_bucket_create(d.conf->bandwidth_cap);
 	d.metrics = metrics_create();
 	d.pool = worker_pool_create(&d);
+	d.movers = mover_exec_create(&d);
 	d.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!d.bucket || !d.metrics || !d.pool || d.wake_fd < 0) {
+	if (!d.bucket || !d.metrics || !d.pool || !d.movers || d.wake_fd < 0) {
 		log_err("out of resources at startup: %s", strerror(errno));
 		goto out_pool;
 	}
@@ -411,6 +415,7 @@ out_api:
 out_lifecycle:
 	lifecycle_fini(&d);
 out_pool:
+	mover_exec_destroy(d.movers);
 	worker_pool_destroy(d.pool);
 	if (d.wake_fd >= 0)
 		close(d.wake_fd);

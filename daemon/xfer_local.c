@@ -303,6 +303,10 @@ static int _resume_ok(struct _run *r, int ddir, const char *name, const char *re
 	const struct xfer_done_ent *de = xfer_done_find(r->ctx->done, r->ctx->ndone, rel);
 	struct stat dst;
 
+	if (xfer_shard_skip(r->ctx, rel)) {
+		_count_add(r, &r->kept);
+		return 1;
+	}
 	if (!de || r->null || de->size != st->st_size || de->mtime_ns != xfer_ns(&st->st_mtim))
 		return 0;
 	if (fstatat(ddir, name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
@@ -726,6 +730,8 @@ static void _copy_symlink(struct _run *r, int sdir, int ddir, const char *name, 
 	char target[PATH_MAX], tmp[NAME_MAX + 1];
 	ssize_t n;
 
+	if (xfer_shard_skip(r->ctx, rel))
+		return;
 	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim), 0, NULL, rel, "symlink");
 	n = readlinkat(sdir, name, target, sizeof(target) - 1);
 	if (n < 0) {
@@ -1010,7 +1016,7 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	}
 	/* Every file was verified as it was copied; the final check is the count. */
 	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
-	if (!r.failures && !null && strcmp(ctx->action, "archive") == 0)
+	if (!r.failures && !null && !ctx->shard && strcmp(ctx->action, "archive") == 0)
 		xfer_label_all(ctx, sroot, "archived", ctx->dest);
 	close(sroot);
 	close(droot);
