@@ -692,6 +692,14 @@ static int _k_movermaxjobs(struct conf *c, const char *v, char *w, size_t wl)
 	return _set_int(&c->mover_max_jobs, v, "MoverMaxJobs", 1, 1024, w, wl);
 }
 
+static int _k_moverbw(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (conf_parse_bytes(v, &c->mover_bandwidth) < 0)
+		return _fail(w, wl, "MoverBandwidth must be bytes per second with an optional "
+			     "K/M/G/T suffix (0 = unlimited), not '%s'", v);
+	return 0;
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -743,6 +751,7 @@ static const struct _key _keys[] = {
 	{ "MoverShardBytes", _k_movershardbytes },
 	{ "MoverShardFiles", _k_movershardfiles },
 	{ "MoverMaxJobs", _k_movermaxjobs },
+	{ "MoverBandwidth", _k_moverbw },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))

@@ -100,6 +100,7 @@ struct conf {
 	uint64_t mover_shard_bytes;    /* MoverShardBytes: a shard holds about this many bytes */
 	int mover_shard_files;         /* MoverShardFiles: ... and at most about this many files */
 	int mover_max_jobs;            /* MoverMaxJobs: shards (mover jobs) per request at most */
+	uint64_t mover_bandwidth;      /* MoverBandwidth: bytes/s of each mover job, 0 = unlimited */
 	int key_line[64];              /* line each key was set on, 0 = default (conf.c only) */
 };
 

@@ -84,8 +84,10 @@ static void _get(struct daemon *d, const struct queue_request *r, int idx, struc
 		api_error(out, 500, "%s", err);
 		return;
 	}
+	log_info("request %lld: shard %d: mover fetched %zu files, %zu of them verified before",
+		 (long long)r->id, idx, json_array_size(files), json_array_size(done));
 	opts = json_loads(r->options, 0, NULL);
-	out->body = json_pack("{s:I,s:i,s:I,s:s,s:s,s:s,s:o,s:s,s:s,s:b,s:b,s:o,s:o}",
+	out->body = json_pack("{s:I,s:i,s:I,s:s,s:s,s:s,s:o,s:s,s:s,s:b,s:b,s:I,s:o,s:o}",
 			      "request", (json_int_t)r->id, "shard", idx,
 			      "job_id", (json_int_t)r->job_id, "action", r->action,
 			      "source", r->source, "dest", r->dest ? r->dest : "",
@@ -94,6 +96,7 @@ static void _get(struct daemon *d, const struct queue_request *r, int idx, struc
 			      "xattr_ns", conf_xattr_prefix(d->conf),
 			      "sync_batch", d->conf->sync_batch,
 			      "verify_sample", d->conf->verify_sample,
+			      "bandwidth", (json_int_t)d->conf->mover_bandwidth,
 			      "files", files, "done", done);
 	out->status = out->body ? 200 : 500;
 }

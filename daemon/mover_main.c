@@ -323,7 +323,9 @@ int main(int argc, char **argv)
 	e.ctx.beneath = _jstr(o, "beneath");
 	e.ctx.line = (int)json_integer_value(json_object_get(o, "line"));
 	e.ctx.stop = &_stop;
-	e.ctx.bucket = xfer_bucket_create(0);
+	/* MoverBandwidth: this mover's own cap (0 = none). */
+	e.ctx.bucket = xfer_bucket_create((uint64_t)json_integer_value(json_object_get(doc,
+										 "bandwidth")));
 	v = json_object_get(o, "exclude");
 	if (json_is_array(v) && json_array_size(v) <= XFER_EXCLUDE_MAX) {
 		const char **ex = calloc(json_array_size(v) + 1, sizeof(*ex));
