@@ -482,6 +482,17 @@ static int _k_createuserdirs(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_slurmwatchint(struct conf *c, const char *v, char *w, size_t wl)
+{
+	long sec;
+
+	if (conf_parse_seconds(v, &sec) < 0 || sec < 1 || sec > 3600)
+		return _fail(w, wl, "SlurmWatchInterval must be 1s to 1h (e.g. 2, 10s, 1m), not '%s'",
+			     v);
+	c->slurm_watch_interval = (int)sec;
+	return 0;
+}
+
 static int _k_slurmconf(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (strcasecmp(v, "environment") == 0) {
@@ -727,6 +738,7 @@ static const struct _key _keys[] = {
 	{ "Checksum", _k_checksum },
 	{ "SlurmWatch", _k_slurmwatch },
 	{ "SlurmConf", _k_slurmconf },
+	{ "SlurmWatchInterval", _k_slurmwatchint },
 	{ "CreateUserDirs", _k_createuserdirs },
 	/* Bundling */
 	{ "ArchiveBundle", _k_archbundle },
@@ -780,6 +792,7 @@ struct conf *conf_create(void)
 	}
 	c->archive_mode = CONF_ARCHIVE_COPY;
 	c->slurm_watch = 1;
+	c->slurm_watch_interval = 2;
 	c->create_user_dirs = 1;
 	c->workers = 2;
 	c->bandwidth_cap = 0;

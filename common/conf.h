@@ -89,6 +89,8 @@ struct conf {
 	int create_user_dirs;          /* 1: the daemon makes ArchiveRoot/USER and
 					  ScratchRoots/USER (owner USER, mode 0700) when a
 					  request needs them and they are missing */
+	int slurm_watch_interval;      /* SlurmWatchInterval: seconds between looks at
+					  slurmctld's job table (1 to 3600) */
 	char *slurm_conf;              /* SlurmConf: the slurm.conf libslurm reads (set as
 					  SLURM_CONF before slurm_init); NULL = environment */
 	/* Mover jobs (daemon/mover_exec.c): big requests split into shards that
