@@ -43,10 +43,9 @@ static struct queue_request *_shard(struct daemon *d, const struct api_caller *w
 		if (s[i].idx == idx) {
 			ok = s[i].state == QSH_SUBMITTED && s[i].slurm_job == job && job > 0;
 			if (!ok)
-				api_error(out, 409, "shard %d of request %lld is %s%s%lld, not held by "
-					  "mover job %lld: this mover stops", idx, (long long)id,
-					  queue_shard_state_name(s[i].state),
-					  s[i].slurm_job ? " by job " : " (job ",
+				api_error(out, 409, "shard %d of request %lld is %s (mover job %lld), "
+					  "not held by mover job %lld: this mover stops", idx,
+					  (long long)id, queue_shard_state_name(s[i].state),
 					  (long long)s[i].slurm_job, (long long)job);
 			break;
 		}

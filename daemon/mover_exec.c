@@ -403,6 +403,8 @@ void mover_exec_tick(struct mover_exec *m, int64_t now_ms)
 		}
 		queue_request_free(cur);
 		if (rc == 1 && worker_pool_busy(d->pool) < d->conf->workers) {
+			if (queue_shards_forget_files(d->q, r->id, err, sizeof(err)) < 0)
+				log_warn("request %lld: %s", (long long)r->id, err);
 			log_info("request %lld: every shard done; a local worker makes the final "
 				 "pass (what no shard held, labels, the count)", (long long)r->id);
 			worker_pool_start(d->pool, r);	/* takes r */

@@ -267,10 +267,11 @@ int queue_shard_set(struct queue *q, int64_t req, int idx, int64_t job,
 
 int queue_shards_retry(struct queue *q, int64_t req, char *err, size_t errlen)
 {
-	char sql[128];
+	char sql[160];
 
+	/* Submitted shards keep their jobs: a restarted daemon adopts them. */
 	snprintf(sql, sizeof(sql), "UPDATE shards SET state='queued', slurm_job=0, attempts=0"
-		 " WHERE request_id=%lld AND state='failed'", (long long)req);
+		 " WHERE request_id=%lld AND state IN ('failed','queued')", (long long)req);
 	pthread_mutex_lock(&q->lock);
 	{
 		int rc = qp_exec(q, sql, err, errlen);
@@ -278,4 +279,16 @@ int queue_shards_retry(struct queue *q, int64_t req, char *err, size_t errlen)
 		pthread_mutex_unlock(&q->lock);
 		return rc;
 	}
+}
+
+int queue_shards_forget_files(struct queue *q, int64_t req, char *err, size_t errlen)
+{
+	char sql[96];
+	int rc;
+
+	snprintf(sql, sizeof(sql), "DELETE FROM shard_files WHERE request_id=%lld", (long long)req);
+	pthread_mutex_lock(&q->lock);
+	rc = qp_exec(q, sql, err, errlen);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
 }

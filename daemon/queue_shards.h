@@ -79,6 +79,12 @@ int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_j
 int queue_shard_set(struct queue *q, int64_t req, int idx, int64_t job,
 		    enum queue_shard_state st, const char *error, char *err, size_t errlen);
 
+/*
+ * Every shard of req is done: its file lists are no longer needed (the
+ * shards stay, so a retried request is not planned again). 0 or -1.
+ */
+int queue_shards_forget_files(struct queue *q, int64_t req, char *err, size_t errlen);
+
 /* A retried request: its failed shards go back to queued. 0 or -1. */
 int queue_shards_retry(struct queue *q, int64_t req, char *err, size_t errlen);
 
