@@ -119,6 +119,13 @@ static void _table(void)
 	   queue_shard_set(q, id, 0, 79, QSH_DONE, NULL, err, sizeof(err)) == 0, "job 79 finishes it");
 	ok(queue_shard_set(q, id, 0, 0, QSH_QUEUED, NULL, err, sizeof(err)) == 1,
 	   "a done shard stays done");
+	nf = 0;
+	ok(queue_shards_forget_files(q, id, err, sizeof(err)) == 0 &&
+	   queue_shard_files(q, id, 1, _count, &nf, err, sizeof(err)) == 0 && nf == 0,
+	   "file lists dropped once every shard is done");
+	ok(queue_shards_list(q, id, &s, &n, err, sizeof(err)) == 0 && n == 2,
+	   "... the shards stay (a retry is not planned again)");
+	queue_shards_free(s, n);
 	queue_close(q);
 	unlink(db);
 	snprintf(db, sizeof(db), "%s/q.db-wal", path);
