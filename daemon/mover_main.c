@@ -31,6 +31,7 @@
 #include "conf.h"
 #include "dclient.h"
 #include "xfer.h"
+#include "xfer_util.h"
 
 #define POST_BYTES 32768            /* a batch's JSON stays below MaxRequestBytes' default */
 #define POST_EVERY_MS 1000          /* and no record waits longer than this */
@@ -252,7 +253,7 @@ int main(int argc, char **argv)
 	struct xfer_shard shard;
 	struct xfer_done_ent *done = NULL;
 	const char **files = NULL;
-	char err[512], path[192];
+	char err[512] = "", path[192];
 	json_t *doc, *o, *v;
 	struct sigaction sa;
 	int c, sv[2];
@@ -363,6 +364,13 @@ int main(int argc, char **argv)
 	fprintf(stderr, "stagehand-mover: request %lld shard %d (job %lld): %zu files, %zu "
 		"verified before; %s %s -> %s\n", m.request, m.shard, m.job, shard.nfiles,
 		e.ctx.ndone, e.ctx.action, e.ctx.source, e.ctx.dest);
+	/* The shards of a request start together: the destination root is made
+	   here first (an existing one is fine), so that no two engines race to
+	   create it. */
+	if (xfer_mkparents(e.ctx.dest, err, sizeof(err)) < 0 ||
+	    (mkdir(e.ctx.dest, 0700) < 0 && errno != EEXIST))
+		fprintf(stderr, "stagehand-mover: %s: %s\n", e.ctx.dest, err[0] ? err :
+			strerror(errno));
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		_die("socketpair: %s", strerror(errno));
 	e.ctx.chan = sv[1];
