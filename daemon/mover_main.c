@@ -234,6 +234,82 @@ static long long _num(const char *s, const char *what)
 	return v;
 }
 
+/*
+ * The engine's context for the shard the daemon sent (doc, which keeps
+ * owning every string the context borrows). files and done are new arrays
+ * (free them); exits on a malformed shard.
+ */
+static void _ctx_from_shard(struct _engine *e, long long req, json_t *doc,
+			    struct xfer_shard *shard, const char ***files_out,
+			    struct xfer_done_ent **done_out)
+{
+	struct xfer_done_ent *done = NULL;
+	const char **files = NULL;
+	char err[512];
+	json_t *o, *v;
+	size_t i;
+
+	o = json_object_get(doc, "options");
+	memset(e, 0, sizeof(*e));
+	/* Movers copy local paths with the local engine; the daemon sends nothing else. */
+	e->be = &xfer_backend_local;
+	e->ctx.request_id = req;
+	e->ctx.job_id = json_integer_value(json_object_get(doc, "job_id"));
+	e->ctx.uid = geteuid();
+	e->ctx.action = _jstr(doc, "action");
+	e->ctx.source = _jstr(doc, "source");
+	e->ctx.dest = _jstr(doc, "dest");
+	e->ctx.keep = !json_is_false(json_object_get(o, "keep"));
+	if (cksum_algo_from_name(_jstr(doc, "checksum"), &e->ctx.algo) < 0)
+		e->ctx.algo = CKSUM_XXH128;
+	e->ctx.xattr_ns = _jstr(doc, "xattr_ns") ? _jstr(doc, "xattr_ns") : "user.";
+	e->ctx.sync_batch = json_is_true(json_object_get(doc, "sync_batch"));
+	e->ctx.verify_sample = json_is_true(json_object_get(doc, "verify_sample")) ? 16 : 0;
+	e->ctx.beneath = _jstr(o, "beneath");
+	e->ctx.line = (int)json_integer_value(json_object_get(o, "line"));
+	e->ctx.stop = &_stop;
+	/* MoverBandwidth: this mover's own cap (0 = none). */
+	e->ctx.bucket = xfer_bucket_create((uint64_t)json_integer_value(json_object_get(doc,
+										 "bandwidth")));
+	v = json_object_get(o, "exclude");
+	if (json_is_array(v) && json_array_size(v) <= XFER_EXCLUDE_MAX) {
+		const char **ex = calloc(json_array_size(v) + 1, sizeof(*ex));
+		json_t *x;
+		size_t k = 0;
+
+		if (!ex)
+			_die("out of memory");
+		json_array_foreach(v, i, x)
+			if (json_is_string(x) && xfer_exclude_check(json_string_value(x), err,
+								    sizeof(err)) == 0)
+				ex[k++] = json_string_value(x);
+		e->ctx.exclude = ex;
+	}
+	v = json_object_get(doc, "files");
+	files = calloc(json_array_size(v) + 1, sizeof(*files));
+	v = json_object_get(doc, "done");
+	done = calloc(json_array_size(v) + 1, sizeof(*done));
+	if (!files || !done || !e->ctx.bucket)
+		_die("out of memory");
+	json_array_foreach(json_object_get(doc, "files"), i, o)
+		files[i] = json_string_value(o) ? json_string_value(o) : "";
+	shard->files = files;
+	shard->nfiles = json_array_size(json_object_get(doc, "files"));
+	json_array_foreach(v, i, o) {
+		done[i].relpath = (char *)json_string_value(json_array_get(o, 0));
+		done[i].size = json_integer_value(json_array_get(o, 1));
+		done[i].mtime_ns = json_integer_value(json_array_get(o, 2));
+		if (!done[i].relpath)
+			_die("the daemon's resume set is malformed");
+	}
+	e->ctx.done = done;
+	e->ctx.ndone = json_array_size(v);
+	e->ctx.shard = shard;
+	*files_out = files;
+	*done_out = done;
+}
+
+/* The mover's life in order, straight down: arguments, fetch, run, report (~110 lines). */
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -254,11 +330,10 @@ int main(int argc, char **argv)
 	struct xfer_done_ent *done = NULL;
 	const char **files = NULL;
 	char err[512] = "", path[192];
-	json_t *doc, *o, *v;
+	json_t *doc;
 	struct sigaction sa;
 	int c, sv[2];
 	pthread_t th;
-	size_t i;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -305,62 +380,7 @@ int main(int argc, char **argv)
 	    !json_is_array(json_object_get(doc, "files")) ||
 	    !json_is_array(json_object_get(doc, "done")))
 		_die("request %lld shard %d: the daemon's answer is not a shard", m.request, m.shard);
-	o = json_object_get(doc, "options");
-	memset(&e, 0, sizeof(e));
-	/* Movers copy local paths with the local engine; the daemon sends nothing else. */
-	e.be = &xfer_backend_local;
-	e.ctx.request_id = m.request;
-	e.ctx.job_id = json_integer_value(json_object_get(doc, "job_id"));
-	e.ctx.uid = geteuid();
-	e.ctx.action = _jstr(doc, "action");
-	e.ctx.source = _jstr(doc, "source");
-	e.ctx.dest = _jstr(doc, "dest");
-	e.ctx.keep = !json_is_false(json_object_get(o, "keep"));
-	if (cksum_algo_from_name(_jstr(doc, "checksum"), &e.ctx.algo) < 0)
-		e.ctx.algo = CKSUM_XXH128;
-	e.ctx.xattr_ns = _jstr(doc, "xattr_ns") ? _jstr(doc, "xattr_ns") : "user.";
-	e.ctx.sync_batch = json_is_true(json_object_get(doc, "sync_batch"));
-	e.ctx.verify_sample = json_is_true(json_object_get(doc, "verify_sample")) ? 16 : 0;
-	e.ctx.beneath = _jstr(o, "beneath");
-	e.ctx.line = (int)json_integer_value(json_object_get(o, "line"));
-	e.ctx.stop = &_stop;
-	/* MoverBandwidth: this mover's own cap (0 = none). */
-	e.ctx.bucket = xfer_bucket_create((uint64_t)json_integer_value(json_object_get(doc,
-										 "bandwidth")));
-	v = json_object_get(o, "exclude");
-	if (json_is_array(v) && json_array_size(v) <= XFER_EXCLUDE_MAX) {
-		const char **ex = calloc(json_array_size(v) + 1, sizeof(*ex));
-		json_t *x;
-		size_t k = 0;
-
-		if (!ex)
-			_die("out of memory");
-		json_array_foreach(v, i, x)
-			if (json_is_string(x) && xfer_exclude_check(json_string_value(x), err,
-								    sizeof(err)) == 0)
-				ex[k++] = json_string_value(x);
-		e.ctx.exclude = ex;
-	}
-	v = json_object_get(doc, "files");
-	files = calloc(json_array_size(v) + 1, sizeof(*files));
-	v = json_object_get(doc, "done");
-	done = calloc(json_array_size(v) + 1, sizeof(*done));
-	if (!files || !done || !e.ctx.bucket)
-		_die("out of memory");
-	json_array_foreach(json_object_get(doc, "files"), i, o)
-		files[i] = json_string_value(o) ? json_string_value(o) : "";
-	shard.files = files;
-	shard.nfiles = json_array_size(json_object_get(doc, "files"));
-	json_array_foreach(v, i, o) {
-		done[i].relpath = (char *)json_string_value(json_array_get(o, 0));
-		done[i].size = json_integer_value(json_array_get(o, 1));
-		done[i].mtime_ns = json_integer_value(json_array_get(o, 2));
-		if (!done[i].relpath)
-			_die("the daemon's resume set is malformed");
-	}
-	e.ctx.done = done;
-	e.ctx.ndone = json_array_size(v);
-	e.ctx.shard = &shard;
+	_ctx_from_shard(&e, m.request, doc, &shard, &files, &done);
 	fprintf(stderr, "stagehand-mover: request %lld shard %d (job %lld): %zu files, %zu "
 		"verified before; %s %s -> %s\n", m.request, m.shard, m.job, shard.nfiles,
 		e.ctx.ndone, e.ctx.action, e.ctx.source, e.ctx.dest);
