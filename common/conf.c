@@ -470,6 +470,17 @@ static int _k_createuserdirs(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_slurmwatchint(struct conf *c, const char *v, char *w, size_t wl)
+{
+	long sec;
+
+	if (conf_parse_seconds(v, &sec) < 0 || sec < 1 || sec > 3600)
+		return log_errf(w, wl, "SlurmWatchInterval must be 1s to 1h (e.g. 2, 10s, 1m), not '%s'",
+			     v);
+	c->slurm_watch_interval = (int)sec;
+	return 0;
+}
+
 static int _k_slurmconf(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (strcasecmp(v, "environment") == 0) {
@@ -759,6 +770,53 @@ static int _k_trusteduids(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+/* ---- Mover jobs ---- */
+
+static int _k_moverpart(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "none") == 0) {
+		free(c->mover_partition);
+		c->mover_partition = NULL;
+		return 0;
+	}
+	for (const char *p = v; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.')
+			return log_errf(w, wl, "MoverPartition must be a Slurm partition name (letters, "
+				     "digits, '_', '-', '.') or none, not '%s'", v);
+	return _set_str(&c->mover_partition, v, w, wl);
+}
+
+static int _k_movercmd(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_path(&c->mover_command, v, "MoverCommand", w, wl);
+}
+
+static int _k_movershardbytes(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (conf_parse_bytes(v, &c->mover_shard_bytes) < 0 || c->mover_shard_bytes == 0)
+		return log_errf(w, wl, "MoverShardBytes must be a size in bytes above 0 with an "
+			     "optional K/M/G/T suffix, not '%s'", v);
+	return 0;
+}
+
+static int _k_movershardfiles(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->mover_shard_files, v, "MoverShardFiles", 1, 1000000000, w, wl);
+}
+
+static int _k_movermaxjobs(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_int(&c->mover_max_jobs, v, "MoverMaxJobs", 1, 1024, w, wl);
+}
+
+static int _k_moverbw(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (conf_parse_bytes(v, &c->mover_bandwidth) < 0)
+		return log_errf(w, wl, "MoverBandwidth must be bytes per second with an optional "
+			     "K/M/G/T suffix (0 = unlimited), not '%s'", v);
+	return 0;
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -786,6 +844,7 @@ static const struct _key _keys[] = {
 	{ "Checksum", _k_checksum },
 	{ "SlurmWatch", _k_slurmwatch },
 	{ "SlurmConf", _k_slurmconf },
+	{ "SlurmWatchInterval", _k_slurmwatchint },
 	{ "CreateUserDirs", _k_createuserdirs },
 	/* Bundling */
 	{ "ArchiveBundle", _k_archbundle },
@@ -818,6 +877,12 @@ static const struct _key _keys[] = {
 	{ "MaxPlanBytes", _k_maxplanbytes },
 	{ "SubmitMode", _k_submitmode },
 	{ "TrustedUids", _k_trusteduids },
+	{ "MoverPartition", _k_moverpart },
+	{ "MoverCommand", _k_movercmd },
+	{ "MoverShardBytes", _k_movershardbytes },
+	{ "MoverShardFiles", _k_movershardfiles },
+	{ "MoverMaxJobs", _k_movermaxjobs },
+	{ "MoverBandwidth", _k_moverbw },
 };
 
 #define NKEYS (sizeof(_keys) / sizeof(_keys[0]))
@@ -847,6 +912,7 @@ struct conf *conf_create(void)
 	}
 	c->archive_mode = CONF_ARCHIVE_COPY;
 	c->slurm_watch = 1;
+	c->slurm_watch_interval = 2;
 	c->create_user_dirs = 1;
 	c->workers = 2;
 	c->bandwidth_cap = 0;
@@ -875,6 +941,9 @@ struct conf *conf_create(void)
 	c->max_path_length = DSL_DEFAULT_MAX_PATH;
 	c->max_plan_bytes = 16384;
 	c->submit_mode = CONF_SUBMIT_HOLD;
+	c->mover_shard_bytes = 64ULL << 30;
+	c->mover_shard_files = 100000;
+	c->mover_max_jobs = 16;
 	return c;
 }
 
@@ -994,6 +1063,14 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 		return log_errf(err, errlen, "%s:%d: error: MetricsAddress and ListenAddress are the "
 			     "same address: give /metrics a port of its own", file,
 			     _line_of(c, "MetricsAddress"));
+	if (c->mover_partition && !c->slurm_watch)
+		return log_errf(err, errlen, "%s:%d: error: MoverPartition needs SlurmWatch=yes: mover "
+			     "jobs are submitted and followed through libslurm", file,
+			     _line_of(c, "MoverPartition"));
+	if (c->mover_partition && !c->listen_host && !c->server)
+		return log_errf(err, errlen, "%s:%d: error: MoverPartition needs ListenAddress= (or "
+			     "Server=): mover jobs on other nodes reach the daemon over TCP",
+			     file, _line_of(c, "MoverPartition"));
 	if (c->archive_root) {
 		for (char **r = c->scratch_roots; *r; r++) {
 			size_t n = strlen(*r);
@@ -1034,6 +1111,8 @@ void conf_destroy(struct conf *c)
 	free(c->slurm_conf);
 	free(c->metrics_host);
 	_free_list(c->notify_argv);
+	free(c->mover_partition);
+	free(c->mover_command);
 	free(c);
 }
 

@@ -89,6 +89,8 @@ struct conf {
 	int create_user_dirs;          /* 1: the daemon makes ArchiveRoot/USER and
 					  ScratchRoots/USER (owner USER, mode 0700) when a
 					  request needs them and they are missing */
+	int slurm_watch_interval;      /* SlurmWatchInterval: seconds between looks at
+					  slurmctld's job table (1 to 3600) */
 	char *slurm_conf;              /* SlurmConf: the slurm.conf libslurm reads (set as
 					  SLURM_CONF before slurm_init); NULL = environment */
 	/* Observability and notifications (daemon/metrics_http.c, daemon/notify.c) */
@@ -109,7 +111,17 @@ struct conf {
 	int submit_mode;               /* SubmitMode: CONF_SUBMIT_HOLD or CONF_SUBMIT_BB */
 	char **trusted_uids;           /* TrustedUids: uids whose releases job_modify never
 					  refuses (Lua only); NULL-terminated numbers */
-	int key_line[128];              /* line each key was set on, 0 = default (conf.c only) */
+	/* Mover jobs (daemon/mover_exec.c): big requests split into shards that
+	   run as Slurm jobs of the owner on a transfer partition. */
+	char *mover_partition;         /* MoverPartition: Slurm partition of mover jobs;
+					  NULL = every request runs in local workers */
+	char *mover_command;           /* MoverCommand: stagehand-mover as the nodes see it;
+					  NULL = the installed one */
+	uint64_t mover_shard_bytes;    /* MoverShardBytes: a shard holds about this many bytes */
+	int mover_shard_files;         /* MoverShardFiles: ... and at most about this many files */
+	int mover_max_jobs;            /* MoverMaxJobs: shards (mover jobs) per request at most */
+	uint64_t mover_bandwidth;      /* MoverBandwidth: bytes/s of each mover job, 0 = unlimited */
+	int key_line[128];             /* line each key was set on, 0 = default (conf.c only) */
 };
 
 /* SubmitMode values: how jobs with stage_in wait for their inputs. */

@@ -14,6 +14,7 @@
 #include "api_audit.h"
 #include "api_bb.h"
 #include "api_labels.h"
+#include "api_mover.h"
 #include "api_decode.h"
 #include "api_private.h"
 #include "lifecycle.h"
@@ -811,6 +812,9 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 			_list(d, who, c, out);
 		else
 			api_error(out, 405, "use GET or POST for /v1/requests");
+	} else if (strcmp(seg[1], "requests") == 0 && (nseg == 5 || nseg == 6) &&
+		   strcmp(seg[3], "shards") == 0) {
+		api_mover_route(d, who, c, method, seg, nseg, jb, out);
 	} else if (strcmp(seg[1], "requests") == 0 && (nseg == 3 || nseg == 4)) {
 		if (_parse_id(seg[2], &id) < 0)
 			api_error(out, 404, "'%.64s' is not a request id", seg[2]);

@@ -16,6 +16,7 @@
 
 struct queue;
 struct worker_pool;
+struct mover_exec;
 struct metrics;
 struct api;
 struct xfer_bucket;
@@ -28,6 +29,7 @@ struct daemon {
 	const char *conf_path;       /* file given with -c (borrowed from argv) */
 	struct queue *q;             /* the durable queue */
 	struct worker_pool *pool;    /* transfer worker processes */
+	struct mover_exec *movers;   /* requests run as Slurm mover jobs (mover_exec.h) */
 	struct metrics *metrics;     /* counters for /metrics */
 	struct api *api;             /* HTTP server */
 	struct xfer_bucket *bucket;  /* shared bandwidth cap */

@@ -24,10 +24,12 @@
 
 #include "api.h"
 #include "conf.h"
+#include "executor.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
+#include "mover_exec.h"
 #include "notify.h"
 #include "queue.h"
 #include "sdnotify.h"
@@ -227,7 +229,7 @@ static void _schedule(struct daemon *d, int64_t now)
 			log_err("cannot claim a queued request: %s", err);
 		if (rc != 0)
 			break;
-		if (worker_pool_start(d->pool, r) < 0)
+		if (executor_start(d, r) < 0)
 			break;
 	}
 }
@@ -268,6 +270,7 @@ static void _loop(struct daemon *d)
 			}
 		} else {
 			_schedule(d, now);
+			mover_exec_tick(d->movers, now_ms);
 			lifecycle_tick(d, now_ms);
 		}
 		notify_tick(d->notify, d, now_ms);
@@ -373,8 +376,9 @@ int main(int argc, char **argv)
 	d.pool = worker_pool_create(&d);
 	/* Archives that ended up to 5 minutes before this start are still announced. */
 	d.notify = notify_create((int64_t)d.started - 300);
+	d.movers = mover_exec_create(&d);
 	d.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!d.bucket || !d.metrics || !d.pool || !d.notify || d.wake_fd < 0) {
+	if (!d.bucket || !d.metrics || !d.pool || !d.notify || !d.movers || d.wake_fd < 0) {
 		log_err("out of resources at startup: %s", strerror(errno));
 		goto out_pool;
 	}
@@ -425,6 +429,7 @@ out_api:
 out_lifecycle:
 	lifecycle_fini(&d);
 out_pool:
+	mover_exec_destroy(d.movers);
 	notify_destroy(d.notify);
 	worker_pool_destroy(d.pool);
 	if (d.wake_fd >= 0)

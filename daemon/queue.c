@@ -12,8 +12,9 @@
 #include "log.h"
 #include "queue.h"
 #include "queue_private.h"
+#include "queue_shards.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 
 static const char *_state_names[QS_COUNT] = {
@@ -276,6 +277,7 @@ static const char *_migrate_1_2 =
 	"ALTER TABLE jobs ADD COLUMN array_task_id INTEGER;"
 	"ALTER TABLE jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE jobs ADD COLUMN last_run TEXT;";
+/* Version 3 adds the shards of mover jobs: new tables only (queue_shards.c). */
 
 struct queue *queue_open(const char *path, char *err, size_t errlen)
 {
@@ -324,7 +326,9 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 			goto fail;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
 		if ((ver == 1 && qp_exec(q, _migrate_1_2, err, errlen) < 0) ||
-		    qp_exec(q, _schema, err, errlen) < 0 || qp_exec(q, sql, err, errlen) < 0 ||
+		    qp_exec(q, _schema, err, errlen) < 0 ||
+		    qp_exec(q, queue_shards_schema, err, errlen) < 0 ||
+		    qp_exec(q, sql, err, errlen) < 0 ||
 		    qp_exec(q, "COMMIT", err, errlen) < 0) {
 			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 			goto fail;

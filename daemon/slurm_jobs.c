@@ -212,6 +212,14 @@ int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen)
 
 int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_t errlen)
 {
+	time_t since = 0;
+
+	return sjob_list_since(&since, out, n, running, err, errlen) < 0 ? -1 : 0;
+}
+
+int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running, char *err,
+		    size_t errlen)
+{
 	job_info_msg_t *msg = NULL;
 	struct sjob *jobs;
 	size_t cnt = 0, nrun = 0;
@@ -221,10 +229,14 @@ int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_
 	*n = 0;
 	if (running)
 		*running = NULL;
-	if (slurm_load_jobs(0, &msg, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
+	if (slurm_load_jobs(*since, &msg, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
+		/* slurmctld answers this without packing a single job. */
+		if (*since && slurm_get_errno() == SLURM_NO_CHANGE_IN_DATA)
+			return 1;
 		_err_slurm(err, errlen, "cannot list jobs from slurmctld", 0);
 		return -1;
 	}
+	*since = msg->last_update;
 	jobs = calloc(msg->record_count ? msg->record_count : 1, sizeof(*jobs));
 	if (!jobs) {
 		slurm_free_job_info_msg(msg);

@@ -84,6 +84,14 @@ int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen);
  * module maps them to file systems by prefix against the configured roots.
  */
 int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_t errlen);
+/*
+ * sjob_list_ex, asking slurmctld only for a table changed since *since
+ * (0: always the table). Returns 0 with the lists and *since set to the
+ * table's time, 1 when nothing changed since *since (nothing returned:
+ * keep the last lists), -1 with err.
+ */
+int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running, char *err,
+		    size_t errlen);
 void sjob_free_paths(char **paths);
 
 void sjob_free(struct sjob *jobs, size_t n);

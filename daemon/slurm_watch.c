@@ -85,8 +85,49 @@ struct ran_on;
 static struct ran_on *_ran;   /* where plan jobs ran at the last tick (owned) */
 static size_t _nran;
 
+/*
+ * The last job table read, kept while slurmctld says nothing changed: a
+ * quiet controller then answers each tick without packing its jobs, so the
+ * watch costs it little however many jobs wait in its queue.
+ */
+static struct sjob *_cache;
+static size_t _ncache;
+static char **_cache_running;
+static time_t _cache_since;
+static int64_t _next_ms;
+
+static void _cache_clear(void)
+{
+	sjob_free(_cache, _ncache);
+	sjob_free_paths(_cache_running);
+	_cache = NULL;
+	_ncache = 0;
+	_cache_running = NULL;
+	_cache_since = 0;
+}
+
+/* A copy of a NULL-terminated path list (NULL for none or no memory: nothing held). */
+static char **_dup_paths(char *const *p)
+{
+	size_t n = 0;
+	char **c;
+
+	while (p && p[n])
+		n++;
+	if (!n || !(c = calloc(n + 1, sizeof(*c))))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!(c[i] = strdup(p[i]))) {
+			sjob_free_paths(c);
+			return NULL;
+		}
+	return c;
+}
+
 static void _fini(struct daemon *d)
 {
+	_cache_clear();
+	_next_ms = 0;
 	if (_slurm_ok)
 		sjob_fini();
 	_slurm_ok = 0;
@@ -746,21 +787,35 @@ static void _tick(struct daemon *d, int64_t now_ms)
 	struct sjob *jobs = NULL;
 	size_t n = 0, i;
 	char err[512], **running = NULL;
+	int rc;
 
-	if (!_slurm_ok)
+	if (!_slurm_ok || now_ms < _next_ms)
 		return;
-	if (sjob_list_ex(&jobs, &n, &running, err, sizeof(err)) < 0) {
+	_next_ms = now_ms + (int64_t)d->conf->slurm_watch_interval * 1000;
+	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, err, sizeof(err));
+	if (rc < 0) {
 		/* slurmctld down or restarting: nothing is lost, try next tick. */
 		if (now_ms - _last_err_ms > 60000) {
 			log_warn("%s (retrying)", err);
 			_last_err_ms = now_ms;
 		}
 		_ctld_down = 1;
+		_cache_clear();
 		return;
 	}
 	_ctld_down = 0;
-	/* The yield module takes the list (it was slurmctld's view a moment ago). */
-	yield_set_running(d, running);
+	if (rc == 0) {
+		sjob_free(_cache, _ncache);
+		sjob_free_paths(_cache_running);
+		_cache = jobs;
+		_ncache = n;
+		_cache_running = running;
+	}
+	/* Unchanged or not, every tick derives the same decisions again from the table. */
+	jobs = _cache;
+	n = _ncache;
+	/* The yield module takes a list of its own (slurmctld's view a moment ago). */
+	yield_set_running(d, _dup_paths(_cache_running));
 	for (i = 0; i < n; i++) {
 		const struct sjob *j = &jobs[i];
 		struct queue_job *qj = NULL;
@@ -812,12 +867,11 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		queue_job_free(qj);
 	}
 	_remember_hosts(jobs, n);
-	sjob_free(jobs, n);
 }
 
 const struct lifecycle_hook slurm_watch_hook = {
 	.name = "slurm",
-	.period_ms = 2000,
+	.period_ms = 250,	/* SlurmWatchInterval gates the list itself */
 	.init = _init,
 	.tick = _tick,
 	.fini = _fini,

@@ -119,6 +119,31 @@ static int _ioprio_idle(void)
 	return (int)syscall(SYS_ioprio_set, 1, 0, 3 << 13);
 }
 
+int worker_become(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+
+	if (setgroups((size_t)ngroups, groups) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(uid, uid, uid) < 0 || getresuid(&ru, &eu, &su) < 0 ||
+	    getresgid(&rg, &eg, &sg) < 0 || ru != uid || eu != uid || su != uid ||
+	    rg != gid || eg != gid || sg != gid || (uid != 0 && setuid(0) == 0))
+		return -1;
+	return 0;
+}
+
+void worker_groups(uid_t uid, gid_t gid, gid_t *groups, int *ngroups)
+{
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
+
+	if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp) != 0 || !pwp ||
+	    getgrouplist(pwp->pw_name, gid, groups, ngroups) < 0) {
+		groups[0] = gid;
+		*ngroups = 1;
+	}
+}
+
 static void _child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
 		   const gid_t *groups, int ngroups, const struct xfer_done_ent *done,
 		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
@@ -126,8 +151,6 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 {
 	struct sigaction sa;
 	struct xfer_ctx ctx;
-	uid_t ru, eu, su;
-	gid_t rg, eg, sg;
 	sigset_t all;
 	char msg[256];
 
@@ -161,10 +184,7 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.dest = r->dest;
 	if (be == &xfer_backend_url)
 		xfer_url_prepare(&ctx);	/* site files only root reads; still root here */
-	if (setgroups((size_t)ngroups, groups) < 0 || setresgid(r->gid, r->gid, r->gid) < 0 ||
-	    setresuid(r->uid, r->uid, r->uid) < 0 || getresuid(&ru, &eu, &su) < 0 ||
-	    getresgid(&rg, &eg, &sg) < 0 || ru != r->uid || eu != r->uid || su != r->uid ||
-	    rg != r->gid || eg != r->gid || sg != r->gid || (r->uid != 0 && setuid(0) == 0)) {
+	if (worker_become(r->uid, r->gid, groups, ngroups) < 0) {
 		snprintf(msg, sizeof(msg), "worker could not switch to uid %u gid %u: %s",
 			 (unsigned)r->uid, (unsigned)r->gid, strerror(errno));
 		xfer_emit(&ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL, msg);

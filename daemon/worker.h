@@ -15,6 +15,7 @@
 
 #include <poll.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "daemon.h"
 #include "queue.h"
@@ -55,5 +56,13 @@ void worker_pool_check_cancelled(struct worker_pool *p);
  */
 void worker_pool_stop_all(struct worker_pool *p);
 
+/*
+ * In a child about to touch user files: become uid/gid with groups
+ * (supplementary groups, gid, uid - in that order), each id checked after,
+ * and no way back to root. 0, or -1 with errno.
+ */
+int worker_become(uid_t uid, gid_t gid, const gid_t *groups, int ngroups);
+/* uid's groups (gid first) into groups[*ngroups]; just gid when unknown. Before fork. */
+void worker_groups(uid_t uid, gid_t gid, gid_t *groups, int *ngroups);
 
 #endif /* STAGEHAND_WORKER_H */

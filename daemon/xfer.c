@@ -214,6 +214,27 @@ const struct xfer_done_ent *xfer_done_find(const struct xfer_done_ent *d, size_t
 	return NULL;
 }
 
+int xfer_shard_skip(const struct xfer_ctx *ctx, const char *relpath)
+{
+	size_t lo = 0, hi;
+
+	if (!ctx->shard)
+		return 0;
+	hi = ctx->shard->nfiles;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(relpath, ctx->shard->files[mid]);
+
+		if (c == 0)
+			return 0;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return 1;
+}
+
 int xfer_exclude_check(const char *rel, char *err, size_t errlen)
 {
 	size_t n = rel ? strlen(rel) : 0;

@@ -64,6 +64,16 @@ struct xfer_done_ent {
 struct xfer_bucket;
 struct conf;
 
+/*
+ * A shard of a request (stagehand-mover): the regular files this run copies,
+ * as relpaths sorted by strcmp. Everything else the walk meets is left to the
+ * request's final pass: other files, symlinks, and the source's labels.
+ */
+struct xfer_shard {
+	const char *const *files;
+	size_t nfiles;
+};
+
 struct xfer_ctx {
 	int64_t request_id;
 	int64_t job_id;
@@ -93,6 +103,8 @@ struct xfer_ctx {
 	int line;                    /* options.line: the #DATA line of the source, or 0 */
 	const char *label_policy;    /* label requests: options.policy ("archive", or
 					"skipped" for a skipped archive); NULL = "archive" */
+	const struct xfer_shard *shard; /* NULL: the whole request; else only these files
+					   (xfer_shard_skip) and no labels */
 };
 
 
@@ -193,5 +205,10 @@ int xfer_excluded(const struct xfer_ctx *ctx, const char *rel);
 /* ---- resume set ---- */
 const struct xfer_done_ent *xfer_done_find(const struct xfer_done_ent *d, size_t n,
 					   const char *relpath);
+/*
+ * 1 if relpath is left out of this run because ctx runs a shard that does
+ * not hold it (the walk then treats it as already done), else 0.
+ */
+int xfer_shard_skip(const struct xfer_ctx *ctx, const char *relpath);
 
 #endif /* STAGEHAND_XFER_H */

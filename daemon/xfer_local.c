@@ -87,6 +87,10 @@ int local__resume_ok(struct local__run *r, int ddir, const char *name, const cha
 {
 	struct stat dst;
 
+	if (xfer_shard_skip(r->ctx, rel)) {	/* another shard's file: not this run's */
+		xfer_tally_add(&r->t, &r->t.kept);
+		return 1;
+	}
 	if (r->null || xfer_engine_want(r->ctx, rel, st->st_size, xfer_ns(&st->st_mtim)) !=
 	    XFER_WANT_KEPT)
 		return 0;
@@ -238,6 +242,8 @@ static void _copy_symlink(struct local__run *r, int sdir, int ddir, const char *
 	ssize_t n;
 	int e;
 
+	if (xfer_shard_skip(r->ctx, rel))
+		return;
 	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim), 0, NULL, rel, "symlink");
 	n = readlinkat(sdir, name, target, sizeof(target) - 1);
 	if (n < 0) {
@@ -529,7 +535,7 @@ static int _run_common(struct xfer_ctx *ctx, int null)
 	}
 	/* Every file was verified as it was copied; the final check is the count. */
 	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
-	if (!r.t.failures && !null && strcmp(ctx->action, "archive") == 0)
+	if (!r.t.failures && !null && !ctx->shard && strcmp(ctx->action, "archive") == 0)
 		xfer_label_all(ctx, sroot, "archived", ctx->dest);
 	close(sroot);
 	rc = xfer_tally_verdict(&r.t, S_ISDIR(st.st_mode), "the source tree", msg, sizeof(msg));

@@ -59,8 +59,9 @@ teardown() {
 @test "test bed: sinfo shows every node idle in the default partition debug" {
 	local nodes=($STAGEHAND_TESTBED_NODES)
 	# Jobs of an earlier test may still be finishing.
-	wait_for 60 bash -c '[ "$(sinfo -h -o "%P %a %D %T")" = "debug* up '"${#nodes[@]}"' idle" ]'
-	run sinfo -h -N -o '%N'
+	# (-p debug: a multi-node bed also has the transfer partition xfer.)
+	wait_for 60 bash -c '[ "$(sinfo -h -p debug -o "%P %a %D %T")" = "debug* up '"${#nodes[@]}"' idle" ]'
+	run sinfo -h -N -p debug -o '%N'
 	[ "$status" -eq 0 ]
 	[ "$(sort <<<"$output" | tr '\n' ' ')" = "$(printf '%s\n' "${nodes[@]}" | sort | tr '\n' ' ')" ]
 }

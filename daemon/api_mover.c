@@ -1,0 +1,279 @@
+/* api_mover.c - see api_mover.h. */
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_decode.h"
+#include "api_mover.h"
+#include "log.h"
+#include "metrics.h"
+#include "queue.h"
+#include "queue_shards.h"
+#include "xfer.h"
+
+#define RECORDS_MAX 4096
+
+/* The request, checked for the caller, and the shard's holder. NULL with out filled. */
+static struct queue_request *_shard(struct daemon *d, const struct api_caller *who,
+				    int64_t id, int idx, int64_t job, struct api_reply *out)
+{
+	struct queue_request *r = NULL;
+	struct queue_shard *s = NULL;
+	char err[512];
+	int n = 0, rc = queue_request_get(d->q, id, &r, err, sizeof(err)), ok = 0;
+
+	if (rc == 1)
+		api_error(out, 404, "request %lld does not exist", (long long)id);
+	else if (rc < 0)
+		api_error(out, 500, "%s", err);
+	if (rc != 0)
+		return NULL;
+	if (who->uid != r->uid && who->uid != 0) {
+		api_error(out, 403, "request %lld belongs to another user", (long long)id);
+		goto fail;
+	}
+	if (queue_shards_list(d->q, id, &s, &n, err, sizeof(err)) < 0) {
+		api_error(out, 500, "%s", err);
+		goto fail;
+	}
+	for (int i = 0; i < n; i++)
+		if (s[i].idx == idx) {
+			ok = s[i].state == QSH_SUBMITTED && s[i].slurm_job == job && job > 0;
+			if (!ok)
+				api_error(out, 409, "shard %d of request %lld is %s (mover job %lld), "
+					  "not held by mover job %lld: this mover stops", idx,
+					  (long long)id, queue_shard_state_name(s[i].state),
+					  (long long)s[i].slurm_job, (long long)job);
+			break;
+		}
+	if (n == 0 || idx < 0 || idx >= n)
+		api_error(out, 404, "request %lld has no shard %d", (long long)id, idx);
+	queue_shards_free(s, n);
+	if (ok)
+		return r;
+fail:
+	queue_request_free(r);
+	return NULL;
+}
+
+static int _add_file(const char *relpath, int64_t size, void *arg)
+{
+	(void)size;
+	return json_array_append_new(arg, json_string(relpath)) < 0;
+}
+
+static int _add_done(const char *relpath, int64_t size, int64_t mtime_ns, void *arg)
+{
+	return json_array_append_new(arg, json_pack("[s,I,I]", relpath, (json_int_t)size,
+						    (json_int_t)mtime_ns)) < 0;
+}
+
+static void _get(struct daemon *d, const struct queue_request *r, int idx, struct api_reply *out)
+{
+	json_t *files = json_array(), *done = json_array(), *opts;
+	char err[512];
+
+	if (queue_shard_files(d->q, r->id, idx, _add_file, files, err, sizeof(err)) < 0 ||
+	    queue_shard_done(d->q, r->id, idx, _add_done, done, err, sizeof(err)) < 0) {
+		json_decref(files);
+		json_decref(done);
+		api_error(out, 500, "%s", err);
+		return;
+	}
+	log_info("request %lld: shard %d: mover fetched %zu files, %zu of them verified before",
+		 (long long)r->id, idx, json_array_size(files), json_array_size(done));
+	opts = json_loads(r->options, 0, NULL);
+	out->body = json_pack("{s:I,s:i,s:I,s:s,s:s,s:s,s:o,s:s,s:s,s:b,s:b,s:I,s:o,s:o}",
+			      "request", (json_int_t)r->id, "shard", idx,
+			      "job_id", (json_int_t)r->job_id, "action", r->action,
+			      "source", r->source, "dest", r->dest ? r->dest : "",
+			      "options", opts ? opts : json_object(),
+			      "checksum", d->conf->checksum,
+			      "xattr_ns", conf_xattr_prefix(d->conf),
+			      "sync_batch", d->conf->sync_batch,
+			      "verify_sample", d->conf->verify_sample,
+			      "bandwidth", (json_int_t)d->conf->mover_bandwidth,
+			      "files", files, "done", done);
+	out->status = out->body ? 200 : 500;
+}
+
+static const char *_str(json_t *a, size_t i)
+{
+	const char *s = json_string_value(json_array_get(a, i));
+
+	return s ? s : "";
+}
+
+/* One record [type, code, a, b, c, d, e, cks, cks2, path, text]: 0, or -1 with why. */
+static int _apply(struct daemon *d, const struct queue_request *r, int idx, json_t *rec,
+		  int *result, char *msg, size_t msglen, char *why, size_t whylen)
+{
+	int64_t v[6];
+	const char *cks, *cks2, *path, *text;
+	char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2], err[512];
+	char why2[400];
+	int type, rc = 0;
+
+	if (!json_is_array(rec) || json_array_size(rec) != 11) {
+		snprintf(why, whylen, "a record is an array of 11 values");
+		return -1;
+	}
+	for (int i = 0; i < 6; i++)
+		v[i] = json_integer_value(json_array_get(rec, (size_t)i + 1));
+	type = (int)json_integer_value(json_array_get(rec, 0));
+	cks = _str(rec, 7);
+	cks2 = _str(rec, 8);
+	path = _str(rec, 9);
+	text = _str(rec, 10);
+	if (strlen(cks) >= CKSUM_HEX_MAX || strlen(cks2) >= CKSUM_HEX_MAX ||
+	    strlen(text) > XFER_TEXT_MAX) {
+		snprintf(why, whylen, "a checksum or text is too long");
+		return -1;
+	}
+	if ((type >= XR_ITEM_START && type <= XR_ITEM_FAILED) || type == XR_ITEM_FILE) {
+		if (xfer_exclude_check(path, why2, sizeof(why2)) < 0) {
+			snprintf(why, whylen, "record path: %s", why2);
+			return -1;
+		}
+	}
+	switch (type) {
+	case XR_ITEM_START:
+		rc = queue_item_start(d->q, r->id, path, text, v[1], v[2], (int)v[3], err,
+				      sizeof(err));
+		break;
+	case XR_ITEM_COPIED:
+		rc = queue_item_copied(d->q, r->id, path, cks, err, sizeof(err));
+		break;
+	case XR_ITEM_DONE:
+	case XR_ITEM_FILE: {
+		int is_file = type == XR_ITEM_FILE || strcmp(text, "file") == 0;
+		struct queue_audit a = { r->job_id, r->uid, src, dst,
+					 type == XR_ITEM_FILE ? cks2 : cks, v[1],
+					 type == XR_ITEM_FILE ? v[4] : v[2],
+					 type == XR_ITEM_FILE ? v[5] : v[3] };
+
+		if (snprintf(src, sizeof(src), "%s/%s", r->source, path) >= (int)sizeof(src) ||
+		    snprintf(dst, sizeof(dst), "%s/%s", r->dest ? r->dest : "-", path) >=
+		    (int)sizeof(dst))
+			log_warn("request %lld: audit path truncated", (long long)r->id);
+		if (type == XR_ITEM_FILE)
+			rc = queue_item_file_done(d->q, r->id, path, v[1], v[2], (int)v[3], cks, cks2,
+						  &a, err, sizeof(err));
+		else
+			rc = queue_item_done(d->q, r->id, path, is_file ? cks : NULL,
+					     is_file ? &a : NULL, err, sizeof(err));
+		if (rc == 0 && is_file) {
+			atomic_fetch_add(&d->metrics->bytes_moved, (uint64_t)v[1]);
+			atomic_fetch_add(&d->metrics->files_moved, 1);
+		}
+		break;
+	}
+	case XR_ITEM_SKIPPED:
+		rc = queue_item_finish(d->q, r->id, path, "special", QI_SKIPPED, text, err,
+				       sizeof(err));
+		break;
+	case XR_ITEM_FAILED:
+		rc = queue_item_finish(d->q, r->id, path, NULL, QI_FAILED, text, err, sizeof(err));
+		log_warn("request %lld shard %d: %s", (long long)r->id, idx, text);
+		break;
+	case XR_LOG:
+		log_info("request %lld shard %d (mover): %s", (long long)r->id, idx, text);
+		break;
+	case XR_RESULT:
+		*result = (int)v[0];
+		snprintf(msg, msglen, "%s", text);
+		break;
+	case XR_TOTALS:	/* the plan has the request's totals */
+	case XR_PHASE:
+		break;
+	default:
+		snprintf(why, whylen, "record type %d is not taken from movers", type);
+		return -1;
+	}
+	if (rc < 0)
+		log_err("request %lld shard %d: recording progress failed: %s", (long long)r->id,
+			idx, err);
+	return 0;
+}
+
+static void _records(struct daemon *d, const struct queue_request *r, int idx, int64_t job,
+		     json_t *body, struct api_reply *out)
+{
+	json_t *recs = json_object_get(body, "records");
+	char why[512] = "", msg[XFER_TEXT_MAX + 1] = "", err[512];
+	int result = -1, batched;
+	size_t i, n = json_array_size(recs);
+
+	if (!json_is_array(recs) || n > RECORDS_MAX) {
+		api_error(out, 400, "'records' must be an array of at most %d records", RECORDS_MAX);
+		return;
+	}
+	batched = queue_batch_begin(d->q) == 0;
+	for (i = 0; i < n; i++)
+		if (_apply(d, r, idx, json_array_get(recs, i), &result, msg, sizeof(msg), why,
+			   sizeof(why)) < 0)
+			break;
+	if (batched && queue_batch_end(d->q, err, sizeof(err)) < 0) {
+		api_error(out, 503, "recording progress failed: %s", err);
+		return;
+	}
+	if (why[0]) {
+		api_error(out, 400, "record %zu: %s (the %zu before it were recorded)", i, why, i);
+		return;
+	}
+	if (result >= 0) {
+		enum queue_shard_state st = result == XFER_OK ? QSH_DONE : result == XFER_FINAL ?
+					    QSH_FAILED : QSH_QUEUED;
+		int rc = queue_shard_set(d->q, r->id, idx, job, st, msg[0] ? msg : NULL, err,
+					 sizeof(err));
+
+		if (rc < 0) {
+			api_error(out, 503, "%s", err);
+			return;
+		}
+		log_info("request %lld: shard %d: mover job %lld finished: %s%s%s", (long long)r->id,
+			 idx, (long long)job, queue_shard_state_name(st), msg[0] ? ": " : "", msg);
+		daemon_wake(d);
+	}
+	out->status = 200;
+	out->body = json_pack("{s:i}", "recorded", (int)n);
+}
+
+void api_mover_route(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
+		     const char *method, char **seg, int nseg, json_t *body, struct api_reply *out)
+{
+	const char *js = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "job");
+	int64_t id = 0, idx = -1, job = 0;
+	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+	struct queue_request *r;
+
+	/* A shard index counts from 0 (api_decode_id takes ids from 1). */
+	if (strcmp(seg[4], "0") == 0)
+		idx = 0;
+	else if (api_decode_id(seg[4], &idx) < 0)
+		idx = -1;
+	if (api_decode_id(seg[2], &id) < 0 || idx < 0 || idx > 100000) {
+		api_error(out, 404, "not a request and shard: '%.64s/shards/%.64s'", seg[2], seg[4]);
+		return;
+	}
+	if (!js || api_decode_id(js, &job) < 0) {
+		api_error(out, 400, "the mover's Slurm job id is missing (?job=ID)");
+		return;
+	}
+	if (!(nseg == 5 && get) && !(nseg == 6 && post && strcmp(seg[5], "records") == 0)) {
+		api_error(out, nseg == 5 || (nseg == 6 && strcmp(seg[5], "records") == 0) ? 405 : 404,
+			  "use GET .../shards/IDX or POST .../shards/IDX/records");
+		return;
+	}
+	r = _shard(d, who, id, (int)idx, job, out);
+	if (!r)
+		return;
+	if (get)
+		_get(d, r, (int)idx, out);
+	else
+		_records(d, r, (int)idx, job, body, out);
+	queue_request_free(r);
+}

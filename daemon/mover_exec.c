@@ -1,0 +1,418 @@
+/* mover_exec.c - see mover_exec.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include "executor.h"
+#include "log.h"
+#include "mover_exec.h"
+#include "mover_plan.h"
+#include "queue_shards.h"
+#include "slurm_jobs.h"
+#include "worker.h"
+#include "xfer.h"
+
+#ifndef STAGEHAND_BINDIR
+#define STAGEHAND_BINDIR "/usr/bin"
+#endif
+#define MOVER_DEFAULT_COMMAND STAGEHAND_BINDIR "/stagehand-mover"
+#define TICK_MS 1000
+
+struct mover_exec {
+	struct daemon *d;
+	struct queue_request **r;    /* owned: requests run by mover jobs */
+	int n, cap;
+	int64_t next_ms;
+};
+
+struct mover_exec *mover_exec_create(struct daemon *d)
+{
+	struct mover_exec *m = calloc(1, sizeof(*m));
+
+	if (m)
+		m->d = d;
+	return m;
+}
+
+void mover_exec_destroy(struct mover_exec *m)
+{
+	if (!m)
+		return;
+	for (int i = 0; i < m->n; i++)
+		queue_request_free(m->r[i]);
+	free(m->r);
+	free(m);
+}
+
+int mover_exec_active(const struct mover_exec *m)
+{
+	return m ? m->n : 0;
+}
+
+static int _add(struct mover_exec *m, struct queue_request *r)
+{
+	if (m->n == m->cap) {
+		int cap = m->cap ? m->cap * 2 : 16;
+		struct queue_request **n = realloc(m->r, (size_t)cap * sizeof(*n));
+
+		if (!n)
+			return -1;
+		m->r = n;
+		m->cap = cap;
+	}
+	m->r[m->n++] = r;
+	return 0;
+}
+
+/* Local paths, local backend: what stagehand-mover runs. */
+static int _eligible(const struct conf *c, const struct queue_request *r)
+{
+	json_t *opts, *b;
+	int ok;
+
+	if (strcmp(r->action, "archive") != 0 && strcmp(r->action, "stage_out") != 0 &&
+	    strcmp(r->action, "stage_in") != 0)
+		return 0;
+	if (!r->dest || strstr(r->source, "://") || strstr(r->dest, "://"))
+		return 0;
+	if (strcmp(r->action, "archive") == 0 && c->archive_bundle)
+		return 0;
+	opts = json_loads(r->options, 0, NULL);
+	b = json_object_get(opts, "backend");
+	ok = !b || (json_is_string(b) && strcmp(json_string_value(b), "local") == 0);
+	json_decref(opts);
+	return ok;
+}
+
+/* What the movers dial: Server=, else ListenAddress=. */
+static int _server(const struct conf *c, char *buf, size_t len)
+{
+	int n;
+
+	if (c->server)
+		n = snprintf(buf, len, "%s", c->server);
+	else if (!c->listen_host || strcmp(c->listen_host, "0.0.0.0") == 0 ||
+		 strcmp(c->listen_host, "::") == 0)
+		return -1;
+	else if (strchr(c->listen_host, ':'))
+		n = snprintf(buf, len, "[%s]:%u", c->listen_host, c->listen_port);
+	else
+		n = snprintf(buf, len, "%s:%u", c->listen_host, c->listen_port);
+	return n < 0 || n >= (int)len || strchr(buf, '\'') ? -1 : 0;
+}
+
+static int _plan(struct daemon *d, struct queue_request *r)
+{
+	const struct conf *c = d->conf;
+	struct mover_plan p = { 0 };
+	struct queue_shard_file *sf;
+	char err[512];
+	int k, rc;
+
+	rc = mover_plan_list(r, &p, err, sizeof(err));
+	if (rc < 0)
+		log_warn("request %lld: not split into mover jobs (%s); a local worker runs it",
+			 (long long)r->id, err);
+	if (rc != 0) {
+		mover_plan_free(&p);
+		return 0;
+	}
+	k = mover_plan_pack(&p, c->mover_shard_bytes, c->mover_shard_files, c->mover_max_jobs);
+	if (k < 2) {
+		mover_plan_free(&p);
+		return 0;
+	}
+	sf = calloc(p.n, sizeof(*sf));
+	if (!sf) {
+		mover_plan_free(&p);
+		return 0;
+	}
+	for (size_t i = 0; i < p.n; i++)
+		sf[i] = (struct queue_shard_file){ p.f[i].relpath, p.f[i].size, p.f[i].idx };
+	rc = queue_shards_create(d->q, r->id, k, sf, p.n, err, sizeof(err));
+	if (rc == 0)
+		rc = queue_request_totals(d->q, r->id, (int64_t)p.n, p.bytes, 0, err, sizeof(err));
+	if (rc < 0)
+		log_err("request %lld: cannot store its shards: %s; a local worker runs it",
+			(long long)r->id, err);
+	else
+		log_info("request %lld: %zu files, %lld bytes: %d shards, mover jobs on partition %s",
+			 (long long)r->id, p.n, (long long)p.bytes, k, c->mover_partition);
+	free(sf);
+	mover_plan_free(&p);
+	return rc < 0 ? 0 : 1;
+}
+
+static int _mover_start(struct daemon *d, struct queue_request *r)
+{
+	struct mover_exec *m = d->movers;
+	struct queue_shard *s = NULL;
+	char err[512], srv[300];
+	int n = 0;
+
+	if (!m || !d->conf->mover_partition || !_eligible(d->conf, r))
+		return 0;
+	if (_server(d->conf, srv, sizeof(srv)) < 0) {
+		log_warn("MoverPartition=%s is set but movers have no address to reach this daemon "
+			 "(set Server= or a specific ListenAddress=); request %lld runs locally",
+			 d->conf->mover_partition, (long long)r->id);
+		return 0;
+	}
+	if (queue_shards_list(d->q, r->id, &s, &n, err, sizeof(err)) < 0) {
+		log_err("request %lld: cannot read its shards: %s", (long long)r->id, err);
+		return 0;
+	}
+	queue_shards_free(s, n);
+	if (n > 0) {
+		/* Claimed again (retry, restart): the plan stands; failed shards run again. */
+		if (queue_shards_retry(d->q, r->id, err, sizeof(err)) < 0)
+			log_err("request %lld: %s", (long long)r->id, err);
+		log_info("request %lld: resumes its %d mover shards", (long long)r->id, n);
+	} else if (!_plan(d, r)) {
+		return 0;
+	}
+	if (_add(m, r) < 0) {
+		log_err("request %lld: out of memory", (long long)r->id);
+		queue_request_checkpoint(d->q, r->id, err, sizeof(err));
+		queue_request_free(r);
+		return -1;
+	}
+	daemon_wake(d);
+	m->next_ms = 0;
+	return 1;
+}
+
+const struct executor executor_mover = { "mover", _mover_start };
+
+/* ---- Slurm ---- */
+
+static int _submit(struct daemon *d, const struct queue_request *r, int idx, int64_t *job,
+		   char *err, size_t errlen)
+{
+	const struct conf *c = d->conf;
+	const char *cmd = c->mover_command ? c->mover_command : MOVER_DEFAULT_COMMAND;
+	char *env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+	char name[64], script[XFER_PATH_MAX + 512], srv[300];
+	submit_response_msg_t *resp = NULL;
+	job_desc_msg_t jd;
+	int n;
+
+	if (_server(c, srv, sizeof(srv)) < 0 || strchr(cmd, '\'')) {
+		snprintf(err, errlen, "MoverCommand or the daemon's address cannot be quoted "
+			 "for the mover job's script");
+		return -1;
+	}
+	snprintf(name, sizeof(name), "stagehand-mover-%lld", (long long)r->id);
+	n = snprintf(script, sizeof(script), "#!/bin/sh\n# stagehand request %lld, shard %d\n"
+		     "exec '%s' --server '%s' --request %lld --shard %d\n", (long long)r->id, idx,
+		     cmd, srv, (long long)r->id, idx);
+	if (n < 0 || n >= (int)sizeof(script)) {
+		snprintf(err, errlen, "mover job script too long (MoverCommand)");
+		return -1;
+	}
+	slurm_init_job_desc_msg(&jd);
+	jd.name = name;
+	jd.partition = c->mover_partition;
+	jd.user_id = r->uid;
+	jd.group_id = r->gid;
+	jd.script = script;
+	jd.work_dir = "/";
+	jd.std_out = "/dev/null";
+	jd.std_err = "/dev/null";
+	jd.environment = env;
+	jd.env_size = 1;
+	jd.min_nodes = 1;
+	jd.max_nodes = 1;
+	jd.num_tasks = 1;
+	/* A node failure ends the job; the daemon submits a new one (a new job id
+	   fences off the old mover's reports should it still be running). */
+	jd.requeue = 0;
+	if (slurm_submit_batch_job(&jd, &resp) != SLURM_SUCCESS) {
+		snprintf(err, errlen, "slurm_submit_batch_job (partition %s, uid %u): %s",
+			 c->mover_partition, (unsigned)r->uid, slurm_strerror(slurm_get_errno()));
+		return -1;
+	}
+	*job = resp->job_id;
+	slurm_free_submit_response_response_msg(resp);
+	return 0;
+}
+
+/* 1 the job is pending or running, 0 it ended (how says how), -1 unknown now. */
+static int _job_alive(int64_t job, char *how, size_t howlen)
+{
+	job_info_msg_t *msg = NULL;
+	int alive;
+
+	if (slurm_load_job(&msg, (uint32_t)job, SHOW_ALL) != SLURM_SUCCESS) {
+		if (slurm_get_errno() == ESLURM_INVALID_JOB_ID) {
+			snprintf(how, howlen, "is no longer known to slurmctld");
+			return 0;
+		}
+		return -1;
+	}
+	if (!msg || msg->record_count < 1) {
+		slurm_free_job_info_msg(msg);
+		snprintf(how, howlen, "is no longer known to slurmctld");
+		return 0;
+	}
+	{
+		slurm_job_info_t *ji = &msg->job_array[0];
+		uint32_t base = ji->job_state & JOB_STATE_BASE;
+
+		alive = base == JOB_PENDING || base == JOB_RUNNING || base == JOB_SUSPENDED;
+		if (!alive)
+			snprintf(how, howlen, "ended %s on %s", sjob_state_name(ji->job_state),
+				 ji->nodes && *ji->nodes ? ji->nodes : "no node");
+	}
+	slurm_free_job_info_msg(msg);
+	return alive;
+}
+
+static void _kill_jobs(struct daemon *d, int64_t req, const struct queue_shard *s, int n,
+		       const char *why)
+{
+	char err[256];
+
+	for (int i = 0; i < n; i++) {
+		if (s[i].state != QSH_SUBMITTED || !s[i].slurm_job)
+			continue;
+		if (slurm_kill_job((uint32_t)s[i].slurm_job, SIGKILL, 0) != SLURM_SUCCESS &&
+		    slurm_get_errno() != ESLURM_ALREADY_DONE &&
+		    slurm_get_errno() != ESLURM_INVALID_JOB_ID)
+			log_warn("request %lld: cannot cancel mover job %lld: %s", (long long)req,
+				 (long long)s[i].slurm_job, slurm_strerror(slurm_get_errno()));
+		else
+			log_info("request %lld: mover job %lld (shard %d) cancelled: %s",
+				 (long long)req, (long long)s[i].slurm_job, s[i].idx, why);
+		queue_shard_set(d->q, req, s[i].idx, s[i].slurm_job, QSH_QUEUED, why, err,
+				sizeof(err));
+	}
+}
+
+/*
+ * One request: submit queued shards, notice mover jobs that ended without
+ * a result, fail the request when a shard failed for good or too often.
+ * Returns 1 when every shard is done, -1 when the request left (failed,
+ * cancelled), 0 otherwise.
+ */
+static int _step(struct daemon *d, const struct queue_request *r)
+{
+	struct queue_shard *s = NULL;
+	char err[512], how[256], why[1024];
+	int n = 0, done = 0, final = 0, rc = 0;
+	int max_attempts = r->max_retries + 2;
+
+	if (queue_shards_list(d->q, r->id, &s, &n, err, sizeof(err)) < 0) {
+		log_err("request %lld: cannot read its shards: %s", (long long)r->id, err);
+		return 0;
+	}
+	why[0] = '\0';
+	for (int i = 0; i < n && !why[0]; i++) {
+		struct queue_shard *e = &s[i];
+		int64_t job = 0;
+
+		if (e->state == QSH_DONE) {
+			done++;
+		} else if (e->state == QSH_FAILED) {
+			snprintf(why, sizeof(why), "shard %d: %s", e->idx,
+				 e->error ? e->error : "failed");
+			final = 1;
+		} else if (e->state == QSH_QUEUED && e->attempts >= max_attempts) {
+			snprintf(why, sizeof(why), "shard %d: %d mover jobs ran without finishing it; "
+				 "the last: %s", e->idx, e->attempts, e->error ? e->error : "?");
+		} else if (e->state == QSH_QUEUED) {
+			if (_submit(d, r, e->idx, &job, err, sizeof(err)) < 0) {
+				log_err("request %lld: shard %d: %s", (long long)r->id, e->idx, err);
+				continue;	/* tried again next tick */
+			}
+			if (queue_shard_submitted(d->q, r->id, e->idx, job, err, sizeof(err)) < 0)
+				log_err("request %lld: shard %d: mover job %lld not recorded: %s",
+					(long long)r->id, e->idx, (long long)job, err);
+			log_info("request %lld: shard %d (%lld files, %lld bytes): mover job %lld "
+				 "submitted as uid %u to partition %s (attempt %d)", (long long)r->id,
+				 e->idx, (long long)e->files, (long long)e->bytes, (long long)job,
+				 (unsigned)r->uid, d->conf->mover_partition, e->attempts + 1);
+		} else if (_job_alive(e->slurm_job, how, sizeof(how)) == 0) {
+			char msg[512];
+
+			snprintf(msg, sizeof(msg), "mover job %lld %s without reporting its result",
+				 (long long)e->slurm_job, how);
+			/* Its unfinished files go back: the next job has the verified ones
+			   in its resume set. */
+			if (queue_shard_set(d->q, r->id, e->idx, e->slurm_job, QSH_QUEUED, msg, err,
+					    sizeof(err)) == 0)
+				log_warn("request %lld: shard %d: %s; its unfinished files are queued "
+					 "again", (long long)r->id, e->idx, msg);
+		}
+	}
+	if (why[0]) {
+		if (final)
+			_kill_jobs(d, r->id, s, n, "another shard failed");
+		if (queue_request_fail(d->q, r->id, why, !final, d->conf->retry_backoff, time(NULL),
+				       &final, err, sizeof(err)) < 0)
+			log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
+		else
+			log_warn("request %lld: failed%s: %s", (long long)r->id,
+				 final ? " (final)" : ", will retry", why);
+		rc = -1;
+	} else if (n > 0 && done == n) {
+		rc = 1;
+	}
+	queue_shards_free(s, n);
+	return rc;
+}
+
+void mover_exec_tick(struct mover_exec *m, int64_t now_ms)
+{
+	struct daemon *d = m->d;
+	int k = 0;
+
+	if (!m->n || now_ms < m->next_ms)
+		return;
+	m->next_ms = now_ms + TICK_MS;
+	for (int i = 0; i < m->n; i++) {
+		struct queue_request *r = m->r[i], *cur = NULL;
+		char err[512];
+		int rc = 0;
+
+		if (queue_request_get(d->q, r->id, &cur, err, sizeof(err)) != 0) {
+			m->r[k++] = r;
+			continue;
+		}
+		if (cur->state != QS_RUNNING && cur->state != QS_VERIFYING) {
+			/* Cancelled (or failed) from outside: no mover job may go on. */
+			struct queue_shard *s = NULL;
+			int n = 0;
+
+			if (queue_shards_list(d->q, r->id, &s, &n, err, sizeof(err)) == 0)
+				_kill_jobs(d, r->id, s, n, cur->state == QS_CANCELLED ?
+					   "request cancelled" : "request no longer running");
+			queue_shards_free(s, n);
+			rc = -1;
+		} else {
+			rc = _step(d, r);
+		}
+		queue_request_free(cur);
+		if (rc == 1 && worker_pool_busy(d->pool) < d->conf->workers) {
+			if (queue_shards_forget_files(d->q, r->id, err, sizeof(err)) < 0)
+				log_warn("request %lld: %s", (long long)r->id, err);
+			log_info("request %lld: every shard done; a local worker makes the final "
+				 "pass (what no shard held, labels, the count)", (long long)r->id);
+			worker_pool_start(d->pool, r);	/* takes r */
+		} else if (rc == -1) {
+			queue_request_free(r);
+		} else {
+			m->r[k++] = r;
+		}
+	}
+	m->n = k;
+}

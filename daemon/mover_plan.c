@@ -1,0 +1,291 @@
+/* mover_plan.c - see mover_plan.h. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mover_plan.h"
+#include "worker.h"
+#include "xfer.h"
+
+#define PLAN_DEPTH_MAX 256
+
+int mover_plan_add(struct mover_plan *p, const char *relpath, int64_t size)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 1024;
+		struct mover_plan_file *f = realloc(p->f, cap * sizeof(*f));
+
+		if (!f)
+			return -1;
+		p->f = f;
+		p->cap = cap;
+	}
+	p->f[p->n].relpath = strdup(relpath);
+	if (!p->f[p->n].relpath)
+		return -1;
+	p->f[p->n].size = size;
+	p->f[p->n].idx = 0;
+	p->n++;
+	p->bytes += size;
+	return 0;
+}
+
+void mover_plan_free(struct mover_plan *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->f[i].relpath);
+	free(p->f);
+	memset(p, 0, sizeof(*p));
+}
+
+static int _by_size_desc(const void *a, const void *b)
+{
+	const struct mover_plan_file *x = a, *y = b;
+
+	if (x->size != y->size)
+		return x->size > y->size ? -1 : 1;
+	return strcmp(x->relpath, y->relpath);
+}
+
+int mover_plan_pack(struct mover_plan *p, uint64_t shard_bytes, int64_t shard_files,
+		    int max_shards)
+{
+	int64_t by_bytes = shard_bytes ? (int64_t)(((uint64_t)p->bytes + shard_bytes - 1) /
+						   shard_bytes) : 1;
+	int64_t by_files = shard_files > 0 ? ((int64_t)p->n + shard_files - 1) / shard_files : 1;
+	int64_t k = by_bytes > by_files ? by_bytes : by_files;
+	int64_t *load;
+
+	if (k > max_shards)
+		k = max_shards;
+	if (k > (int64_t)p->n)
+		k = (int64_t)p->n;
+	if (k < 2) {
+		for (size_t i = 0; i < p->n; i++)
+			p->f[i].idx = 0;
+		return 1;
+	}
+	load = calloc((size_t)k, sizeof(*load));
+	if (!load)
+		return 1;
+	/* Largest first, each to the shard with the fewest bytes so far (LPT):
+	   within 4/3 of the best possible balance. Ties go to the lowest index,
+	   so many equal small files are dealt round robin. A shard never stays
+	   empty: there are at least k files and the first k go one each. */
+	qsort(p->f, p->n, sizeof(*p->f), _by_size_desc);
+	for (size_t i = 0; i < p->n; i++) {
+		int best = 0;
+
+		for (int s = 1; s < k; s++)
+			if (load[s] < load[best])
+				best = s;
+		p->f[i].idx = best;
+		load[best] += p->f[i].size + 1;	/* +1: a file costs something even when empty */
+	}
+	free(load);
+	return (int)k;
+}
+
+/* ---- the listing child ---- */
+
+static int _excluded(char *const *ex, const char *rel)
+{
+	for (; ex && *ex; ex++)
+		if (strcmp(*ex, rel) == 0)
+			return 1;
+	return 0;
+}
+
+/* One record per regular file: int64 size, uint16 length, the relpath. */
+static void _walk(FILE *out, int dfd, const char *prefix, int depth, char *const *ex)
+{
+	struct dirent *de;
+	int fd = dup(dfd);
+	DIR *d;
+
+	if (fd < 0 || depth > PLAN_DEPTH_MAX || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return;	/* the engine reports an unreadable directory */
+	}
+	while ((de = readdir(d))) {
+		char rel[XFER_PATH_MAX];
+		struct stat st;
+		int n;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		n = snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", de->d_name);
+		if (n < 0 || n >= (int)sizeof(rel) || fstatat(dfd, de->d_name, &st,
+							      AT_SYMLINK_NOFOLLOW) < 0)
+			continue;	/* reported by the engine's own walk */
+		if (S_ISREG(st.st_mode)) {
+			int64_t size = st.st_size;
+			uint16_t len = (uint16_t)n;
+
+			fwrite(&size, sizeof(size), 1, out);
+			fwrite(&len, sizeof(len), 1, out);
+			fwrite(rel, 1, len, out);
+		} else if (S_ISDIR(st.st_mode) && !_excluded(ex, rel)) {
+			int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					 O_CLOEXEC);
+
+			if (sub >= 0) {
+				_walk(out, sub, rel, depth + 1, ex);
+				close(sub);
+			}
+		}
+	}
+	closedir(d);
+}
+
+static void _child(const struct queue_request *r, int wfd, const gid_t *groups, int ngroups,
+		   char *const *ex)
+{
+	struct stat st;
+	FILE *out;
+	int root;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (worker_become(r->uid, r->gid, groups, ngroups) < 0)
+		_exit(3);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* The request's own path is resolved normally, with the owner's identity. */
+	root = open(r->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (root < 0 || fstat(root, &st) < 0)
+		_exit(4);
+	if (!S_ISDIR(st.st_mode))
+		_exit(2);
+	out = fdopen(wfd, "w");
+	if (!out)
+		_exit(5);
+	_walk(out, root, "", 0, ex);
+	_exit(fclose(out) == 0 ? 0 : 5);
+}
+
+/* options.exclude as a NULL-terminated array of borrowed strings from opts. */
+static const char **_exclude(json_t *opts)
+{
+	json_t *v = json_object_get(opts, "exclude"), *e;
+	const char **ex;
+	size_t i, k = 0;
+
+	if (!json_is_array(v) || json_array_size(v) > XFER_EXCLUDE_MAX)
+		return NULL;
+	ex = calloc(json_array_size(v) + 1, sizeof(*ex));
+	if (!ex)
+		return NULL;
+	json_array_foreach(v, i, e)
+		if (json_is_string(e))
+			ex[k++] = json_string_value(e);
+	return ex;
+}
+
+static int _read_all(int fd, char **buf, size_t *len)
+{
+	size_t cap = 1 << 16;
+
+	*len = 0;
+	*buf = malloc(cap);
+	if (!*buf)
+		return -1;
+	for (;;) {
+		ssize_t n;
+
+		if (*len == cap) {
+			char *b = realloc(*buf, cap * 2);
+
+			if (!b)
+				return -1;
+			*buf = b;
+			cap *= 2;
+		}
+		n = read(fd, *buf + *len, cap - *len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			return 0;
+		*len += (size_t)n;
+	}
+}
+
+int mover_plan_list(const struct queue_request *r, struct mover_plan *p, char *err,
+		    size_t errlen)
+{
+	gid_t groups[256];
+	int ngroups = 256, fds[2], status = 0, rc = -1;
+	json_t *opts = json_loads(r->options, 0, NULL);
+	const char **ex = _exclude(opts);
+	char *buf = NULL;
+	size_t len = 0, off = 0;
+	pid_t pid;
+
+	worker_groups(r->uid, r->gid, groups, &ngroups);
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		goto out;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		_child(r, fds[1], groups, ngroups, (char *const *)ex);
+	}
+	close(fds[1]);
+	if (_read_all(fds[0], &buf, &len) < 0)
+		snprintf(err, errlen, "reading the listing of %s: %s", r->source, strerror(errno));
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2)) {
+		snprintf(err, errlen, "listing %s as uid %u failed (status %d)", r->source,
+			 (unsigned)r->uid, status);
+		goto out;
+	}
+	if (WEXITSTATUS(status) == 2) {
+		rc = 1;
+		goto out;
+	}
+	while (off + sizeof(int64_t) + sizeof(uint16_t) <= len) {
+		int64_t size;
+		uint16_t n;
+		char rel[XFER_PATH_MAX];
+
+		memcpy(&size, buf + off, sizeof(size));
+		memcpy(&n, buf + off + sizeof(size), sizeof(n));
+		off += sizeof(size) + sizeof(n);
+		if (n >= sizeof(rel) || off + n > len)
+			break;
+		memcpy(rel, buf + off, n);
+		rel[n] = '\0';
+		off += n;
+		if (mover_plan_add(p, rel, size) < 0) {
+			snprintf(err, errlen, "out of memory listing %s", r->source);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(buf);
+	free(ex);
+	json_decref(opts);
+	return rc;
+}

@@ -1,0 +1,94 @@
+/*
+ * queue_shards.h - the shards of requests that run as mover jobs (schema
+ * version 3): which files each shard holds, and where each shard stands.
+ *
+ * Owns: the shards and shard_files tables. A shard is a plan, never a record
+ * of what is done: done stays in items, written only from verified records,
+ * so a file reported twice (a mover killed after its report, a shard run
+ * again) is counted once.
+ *
+ * Must never: touch user files, or mark an item done.
+ */
+#ifndef STAGEHAND_QUEUE_SHARDS_H
+#define STAGEHAND_QUEUE_SHARDS_H
+
+#include <stdint.h>
+
+#include "queue.h"
+
+/* Tables of version 3; run by queue_open's migration (additive only). */
+extern const char *const queue_shards_schema;
+
+enum queue_shard_state {
+	QSH_QUEUED = 0,   /* to be submitted */
+	QSH_SUBMITTED,    /* a mover job (slurm_job) holds it */
+	QSH_DONE,         /* its mover reported success */
+	QSH_FAILED,       /* its mover reported a final failure (error) */
+};
+
+/* A shard as stored. error is owned: free the array with queue_shards_free. */
+struct queue_shard {
+	int64_t request_id;
+	int idx;
+	enum queue_shard_state state;
+	int64_t slurm_job;          /* 0 = none */
+	int64_t files, bytes;
+	int attempts;               /* mover jobs submitted for it */
+	char *error;                /* last failure, or NULL */
+};
+void queue_shards_free(struct queue_shard *s, int n);
+
+/* One file of a plan (borrowed relpath). */
+struct queue_shard_file {
+	const char *relpath;
+	int64_t size;
+	int idx;                    /* the shard it goes to */
+};
+
+/*
+ * Store a plan of nshards shards for req, replacing any earlier plan, in
+ * one transaction. 0 or -1 with err.
+ */
+int queue_shards_create(struct queue *q, int64_t req, int nshards,
+			const struct queue_shard_file *files, size_t nfiles, char *err,
+			size_t errlen);
+
+/* The shards of req by idx: *out new (queue_shards_free), *n (0: no plan). 0 or -1. */
+int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, int *n,
+		      char *err, size_t errlen);
+
+/* Calls fn for each file of shard idx in relpath order; stops when fn returns non-zero. */
+int queue_shard_files(struct queue *q, int64_t req, int idx,
+		      int (*fn)(const char *relpath, int64_t size, void *arg), void *arg,
+		      char *err, size_t errlen);
+
+/* Items of shard idx already verified (the resume set), in relpath order. */
+int queue_shard_done(struct queue *q, int64_t req, int idx,
+		     int (*fn)(const char *relpath, int64_t size, int64_t mtime_ns, void *arg),
+		     void *arg, char *err, size_t errlen);
+
+/* Shard idx is now held by mover job slurm_job (attempts + 1). 0 or -1. */
+int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_job,
+			  char *err, size_t errlen);
+
+/*
+ * Move shard idx to state st with error (may be NULL), only while mover job
+ * job holds it (job 0: whatever holds it). QSH_QUEUED clears the job.
+ * Returns 0, 1 when the shard is not held by job (nothing changed), -1.
+ */
+int queue_shard_set(struct queue *q, int64_t req, int idx, int64_t job,
+		    enum queue_shard_state st, const char *error, char *err, size_t errlen);
+
+/*
+ * Every shard of req is done: its file lists are no longer needed (the
+ * shards stay, so a retried request is not planned again). 0 or -1.
+ */
+int queue_shards_forget_files(struct queue *q, int64_t req, char *err, size_t errlen);
+
+/* A retried request: its failed shards go back to queued. 0 or -1. */
+int queue_shards_retry(struct queue *q, int64_t req, char *err, size_t errlen);
+
+/* Static name of a shard state. */
+const char *queue_shard_state_name(enum queue_shard_state s);
+
+#endif /* STAGEHAND_QUEUE_SHARDS_H */

@@ -1,0 +1,216 @@
+#!/usr/bin/env bats
+# Mover jobs on the multi-node test bed (scripts/testbed up --nodes 3: the
+# daemon runs with MoverPartition=xfer, a partition over n2 and n3). A big
+# archive is split into shards, each a real Slurm batch job of the owner
+# running stagehand-mover, which reports to the daemon over TCP + MUNGE.
+# This file makes requests "big" with small shard sizes (stagehand.conf is
+# edited and reloaded with SIGHUP, then restored) and slows each mover down
+# (MoverBandwidth) so that a test can act while shards run.
+#
+# Skipped on a one-node bed (expected: tests/integration/expected-skips).
+
+load helpers
+
+CONF_ADD=(MoverShardFiles=8 MoverBandwidth=256K MoverMaxJobs=4)
+
+setup_file() {
+	testbed_require
+	[[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]] || return 0
+	conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
+	grep -qx 'MoverPartition=xfer' "$conf" ||
+		_tb_fail "$conf has no MoverPartition=xfer (scripts/testbed up --nodes 3 writes it)" || return 1
+	cp -p "$conf" "$BATS_FILE_TMPDIR/stagehand.conf.orig"
+	printf '%s\n' "# 0670-movers.bats (restored when it ends)" "${CONF_ADD[@]}" >>"$conf"
+	reload_daemon
+}
+
+teardown_file() {
+	[[ -f $BATS_FILE_TMPDIR/stagehand.conf.orig ]] || return 0
+	cp -p "$BATS_FILE_TMPDIR/stagehand.conf.orig" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf"
+	reload_daemon
+}
+
+reload_daemon() {
+	local log=$STAGEHAND_TESTBED_LOGDIR/stagehandd.log n
+	n=$(grep -c 'configuration reloaded' "$log" || true)
+	kill -HUP "$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")"
+	wait_for 20 eval '[[ $(grep -c "configuration reloaded" "$log") -gt $n ]]'
+}
+
+setup() {
+	testbed_env
+	[[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]] ||
+		skip "one-node test bed (STAGEHAND_TESTBED_NODES='${STAGEHAND_TESTBED_NODES:-}'; scripts/testbed up --nodes 3 for these)"
+	XFER_NODES=$(sinfo -h -p xfer -o %N)
+	[[ -n $XFER_NODES ]] || skip "one-node test bed: no xfer partition"
+	STAGEHAND=$STAGEHAND_BUILD_DIR/cli/stagehand
+	LOG=$STAGEHAND_TESTBED_LOGDIR/stagehandd.log
+	DB="file:$STAGEHAND_TESTBED_DIR/state/stagehand.db?mode=ro"
+	WD=$(user_workdir)
+	RID=""
+	NODE_DOWN=""
+}
+
+# Bring a killed node back for the tests that follow.
+node_back() {
+	scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
+	[[ "$(sinfo -h -n "$1" -o %T)" == idle ]]
+}
+
+teardown() {
+	if [[ -n ${NODE_DOWN:-} ]]; then
+		"$TESTBED" up >/dev/null 2>&1
+		wait_for 180 node_back "$NODE_DOWN"
+	fi
+	[[ -n ${RID:-} ]] || return 0
+	# No mover job of this test outlives it.
+	local ids
+	ids=$(squeue -h -n "stagehand-mover-$RID" -o %i 2>/dev/null)
+	[[ -z $ids ]] || scancel $ids 2>/dev/null || true
+	run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" cancel "r$RID" >/dev/null 2>&1 || true
+}
+
+db() {
+	sqlite3 -batch -noheader "$DB" "$1"
+}
+
+# tree DIR FILES KIB: FILES files of KIB KiB each (random), owned by shtest.
+tree() {
+	run_as_user shtest bash -c 'mkdir -p "$1/d1/d2" && for ((i = 0; i < $2; i++)); do
+		case $((i % 3)) in 0) p=$1 ;; 1) p=$1/d1 ;; *) p=$1/d1/d2 ;; esac
+		head -c $(($3 * 1024 + i)) /dev/urandom >"$p/f$i"; done && ln -s f0 "$1/link"' \
+		_ "$1" "$2" "$3"
+}
+
+archive() {
+	local out
+	out=$(run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" submit --archive "$1" "$2" --json) ||
+		_tb_fail "stagehand submit failed: $out" || return 1
+	RID=$(jq -r .id <<<"$out")
+	[[ $RID =~ ^[0-9]+$ ]] || _tb_fail "no request id in: $out"
+}
+
+req_state() {
+	db "SELECT state FROM requests WHERE id=$RID"
+}
+
+wait_req() {
+	local want=$1 timeout=${2:-120}
+	if ! wait_for "$timeout" eval '[[ $(req_state) == '"$want"' ]]'; then
+		echo "request $RID: $(db "SELECT state, error FROM requests WHERE id=$RID")" >&2
+		db "SELECT * FROM shards WHERE request_id=$RID" >&2
+		grep "request $RID[: ]" "$LOG" | tail -n 30 >&2
+		return 1
+	fi
+}
+
+# Slurm job ids of the request's mover jobs, from the daemon's log (every one ever submitted).
+mover_jobs() {
+	sed -n "s/.*request $RID: shard [0-9]* ([^)]*): mover job \([0-9]*\) submitted.*/\1/p" "$LOG"
+}
+
+# The tree was copied whole, each file verified and counted exactly once.
+check_archive() {
+	local src=$1 dst=$2 n
+	diff -r --no-dereference "$src" "$dst"
+	n=$(find "$src" -type f | wc -l)
+	[ "$(db "SELECT files_total, files_done, bytes_total = bytes_done FROM requests WHERE id=$RID")" = "$n|$n|1" ]
+	[ "$(db "SELECT count(*) FROM items WHERE request_id=$RID AND type='file' AND state='done'")" -eq "$n" ]
+	[ "$(db "SELECT count(*) FROM audit WHERE request_id=$RID")" -eq "$n" ]
+	[ "$(db "SELECT count(DISTINCT path_dst) FROM audit WHERE request_id=$RID")" -eq "$n" ]
+	[ "$(getfattr --only-values -n user.stagehand.policy "$src")" = archived ]
+}
+
+@test "movers: a tree is archived by mover jobs of its owner on two nodes, then verified" {
+	tree "$WD/t" 32 64
+	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1"
+	# The movers show in squeue under the owner's name and the request's job name.
+	wait_for 30 eval '[[ -n $(squeue -h -u shtest -n stagehand-mover-$RID -o %i) ]]'
+	wait_req done 180
+	[ "$(db "SELECT count(*) FROM shards WHERE request_id=$RID AND state='done'")" -eq 4 ]
+	mapfile -t jobs < <(mover_jobs)
+	[ "${#jobs[@]}" -eq 4 ]
+	nodes=()
+	for jid in "${jobs[@]}"; do
+		[ "$(job_field "$jid" UserId)" = "shtest($(id -u shtest))" ]
+		[ "$(job_field "$jid" Partition)" = xfer ]
+		[ "$(job_field "$jid" JobState)" = COMPLETED ]
+		nodes+=("$(job_field "$jid" BatchHost)")
+	done
+	echo "mover jobs ${jobs[*]} ran on ${nodes[*]}"
+	[ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" -ge 2 ]
+	check_archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1"
+	[ -L "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1/link" ]
+}
+
+@test "movers: a mover killed mid-shard: its shard runs again, nothing lost, nothing done twice" {
+	tree "$WD/t" 32 192
+	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m2"
+	# A mover that has verified part of its shard (at least 2 files) ...
+	first_done() {
+		db "SELECT count(*) FROM items i JOIN shard_files f ON f.request_id=i.request_id
+		    AND f.relpath=i.relpath WHERE i.request_id=$RID AND f.idx=0 AND i.state='done'"
+	}
+	wait_for 120 eval '[[ $(first_done) -ge 2 ]]'
+	job=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=0")
+	[[ $(db "SELECT state FROM shards WHERE request_id=$RID AND idx=0") == submitted ]]
+	pid=$(pgrep -u shtest -f "stagehand-mover .*--request $RID --shard 0\$")
+	[[ $pid =~ ^[0-9]+$ ]]
+	# ... is killed before it finishes (SIGKILL: no chance to report anything).
+	kill -KILL "$pid"
+	before=$(first_done)
+	wait_req done 240
+	grep -q "request $RID: shard 0: mover job $job ended FAILED on .* without reporting its result" "$LOG"
+	[ "$(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=0")" -eq 2 ]
+	# The second mover took the verified files as done (resume set), not again.
+	grep -Eq "request $RID: shard 0: mover fetched [0-9]+ files, ([1-9][0-9]*) of them verified before" "$LOG"
+	again=$(sed -n "s/.*request $RID: shard 0: mover fetched [0-9]* files, \([0-9]*\) of them verified before.*/\1/p" "$LOG" | tail -n1)
+	[ "$again" -ge "$before" ]
+	check_archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m2"
+}
+
+@test "movers: cancelling the request cancels its mover jobs" {
+	tree "$WD/t" 32 192
+	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m3"
+	wait_for 60 eval '[[ $(squeue -h -n stagehand-mover-$RID -t RUNNING -o %i | wc -l) -ge 1 ]]'
+	run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" cancel "r$RID"
+	wait_for 30 eval '[[ -z $(squeue -h -n stagehand-mover-$RID -o %i) ]]'
+	[ "$(req_state)" = cancelled ]
+	for jid in $(mover_jobs); do
+		[[ $(job_field "$jid" JobState) =~ ^(CANCELLED|COMPLETED)$ ]]
+	done
+	grep -q "request $RID: mover job [0-9]* (shard [0-9]*) cancelled: request cancelled" "$LOG"
+	sleep 3
+	[ -z "$(squeue -h -n "stagehand-mover-$RID" -o %i)" ]
+}
+
+@test "movers: a mover node lost (slurmd, slurmstepd, mover killed): the shard goes to the other node" {
+	tree "$WD/t" 16 512
+	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m4"
+	wait_for 60 eval '[[ $(db "SELECT state FROM shards WHERE request_id=$RID AND idx=0") == submitted ]]'
+	job=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=0")
+	wait_job_state "$job" RUNNING 60
+	node=$(job_node "$job")
+	pid=$(cat "$STAGEHAND_TESTBED_NODEDIR/$node/slurmd.pid")
+	[ "$(cat "/proc/$pid/comm")" = slurmd ]
+	# The whole node goes at once: its slurmd, the job's slurmstepd (else it
+	# would report the mover's death at once) and the mover itself. The
+	# bed's namespace holder stays, so "scripts/testbed up" can bring it back.
+	uts=$(readlink "/proc/$pid/ns/uts")
+	victims=("$pid")
+	for p in $(pgrep -x slurmstepd) $(pgrep -u shtest -f "stagehand-mover .*--request $RID --shard 0\$"); do
+		[[ $(readlink "/proc/$p/ns/uts" 2>/dev/null) == "$uts" ]] && victims+=("$p")
+	done
+	((${#victims[@]} >= 3))
+	NODE_DOWN=$node
+	kill -KILL "${victims[@]}"
+	# slurmctld declares the node down after SlurmdTimeout (60 s on the bed):
+	# the job ends NODE_FAIL and the daemon submits the shard again.
+	wait_for 200 eval '[[ $(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=0") -ge 2 ]]'
+	wait_req done 200
+	grep -q "request $RID: shard 0: mover job $job ended NODE_FAIL on $node without reporting its result" "$LOG"
+	job2=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=0")
+	[ "$job2" != "$job" ]
+	[ "$(job_node "$job2")" != "$node" ]
+	check_archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m4"
+}
