@@ -58,7 +58,7 @@ sample() {
 	done
 }
 
-@test "bb pools: staged inputs never exceed the pool, waiting jobs are set up as teardown frees space, all finish with their inputs" {
+@test "bb: pools: staged inputs never exceed the pool, waiting jobs are set up as teardown frees space, all finish with their inputs" {
 	local pool=$STAGEHAND_TESTBED_POOL_CAPACITY size k
 	size=$((pool / 8 - 65536))
 	for ((k = 1; k <= NJOBS; k++)); do
