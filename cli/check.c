@@ -168,6 +168,10 @@ static void _print_text(const char *file, const struct dsl_plan *p, const struct
 	       p->nwarnings ? " (see warnings)" : "");
 	for (i = 0; i < p->ndirs; i++)
 		_print_action(&p->dirs[i]);
+	if (p->cap_line)
+		printf("  line %d: capacity %llu bytes in pool %s%s\n", p->cap_line, p->cap_size,
+		       p->cap_pool ? p->cap_pool : "(the site's first)",
+		       o->submit_mode == CONF_SUBMIT_BB ? "" : " (ignored: SubmitMode=hold)");
 	if (o->submit_mode == CONF_SUBMIT_BB)
 		printf("  (SubmitMode=bb: inputs are staged when Slurm sets the job up, before it\n"
 		       "   starts; after it, the job stays in stage-out until its archives and\n"

@@ -750,6 +750,16 @@ static int _k_submitmode(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_poolcap(struct conf *c, const char *v, char *w, size_t wl)
+{
+	/* 2^53: lua/stagehand.lua holds it in a Lua number exactly */
+	if (strchr(v, '/') || conf_parse_bytes(v, &c->pool_capacity) < 0 ||
+	    c->pool_capacity == 0 || c->pool_capacity > (1ULL << 53))
+		return log_errf(w, wl, "PoolCapacity must be a size in bytes with an optional K/M/G/T "
+			     "suffix (e.g. 500G), from 1 to 8P, not '%s'", v);
+	return 0;
+}
+
 static int _k_trusteduids(struct conf *c, const char *v, char *w, size_t wl)
 {
 	char **l = _split(v, 0);
@@ -876,6 +886,7 @@ static const struct _key _keys[] = {
 	/* Submit-time policy (lua/stagehand.lua) */
 	{ "MaxPlanBytes", _k_maxplanbytes },
 	{ "SubmitMode", _k_submitmode },
+	{ "PoolCapacity", _k_poolcap },
 	{ "TrustedUids", _k_trusteduids },
 	{ "MoverPartition", _k_moverpart },
 	{ "MoverCommand", _k_movercmd },

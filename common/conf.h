@@ -109,6 +109,8 @@ struct conf {
 	int max_path_length;           /* MaxPathLength: bytes in one path or URL */
 	int max_plan_bytes;            /* MaxPlanBytes: largest admin_comment record (Lua only) */
 	int submit_mode;               /* SubmitMode: CONF_SUBMIT_HOLD or CONF_SUBMIT_BB */
+	uint64_t pool_capacity;        /* PoolCapacity: bytes each scratch root offers as a
+					  burst-buffer pool (bb mode, Lua only); 0 = no pools */
 	char **trusted_uids;           /* TrustedUids: uids whose releases job_modify never
 					  refuses (Lua only); NULL-terminated numbers */
 	/* Mover jobs (daemon/mover_exec.c): big requests split into shards that

@@ -367,7 +367,7 @@ static bool _option_allowed(int action, int key)
 	case DSL__K_STAGE_OUT:
 		return key == DSL__K_TO;
 	case DSL__K_ARCHIVE:
-		return true;
+		return key == DSL__K_TO || key == DSL__K_WHEN || key == DSL__K_KEEP;
 	default:
 		return false;
 	}
@@ -423,7 +423,7 @@ static int _check_tokens(struct _parser *ps, int lineno, struct dsl_directive *d
 			else
 				_tok_err(ps, lineno, t, "unknown_key",
 					 dsl__strf("unknown key '%.*s' (keys: stage_in, archive, exempt, "
-						   "stage_out, to, when, keep)", (int)t->keylen, t->key));
+						   "stage_out, to, when, keep, capacity, pool)", (int)t->keylen, t->key));
 			return 1;
 		}
 		if (t->vlen == 0) {
@@ -443,7 +443,7 @@ static int _check_tokens(struct _parser *ps, int lineno, struct dsl_directive *d
 		}
 		seen |= 1u << key;
 		if (k == 0) {
-			if (key >= DSL__K_TO) {
+			if (key >= DSL__K_TO) {  /* capacity= first is _capacity_line's */
 				_tok_err(ps, lineno, t, "no_action",
 					 dsl__strf("a directive starts with an action (stage_in, archive, "
 						   "exempt, stage_out), not '%s'", dsl__key_names[key]));
@@ -451,7 +451,7 @@ static int _check_tokens(struct _parser *ps, int lineno, struct dsl_directive *d
 			}
 			action = key;
 		} else {
-			if (key < DSL__K_TO) {
+			if (key < DSL__K_TO || key == DSL__K_CAPACITY) {
 				_tok_err(ps, lineno, t, "multiple_actions",
 					 dsl__strf("one action per line: put '%s' on its own #DATA line",
 						   dsl__key_names[key]));
@@ -527,6 +527,127 @@ static void _dir_free(struct dsl_directive *d)
 	d->path = d->to = NULL;
 }
 
+/*
+ * capacity=SIZE: decimal digits and an optional K, M, G or T (powers of
+ * 1024, as Slurm's burst_buffer reads them), 1 to DSL_MAX_CAPACITY bytes.
+ * Returns 0 with *out set, 1 when v is not such a size.
+ */
+static int _size_value(const char *v, size_t n, unsigned long long *out)
+{
+	unsigned long long x = 0, mult = 1;
+	size_t i, digits = n;
+
+	if (n > 0 && strchr("KMGT", v[n - 1])) {
+		digits = n - 1;
+		for (const char *u = "KMGT"; *u; u++) {
+			mult *= 1024;
+			if (*u == v[n - 1])
+				break;
+		}
+	}
+	if (digits == 0 || digits > 15)
+		return 1;
+	for (i = 0; i < digits; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return 1;
+		x = x * 10 + (unsigned long long)(v[i] - '0');
+	}
+	if (x == 0 || x > DSL_MAX_CAPACITY / mult)
+		return 1;
+	*out = x * mult;
+	return 0;
+}
+
+/*
+ * pool=NAME: what Slurm's burst_buffer reads as a pool name (it ends at a
+ * space and is never unquoted), so letters, digits and / . _ - only.
+ */
+static bool _pool_value(const char *v, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > 255)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+		      (v[i] >= '0' && v[i] <= '9') || strchr("/._-", v[i])))
+			return false;
+	return true;
+}
+
+/* '#DATA capacity=SIZE [pool=NAME]' (lexed): record it in the plan. */
+static void _capacity_line(struct _parser *ps, int lineno)
+{
+	struct dsl_plan *pl = ps->plan;
+	unsigned long long size = 0;
+	const char *pool = NULL;
+	size_t poollen = 0, k;
+
+	/* Slurm reads these values unquoted: a quoted one is not what it accounts. */
+	for (k = 0; k < ps->ntoks; k++) {
+		const struct _tok *t = &ps->toks[k];
+
+		if (t->rawlen != t->keylen + 1 + t->vlen) {
+			_tok_err(ps, lineno, t, "bad_value",
+				 dsl__strf("write '%.*s' without quotes: Slurm reads capacity and pool as written",
+					   (int)t->keylen, t->key));
+			return;
+		}
+	}
+	for (k = 0; k < ps->ntoks; k++) {
+		const struct _tok *t = &ps->toks[k];
+		const char *v = ps->scratch + t->voff;
+		int key = _key_id(t->key, t->keylen);
+
+		if (k == 0) {
+			if (t->vlen == 0) {
+				_tok_err(ps, lineno, t, "missing_value",
+					 dsl__strf("'capacity' needs a value, e.g. capacity=20G"));
+				return;
+			}
+			if (_size_value(v, t->vlen, &size)) {
+				_tok_err(ps, lineno, t, "bad_value",
+					 dsl__strf("capacity must be a size in bytes with an optional K, M, G "
+						   "or T (powers of 1024), e.g. capacity=20G, not '%.*s'",
+						   (int)t->vlen, v));
+				return;
+			}
+			continue;
+		}
+		if (key != DSL__K_POOL) {
+			_tok_err(ps, lineno, t, key < 0 ? "unknown_key" : "option_not_allowed",
+				 dsl__strf("'%.*s' is not an option of capacity (its options: pool)",
+					   (int)t->keylen, t->key));
+			return;
+		}
+		if (pool) {
+			_tok_err(ps, lineno, t, "duplicate_key",
+				 dsl__strf("'pool' given twice on this line"));
+			return;
+		}
+		if (!_pool_value(v, t->vlen)) {
+			_tok_err(ps, lineno, t, "bad_value",
+				 dsl__strf("pool must be a pool name (letters, digits, / . _ -), not '%.*s'",
+					   (int)t->vlen, v));
+			return;
+		}
+		pool = v;
+		poollen = t->vlen;
+	}
+	if (pl->cap_line) {
+		_tok_err(ps, lineno, &ps->toks[0], "duplicate_capacity",
+			 dsl__strf("capacity already given on line %d: a job has one size; "
+				   "keep one capacity line", pl->cap_line));
+		return;
+	}
+	if (pool && !(pl->cap_pool = dsl__strndup(pool, poollen))) {
+		ps->oom = true;
+		return;
+	}
+	pl->cap_line = lineno;
+	pl->cap_size = size;
+}
+
 /* One directive line in the leading block that is within the limit. */
 static void _directive(struct _parser *ps, int lineno, const char *line, size_t ll)
 {
@@ -556,6 +677,10 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 	if (ps->ntoks == 0) {
 		_line_diag(ps, false, lineno, "empty_directive", line, ll,
 			   dsl__strf("empty #DATA directive: write e.g. '#DATA archive=results/'"));
+		return;
+	}
+	if (_key_id(ps->toks[0].key, ps->toks[0].keylen) == DSL__K_CAPACITY) {
+		_capacity_line(ps, lineno);
 		return;
 	}
 	if (_check_tokens(ps, lineno, &d)) {
@@ -721,6 +846,10 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 		free(ps.plan->dirs);
 		ps.plan->dirs = NULL;
 		ps.plan->ndirs = 0;
+		free(ps.plan->cap_pool);
+		ps.plan->cap_pool = NULL;
+		ps.plan->cap_line = 0;
+		ps.plan->cap_size = 0;
 	}
 	return ps.plan;
 }
@@ -745,6 +874,7 @@ void dsl_plan_free(struct dsl_plan *plan)
 	for (i = 0; i < plan->ndirs; i++)
 		_dir_free(&plan->dirs[i]);
 	free(plan->dirs);
+	free(plan->cap_pool);
 	_diags_free(plan->warnings, plan->nwarnings);
 	_diags_free(plan->errors, plan->nerrors);
 	free(plan);

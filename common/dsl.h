@@ -59,8 +59,20 @@ struct dsl_diag {
 	char *message;           /* what was wrong and what to do */
 };
 
+/* Largest capacity= in bytes: 2^53, so that the Lua parser holds it exactly. */
+#define DSL_MAX_CAPACITY 9007199254740992ULL
+
 struct dsl_plan {
 	struct dsl_directive *dirs;  size_t ndirs;   /* empty when nerrors > 0 */
+	/*
+	 * '#DATA capacity=SIZE [pool=NAME]': the job's size in its burst-buffer
+	 * pool (docs/directives.md). cap_line 0 = none; cap_pool NULL = the
+	 * site's default pool. Not part of dsl_plan_to_json: Slurm, not
+	 * stagehandd, accounts for it.
+	 */
+	int cap_line;
+	unsigned long long cap_size; /* bytes, 1..DSL_MAX_CAPACITY */
+	char *cap_pool;              /* owned; NULL when not given */
 	struct dsl_diag *warnings;   size_t nwarnings;
 	struct dsl_diag *errors;     size_t nerrors;
 };

@@ -16,7 +16,12 @@
 
 #include "dsl.h"
 
-/* The seven keys; the first four are the actions (same order as enum dsl_action). */
+/*
+ * The keys; the first four are the actions (same order as enum dsl_action).
+ * capacity (with its option pool) is the job's size in its burst-buffer
+ * pool, a property of the whole script, not an action on a path: it is
+ * parsed by its own rule (dsl.c, _capacity_line) into the plan's cap_*.
+ */
 enum dsl__key {
 	DSL__K_STAGE_IN = 0,
 	DSL__K_ARCHIVE,
@@ -25,6 +30,8 @@ enum dsl__key {
 	DSL__K_TO,
 	DSL__K_WHEN,
 	DSL__K_KEEP,
+	DSL__K_CAPACITY,
+	DSL__K_POOL,
 	DSL__NKEYS
 };
 

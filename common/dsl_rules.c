@@ -18,6 +18,7 @@
 
 const char *const dsl__key_names[DSL__NKEYS] = {
 	"stage_in", "archive", "exempt", "stage_out", "to", "when", "keep",
+	"capacity", "pool",
 };
 
 static const char *const _default_schemes[] = {

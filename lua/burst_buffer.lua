@@ -18,9 +18,9 @@ function slurm_bb_job_process(job_script)
 	return stagehand.bb_job_process(job_script)
 end
 
--- In slurmctld: stagehand's space is its scratch roots, not Slurm pools.
+-- In slurmctld, at start and every 30 s: each scratch root is a pool.
 function slurm_bb_pools()
-	return slurm.SUCCESS
+	return stagehand.bb_pools()
 end
 
 function slurm_bb_paths(job_id, job_script, path_file)

@@ -67,6 +67,9 @@ local SITE = {
 	trusted_uids = { 0 },
 	-- Scratch roots (each one a burst-buffer pool in bb mode).
 	scratch_roots = {},
+	-- Bytes each scratch root offers staged inputs as a burst-buffer pool
+	-- (bb mode); nil = no pools: Slurm sets every job up at once.
+	pool_capacity = nil,
 }
 
 -- stagehand.conf key -> { internal name, kind }. Keys are case-insensitive.
@@ -80,6 +83,7 @@ local CONF_KEYS = {
 	MaxPlanBytes = { "max_plan_bytes", "count" },
 	SubmitMode = { "submit_mode", "mode" },
 	TrustedUids = { "trusted_uids", "uids" },
+	PoolCapacity = { "pool_capacity", "size" },
 }
 local CONF_LOWER = {}
 for k, v in pairs(CONF_KEYS) do CONF_LOWER[string.lower(k)] = { k, v[1], v[2] } end
@@ -117,6 +121,16 @@ local function _conf_value(kind, v)
 			return nil, "'" .. v .. "' is not a positive whole number"
 		end
 		return n
+	elseif kind == "size" then
+		-- as stagehandd reads sizes: digits, K, M, G or T (powers of 1024), a B
+		local digits, unit = v:match("^(%d+)([KMGTkmgt]?)[Bb]?$")
+		unit = unit and unit:upper()
+		local n = digits and #digits <= 15 and tonumber(digits)
+		local mult = ({ K = 1024, M = 1024 ^ 2, G = 1024 ^ 3, T = 1024 ^ 4 })[unit] or 1
+		if not n or n == 0 or n > 2 ^ 53 / mult then
+			return nil, "'" .. v .. "' is not a size (e.g. 500G)"
+		end
+		return n * mult
 	elseif kind == "mode" then
 		local m = string.lower(v)
 		if m ~= "hold" and m ~= "bb" then return nil, "'" .. v .. "' is neither hold nor bb" end
@@ -182,7 +196,8 @@ local CONF_READ = _read_conf(conf_arg)
 The effective settings, keyed by stagehand.conf key names (a new table; the
 caller may keep or change it): AllowedSchemes, StageInRoots, ScratchRoots
 (lists), MaxDirectives, MaxDirectiveLine, MaxPathLength, MaxPlanBytes
-(numbers), SubmitMode ("hold" or "bb"), TrustedUids (list of numbers), and
+(numbers), SubmitMode ("hold" or "bb"), TrustedUids (list of numbers),
+PoolCapacity (bytes, or nil when unset), and
 ConfigFile: the file they were read from, or false when none could be read.
 ]]
 function M.site_config()
@@ -307,6 +322,55 @@ local function _stage_in_pending(ac)
 	return _record_state(ac) == "pending"
 end
 
+--[[
+Pools (SubmitMode=bb with PoolCapacity set): each scratch root is a Slurm
+burst-buffer pool named by its path, of PoolCapacity bytes. A job takes
+pool space only through a "#DATA capacity=SIZE pool=NAME" line, which
+Slurm's burst_buffer/lua reads from the script itself and which must name
+the pool on the same line; so a capacity line without pool= gets the first
+scratch root's here, written into the script (Slurm reads the script after
+job_submit). Returns nil, or what is wrong with the line.
+]]
+local function _pools()
+	local out = {}
+	if SITE.submit_mode ~= "bb" or not SITE.pool_capacity then return out end
+	for _, r in ipairs(SITE.scratch_roots) do
+		-- a pool= value is letters, digits and / . _ - (the grammar's rule)
+		if not r:find("[^A-Za-z0-9/._-]") then out[#out + 1] = r end
+	end
+	return out
+end
+M.bb_pool_names = _pools
+
+local function _capacity(job_desc, cap)
+	if SITE.submit_mode ~= "bb" then
+		_user(format("stagehand: line %d: warning: capacity= is used only in burst-buffer mode; this site holds jobs for stage-in instead: ignored", cap.line))
+		return nil
+	end
+	local pools = _pools()
+	if #pools == 0 then
+		return "this site has no burst-buffer pools (PoolCapacity is not set in stagehand.conf): remove the capacity line"
+	end
+	if cap.size > SITE.pool_capacity then
+		return format("capacity=%d bytes is more than a whole pool (%d bytes): the job could never be set up", cap.size, SITE.pool_capacity)
+	end
+	if cap.pool then
+		for _, p in ipairs(pools) do
+			if p == cap.pool then return nil end
+		end
+		return format("pool=%s is not a pool of this site (pools: %s)", cap.pool, table.concat(pools, ", "))
+	end
+	local script, n, from = job_desc.script, 1, 1
+	while n < cap.line do
+		from = find(script, "\n", from, true) + 1
+		n = n + 1
+	end
+	local _, e = find(script, "^#DATA[ \t]+capacity=[^ \t\r\n]*", from)
+	if not e then return "internal error: capacity line not found (see the slurmctld log)" end
+	job_desc.script = sub(script, 1, e) .. " pool=" .. pools[1] .. sub(script, e + 1)
+	return nil
+end
+
 local function _submit(job_desc, submit_uid)
 	if job_desc == nil then return _rc("SUCCESS", 0) end
 	local script = job_desc.script
@@ -327,6 +391,17 @@ local function _submit(job_desc, submit_uid)
 		_log("log_info", "stagehand: rejected a job of uid %s: %d #DATA error(s), first line %d (%s)",
 			tostring(submit_uid), #res.errors, res.errors[1].line, res.errors[1].code)
 		return _rc("ERROR", -1)
+	end
+	if res.capacity then
+		local msg = _capacity(job_desc, res.capacity)
+		if msg then
+			_user(format("stagehand: line %d: %s", res.capacity.line, msg))
+			_log("log_info", "stagehand: rejected a job of uid %s: line %d: %s",
+				tostring(submit_uid), res.capacity.line, msg)
+			return _rc("ERROR", -1)
+		end
+	elseif SITE.submit_mode == "bb" and SITE.pool_capacity and _has_stage_in(res.actions) then
+		_user("stagehand: warning: no '#DATA capacity=SIZE' line: this job's inputs are staged at once, outside the scratch pools; give the size of its inputs to be staged just in time")
 	end
 	if #res.actions == 0 then
 		return _rc("SUCCESS", 0)

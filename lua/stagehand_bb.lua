@@ -98,6 +98,18 @@ function M.bb_job_process(job_script)
 		e.line, e.message, #res.errors, #res.errors == 1 and "" or "s")
 end
 
+-- pools(): in slurmctld, at once (docs/admin-guide.md, "Pools"): each
+-- scratch root a pool of PoolCapacity bytes, granularity one byte.
+function M.bb_pools()
+	local names = M.bb_pool_names()
+	if #names == 0 then return _ok() end
+	local out = {}
+	for i, r in ipairs(names) do
+		out[i] = format('{"id":"%s","quantity":%.0f,"granularity":1}', r, SITE.pool_capacity)
+	end
+	return _ok(), '{"pools":[' .. table.concat(out, ",") .. ']}'
+end
+
 function M.bb_setup(job_id) return _client("setup", job_id) end
 function M.bb_data_in(job_id) return _client("data-in", job_id, " --wait " .. WAIT_SECONDS) end
 function M.bb_data_out(job_id) return _client("data-out", job_id, " --wait " .. WAIT_SECONDS) end
@@ -106,6 +118,7 @@ function M.bb_teardown(job_id, job_script, hurry)
 end
 
 M.bb_job_process = _guard("slurm_bb_job_process", M.bb_job_process)
+M.bb_pools = _guard("slurm_bb_pools", M.bb_pools)
 M.bb_setup = _guard("slurm_bb_setup", M.bb_setup)
 M.bb_data_in = _guard("slurm_bb_data_in", M.bb_data_in)
 M.bb_data_out = _guard("slurm_bb_data_out", M.bb_data_out)

@@ -17,7 +17,16 @@ local tostring, type, pairs, ipairs, pcall = tostring, type, pairs, ipairs, pcal
 
 local ACTIONS = { stage_in = true, archive = true, exempt = true, stage_out = true }
 local OPTIONS = { to = true, when = true, keep = true }
-local KEY_ORDER = { "stage_in", "archive", "exempt", "stage_out", "to", "when", "keep" }
+local KEY_ORDER = { "stage_in", "archive", "exempt", "stage_out", "to", "when", "keep",
+	"capacity", "pool" }
+-- capacity=SIZE [pool=NAME] is the job's size in its burst-buffer pool, a
+-- property of the script, not an action on a path (_capacity_line).
+local KNOWN = { capacity = true, pool = true }
+for k in pairs(ACTIONS) do KNOWN[k] = true end
+for k in pairs(OPTIONS) do KNOWN[k] = true end
+-- Largest capacity in bytes: 2^53, which a Lua number holds exactly.
+local MAX_CAPACITY = 9007199254740992
+local UNIT = { K = 1024, M = 1024 ^ 2, G = 1024 ^ 3, T = 1024 ^ 4 }
 local ALLOWED_OPTS = {
 	stage_in = { to = true },
 	archive = { to = true, when = true, keep = true },
@@ -33,7 +42,7 @@ local OPTS_TEXT = {
 local EXAMPLES = {
 	stage_in = "stage_in=/archive/proj/input.dat", archive = "archive=results/",
 	exempt = "exempt=tmp/", stage_out = "stage_out=logs/", to = "to=/project/lab/out",
-	when = "when=success", keep = "keep=no",
+	when = "when=success", keep = "keep=no", pool = "pool=NAME",
 }
 local PATTERN_OK = { j = true, u = true, x = true, A = true, a = true, ["%"] = true }
 
@@ -345,6 +354,50 @@ local function _tokenize(line)
 	return toks
 end
 
+-- '#DATA capacity=SIZE [pool=NAME]': SIZE is 1-15 digits and an optional
+-- K, M, G or T (powers of 1024, as Slurm's burst_buffer reads them), at most
+-- MAX_CAPACITY bytes; NAME is what Slurm reads as a pool name (it ends at a
+-- space and is never unquoted). Returns { capacity = bytes, pool = NAME or
+-- nil, token }, or nil, code, token, message.
+local function _capacity_line(toks)
+	local raw, v = toks[1].raw, toks[1].value
+	if v == "" then
+		return nil, "missing_value", raw, "'capacity' needs a value, e.g. capacity=20G"
+	end
+	-- Slurm reads these values unquoted: a quoted one would not be the size
+	-- or the pool Slurm accounts.
+	for _, tk in ipairs(toks) do
+		if tk.raw ~= tk.key .. "=" .. tk.value then
+			return nil, "bad_value", tk.raw,
+				format("write '%s' without quotes: Slurm reads capacity and pool as written", tk.key)
+		end
+	end
+	local digits, unit = v:match("^(%d+)([KMGT]?)$")
+	local n = digits and #digits <= 15 and tonumber(digits)
+	local mult = UNIT[unit] or 1
+	if not n or n == 0 or n > MAX_CAPACITY / mult then
+		return nil, "bad_value", raw,
+			format("capacity must be a size in bytes with an optional K, M, G or T (powers of 1024), e.g. capacity=20G, not '%s'", v)
+	end
+	local d = { capacity = n * mult, token = raw }
+	for t = 2, #toks do
+		local tk = toks[t]
+		if tk.key ~= "pool" then
+			return nil, KNOWN[tk.key] and "option_not_allowed" or "unknown_key", tk.raw,
+				format("'%s' is not an option of capacity (its options: pool)", tk.key)
+		end
+		if d.pool then
+			return nil, "duplicate_key", tk.raw, "'pool' given twice on this line"
+		end
+		if #tk.value == 0 or #tk.value > 255 or tk.value:find("[^A-Za-z0-9/._-]") then
+			return nil, "bad_value", tk.raw,
+				format("pool must be a pool name (letters, digits, / . _ -), not '%s'", tk.value)
+		end
+		d.pool = tk.value
+	end
+	return d
+end
+
 -- Check one directive line (its text without line end). Returns the
 -- directive, or nil, code, token, message.
 local function _parse_directive(cfg, line)
@@ -354,10 +407,11 @@ local function _parse_directive(cfg, line)
 		return nil, "empty_directive", line,
 			"empty #DATA directive: write e.g. '#DATA archive=results/'"
 	end
+	if toks[1].key == "capacity" then return _capacity_line(toks) end
 	local d, seen = nil, {}
 	for t, tk in ipairs(toks) do
 		local key, value, raw = tk.key, tk.value, tk.raw
-		if not ACTIONS[key] and not OPTIONS[key] then
+		if not KNOWN[key] then
 			local s = _suggest(key)
 			if s then
 				return nil, "unknown_key", raw,
@@ -381,7 +435,7 @@ local function _parse_directive(cfg, line)
 			end
 			d = { action = key, token = raw }
 		else
-			if ACTIONS[key] then
+			if ACTIONS[key] or key == "capacity" then
 				return nil, "multiple_actions", raw,
 					format("one action per line: put '%s' on its own #DATA line", key)
 			end
@@ -451,6 +505,8 @@ allowed_schemes, stage_in_roots, max_directives, max_line, max_path.
 Returns { actions = {...}, warnings = {...}, errors = {...} } where each
 action is { line, action, path, to, when, keep } and each diagnostic is
 { line, code, token, message }. actions is empty when there are errors.
+res.capacity is { line, size (bytes), pool (or nil) } when the script has a
+valid capacity line and no errors.
 ]]
 local function parse(script, cfg)
 	local res = { actions = {}, warnings = {}, errors = {} }
@@ -510,6 +566,15 @@ local function parse(script, cfg)
 			return err(n, code, tok, msg)
 		end
 		d.line = n
+		if d.capacity then
+			if res.capacity then
+				return err(n, "duplicate_capacity", d.token,
+					format("capacity already given on line %d: a job has one size; keep one capacity line",
+						res.capacity.line))
+			end
+			res.capacity = { line = n, size = d.capacity, pool = d.pool }
+			return
+		end
 		for _, o in ipairs(actions) do
 			if o.action == d.action and o.path == d.path then
 				return warn(n, "duplicate_directive", d.token,
@@ -640,6 +705,7 @@ local function parse(script, cfg)
 
 	if #errors > 0 then
 		res.actions = {}
+		res.capacity = nil
 	else
 		-- Several stage_in lines with one to= share a directory: it gets its
 		-- trailing '/' (docs/directives.md, "Where stage_in puts its input").

@@ -150,6 +150,13 @@ for n, name in ipairs(files) do
 		local plan = json.decode(sh.plan_json(res.actions))
 		if plan.version ~= 1 then diffs[#diffs + 1] = "plan version is not 1" end
 		compare_actions(v.expect.actions or {}, plan.actions, diffs)
+		local ec, gc = v.expect.capacity, res.capacity
+		if (ec == nil) ~= (gc == nil) or (ec and (ec.line ~= gc.line or ec.size ~= gc.size or
+				(ec.pool ~= json.null and ec.pool or nil) ~= gc.pool)) then
+			diffs[#diffs + 1] = string.format("capacity: expected %s, got %s",
+				ec and string.format("line %s size %s pool %s", ec.line, ec.size, tostring(ec.pool)) or "none",
+				gc and string.format("line %s size %s pool %s", gc.line, gc.size, tostring(gc.pool)) or "none")
+		end
 		compare_diags("warnings", v.expect.warnings, res.warnings, diffs)
 		compare_diags("errors", v.expect.errors, res.errors, diffs)
 	end)

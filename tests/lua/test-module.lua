@@ -104,6 +104,40 @@ do
 	is(m.record_state(d.admin_comment), "none", "bb mode: plan recorded without a hold")
 end
 
+-- pools (bb mode, PoolCapacity) ------------------------------------------
+do
+	write(tmp, "SubmitMode=bb\nScratchRoots=/scratch/a, /scratch/b\nPoolCapacity=8G\n")
+	local m = load_module(tmp)
+	is(m.site_config().PoolCapacity, 8 * 1024 ^ 3, "PoolCapacity read in bytes")
+	local rc, json = m.bb_pools()
+	is(rc, S.SUCCESS, "bb_pools succeeds")
+	is(json, '{"pools":[{"id":"/scratch/a","quantity":8589934592,"granularity":1},' ..
+		'{"id":"/scratch/b","quantity":8589934592,"granularity":1}]}', "each scratch root is a pool")
+	local d = { script = "#!/bin/bash\r\n#DATA stage_in=/p/in.dat\r\n#DATA capacity=1G\r\necho\r\n",
+		priority = S.NO_VAL }
+	is(m.job_submit(d, {}, 1000), S.SUCCESS, "capacity without pool accepted")
+	is(d.script, "#!/bin/bash\r\n#DATA stage_in=/p/in.dat\r\n#DATA capacity=1G pool=/scratch/a\r\necho\r\n",
+		"capacity gets the first pool on its own line (Slurm needs pool= there)")
+	local e = { script = "#!/bin/bash\n#DATA capacity=1G pool=/scratch/b\n", priority = S.NO_VAL }
+	local before = e.script
+	is(m.job_submit(e, {}, 1000), S.SUCCESS, "capacity with a known pool accepted")
+	is(e.script, before, "script with pool= left as written")
+	is(m.job_submit({ script = "#!/bin/bash\n#DATA capacity=1G pool=/elsewhere\n" }, {}, 1000), S.ERROR,
+		"unknown pool refused")
+	is(m.job_submit({ script = "#!/bin/bash\n#DATA capacity=9G\n" }, {}, 1000), S.ERROR,
+		"capacity over a whole pool refused")
+	write(tmp, "SubmitMode=bb\nScratchRoots=/scratch/a\n")
+	m = load_module(tmp)
+	is(select("#", m.bb_pools()), 1, "no PoolCapacity: no pools")
+	is(m.job_submit({ script = "#!/bin/bash\n#DATA capacity=1G\n" }, {}, 1000), S.ERROR,
+		"capacity without pools refused")
+	write(tmp, "SubmitMode=hold\nScratchRoots=/scratch/a\nPoolCapacity=8G\n")
+	m = load_module(tmp)
+	local h = { script = "#!/bin/bash\n#DATA capacity=1G\n" }
+	is(m.job_submit(h, {}, 1000), S.SUCCESS, "hold mode: capacity ignored with a warning")
+	is(h.script, "#!/bin/bash\n#DATA capacity=1G\n", "hold mode: script unchanged")
+end
+
 -- STAGEHAND_CONF is not read when the loader names a file -----------------
 do
 	write(tmp, "SubmitMode=bb\n")

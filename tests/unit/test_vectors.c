@@ -94,6 +94,34 @@ static bool _cmp_diags(const char *what, const struct dsl_diag *got, size_t ngot
 	return ok;
 }
 
+/*
+ * expect.capacity: {"line":N,"size":BYTES,"pool":NAME|null}, or absent when
+ * the script has no (valid) capacity line.
+ */
+static bool _cmp_capacity(const struct dsl_plan *plan, const json_t *exp)
+{
+	const char *pool;
+
+	if (!exp) {
+		if (plan->cap_line)
+			tap_diag("capacity: expected none, got line %d size %llu", plan->cap_line,
+				 plan->cap_size);
+		return plan->cap_line == 0;
+	}
+	pool = json_string_value(json_object_get(exp, "pool"));
+	if (plan->cap_line != json_integer_value(json_object_get(exp, "line")) ||
+	    plan->cap_size != (unsigned long long)json_integer_value(json_object_get(exp, "size")) ||
+	    (pool == NULL) != (plan->cap_pool == NULL) ||
+	    (pool && strcmp(pool, plan->cap_pool) != 0)) {
+		tap_diag("capacity: expected line %lld size %lld pool %s, got line %d size %llu pool %s",
+			 json_integer_value(json_object_get(exp, "line")),
+			 json_integer_value(json_object_get(exp, "size")), pool ? pool : "null",
+			 plan->cap_line, plan->cap_size, plan->cap_pool ? plan->cap_pool : "null");
+		return false;
+	}
+	return true;
+}
+
 static void _run_vector(const char *dir, const char *name)
 {
 	char path[4096];
@@ -163,6 +191,7 @@ static void _run_vector(const char *dir, const char *name)
 		free(b);
 		ok = false;
 	}
+	ok &= _cmp_capacity(plan, json_object_get(exp, "capacity"));
 	ok &= _cmp_diags("warnings", plan->warnings, plan->nwarnings, json_object_get(exp, "warnings"));
 	ok &= _cmp_diags("errors", plan->errors, plan->nerrors, json_object_get(exp, "errors"));
 	{
