@@ -705,6 +705,7 @@ static int _bflush(struct _run *r)
 {
 	if (r->blen && _write_all(r->bfd, r->buf, r->blen) < 0)
 		return errno;
+	xfer_bucket_wrote(r->ctx->bucket, r->bfd, -1, r->blen);
 	xfer_bucket_take(r->ctx->bucket, r->blen, r->ctx->stop);
 	r->blen = 0;
 	return 0;
@@ -1081,6 +1082,7 @@ static void _copy_plain(struct _run *r, struct _rec *e)
 			cksum_abort(&ck);
 			goto out;
 		}
+		xfer_bucket_wrote(r->ctx->bucket, dfd, off, (uint64_t)n);
 		xfer_bucket_take(r->ctx->bucket, (uint64_t)n, r->ctx->stop);
 		off += n;
 	}

@@ -231,6 +231,7 @@ static int _stream(struct _run *r, struct _tbuf *tb, int fd, int dfd, int64_t ex
 			w += m;
 		}
 		/* Charged after the fact: a small file costs what it moved, not a chunk. */
+		xfer_bucket_wrote(r->ctx->bucket, dfd, off, (uint64_t)n);
 		xfer_bucket_take(r->ctx->bucket, (uint64_t)n, r->ctx->stop);
 		off += n;
 		if ((size_t)n < want && off == expect)

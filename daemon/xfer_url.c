@@ -539,6 +539,7 @@ static size_t _write(char *b, size_t sz, size_t nm, void *p)
 	}
 	_sink_update(s, b, n);
 	s->got += (int64_t)n;
+	xfer_bucket_wrote(s->r->ctx->bucket, s->fd, -1, n);
 	xfer_bucket_take(s->r->ctx->bucket, n, s->r->ctx->stop);
 	return n;
 }

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "pace.h"
 #include "queue.h"
 #include "worker.h"
 #include "yield.h"
@@ -416,6 +417,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 
 static void _fini(struct daemon *d)
 {
+	pace_run_stop();
 	yield_set_running(d, NULL);
 	pthread_mutex_lock(&_starts_lock);
 	yield_starts_free(&_starts);
@@ -427,10 +429,8 @@ static void _fini(struct daemon *d)
 
 static int _init(struct daemon *d, char *err, size_t errlen)
 {
-	(void)err;
-	(void)errlen;
 	_refresh(d);
-	return 0;
+	return pace_run_start(d, err, errlen);
 }
 
 const struct lifecycle_hook yield_hook = {
