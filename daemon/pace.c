@@ -83,9 +83,11 @@ static int _foreign(struct pace *c, double dt, const struct pace_probe_sample *d
 	double allow = c->p.foreign_min * dt, k = dt / 0.5 > 1 ? 1 : dt / 0.5;
 	double total = (dr + dw) / dt;
 
+	/* Over ~200 ms: one 10 ms step catches completions in clumps. */
+	c->total += (total - c->total) * (dt / 0.2 > 1 ? 1 : dt / 0.2);
 	c->capacity *= 1 - (dt / 600 > 1 ? 1 : dt / 600);	/* a peak fades over ~10 min */
-	if (total > c->capacity)
-		c->capacity = total;
+	if (c->total > c->capacity)
+		c->capacity = c->total;
 	c->foreign += (((ur > 0 ? ur : 0) + (uw > 0 ? uw : 0)) / dt - c->foreign) * k;
 	if (c->held)	/* ours are stopped: what the device moved is the others' */
 		return ur + uw > allow + c->p.quiet_bytes;

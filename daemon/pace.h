@@ -76,6 +76,7 @@ struct pace {
 					(others', or ours in flight), less the allowance */
 	struct pace_probe_sample last; /* probe counters at the previous step */
 	int have_last;
+	double total;                /* what the device moved, bytes/s, smoothed */
 	double capacity;             /* estimated device bandwidth (bytes/s), 0 = unknown */
 	double foreign;              /* others' bytes/s, smoothed */
 	double rate;                 /* bytes/s allowed now (when not held) */
