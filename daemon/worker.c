@@ -397,6 +397,16 @@ int worker_pool_yield(struct worker_pool *p, int64_t now_ms)
 	return held;
 }
 
+int worker_pool_paused(const struct worker_pool *p, struct xfer_bucket **out, int max)
+{
+	int n = 0;
+
+	for (int k = 0; k < p->nslots && n < max; k++)
+		if (p->w[k].pid > 0 && p->w[k].req && p->w[k].yb && p->w[k].yield_mode == YM_PAUSED)
+			out[n++] = p->w[k].yb;
+	return n;
+}
+
 int worker_pool_busy_after_job(const struct worker_pool *p)
 {
 	int n = 0;

@@ -216,6 +216,7 @@ struct xfer_bucket {
 	uint64_t io_rmax, io_wmax; /* largest take / write seen */
 	double lat_sum;          /* latency samples (ns per MiB) since the last drain */
 	int lat_n;
+	int64_t last_call_us;    /* monotonic us of the last take/wrote: an I/O just ended */
 	uint64_t sleeps;         /* times a taker slept (rate or pause); a latency sample
 				    spanning a sleep measures the bucket, not the device */
 };
@@ -327,6 +328,7 @@ void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *
 {
 	if (!b)
 		return;
+	__atomic_store_n(&b->last_call_us, (int64_t)(_mono() * 1e6), __ATOMIC_RELAXED);
 	__atomic_add_fetch(&b->io_rbytes, n, __ATOMIC_RELAXED);
 	if (n > __atomic_load_n(&b->io_rmax, __ATOMIC_RELAXED))
 		__atomic_store_n(&b->io_rmax, n, __ATOMIC_RELAXED);
@@ -381,6 +383,7 @@ void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 
 	if (!b || fd < 0)
 		return;
+	__atomic_store_n(&b->last_call_us, (int64_t)(_mono() * 1e6), __ATOMIC_RELAXED);
 	if (__atomic_load_n(&b->dev, __ATOMIC_RELAXED) == 0) {
 		struct stat st;
 
@@ -452,6 +455,11 @@ void xfer_bucket_drain_io(struct xfer_bucket *b, struct xfer_bucket_io *io)
 	b->lat_sum = 0;
 	b->lat_n = 0;
 	pthread_mutex_unlock(&b->lock);
+}
+
+double xfer_bucket_idle_s(struct xfer_bucket *b)
+{
+	return _mono() - (double)__atomic_load_n(&b->last_call_us, __ATOMIC_RELAXED) / 1e6;
 }
 
 void xfer_bucket_reset_io(struct xfer_bucket *b)

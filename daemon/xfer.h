@@ -199,6 +199,8 @@ void xfer_bucket_set_flush(struct xfer_bucket *b, int flush);
  * pace thread calls it every step; xfer_bucket_set_rate starts afresh).
  */
 void xfer_bucket_adjust_rate(struct xfer_bucket *b, uint64_t rate);
+/* Seconds since a copy loop last called take or wrote on b (it finished an I/O). */
+double xfer_bucket_idle_s(struct xfer_bucket *b);
 /* What the copy loops reported since the previous call (pace thread), and reset. */
 struct xfer_bucket_io {
 	dev_t dev;          /* file system written, 0 = none yet */
