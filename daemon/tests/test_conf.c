@@ -165,6 +165,17 @@ int main(void)
 	   "bad YieldMaxDelay");
 	ok(_err_at("YieldMaxDelay=31d\n", 1, "up to 30d"), "YieldMaxDelay too long");
 	ok(_err_at("YieldProbe=busy.txt\n", 1, "absolute path"), "relative YieldProbe");
+	c = conf_create();
+	ok(c->yield_mode == CONF_YIELD_PAUSE, "YieldMode defaults to pause");
+	conf_destroy(c);
+	ok(_parse("YieldMode=adaptive\n", &c, err, sizeof(err)) == 0 &&
+	   c->yield_mode == CONF_YIELD_ADAPTIVE, "YieldMode=adaptive: %s", err);
+	conf_destroy(c);
+	ok(_parse("YieldMode=CAP\nYieldBandwidth=50M\n", &c, err, sizeof(err)) == 0 &&
+	   c->yield_mode == CONF_YIELD_CAP, "YieldMode=cap with YieldBandwidth: %s", err);
+	conf_destroy(c);
+	ok(_err_at("YieldMode=fast\n", 1, "'pause', 'cap' or 'adaptive'"), "bad YieldMode");
+	ok(_err_at("\nYieldMode=cap\n", 2, "needs YieldBandwidth"), "YieldMode=cap alone");
 	unlink(_path);
 	return tap_done();
 }
