@@ -395,11 +395,14 @@ void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 
 		off = pos >= (off_t)len ? (int64_t)pos - (int64_t)len : 0;
 	}
-	if (b->flush && len) {
+	if (b->flush && len >= (256u << 10)) {
 		int fl = fcntl(fd, F_GETFL);
 
 		/* Buffered: the range goes to the device now, while the transfer is
-		   allowed to run, instead of whenever writeback gets to it. */
+		   allowed to run, instead of whenever writeback gets to it. Smaller
+		   writes (small files) are left to SyncMode's batches: they leave at
+		   most a batch (8 MiB) of dirty pages, and a write-back each would
+		   cost small-file archives their batching. */
 		if (fl >= 0 && !(fl & O_DIRECT))
 			sync_file_range(fd, off, (off_t)len, SYNC_FILE_RANGE_WAIT_BEFORE |
 					SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);

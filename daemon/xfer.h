@@ -184,8 +184,9 @@ void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *
  *    a latency sample (dropped when any taker of the bucket slept for the rate
  *    or a pause in between: then it measures the bucket, not the device);
  *  - when the bucket is paced or paused (xfer_bucket_set_flush), writes the
- *    range back and waits (sync_file_range) unless fd is O_DIRECT, so that no
- *    pile of dirty pages is left to flush into a job's I/O;
+ *    range back and waits (sync_file_range) unless fd is O_DIRECT or len is
+ *    under 256 KiB, so that no pile of dirty pages is left to flush into a
+ *    job's I/O;
  *  - waits while the bucket is paused, so a pause stops the writer after the
  *    chunk in flight, not only the reader.
  * off < 0: the len bytes just before fd's file position (appending writes).
