@@ -95,6 +95,13 @@ static int _foreign(struct pace *c, double dt, const struct pace_probe_sample *d
 	   may show on the device first. Only an excess beyond that is others'. */
 	c->exc_r = _max(0, c->exc_r + ur - allow);
 	c->exc_w = _max(0, c->exc_w + uw - allow);
+	c->own_w += ((double)own->wbytes / dt - c->own_w) * k;
+	/* Just after our writer reported a chunk, nothing of ours is unreported
+	   but what it wrote since (about a step's worth): a smaller excess is
+	   already others'. The writer reports every chunk, so this bounds the
+	   time to see a burst by about one chunk's time. */
+	if (own->wbytes > 0 && c->exc_w > MIB + 2 * c->own_w * dt)
+		return 1;
 	return c->exc_r > 2.0 * (double)own->rmax + MIB || c->exc_w > (double)own->wmax + MIB;
 }
 

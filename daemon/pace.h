@@ -74,6 +74,7 @@ struct pace {
 	int64_t last_ns;             /* time of the previous step, 0 = none */
 	double exc_r, exc_w;         /* bytes the device moved that we did not report
 					(others', or ours in flight), less the allowance */
+	double own_w;                /* our written bytes/s, smoothed */
 	struct pace_probe_sample last; /* probe counters at the previous step */
 	int have_last;
 	double total;                /* what the device moved, bytes/s, smoothed */

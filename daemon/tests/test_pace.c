@@ -157,6 +157,42 @@ int main(void)
 		ok(pace_step(&c, t, NULL, &own) == r0, "after a gap: no jump");
 	}
 
+	/* Our own chunks: the device shows 1 MiB a step, we report 8 MiB every 8th
+	   step (after the chunk completed): never others' load. */
+	{
+		struct pace c;
+		struct pace_probe_sample d = { 0, 0 };
+		int held = 0;
+
+		pace_init(&c, &p);
+		for (int i = 1; i <= 800; i++) {
+			struct pace_own own = { 0, 0, 8 << 20, 8 << 20, 0, 0 };
+
+			d.wbytes += 1 << 20;
+			d.rbytes += 2 << 20;
+			if (i % 8 == 0) {
+				own.wbytes = 8 << 20;
+				own.rbytes = 16 << 20;
+			}
+			pace_step(&c, 1000 * MS + i * 10 * MS, &d, &own);
+			held |= c.held;
+		}
+		ok(!held && c.backoffs == 0, "own chunks reported after they completed: never held "
+		   "(%llu backoffs)", (unsigned long long)c.backoffs);
+		/* ... and a job's 1 MiB writes beside them are seen within two chunks. */
+		for (int i = 1; i <= 16 && !c.held; i++) {
+			struct pace_own own = { 0, 0, 8 << 20, 8 << 20, 0, 0 };
+
+			d.wbytes += (1 << 20) + (1 << 20);
+			if (i % 8 == 0)
+				own.wbytes = 8 << 20;
+			pace_step(&c, 1000 * MS + (800 + i) * 10 * MS, &d, &own);
+			if (c.held)
+				ok(i <= 16, "a job's writes beside ours: held after %d steps", i);
+		}
+		ok(c.held, "held");
+	}
+
 	/* Counters that go backwards (device reset) are not a burst. */
 	{
 		struct pace c;
