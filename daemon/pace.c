@@ -405,10 +405,14 @@ static void *_main(void *arg)
 
 		pthread_mutex_lock(&_mu);
 		any = _nslots > 0;
-		if (any)
+		if (any) {
 			_step(_now_ns());
-		else
-			_stats.controllers = _stats.held = 0, _stats.rate = 0;
+		} else {	/* nothing paced: only the count of backoffs stays */
+			uint64_t b = _stats.backoffs;
+
+			memset(&_stats, 0, sizeof(_stats));
+			_stats.backoffs = b;
+		}
 		pthread_mutex_unlock(&_mu);
 		if (!any)
 			ts.tv_nsec = 100 * 1000000L;	/* nothing paced: look less often */
