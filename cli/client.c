@@ -626,6 +626,8 @@ static int _print_status(json_t *resp, int is_job)
 	return EXIT_OK;
 }
 
+static void _print_yield(const json_t *health);
+
 int cmd_status(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -703,6 +705,14 @@ int cmd_status(int argc, char **argv)
 			rc = _print_status(resp, is_job);
 	}
 	json_decref(resp);
+	if (rc == EXIT_OK && !json_out && argc == optind) {
+		/* Your requests: and how fast after-job ones may go now. */
+		json_t *hr = NULL;
+
+		if (client_call(h, "GET", "/v1/health", NULL, &hr, NULL) == EXIT_OK)
+			_print_yield(hr);
+		json_decref(hr);
+	}
 	http_close(h);
 	return rc;
 }
@@ -906,6 +916,30 @@ int cmd_retry(int argc, char **argv)
 
 /* ---- health ------------------------------------------------------------ */
 
+/* One line on how after-job transfers share the file systems with jobs. */
+static void _print_yield(const json_t *health)
+{
+	const json_t *y = json_object_get(health, "yield"), *pc = json_object_get(y, "pace");
+	const char *mode = json_string_value(json_object_get(y, "mode"));
+
+	if (!json_is_object(y) || !mode)
+		return;
+	printf("after-job transfers: YieldMode=%s, %" JSON_INTEGER_FORMAT " held back, %"
+	       JSON_INTEGER_FORMAT " file systems with running jobs\n", mode,
+	       json_integer_value(json_object_get(y, "active")),
+	       json_integer_value(json_object_get(y, "busy_filesystems")));
+	if (json_is_object(pc) && !strcmp(mode, "adaptive"))
+		printf("scavenger: %" JSON_INTEGER_FORMAT " file systems paced (%" JSON_INTEGER_FORMAT
+		       " held), rate %.1f MiB/s, idle bandwidth %.1f of %.1f MiB/s, %"
+		       JSON_INTEGER_FORMAT " backoffs\n",
+		       json_integer_value(json_object_get(pc, "filesystems")),
+		       json_integer_value(json_object_get(pc, "held")),
+		       json_number_value(json_object_get(pc, "rate")) / 1048576.0,
+		       json_number_value(json_object_get(pc, "idle_bandwidth")) / 1048576.0,
+		       json_number_value(json_object_get(pc, "capacity")) / 1048576.0,
+		       json_integer_value(json_object_get(pc, "backoffs")));
+}
+
 int cmd_health(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -956,6 +990,7 @@ int cmd_health(int argc, char **argv)
 						printf(" %s=%" JSON_INTEGER_FORMAT, k, json_integer_value(v));
 				printf("\n");
 			}
+			_print_yield(resp);
 		}
 		if (!st || strcmp(st, "ok"))
 			rc = EXIT_REFUSED;

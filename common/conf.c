@@ -593,6 +593,19 @@ static int _k_yieldjobs(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_yieldmode(struct conf *c, const char *v, char *w, size_t wl)
+{
+	if (strcasecmp(v, "pause") == 0)
+		c->yield_mode = CONF_YIELD_PAUSE;
+	else if (strcasecmp(v, "cap") == 0)
+		c->yield_mode = CONF_YIELD_CAP;
+	else if (strcasecmp(v, "adaptive") == 0)
+		c->yield_mode = CONF_YIELD_ADAPTIVE;
+	else
+		return log_errf(w, wl, "YieldMode must be 'pause', 'cap' or 'adaptive', not '%s'", v);
+	return 0;
+}
+
 static int _k_yieldbw(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (conf_parse_bytes(v, &c->yield_bandwidth) < 0)
@@ -868,6 +881,7 @@ static const struct _key _keys[] = {
 	{ "URLCAFile", _k_urlcafile },
 	{ "ArchiveWorkers", _k_archworkers },
 	{ "YieldToJobs", _k_yieldjobs },
+	{ "YieldMode", _k_yieldmode },
 	{ "YieldBandwidth", _k_yieldbw },
 	{ "YieldMaxDelay", _k_yieldmax },
 	{ "YieldTrickle", _k_yieldtrickle },
@@ -1082,6 +1096,10 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 		return log_errf(err, errlen, "%s:%d: error: MoverPartition needs ListenAddress= (or "
 			     "Server=): mover jobs on other nodes reach the daemon over TCP",
 			     file, _line_of(c, "MoverPartition"));
+	if (c->yield_mode == CONF_YIELD_CAP && c->yield_bandwidth == 0)
+		return log_errf(err, errlen, "%s:%d: error: YieldMode=cap needs YieldBandwidth (the "
+			     "bytes/s after-job transfers may use while jobs run, e.g. 100M)",
+			     file, _line_of(c, "YieldMode"));
 	if (c->archive_root) {
 		for (char **r = c->scratch_roots; *r; r++) {
 			size_t n = strlen(*r);

@@ -27,6 +27,13 @@ enum conf_io_class {
 	CONF_IO_BEST_EFFORT,	/* kernel default class */
 };
 
+enum conf_yield_mode {
+	CONF_YIELD_PAUSE = 0,	/* after-job transfers wait while jobs run on their file
+				   system (at YieldBandwidth when that is set) */
+	CONF_YIELD_CAP,		/* they go on at YieldBandwidth while jobs run */
+	CONF_YIELD_ADAPTIVE,	/* they scavenge the bandwidth jobs leave idle (pace.h) */
+};
+
 enum conf_xattr_ns {
 	CONF_XATTR_USER = 0,	/* user.stagehand.*: owners can set them */
 	CONF_XATTR_TRUSTED,	/* trusted.stagehand.*: only root can set them */
@@ -76,6 +83,7 @@ struct conf {
 					  transfers (archive, stage_out) at once */
 	int yield_to_jobs;             /* 1: after-job transfers yield to running jobs on
 					  their file systems */
+	int yield_mode;                /* enum conf_yield_mode (YieldMode) */
 	uint64_t yield_bandwidth;      /* bytes/s of a yielding transfer; 0 = pause */
 	int yield_max_delay;           /* seconds a transfer yields before it goes on at
 					  yield_trickle; 0 = yield for as long as jobs run */

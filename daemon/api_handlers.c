@@ -23,6 +23,7 @@
 #include "queue.h"
 #include "slurm_jobs.h"
 #include "slurm_nodes.h"
+#include "pace.h"
 #include "yield.h"
 
 #define ITEMS_MAX 10000
@@ -183,11 +184,20 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 	out->body = json_pack("{s:s,s:s,s:i,s:b,s:o}", "status",
 			      atomic_load(&d->draining) ? "draining" : "ok", "version",
 			      PACKAGE_VERSION, "uid", (int)who->uid, "admin", who->admin, "queue", q);
-	if (out->body)	/* after-job transfers held back for running jobs (yield.h) */
-		json_object_set_new(out->body, "yield", json_pack("{s:i,s:i,s:i}", "active",
-				    atomic_load(&d->metrics->yield_active), "busy_filesystems",
-				    atomic_load(&d->metrics->yield_busy_fs), "started_jobs",
-				    yield_jobs_started()));
+	if (out->body) {	/* after-job transfers held back for running jobs (yield.h) */
+		static const char *const modes[] = { "pause", "cap", "adaptive" };
+		struct pace_stats ps;
+
+		pace_run_stats(&ps);
+		json_object_set_new(out->body, "yield", json_pack(
+			"{s:i,s:i,s:i,s:s,s:{s:i,s:i,s:f,s:f,s:f,s:I}}", "active",
+			atomic_load(&d->metrics->yield_active), "busy_filesystems",
+			atomic_load(&d->metrics->yield_busy_fs), "started_jobs",
+			yield_jobs_started(), "mode", modes[d->conf->yield_mode % 3], "pace",
+			"filesystems", ps.controllers, "held", ps.held, "rate", ps.rate,
+			"idle_bandwidth", ps.idle, "capacity", ps.capacity, "backoffs",
+			(json_int_t)ps.backoffs));
+	}
 }
 
 struct _owner_check {

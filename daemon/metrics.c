@@ -8,6 +8,7 @@
 
 #include "checksum.h"
 #include "metrics.h"
+#include "pace.h"
 #include "queue.h"
 #include "queue_audit.h"
 
@@ -197,6 +198,7 @@ char *metrics_render(struct daemon *d)
 {
 	struct metrics *m = d->metrics;
 	struct _buf b = { malloc(4096), 0, 4096, 0 };
+	struct pace_stats ps;
 	int64_t counts[QS_COUNT];
 	char err[256];
 	int workers;
@@ -255,6 +257,30 @@ char *metrics_render(struct daemon *d)
 	     "stagehand_yield_seconds_total %.1f\n",
 	     (double)atomic_load(&m->yield_ms) / 1000.0);
 	_render_audit(d, &b);
+	pace_run_stats(&ps);
+	_add(&b, "# HELP stagehand_pace_mode YieldMode in force: 0 pause, 1 cap, 2 adaptive.\n"
+	     "# TYPE stagehand_pace_mode gauge\nstagehand_pace_mode %d\n", d->conf->yield_mode);
+	_add(&b, "# HELP stagehand_pace_filesystems File systems with transfers paced by the "
+	     "adaptive scavenger now.\n# TYPE stagehand_pace_filesystems gauge\n"
+	     "stagehand_pace_filesystems %d\n", ps.controllers);
+	_add(&b, "# HELP stagehand_pace_held File systems whose paced transfers are held now "
+	     "(others use the device).\n# TYPE stagehand_pace_held gauge\n"
+	     "stagehand_pace_held %d\n", ps.held);
+	_add(&b, "# HELP stagehand_pace_rate_bytes_per_second Rate the scavenger allows its "
+	     "transfers now, summed over file systems.\n"
+	     "# TYPE stagehand_pace_rate_bytes_per_second gauge\n"
+	     "stagehand_pace_rate_bytes_per_second %.0f\n", ps.rate);
+	_add(&b, "# HELP stagehand_pace_idle_bytes_per_second Estimated bandwidth the other "
+	     "users of the paced file systems leave idle.\n"
+	     "# TYPE stagehand_pace_idle_bytes_per_second gauge\n"
+	     "stagehand_pace_idle_bytes_per_second %.0f\n", ps.idle);
+	_add(&b, "# HELP stagehand_pace_capacity_bytes_per_second Estimated bandwidth of the "
+	     "paced file systems (highest seen, fading over minutes).\n"
+	     "# TYPE stagehand_pace_capacity_bytes_per_second gauge\n"
+	     "stagehand_pace_capacity_bytes_per_second %.0f\n", ps.capacity);
+	_add(&b, "# HELP stagehand_pace_backoffs_total Times the scavenger held its transfers "
+	     "because others needed the device.\n# TYPE stagehand_pace_backoffs_total counter\n"
+	     "stagehand_pace_backoffs_total %llu\n", (unsigned long long)ps.backoffs);
 	if (b.oom) {
 		free(b.s);
 		return NULL;

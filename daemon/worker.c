@@ -24,6 +24,7 @@
 #include "worker.h"
 #include "xattr.h"
 #include "xfer.h"
+#include "pace.h"
 #include "yield.h"
 
 #define BUF_MAX (2 * (sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX))
@@ -44,7 +45,7 @@ struct _worker {
 	int exited, status;
 	struct xfer_bucket *yb;      /* this worker's own bucket (yield), parent = global cap */
 	int64_t yield_since_ms;      /* when it started yielding; 0 = not yielding */
-	int yield_mode;              /* 0 none, 1 paused, 2 throttled, 3 trickle */
+	int yield_mode;              /* enum _ym */
 };
 
 #define MAX_UNSETTLED 256
@@ -97,6 +98,8 @@ void worker_pool_destroy(struct worker_pool *p)
 			close(w->chan);
 		_close_fds(w);
 		queue_request_free(w->req);
+		if (w->yb)
+			pace_run_bucket(w->yb, 0);
 		xfer_bucket_destroy(w->yb);
 	}
 	free(p->w);
@@ -333,7 +336,26 @@ static int64_t _now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static const char *const _mode_names[] = { "running", "paused", "throttled", "trickling" };
+enum _ym { YM_RUNNING = 0, YM_PAUSED, YM_THROTTLED, YM_TRICKLE, YM_PACED };
+static const char *const _mode_names[] = { "running", "paused", "throttled", "trickling",
+					   "paced" };
+
+/*
+ * YieldMode=adaptive: an after-job transfer runs under the pace thread (pace.h)
+ * from its first byte to its last, whether jobs run or not; it is held back
+ * while the thread holds it.
+ */
+static int _pace_one(struct _worker *w)
+{
+	if (w->yield_mode != YM_PACED) {
+		xfer_bucket_set_flush(w->yb, 1);
+		pace_run_bucket(w->yb, 1);
+		log_info("request %lld: %s paced by the adaptive scavenger", (long long)w->req->id,
+			 w->req->action);
+		w->yield_mode = YM_PACED;
+	}
+	return xfer_bucket_paused(w->yb);
+}
 
 /* Apply the yield decision to one worker; returns 1 if it is held back. */
 static int _yield_one(struct worker_pool *p, struct _worker *w, int64_t now_ms)
@@ -344,6 +366,17 @@ static int _yield_one(struct worker_pool *p, struct _worker *w, int64_t now_ms)
 
 	if (!w->yb || !w->req)
 		return 0;
+	if (c->yield_to_jobs && yield_after_job(w->req->action)) {
+		if (c->yield_mode == CONF_YIELD_ADAPTIVE)
+			return _pace_one(w);
+		if (w->yield_mode == YM_PACED) {	/* YieldMode changed by a reload */
+			pace_run_bucket(w->yb, 0);
+			xfer_bucket_set_paused(w->yb, 0);
+			w->yield_mode = YM_RUNNING;
+		}
+		/* Written back chunk by chunk: a pause leaves no dirty pages behind. */
+		xfer_bucket_set_flush(w->yb, 1);
+	}
 	if (yield_request_affected(p->d, w->req)) {
 		if (!w->yield_since_ms)
 			w->yield_since_ms = now_ms;
@@ -382,6 +415,16 @@ int worker_pool_yield(struct worker_pool *p, int64_t now_ms)
 		if (p->w[k].pid > 0 && p->w[k].req)
 			held += _yield_one(p, &p->w[k], now_ms);
 	return held;
+}
+
+int worker_pool_paused(const struct worker_pool *p, struct xfer_bucket **out, int max)
+{
+	int n = 0;
+
+	for (int k = 0; k < p->nslots && n < max; k++)
+		if (p->w[k].pid > 0 && p->w[k].req && p->w[k].yb && p->w[k].yield_mode == YM_PAUSED)
+			out[n++] = p->w[k].yb;
+	return n;
 }
 
 int worker_pool_busy_after_job(const struct worker_pool *p)
@@ -484,6 +527,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		}
 	}
 	xfer_bucket_set_parent(p->w[slot].yb, d->bucket);
+	xfer_bucket_reset_io(p->w[slot].yb);
 	xfer_bucket_set_rate(p->w[slot].yb, 0);
 	xfer_bucket_set_paused(p->w[slot].yb, 0);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -801,6 +845,8 @@ static void _settle(struct worker_pool *p, struct _worker *w)
 	queue_request_free(w->req);
 	w->req = NULL;
 	w->pid = 0;
+	if (w->yb && w->yield_mode == YM_PACED)
+		pace_run_bucket(w->yb, 0);
 	w->yield_since_ms = 0;
 	w->yield_mode = 0;
 	p->busy--;

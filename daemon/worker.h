@@ -35,6 +35,8 @@ int worker_pool_busy_after_job(const struct worker_pool *p);
  * (YieldBandwidth, YieldMaxDelay, YieldTrickle). Returns how many are held back.
  */
 int worker_pool_yield(struct worker_pool *p, int64_t now_ms);
+/* The buckets of the workers paused now (borrowed: they live as long as the pool). */
+int worker_pool_paused(const struct worker_pool *p, struct xfer_bucket **out, int max);
 
 /* Start a worker for a claimed (running) request; takes ownership of r. 0 or -1. */
 int worker_pool_start(struct worker_pool *p, struct queue_request *r);

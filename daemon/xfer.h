@@ -189,6 +189,46 @@ int xfer_bucket_paused(const struct xfer_bucket *b);
  * early if *stop becomes set.
  */
 void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop);
+/*
+ * A copy loop wrote len bytes at off to fd (call it right after the write,
+ * next to xfer_bucket_take). It feeds the adaptive scavenger (pace.h) and
+ * keeps few bytes in flight:
+ *  - learns the file system of the transfer from fd (fstat, once);
+ *  - counts the bytes as this transfer's own I/O on it;
+ *  - reports the time since this thread's previous bucket call, per MiB, as
+ *    a latency sample (dropped when any taker of the bucket slept for the rate
+ *    or a pause in between: then it measures the bucket, not the device);
+ *  - when the bucket is paced or paused (xfer_bucket_set_flush), writes the
+ *    range back and waits (sync_file_range) unless fd is O_DIRECT or len is
+ *    under 256 KiB, so that no pile of dirty pages is left to flush into a
+ *    job's I/O;
+ *  - waits while the bucket is paused, so a pause stops the writer after the
+ *    chunk in flight, not only the reader.
+ * off < 0: the len bytes just before fd's file position (appending writes).
+ * A NULL bucket or fd < 0 does nothing.
+ */
+void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len);
+/* 1: xfer_bucket_wrote writes back what was written at once (paced, paused). */
+void xfer_bucket_set_flush(struct xfer_bucket *b, int flush);
+/*
+ * Change the rate without forgiving the debt of bytes already taken (the
+ * pace thread calls it every step; xfer_bucket_set_rate starts afresh).
+ */
+void xfer_bucket_adjust_rate(struct xfer_bucket *b, uint64_t rate);
+/* Seconds since a copy loop last called take or wrote on b (it finished an I/O). */
+double xfer_bucket_idle_s(struct xfer_bucket *b);
+/* What the copy loops reported since the previous call (pace thread), and reset. */
+struct xfer_bucket_io {
+	dev_t dev;          /* file system written, 0 = none yet */
+	uint64_t rbytes;    /* bytes taken (read: the source, a read-back) */
+	uint64_t wbytes;    /* bytes written (xfer_bucket_wrote) */
+	uint64_t rmax, wmax; /* largest single take / write seen (in flight at once) */
+	double lat_sum;     /* sum of latency samples, ns per MiB */
+	int lat_n;          /* number of samples */
+};
+void xfer_bucket_drain_io(struct xfer_bucket *b, struct xfer_bucket_io *io);
+/* Forget the file system and sizes (a worker slot starts another request). */
+void xfer_bucket_reset_io(struct xfer_bucket *b);
 
 /* ---- excluded directories ---- */
 #define XFER_EXCLUDE_MAX 256

@@ -295,6 +295,7 @@ int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size,
 			_fail(&b, e);
 			break;
 		}
+		xfer_bucket_wrote(ctx->bucket, dfd, i * (int64_t)BIG_CHUNK, b.slen[i % BIG_SLOTS]);
 		_advance(&b, &b.nwritten);
 	}
 join:

@@ -146,6 +146,10 @@ int xfer_engine_write(struct xfer_ctx *ctx, int fd, const void *buf, size_t n, i
 			return errno;
 		w += (size_t)m;
 	}
+	/* What the pace controller learns from: the file system, bytes, latency;
+	   paced or paused ranges are written back here (no dirty pile). */
+	if (fd >= 0)
+		xfer_bucket_wrote(ctx->bucket, fd, off, (uint64_t)n);
 	return 0;
 }
 

@@ -14,8 +14,10 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "pace.h"
 #include "queue.h"
 #include "worker.h"
+#include "xfer.h"
 #include "yield.h"
 
 #define MAX_ROOTS 64
@@ -37,6 +39,10 @@ static int _probe_warned;
 static pthread_mutex_t _starts_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct yield_starts _starts;
 static atomic_int _kick;	/* 1: apply the busy set at the next loop turn */
+static atomic_uint _kick_seq;	/* job-start events so far */
+static atomic_uint _applied_seq;	/* the last of them the main loop has applied */
+static struct xfer_bucket *_paused[64];	/* paused workers' buckets (under _starts_lock) */
+static int _npaused;
 static atomic_int _nstarted;
 
 static int64_t _mono_ms(void)
@@ -163,9 +169,39 @@ void yield_starts_free(struct yield_starts *t)
 	t->cap = 0;
 }
 
+/*
+ * The job's tasks start when the start event is answered: first let the main
+ * loop pause the transfers on its file systems, and let the I/O they had in
+ * flight finish (no take or write reported for YIELD_QUIET_MS), so none of it
+ * lands in the job's first burst. Bounded by YIELD_SETTLE_MS.
+ */
+static void _settle(unsigned seq)
+{
+	int64_t t0 = _mono_ms(), now = t0;
+	struct timespec ts = { 0, 2 * 1000000L };
+
+	while ((int)(atomic_load(&_applied_seq) - seq) < 0 && now - t0 < YIELD_SETTLE_MS) {
+		nanosleep(&ts, NULL);
+		now = _mono_ms();
+	}
+	while (now - t0 < YIELD_SETTLE_MS) {
+		int busy = 0;
+
+		pthread_mutex_lock(&_starts_lock);
+		for (int i = 0; i < _npaused; i++)
+			busy |= xfer_bucket_idle_s(_paused[i]) * 1000 < YIELD_QUIET_MS;
+		pthread_mutex_unlock(&_starts_lock);
+		if (!busy)
+			break;
+		nanosleep(&ts, NULL);
+		now = _mono_ms();
+	}
+}
+
 int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
 		    char *err, size_t errlen)
 {
+	unsigned seq;
 	int rc;
 
 	pthread_mutex_lock(&_starts_lock);
@@ -179,8 +215,10 @@ int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, siz
 			 "(end events missing?)" : "out of memory");
 		return -1;
 	}
+	seq = atomic_fetch_add(&_kick_seq, 1) + 1;
 	atomic_store(&_kick, 1);
 	daemon_wake(d);
+	_settle(seq);
 	return 0;
 }
 
@@ -399,6 +437,7 @@ static void _refresh(struct daemon *d)
 static void _tick(struct daemon *d, int64_t now_ms)
 {
 	int held;
+	unsigned seq = atomic_load(&_kick_seq);
 
 	/* Runs every loop turn it can (period 50 ms); does its work every
 	   500 ms, or at once when a job-start or end event arrived. */
@@ -407,6 +446,10 @@ static void _tick(struct daemon *d, int64_t now_ms)
 	_last_full_ms = now_ms;
 	_refresh(d);
 	held = worker_pool_yield(d->pool, now_ms);
+	pthread_mutex_lock(&_starts_lock);
+	_npaused = worker_pool_paused(d->pool, _paused, 64);
+	pthread_mutex_unlock(&_starts_lock);
+	atomic_store(&_applied_seq, seq);
 	atomic_store(&d->metrics->yield_busy_fs, (int)_nbusy + _unknown_busy);
 	atomic_store(&d->metrics->yield_active, held);
 	if (held > 0 && _last_ms > 0)
@@ -416,6 +459,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 
 static void _fini(struct daemon *d)
 {
+	pace_run_stop();
 	yield_set_running(d, NULL);
 	pthread_mutex_lock(&_starts_lock);
 	yield_starts_free(&_starts);
@@ -427,10 +471,8 @@ static void _fini(struct daemon *d)
 
 static int _init(struct daemon *d, char *err, size_t errlen)
 {
-	(void)err;
-	(void)errlen;
 	_refresh(d);
-	return 0;
+	return pace_run_start(d, err, errlen);
 }
 
 const struct lifecycle_hook yield_hook = {

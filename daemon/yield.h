@@ -43,14 +43,20 @@ extern const struct lifecycle_hook yield_hook;
    (NULL-terminated, freed with sjob_free_paths-compatible free()s; may be NULL). */
 void yield_set_running(struct daemon *d, char **paths);
 
+/* A job-start event is answered once the paused transfers' I/O in flight
+   has ended (none reported for YIELD_QUIET_MS), or after YIELD_SETTLE_MS. */
+#define YIELD_QUIET_MS 60
+#define YIELD_SETTLE_MS 300
+
 /* Seconds a job-start event holds its paths when nothing ends it. */
 #define YIELD_START_EXPIRY_S (24 * 3600)
 #define YIELD_START_PATHS_MAX 32	/* paths kept per job-start event */
 #define YIELD_STARTS_MAX 4096		/* job-start events kept at once */
 
 /*
- * A job started on a node (API thread): mark its paths busy and have the main
- * loop apply it to the workers at once (daemon_wake). paths are copied;
+ * A job started on a node (API thread): mark its paths busy, have the main
+ * loop apply it to the workers at once (daemon_wake), and return once the
+ * paused transfers' I/O in flight has ended (bounded). paths are copied;
  * a repeat for the same job replaces its paths. 0, or -1 when the table is
  * full or out of memory (err says).
  */

@@ -192,6 +192,17 @@ int main(void)
 		   "MetricsAddress and ListenAddress are the same address"), "metrics on the API port");
 	ok(_err_at("MaxPathLength=5000\n", 1, "MaxPathLength must be an integer from 16 to 4095"),
 	   "MaxPathLength over the grammar's own");
+	c = conf_create();
+	ok(c->yield_mode == CONF_YIELD_PAUSE, "YieldMode defaults to pause");
+	conf_destroy(c);
+	ok(_parse("YieldMode=adaptive\n", &c, err, sizeof(err)) == 0 &&
+	   c->yield_mode == CONF_YIELD_ADAPTIVE, "YieldMode=adaptive: %s", err);
+	conf_destroy(c);
+	ok(_parse("YieldMode=CAP\nYieldBandwidth=50M\n", &c, err, sizeof(err)) == 0 &&
+	   c->yield_mode == CONF_YIELD_CAP, "YieldMode=cap with YieldBandwidth: %s", err);
+	conf_destroy(c);
+	ok(_err_at("YieldMode=fast\n", 1, "'pause', 'cap' or 'adaptive'"), "bad YieldMode");
+	ok(_err_at("\nYieldMode=cap\n", 2, "needs YieldBandwidth"), "YieldMode=cap alone");
 	unlink(_path);
 	return tap_done();
 }

@@ -97,8 +97,11 @@ def test_archive_pauses_while_job_runs_and_resumes(daemon, layout):
     assert paused[-1][2] == "running", paused[-1]
     assert _metric(daemon, "stagehand_yield_active") == 1
     st, health, _, _ = daemon.api.get("/v1/health")
-    assert st == 200 and health["yield"] == {"active": 1, "busy_filesystems": 1,
-                                            "started_jobs": 0}, health
+    y = health["yield"]
+    assert st == 200 and {k: y[k] for k in ("active", "busy_filesystems", "started_jobs",
+                                            "mode")} == {"active": 1, "busy_filesystems": 1,
+                                                         "started_jobs": 0, "mode": "pause"}, health
+    assert y["pace"]["filesystems"] == 0, y     # nothing is paced in pause mode
     t_release = time.monotonic()
     _idle(layout)
     moving = _sample(daemon, req["id"], 3.0)

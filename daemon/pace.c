@@ -1,0 +1,459 @@
+/* pace.c - see pace.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "pace.h"
+#include "xfer.h"
+
+#define MIB (1024.0 * 1024.0)
+#define NS 1000000000.0
+
+/* libm only for this: not worth a link dependency. */
+static double _max(double a, double b)
+{
+	return a > b ? a : b;
+}
+
+void pace_default_params(struct pace_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->foreign_min = 2 * MIB;	/* below: journal commits, atime, a daemon's log */
+	p->quiet_ns = 300 * 1000000LL;	/* a job's burst has no gap this long inside it */
+	p->quiet_bytes = 256 * 1024;
+	p->target = 0.5;		/* 50% slower than uncontended = someone else is there */
+	p->min_rate = 8 * MIB;
+	p->ramp_s = 1.0;
+}
+
+void pace_init(struct pace *c, const struct pace_params *p)
+{
+	memset(c, 0, sizeof(*c));
+	c->p = *p;
+	c->rate = p->min_rate;
+}
+
+static double _pos(uint64_t now, uint64_t then)
+{
+	return now >= then ? (double)(now - then) : 0;	/* a reset counter: no step */
+}
+
+/* Lowest own latency over the last PACE_BASE_N minutes (0 = none yet). */
+static double _base(struct pace *c, int64_t now_ns, double sample)
+{
+	int64_t minute = now_ns / (int64_t)(60 * NS);
+	double b = 0;
+
+	if (minute != c->base_minute) {
+		int64_t shift = minute - c->base_minute;
+
+		if (shift >= PACE_BASE_N || shift < 0)
+			memset(c->base, 0, sizeof(c->base));
+		else {
+			memmove(c->base + shift, c->base, sizeof(c->base[0]) * (size_t)(PACE_BASE_N - shift));
+			memset(c->base, 0, sizeof(c->base[0]) * (size_t)shift);
+		}
+		c->base_minute = minute;
+	}
+	if (sample > 0 && (c->base[0] == 0 || sample < c->base[0]))
+		c->base[0] = sample;
+	for (int i = 0; i < PACE_BASE_N; i++)
+		if (c->base[i] > 0 && (b == 0 || c->base[i] < b))
+			b = c->base[i];
+	return b;
+}
+
+/* Others' load: 1 if it is there now. Updates capacity and the smoothed load. */
+static int _foreign(struct pace *c, double dt, const struct pace_probe_sample *dev,
+		    const struct pace_own *own)
+{
+	double dr = _pos(dev->rbytes, c->last.rbytes), dw = _pos(dev->wbytes, c->last.wbytes);
+	double ur = dr - (double)own->rbytes, uw = dw - (double)own->wbytes;
+	double allow = c->p.foreign_min * dt, k = dt / 0.5 > 1 ? 1 : dt / 0.5;
+	double total = (dr + dw) / dt;
+
+	/* Over ~200 ms: one 10 ms step catches completions in clumps. */
+	c->total += (total - c->total) * (dt / 0.2 > 1 ? 1 : dt / 0.2);
+	c->capacity *= 1 - (dt / 600 > 1 ? 1 : dt / 600);	/* a peak fades over ~10 min */
+	if (c->total > c->capacity)
+		c->capacity = c->total;
+	c->foreign += (((ur > 0 ? ur : 0) + (uw > 0 ? uw : 0)) / dt - c->foreign) * k;
+	if (c->held)	/* ours are stopped: what the device moved is the others' */
+		return ur + uw > allow + c->p.quiet_bytes;
+	/* Our bytes are reported after they completed: up to one chunk per stage
+	   may show on the device first. Only an excess beyond that is others'. */
+	c->exc_r = _max(0, c->exc_r + ur - allow);
+	c->exc_w = _max(0, c->exc_w + uw - allow);
+	c->own_w += ((double)own->wbytes / dt - c->own_w) * k;
+	/* Just after our writer reported a chunk, nothing of ours is unreported
+	   but what it wrote since (about a step's worth): a smaller excess is
+	   already others'. The writer reports every chunk, so this bounds the
+	   time to see a burst by about one chunk's time. */
+	if (own->wbytes > 0 && c->exc_w > MIB + 2 * c->own_w * dt)
+		return 1;
+	return c->exc_r > 2.0 * (double)own->rmax + MIB || c->exc_w > (double)own->wmax + MIB;
+}
+
+/* LEDBAT: move the rate toward the point where our latency is base * (1 + target). */
+static void _ledbat(struct pace *c, int64_t now_ns, double dt, const struct pace_own *own)
+{
+	double ref = _max(c->capacity, 100 * MIB), off = 1;
+	double upper = c->capacity > MIB ? c->capacity * 1.5 + c->p.min_rate : 1e15;
+
+	if (own->lat_n > 0) {
+		double d = own->lat_sum / own->lat_n, base = _base(c, now_ns, d);
+
+		c->delay = d;
+		if (base > 0) {
+			double target = base * c->p.target;
+
+			off = (target - (d - base)) / target;
+		}
+	}
+	if (off < -1)	/* far over target: halve within ~100 ms */
+		c->rate *= 1 - 0.5 * (dt / 0.1 > 1 ? 1 : dt / 0.1);
+	else
+		c->rate += off * ref * dt / c->p.ramp_s;
+	if (c->rate > upper)
+		c->rate = upper;
+	if (c->rate < c->p.min_rate)
+		c->rate = c->p.min_rate;
+}
+
+double pace_step(struct pace *c, int64_t now_ns, const struct pace_probe_sample *dev,
+		 const struct pace_own *own)
+{
+	double dt = c->last_ns ? (double)(now_ns - c->last_ns) / NS : 0;
+	int busy = 0;
+
+	if (dt <= 0 || dt > 1.0) {	/* first step, or after a gap: start afresh */
+		c->last_ns = now_ns;
+		c->have_last = dev != NULL;
+		if (dev)
+			c->last = *dev;
+		c->exc_r = c->exc_w = 0;
+		return c->held ? 0 : c->rate;
+	}
+	c->last_ns = now_ns;
+	if (dev && c->have_last)
+		busy = _foreign(c, dt, dev, own);
+	c->have_last = dev != NULL;
+	if (dev)
+		c->last = *dev;
+	if (c->held) {
+		if (busy)
+			c->quiet_since_ns = 0;
+		else if (!c->quiet_since_ns)
+			c->quiet_since_ns = now_ns;
+		if (c->quiet_since_ns && now_ns - c->quiet_since_ns >= c->p.quiet_ns) {
+			c->held = 0;
+			c->exc_r = c->exc_w = 0;
+		}
+		return c->held ? 0 : c->rate;
+	}
+	if (busy) {
+		c->held = 1;
+		c->backoffs++;
+		c->quiet_since_ns = 0;
+		/* Come back at half the rate that was running: the next quiet phase
+		   probably looks like the last one. */
+		c->rate = _max(c->p.min_rate, c->rate / 2);
+		return 0;
+	}
+	_ledbat(c, now_ns, dt, own);
+	return c->rate;
+}
+
+double pace_idle(const struct pace *c)
+{
+	return c->capacity > c->foreign ? c->capacity - c->foreign : 0;
+}
+
+/* ---- the block-device probe: /sys/dev/block/MAJ:MIN/stat ---- */
+
+struct _block {
+	int fd;
+};
+
+static void *_block_open(dev_t dev)
+{
+	char path[64];
+	struct _block *h;
+	int fd;
+
+	if (major(dev) == 0)
+		return NULL;	/* tmpfs, overlay, NFS: no block device behind it */
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/stat", major(dev), minor(dev));
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return NULL;
+	if (!(h = malloc(sizeof(*h)))) {
+		close(fd);
+		return NULL;
+	}
+	h->fd = fd;
+	return h;
+}
+
+static int _block_read(void *hv, struct pace_probe_sample *s)
+{
+	struct _block *h = hv;
+	char buf[512];
+	unsigned long long f[7];
+	ssize_t n = pread(h->fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* reads, merged, sectors read, ms, writes, merged, sectors written, ... */
+	if (sscanf(buf, "%llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1], &f[2], &f[3], &f[4],
+		   &f[5], &f[6]) != 7)
+		return -1;
+	s->rbytes = f[2] * 512;
+	s->wbytes = f[6] * 512;
+	return 0;
+}
+
+static void _block_close(void *hv)
+{
+	struct _block *h = hv;
+
+	if (h) {
+		close(h->fd);
+		free(h);
+	}
+}
+
+const struct pace_probe_ops pace_probe_block = {
+	.name = "block",
+	.open = _block_open,
+	.read = _block_read,
+	.close = _block_close,
+};
+
+/* Probes tried in order for a file system; a parallel file system's goes first. */
+static const struct pace_probe_ops *const _probes[] = { &pace_probe_block, NULL };
+
+/* ---- the pace thread ---- */
+
+#define PACE_SLOTS 256
+#define PACE_FS 16
+#define PACE_STEP_NS (10 * 1000000LL)
+
+struct _fs {
+	dev_t dev;
+	int used;
+	int tried;                   /* probes tried for it */
+	const struct pace_probe_ops *ops;
+	void *h;
+	struct pace c;
+	int n;                       /* paced buckets on it this step */
+	struct pace_own own;
+};
+
+static pthread_mutex_t _mu = PTHREAD_MUTEX_INITIALIZER;
+static struct xfer_bucket *_slot[PACE_SLOTS];
+static int _slot_fs[PACE_SLOTS];
+static int _nslots;
+static struct _fs _fs[PACE_FS];
+static struct pace_params _params;
+static struct pace_stats _stats;
+static uint64_t _backoffs_gone;	/* of controllers reused for another device */
+static pthread_t _thread;
+static atomic_int _running;
+
+static int64_t _now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void pace_run_bucket(struct xfer_bucket *b, int adaptive)
+{
+	pthread_mutex_lock(&_mu);
+	for (int i = 0; i < _nslots; i++)
+		if (_slot[i] == b) {
+			_slot[i] = _slot[--_nslots];
+			break;
+		}
+	if (adaptive && _nslots < PACE_SLOTS)
+		_slot[_nslots++] = b;
+	pthread_mutex_unlock(&_mu);
+}
+
+static int _fs_for(dev_t dev)
+{
+	int free_i = -1, idle_i = -1;
+
+	for (int i = 0; i < PACE_FS; i++) {
+		if (_fs[i].used && _fs[i].dev == dev)
+			return i;
+		if (!_fs[i].used && free_i < 0)
+			free_i = i;
+		if (_fs[i].used && _fs[i].n == 0 && idle_i < 0)
+			idle_i = i;
+	}
+	if (free_i < 0 && (free_i = idle_i) >= 0) {	/* full: reuse an idle one */
+		_backoffs_gone += _fs[free_i].c.backoffs;
+		if (_fs[free_i].h)
+			_fs[free_i].ops->close(_fs[free_i].h);
+	}
+	if (free_i < 0)
+		return -1;
+	memset(&_fs[free_i], 0, sizeof(_fs[free_i]));
+	_fs[free_i].used = 1;
+	_fs[free_i].dev = dev;
+	pace_init(&_fs[free_i].c, &_params);
+	return free_i;
+}
+
+static void _probe(struct _fs *f, struct pace_probe_sample *s, int *have)
+{
+	*have = 0;
+	if (!f->tried) {
+		f->tried = 1;
+		for (int i = 0; _probes[i] && !f->h; i++)
+			if ((f->h = _probes[i]->open(f->dev)))
+				f->ops = _probes[i];
+		if (f->h)
+			log_info("pace: file system %u:%u: %s probe", major(f->dev), minor(f->dev),
+				 f->ops->name);
+	}
+	if (f->h && f->ops->read(f->h, s) == 0)
+		*have = 1;
+	else if (f->h) {
+		log_warn("pace: file system %u:%u: the %s probe stopped answering; pacing on "
+			 "the transfers' own latency only", major(f->dev), minor(f->dev), f->ops->name);
+		f->ops->close(f->h);
+		f->h = NULL;
+	}
+}
+
+static void _step(int64_t now)
+{
+	struct pace_stats st = { 0 };
+
+	for (int i = 0; i < PACE_FS; i++) {
+		_fs[i].n = 0;
+		memset(&_fs[i].own, 0, sizeof(_fs[i].own));
+	}
+	for (int k = 0; k < _nslots; k++) {
+		struct xfer_bucket_io io;
+		struct pace_own *o;
+		int i;
+
+		xfer_bucket_drain_io(_slot[k], &io);
+		_slot_fs[k] = i = _fs_for(io.dev);
+		if (i < 0)
+			continue;
+		o = &_fs[i].own;
+		_fs[i].n++;
+		o->rbytes += io.rbytes;
+		o->wbytes += io.wbytes;
+		o->rmax += io.rmax;	/* every transfer may have one in flight */
+		o->wmax += io.wmax;
+		o->lat_sum += io.lat_sum;
+		o->lat_n += io.lat_n;
+	}
+	for (int i = 0; i < PACE_FS; i++) {
+		struct pace_probe_sample s;
+		int have;
+
+		if (!_fs[i].used || _fs[i].n == 0)
+			continue;
+		_probe(&_fs[i], &s, &have);
+		pace_step(&_fs[i].c, now, have ? &s : NULL, &_fs[i].own);
+		st.controllers++;
+		st.held += _fs[i].c.held;
+		st.rate += _fs[i].c.held ? 0 : _fs[i].c.rate;
+		st.idle += pace_idle(&_fs[i].c);
+		st.capacity += _fs[i].c.capacity;
+	}
+	for (int k = 0; k < _nslots; k++) {
+		struct _fs *f = _slot_fs[k] >= 0 ? &_fs[_slot_fs[k]] : NULL;
+
+		if (!f)
+			continue;
+		xfer_bucket_set_paused(_slot[k], f->c.held);
+		if (!f->c.held)
+			xfer_bucket_adjust_rate(_slot[k], (uint64_t)(f->c.rate / f->n));
+	}
+	st.backoffs = _backoffs_gone;
+	for (int i = 0; i < PACE_FS; i++)
+		st.backoffs += _fs[i].c.backoffs;
+	_stats = st;
+}
+
+static void *_main(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&_running)) {
+		struct timespec ts = { 0, PACE_STEP_NS };
+		int any;
+
+		pthread_mutex_lock(&_mu);
+		any = _nslots > 0;
+		if (any) {
+			_step(_now_ns());
+		} else {	/* nothing paced: only the count of backoffs stays */
+			uint64_t b = _stats.backoffs;
+
+			memset(&_stats, 0, sizeof(_stats));
+			_stats.backoffs = b;
+		}
+		pthread_mutex_unlock(&_mu);
+		if (!any)
+			ts.tv_nsec = 100 * 1000000L;	/* nothing paced: look less often */
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+int pace_run_start(struct daemon *d, char *err, size_t errlen)
+{
+	int e;
+
+	(void)d;
+	pace_default_params(&_params);
+	atomic_store(&_running, 1);
+	if ((e = pthread_create(&_thread, NULL, _main, NULL)) != 0) {
+		atomic_store(&_running, 0);
+		snprintf(err, errlen, "cannot start the pace thread: pthread_create: %s",
+			 strerror(e));
+		return -1;
+	}
+	return 0;
+}
+
+void pace_run_stop(void)
+{
+	if (!atomic_exchange(&_running, 0))
+		return;
+	pthread_join(_thread, NULL);
+	pthread_mutex_lock(&_mu);
+	for (int i = 0; i < PACE_FS; i++)
+		if (_fs[i].used && _fs[i].h)
+			_fs[i].ops->close(_fs[i].h);
+	memset(_fs, 0, sizeof(_fs));
+	_nslots = 0;
+	pthread_mutex_unlock(&_mu);
+}
+
+void pace_run_stats(struct pace_stats *s)
+{
+	pthread_mutex_lock(&_mu);
+	*s = _stats;
+	pthread_mutex_unlock(&_mu);
+}

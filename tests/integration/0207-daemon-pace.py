@@ -1,0 +1,99 @@
+"""YieldMode=adaptive: the scavenger paces after-job transfers on the device.
+
+A real stagehandd (SlurmWatch=no, YieldMode=adaptive) archives a tree of
+large files (the pipelined path) on the test bed's disk. While it runs, root
+writes to the same file system with direct I/O (others' load on the device):
+the scavenger must hold the archive (stagehand_pace_held, a backoff counted)
+and let it finish once the writer stops. Its state is in /metrics,
+/v1/health and `stagehand status`.
+"""
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import chown_tree, run_cli, user_dir
+
+MIB = 1 << 20
+
+
+def _metrics(daemon):
+    st, _, text, _ = daemon.api.get("/metrics")
+    assert st == 200
+    return {k: float(v) for k, v in re.findall(r"^(stagehand_pace_\w+) (\S+)$", text, re.M)}
+
+
+@pytest.fixture(scope="module")
+def layout(base_dir, test_users):
+    scratch = os.path.join(base_dir, "scratch")
+    archive = os.path.join(base_dir, "archive")
+    for p in (scratch, archive):
+        os.makedirs(p, mode=0o755, exist_ok=True)
+        os.chmod(p, 0o1777)
+    return {"scratch": scratch, "archive": archive}
+
+
+@pytest.fixture(scope="module")
+def daemon(make_daemon, layout):
+    return make_daemon("pace", Workers=2, ArchiveWorkers=1, YieldMode="adaptive",
+                       ScratchRoots=layout["scratch"], ArchiveRoot=layout["archive"],
+                       BandwidthCap="40M")
+
+
+def test_adaptive_state_visible(daemon, stagehand_bin):
+    st, health, _, _ = daemon.api.get("/v1/health")
+    assert st == 200
+    y = health["yield"]
+    assert y["mode"] == "adaptive", y
+    assert set(y["pace"]) == {"filesystems", "held", "rate", "idle_bandwidth", "capacity",
+                              "backoffs"}, y
+    m = _metrics(daemon)
+    assert m["stagehand_pace_mode"] == 2, m
+    for k in ("filesystems", "held", "rate_bytes_per_second", "idle_bytes_per_second",
+              "capacity_bytes_per_second", "backoffs_total"):
+        assert f"stagehand_pace_{k}" in m, m
+    p = run_cli(stagehand_bin, ["status"], user="shtest",
+                env={"STAGEHAND_SOCKET": daemon.sock})
+    assert p.returncode == 0, p.stderr
+    assert "YieldMode=adaptive" in p.stdout and "scavenger:" in p.stdout, p.stdout
+
+
+def test_archive_held_while_others_write_then_finishes(daemon, layout):
+    src = user_dir(layout["scratch"], "shtest", "big", "out")
+    for i in range(3):
+        with open(os.path.join(src, f"part{i}"), "wb") as f:
+            for _ in range(48):
+                f.write(os.urandom(MIB))
+    chown_tree(src, "shtest")
+    subprocess.run(["sync", "-f", src], check=True)
+    m0 = _metrics(daemon)
+    req = daemon.api.submit("archive", src, os.path.join(layout["archive"], "big"),
+                            as_user="shtest")
+    # Paced from its first byte.
+    end = time.monotonic() + 10
+    while time.monotonic() < end and _metrics(daemon)["stagehand_pace_filesystems"] < 1:
+        time.sleep(0.05)
+    assert _metrics(daemon)["stagehand_pace_filesystems"] == 1, daemon.log_tail()
+    assert "paced by the adaptive scavenger" in daemon.log_tail(200)
+    # Others' load: 256 MiB of direct writes on the same file system.
+    noise = os.path.join(layout["scratch"], "noise")
+    w = subprocess.Popen(["dd", "if=/dev/zero", f"of={noise}", "bs=1M", "count=256",
+                          "oflag=direct", "status=none"])
+    held = 0
+    while w.poll() is None:
+        held = max(held, _metrics(daemon)["stagehand_pace_held"])
+        time.sleep(0.02)
+    os.unlink(noise)
+    m1 = _metrics(daemon)
+    assert m1["stagehand_pace_backoffs_total"] > m0["stagehand_pace_backoffs_total"], \
+        (m0, m1, daemon.log_tail())
+    assert held == 1, "the archive was never seen held while dd wrote"
+    r = daemon.api.wait(req["id"], timeout=180)
+    assert r["state"] == "done", r
+    assert r["bytes_done"] == 3 * 48 * MIB
+    end = time.monotonic() + 5
+    while time.monotonic() < end and _metrics(daemon)["stagehand_pace_filesystems"] != 0:
+        time.sleep(0.1)
+    assert _metrics(daemon)["stagehand_pace_filesystems"] == 0, "still paced after the end"
