@@ -36,9 +36,13 @@
 extern char **environ;
 
 /*
- * The driver: load the module (require "stagehand" from the script's
- * directory), else run the script and take its global 'stagehand' table;
- * print tab-separated lines: error|why|mode|version|key|legacy.
+ * The driver: run the script as slurmctld would (a script that does not load
+ * is the first failure), then take its global 'stagehand' (the shipped
+ * wrappers set it), else the module as the script's directory holds it
+ * (require "stagehand": a site script that keeps it local); print
+ * tab-separated lines: error|why|mode|version|key|legacy. The module reads
+ * STAGEHAND_CONF: the doctor's own when set (say what slurmctld's is), else
+ * the stagehand.conf being checked.
  */
 static const char _driver[] =
 	"local script = os.getenv('STAGEHAND_DOCTOR_SCRIPT')\n"
@@ -56,13 +60,15 @@ static const char _driver[] =
 	"slurm = { SUCCESS = 0, ERROR = -1, log_info = nop, log_debug = nop,\n"
 	"  log_verbose = nop, log_error = nop, log_user = nop }\n"
 	"package.path = (script:match('^(.*)/[^/]*$') or '.') .. '/?.lua;' .. package.path\n"
-	"local ok, m = pcall(require, 'stagehand')\n"
-	"local legacy = false\n"
-	"if not ok or type(m) ~= 'table' then\n"
-	"  out('why', string.sub(clean(m), 1, 300))\n"
-	"  local ok2, e2 = pcall(dofile, script)\n"
-	"  if not ok2 then out('error', e2) return end\n"
-	"  m = rawget(_G, 'stagehand') legacy = true\n"
+	"local ok, e = pcall(dofile, script)\n"
+	"if not ok then out('error', e) return end\n"
+	"local m = rawget(_G, 'stagehand')\n"
+	"local legacy = type(m) == 'table' and type(m.site_config) ~= 'function'\n"
+	"if type(m) ~= 'table' or legacy then\n"
+	"  local ok2, m2 = pcall(require, 'stagehand')\n"
+	"  if ok2 and type(m2) == 'table' and type(m2.site_config) == 'function' then\n"
+	"    m = m2 legacy = false\n"
+	"  else out('why', string.sub(clean(m2), 1, 300)) legacy = true end\n"
 	"end\n"
 	"if type(m) ~= 'table' then out('mode', 'none') return end\n"
 	"out('version', m.VERSION)\n"
@@ -80,7 +86,7 @@ static const char _driver[] =
 /* Run the driver; returns the child's output (free()) or NULL with err. */
 static char *_run(const struct doctor *dr, char *err, size_t errlen)
 {
-	char env_script[PATH_MAX + 32], *argv[] = { (char *)dr->lua_bin, "-e", (char *)_driver, NULL };
+	char env_script[PATH_MAX + 32], env_conf[PATH_MAX + 32], *argv[] = { (char *)dr->lua_bin, "-e", (char *)_driver, NULL };
 	char **env = NULL, *buf = NULL;
 	size_t n = 0, len = 0;
 	posix_spawn_file_actions_t fa;
@@ -91,7 +97,7 @@ static char *_run(const struct doctor *dr, char *err, size_t errlen)
 
 	for (char **e = environ; *e; e++)
 		n++;
-	env = calloc(n + 2, sizeof(*env));
+	env = calloc(n + 3, sizeof(*env));
 	buf = malloc(LUA_MAX_OUT + 1);
 	if (!env || !buf || pipe2(p, O_CLOEXEC) < 0) {
 		snprintf(err, errlen, "cannot start %.200s: %s", dr->lua_bin, strerror(errno));
@@ -100,11 +106,14 @@ static char *_run(const struct doctor *dr, char *err, size_t errlen)
 		return NULL;
 	}
 	snprintf(env_script, sizeof(env_script), "STAGEHAND_DOCTOR_SCRIPT=%s", dr->lua_script);
+	snprintf(env_conf, sizeof(env_conf), "STAGEHAND_CONF=%s", dr->conf_path);
 	n = 0;
 	for (char **e = environ; *e; e++)
 		if (strncmp(*e, "STAGEHAND_DOCTOR_SCRIPT=", 24) != 0)
 			env[n++] = *e;
 	env[n++] = env_script;
+	if (!getenv("STAGEHAND_CONF"))
+		env[n++] = env_conf;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 1);

@@ -14,14 +14,14 @@ setup() {
 	ETC=$STAGEHAND_TESTBED_DIR/etc
 	SAVE=$BATS_TEST_TMPDIR/save
 	mkdir -p "$SAVE"
-	cp -a "$ETC/slurm.conf" "$ETC/plugstack.conf" "$ETC/job_submit.lua" "$SAVE/"
+	cp -a "$ETC/slurm.conf" "$ETC/plugstack.conf" "$ETC"/*.lua "$SAVE/"
 	chmod_scratch=$(stat -c %a "$STAGEHAND_TESTBED_SCRATCH")
 }
 
 teardown() {
 	cp -a "$SAVE/slurm.conf" "$SAVE/plugstack.conf" "$ETC/"
-	rm -f "$ETC/job_submit.lua" "$ETC/stagehand.lua" "$ETC/burst_buffer.lua"
-	cp -a "$SAVE/job_submit.lua" "$ETC/"
+	rm -f "$ETC"/*.lua
+	cp -a "$SAVE"/*.lua "$ETC/"
 	chmod "$chmod_scratch" "$STAGEHAND_TESTBED_SCRATCH"
 	rm -rf "$STAGEHAND_TESTBED_SCRATCH/shtest2-doctor"
 	faults_teardown
@@ -56,8 +56,8 @@ passes() {
 		echo "$out" | jq -e --arg c "$c" '[.checks[] | select(.check == $c and .status == "ok")] | length > 0' >/dev/null
 	done
 	echo "$out" | jq -e '.checks[] | select(.check == "daemon") | .message | test("TCP \\+ MUNGE")' >/dev/null
-	# The script of this tree predates the stagehand module: said, not failed.
-	echo "$out" | jq -e '.checks[] | select(.check == "lua" and .status == "warn") | .message | test("job_submit.lua has no stagehand module")' >/dev/null
+	# job_submit.lua loads the stagehand module of this release.
+	echo "$out" | jq -e '.checks[] | select(.check == "lua" and .status == "ok") | .message | test("job_submit.lua: stagehand module [0-9.]+, same as stagehandd")' >/dev/null
 	# Text output on a compute node (its own network and mount namespace).
 	run on_node n1 "$STAGEHAND" doctor --config "$STAGEHAND_TESTBED_CONF" --slurm-conf "$SLURM_CONF"
 	echo "$output"
@@ -73,7 +73,10 @@ passes() {
 	doctor
 	passes slurm.conf
 	echo "$out" | jq -e '.checks[] | select(.check == "slurm.conf") | .message | test("burst-buffer mode")' >/dev/null
-	# ...and then the doctor wants burst_buffer.lua beside slurm.conf.
+	# ...and then the doctor runs burst_buffer.lua beside slurm.conf, and wants it there.
+	echo "$out" | jq -e '.checks[] | select(.check == "lua" and .status == "ok") | .message | test("burst_buffer.lua: stagehand module")' >/dev/null
+	rm -f "$ETC/burst_buffer.lua"
+	doctor
 	fails lua "burst_buffer.lua: No such file"
 }
 
@@ -153,14 +156,19 @@ passes() {
 	fi
 }
 
-@test "site: stagehand.conf's AllowedSchemes, StageInRoots and MaxDirectives against the Lua SITE table" {
+@test "site: slurmctld's module reading another stagehand.conf (AllowedSchemes, StageInRoots, MaxDirectives differ) fails" {
+	# What slurmctld's module reads when its STAGEHAND_CONF names the file
+	# as it was; the daemon's (--config) then gets the site's new policy.
+	cp "$STAGEHAND_TESTBED_CONF" "$BATS_TEST_TMPDIR/as-it-was.conf"
 	conf_file=$BATS_TEST_TMPDIR/site.conf
 	printf '%s\n' "AllowedSchemes=https,s3" "StageInRoots=/project" "MaxDirectives=8" >"$conf_file"
 	daemon_conf "$conf_file"
 	doctor
-	fails site "SITE.allowed_schemes = 'https,s3,ftp,ftps,sftp,file' but .* has AllowedSchemes=https,s3"
-	fails site "SITE.stage_in_roots = '' but .* has StageInRoots=/project"
-	fails site "SITE.max_directives = '64' but .* has MaxDirectives=8"
+	passes site
+	STAGEHAND_CONF=$BATS_TEST_TMPDIR/as-it-was.conf doctor
+	fails site "site_config\\(\\).AllowedSchemes = 'https,s3,ftp,ftps,sftp,file' but .* has AllowedSchemes=https,s3"
+	fails site "site_config\\(\\).StageInRoots = '' but .* has StageInRoots=/project"
+	fails site "site_config\\(\\).MaxDirectives = '64' but .* has MaxDirectives=8"
 }
 
 @test "lua: a script that does not load, a stagehand module of another version, a module whose site_config() disagrees" {
@@ -171,6 +179,7 @@ passes() {
 	# The module contract: stagehand.VERSION and stagehand.site_config(), keyed by stagehand.conf names.
 	printf 'local stagehand = require("stagehand")\n' >"$ETC/job_submit.lua"
 	version=$("$STAGEHAND" --version | awk '{print $2}')
+	rm -f "$ETC/stagehand.lua"	# a link into the build tree: never write through it
 	cat >"$ETC/stagehand.lua" <<'EOF'
 local M = { VERSION = "0.0.1" }
 function M.site_config()
