@@ -281,6 +281,7 @@ int cmd_check(int argc, char **argv)
 		return 2;
 	}
 	if (_site_config(&o, &conf, &cfg) < 0) {
+		conf_destroy(conf);
 		free(scripts);
 		return 2;
 	}

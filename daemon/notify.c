@@ -161,7 +161,7 @@ static void _spawn(struct notify *n, struct _child *k, char **cmd, int timeout,
 static void _drain_err(struct _child *k)
 {
 	char buf[512];
-	ssize_t got;
+	ssize_t got = -1;	/* stays -1 when there is no pipe to read */
 
 	while (k->err_fd >= 0 && (got = read(k->err_fd, buf, sizeof(buf))) != 0) {
 		if (got < 0) {
