@@ -100,15 +100,15 @@ int xfer_finish(struct xfer_ctx *ctx, int result, const char *msg)
 
 /* ---- the resume set ---- */
 
-/*
- * A run restricted to part of a tree (a shard of relpaths) adds its test
- * here, so that every endpoint leaves the same files out.
- */
+/* A run restricted to a shard is tested here, so every endpoint leaves the same files out. */
 enum xfer_want xfer_engine_want(const struct xfer_ctx *ctx, const char *rel, int64_t size,
 				int64_t mtime_ns)
 {
-	const struct xfer_done_ent *de = xfer_done_find(ctx->done, ctx->ndone, rel);
+	const struct xfer_done_ent *de;
 
+	if (xfer_shard_skip(ctx, rel))
+		return XFER_WANT_OTHER;
+	de = xfer_done_find(ctx->done, ctx->ndone, rel);
 	if (de && mtime_ns >= 0 && de->size == size && de->mtime_ns == mtime_ns)
 		return XFER_WANT_KEPT;
 	return XFER_WANT_COPY;

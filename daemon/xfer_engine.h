@@ -77,12 +77,15 @@ enum xfer_want {
 	XFER_WANT_COPY = 0,          /* copy it */
 	XFER_WANT_KEPT,              /* verified by an earlier attempt, the source unchanged
 					since: the endpoint checks its copy is still there */
+	XFER_WANT_OTHER,             /* not this run's: another shard's file (counted kept;
+					its own mover copies it) */
 };
 
 /*
  * The one decision, for a source file rel of size bytes last modified at
- * mtime_ns (-1 unknown): the resume set (ctx->done) lists it with the same
- * size and mtime, or it is to be copied.
+ * mtime_ns (-1 unknown): a run restricted to a shard (ctx->shard) leaves
+ * out what the shard does not hold; else the resume set (ctx->done) lists
+ * it with the same size and mtime, or it is to be copied.
  */
 enum xfer_want xfer_engine_want(const struct xfer_ctx *ctx, const char *rel, int64_t size,
 				int64_t mtime_ns);

@@ -85,14 +85,14 @@ static void _verified_link(struct local__run *r, int ddir, const char *name, con
 int local__resume_ok(struct local__run *r, int ddir, const char *name, const char *rel,
 		     const struct stat *st)
 {
+	enum xfer_want w = xfer_engine_want(r->ctx, rel, st->st_size, xfer_ns(&st->st_mtim));
 	struct stat dst;
 
-	if (xfer_shard_skip(r->ctx, rel)) {	/* another shard's file: not this run's */
+	if (w == XFER_WANT_OTHER) {
 		xfer_tally_add(&r->t, &r->t.kept);
 		return 1;
 	}
-	if (r->null || xfer_engine_want(r->ctx, rel, st->st_size, xfer_ns(&st->st_mtim)) !=
-	    XFER_WANT_KEPT)
+	if (r->null || w != XFER_WANT_KEPT)
 		return 0;
 	if (fstatat(ddir, name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
 	    dst.st_size == st->st_size && xfer_ns(&dst.st_mtim) == xfer_ns(&st->st_mtim)) {
@@ -242,7 +242,7 @@ static void _copy_symlink(struct local__run *r, int sdir, int ddir, const char *
 	ssize_t n;
 	int e;
 
-	if (xfer_shard_skip(r->ctx, rel))
+	if (xfer_engine_want(r->ctx, rel, -1, -1) == XFER_WANT_OTHER)
 		return;
 	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim), 0, NULL, rel, "symlink");
 	n = readlinkat(sdir, name, target, sizeof(target) - 1);
