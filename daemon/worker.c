@@ -348,7 +348,7 @@ static const char *const _mode_names[] = { "running", "paused", "throttled", "tr
 static int _pace_one(struct _worker *w)
 {
 	if (w->yield_mode != YM_PACED) {
-		xfer_bucket_set_flush(w->yb, 1);
+		xfer_bucket_set_flush(w->yb, XFER_FLUSH_PACED);
 		pace_run_bucket(w->yb, 1);
 		log_info("request %lld: %s paced by the adaptive scavenger", (long long)w->req->id,
 			 w->req->action);
@@ -375,7 +375,7 @@ static int _yield_one(struct worker_pool *p, struct _worker *w, int64_t now_ms)
 			w->yield_mode = YM_RUNNING;
 		}
 		/* Written back chunk by chunk: a pause leaves no dirty pages behind. */
-		xfer_bucket_set_flush(w->yb, 1);
+		xfer_bucket_set_flush(w->yb, XFER_FLUSH_RANGES);
 	}
 	if (yield_request_affected(p->d, w->req)) {
 		if (!w->yield_since_ms)

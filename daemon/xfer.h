@@ -208,8 +208,22 @@ void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *
  * A NULL bucket or fd < 0 does nothing.
  */
 void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len);
-/* 1: xfer_bucket_wrote writes back what was written at once (paced, paused). */
+/*
+ * XFER_FLUSH_RANGES: xfer_bucket_wrote writes back what was written at once
+ * (a yielding transfer: a pause leaves no dirty pages). XFER_FLUSH_PACED:
+ * that, and the engine moves XFER_PACE_CHUNK at a time (the adaptive
+ * scavenger, whose hold must take effect within one small I/O).
+ */
+enum { XFER_FLUSH_OFF = 0, XFER_FLUSH_RANGES = 1, XFER_FLUSH_PACED = 2 };
 void xfer_bucket_set_flush(struct xfer_bucket *b, int flush);
+/* 1 when b is XFER_FLUSH_PACED (0 for NULL). */
+int xfer_bucket_paced_io(const struct xfer_bucket *b);
+/*
+ * The I/O size of a paced or paused transfer: what is in flight when a job's
+ * burst begins, so what the job can meet before the controller's hold takes
+ * effect (about 10 ms at 100 MiB/s, against 80 ms for an 8 MiB chunk).
+ */
+#define XFER_PACE_CHUNK (1u << 20)
 /*
  * Change the rate without forgiving the debt of bytes already taken (the
  * pace thread calls it every step; xfer_bucket_set_rate starts afresh).

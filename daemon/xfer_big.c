@@ -24,7 +24,7 @@
 #include "xfer_big.h"
 #include "xfer_engine.h"
 
-#define BIG_CHUNK (8u << 20)
+#define BIG_CHUNK (8u << 20)     /* unpaced: few, large I/Os */
 #define BIG_SLOTS 4
 #define ALIGN 4096u
 
@@ -33,6 +33,7 @@ struct _big {
 	int sfd, dfd, vfd;
 	int sdirect, ddirect, vdirect;
 	int64_t size, nchunks;
+	size_t chunk;                        /* BIG_CHUNK; XFER_PACE_CHUNK when paced */
 	char *slot[BIG_SLOTS];
 	size_t slen[BIG_SLOTS];
 	char *vbuf;
@@ -88,9 +89,9 @@ static void _advance(struct _big *b, int64_t *counter)
 
 static size_t _chunk_len(const struct _big *b, int64_t i)
 {
-	int64_t left = b->size - i * (int64_t)BIG_CHUNK;
+	int64_t left = b->size - i * (int64_t)b->chunk;
 
-	return left > (int64_t)BIG_CHUNK ? BIG_CHUNK : (size_t)left;
+	return left > (int64_t)b->chunk ? b->chunk : (size_t)left;
 }
 
 static size_t _round_up(size_t n)
@@ -132,7 +133,7 @@ static void *_reader(void *arg)
 			_fail(b, EINTR);
 			return NULL;
 		}
-		e = _read_full(b->sfd, b->sdirect, b->slot[s], len, (off_t)(i * (int64_t)BIG_CHUNK));
+		e = _read_full(b->sfd, b->sdirect, b->slot[s], len, (off_t)(i * (int64_t)b->chunk));
 		if (e) {
 			_fail(b, e);
 			return NULL;
@@ -142,7 +143,7 @@ static void *_reader(void *arg)
 			b->chk[i] = XXH3_64bits(b->slot[s], len);
 		b->slen[s] = len;
 		if (!b->sdirect)
-			posix_fadvise(b->sfd, (off_t)(i * (int64_t)BIG_CHUNK), (off_t)len,
+			posix_fadvise(b->sfd, (off_t)(i * (int64_t)b->chunk), (off_t)len,
 				      POSIX_FADV_DONTNEED);
 		_advance(b, &b->nread);
 	}
@@ -154,7 +155,7 @@ static void *_verifier(void *arg)
 	struct _big *b = arg;
 
 	for (int64_t i = 0; i < b->nchunks; i++) {
-		off_t off = (off_t)(i * (int64_t)BIG_CHUNK);
+		off_t off = (off_t)(i * (int64_t)b->chunk);
 		size_t len = _chunk_len(b, i);
 		int e;
 
@@ -215,7 +216,7 @@ static void _undirect(int fd)
 static int _write_chunk(struct _big *b, int64_t i)
 {
 	int s = (int)(i % BIG_SLOTS);
-	off_t off = (off_t)(i * (int64_t)BIG_CHUNK);
+	off_t off = (off_t)(i * (int64_t)b->chunk);
 	size_t len = b->slen[s], want = len;
 	int e;
 
@@ -247,7 +248,12 @@ int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size,
 	b.dfd = dfd;
 	b.vfd = vfd;
 	b.size = size;
-	b.nchunks = (size + BIG_CHUNK - 1) / BIG_CHUNK;
+	/* Paced (YieldMode=adaptive): every stage moves
+	   XFER_PACE_CHUNK at a time, so a hold or a lower rate takes effect
+	   within one small I/O, and the read-ahead a burst can meet is
+	   BIG_SLOTS small chunks, not 32 MiB. */
+	b.chunk = xfer_bucket_paced_io(ctx->bucket) ? XFER_PACE_CHUNK : BIG_CHUNK;
+	b.nchunks = (size + (int64_t)b.chunk - 1) / (int64_t)b.chunk;
 	b.sample = sample > 1 ? sample : 0;
 	*total = 0;
 	if (b.sample && !(b.chk = calloc((size_t)b.nchunks, sizeof(*b.chk))))
@@ -262,9 +268,9 @@ int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size,
 		return ENOMEM;
 	}
 	for (int s = 0; s < BIG_SLOTS; s++)
-		if (posix_memalign((void **)&b.slot[s], ALIGN, BIG_CHUNK) != 0)
+		if (posix_memalign((void **)&b.slot[s], ALIGN, b.chunk) != 0)
 			e = ENOMEM;
-	if (posix_memalign((void **)&b.vbuf, ALIGN, BIG_CHUNK) != 0)
+	if (posix_memalign((void **)&b.vbuf, ALIGN, b.chunk) != 0)
 		e = ENOMEM;
 	pthread_mutex_init(&b.mu, NULL);
 	pthread_cond_init(&b.cv, NULL);
@@ -291,11 +297,11 @@ int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size,
 	for (int64_t i = 0; i < b.nchunks; i++) {
 		if ((e = _wait_for(&b, &b.nread, i)) != 0)
 			break;
+		/* Charged and reported to the pace controller in xfer_engine_write. */
 		if ((e = _write_chunk(&b, i)) != 0) {
 			_fail(&b, e);
 			break;
 		}
-		xfer_bucket_wrote(ctx->bucket, dfd, i * (int64_t)BIG_CHUNK, b.slen[i % BIG_SLOTS]);
 		_advance(&b, &b.nwritten);
 	}
 join:

@@ -25,7 +25,7 @@ struct xfer_bucket {
 	volatile int paused;     /* 1: takers wait until it is 0 again (yield) */
 	struct xfer_bucket *parent; /* also charged after this one (the global cap) */
 	/* Reported by the copy loops (xfer_bucket_wrote), read by the pace thread. */
-	volatile int flush;      /* 1: write back each written range at once */
+	volatile int flush;      /* XFER_FLUSH_*: write back each written range at once */
 	dev_t dev;               /* st_dev of the file written, 0 = not yet known */
 	uint64_t io_rbytes;      /* bytes taken since the last drain */
 	uint64_t io_wbytes;      /* bytes written since the last drain */
@@ -242,6 +242,11 @@ void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 void xfer_bucket_set_flush(struct xfer_bucket *b, int flush)
 {
 	__atomic_store_n(&b->flush, flush, __ATOMIC_SEQ_CST);
+}
+
+int xfer_bucket_paced_io(const struct xfer_bucket *b)
+{
+	return b && __atomic_load_n(&b->flush, __ATOMIC_SEQ_CST) == XFER_FLUSH_PACED;
 }
 
 void xfer_bucket_adjust_rate(struct xfer_bucket *b, uint64_t rate)

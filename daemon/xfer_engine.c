@@ -131,10 +131,8 @@ void xfer_engine_pace(struct xfer_ctx *ctx, uint64_t n)
 	xfer_bucket_take(ctx->bucket, n, ctx->stop);
 }
 
-int xfer_engine_write(struct xfer_ctx *ctx, int fd, const void *buf, size_t n, int64_t off)
+static int _write_piece(struct xfer_ctx *ctx, int fd, const char *p, size_t n, int64_t off)
 {
-	const char *p = buf;
-
 	xfer_bucket_take(ctx->bucket, (uint64_t)n, ctx->stop);
 	for (size_t w = 0; fd >= 0 && w < n;) {
 		ssize_t m = off >= 0 ? pwrite(fd, p + w, n - w, (off_t)(off + (int64_t)w))
@@ -150,6 +148,25 @@ int xfer_engine_write(struct xfer_ctx *ctx, int fd, const void *buf, size_t n, i
 	   paced or paused ranges are written back here (no dirty pile). */
 	if (fd >= 0)
 		xfer_bucket_wrote(ctx->bucket, fd, off, (uint64_t)n);
+	return 0;
+}
+
+int xfer_engine_write(struct xfer_ctx *ctx, int fd, const void *buf, size_t n, int64_t off)
+{
+	/* Paced (YieldMode=adaptive): in pieces of XFER_PACE_CHUNK, each charged, written and
+	   written back before the next, so that the controller's hold or lower
+	   rate takes effect within one piece, not one read buffer (8 MiB). */
+	size_t piece = xfer_bucket_paced_io(ctx->bucket) ? XFER_PACE_CHUNK : n, done = 0;
+
+	do {
+		size_t len = n - done < piece ? n - done : piece;
+		int e = _write_piece(ctx, fd, (const char *)buf + done, len,
+				     off < 0 ? -1 : off + (int64_t)done);
+
+		if (e)
+			return e;
+		done += len;
+	} while (done < n);
 	return 0;
 }
 
@@ -173,6 +190,10 @@ int xfer_engine_stream(struct xfer_ctx *ctx, const struct xfer_buf *tb, int fd, 
 		/* Ask for what is left plus one byte (the EOF test), not a whole buffer:
 		   a direct read past the end costs zero-filling, a buffered one read-ahead. */
 		want = tb->len;
+		/* Paced: reads are as small as the paced writes (xfer_engine_write). */
+		if (!(flags & XFER_S_NOPACE) && xfer_bucket_paced_io(ctx->bucket) &&
+		    want > XFER_PACE_CHUNK)
+			want = XFER_PACE_CHUNK;
 		if (expect >= off && (uint64_t)(expect - off) < want) {
 			want = (size_t)(expect - off) + 1;
 			if (flags & XFER_S_ALIGN)

@@ -195,6 +195,39 @@ static void _open_dir(int dfd)
 	close(fd);
 }
 
+/* The one write: paced (YieldMode=adaptive), it moves XFER_PACE_CHUNK at a time. */
+static void _paced_write(int dfd)
+{
+	struct xfer_ctx ctx;
+	struct xfer_bucket_io io;
+	size_t n = 3 * XFER_PACE_CHUNK + XFER_PACE_CHUNK / 2;
+	char *buf = calloc(1, n);
+	struct stat st;
+	int fd = openat(dfd, "paced", O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.bucket = xfer_bucket_create(0);
+	ok(buf && fd >= 0 && ctx.bucket, "bucket and file");
+	xfer_bucket_set_flush(ctx.bucket, XFER_FLUSH_RANGES);
+	ok(!xfer_bucket_paced_io(ctx.bucket) && xfer_engine_write(&ctx, fd, buf, n, 0) == 0,
+	   "yielding, not paced: one write");
+	xfer_bucket_drain_io(ctx.bucket, &io);
+	ok(io.wbytes == n && io.wmax == n && io.rmax == n, "one piece of %zu bytes (largest %llu)",
+	   n, (unsigned long long)io.wmax);
+	xfer_bucket_reset_io(ctx.bucket);
+	xfer_bucket_set_flush(ctx.bucket, XFER_FLUSH_PACED);
+	ok(xfer_bucket_paced_io(ctx.bucket) && xfer_engine_write(&ctx, fd, buf, n, (int64_t)n) == 0,
+	   "paced: written");
+	xfer_bucket_drain_io(ctx.bucket, &io);
+	ok(io.wbytes == n && io.wmax == XFER_PACE_CHUNK && io.rmax == XFER_PACE_CHUNK,
+	   "paced: in pieces of at most XFER_PACE_CHUNK (largest %llu of %llu)",
+	   (unsigned long long)io.wmax, (unsigned long long)io.wbytes);
+	ok(fstat(fd, &st) == 0 && st.st_size == (off_t)(2 * n), "every byte landed at its offset");
+	close(fd);
+	xfer_bucket_destroy(ctx.bucket);
+	free(buf);
+}
+
 int main(void)
 {
 	pid_t pid;
@@ -208,6 +241,7 @@ int main(void)
 	_want();
 	_tally();
 	_open_dir(dfd);
+	_paced_write(dfd);
 	close(dfd);
 	pid = fork();
 	if (pid == 0) {
