@@ -34,6 +34,7 @@ struct _big {
 	int sdirect, ddirect, vdirect;
 	int64_t size, nchunks;
 	size_t chunk;                        /* BIG_CHUNK; XFER_PACE_CHUNK when paced */
+	int ahead;                           /* the reader reads chunk i once i - ahead was written */
 	char *slot[BIG_SLOTS];
 	size_t slen[BIG_SLOTS];
 	char *vbuf;
@@ -126,8 +127,9 @@ static void *_reader(void *arg)
 		int s = (int)(i % BIG_SLOTS), e;
 		size_t len = _chunk_len(b, i);
 
-		/* Slot s is free once chunk i - BIG_SLOTS was written. */
-		if ((e = _wait_for(b, &b->nwritten, i - BIG_SLOTS)) != 0)
+		/* Slot s is free once chunk i - BIG_SLOTS was written; paced, the
+		   reader reads chunk i while chunk i - 1 is written, no further. */
+		if ((e = _wait_for(b, &b->nwritten, i - b->ahead)) != 0)
 			return NULL;
 		if (_stopped(b)) {
 			_fail(b, EINTR);
@@ -250,9 +252,18 @@ int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size,
 	b.size = size;
 	/* Paced (YieldMode=adaptive): every stage moves
 	   XFER_PACE_CHUNK at a time, so a hold or a lower rate takes effect
-	   within one small I/O, and the read-ahead a burst can meet is
-	   BIG_SLOTS small chunks, not 32 MiB. */
-	b.chunk = xfer_bucket_paced_io(ctx->bucket) ? XFER_PACE_CHUNK : BIG_CHUNK;
+	   within one small I/O. The reader then reads only the chunk after
+	   the one being written, not BIG_SLOTS ahead: the pace controller
+	   counts a read as ours when its chunk is charged at the write, and
+	   more unreported reads than it allows for (pace.c, _foreign) would
+	   look like a job's. */
+	if (xfer_bucket_paced_io(ctx->bucket)) {
+		b.chunk = XFER_PACE_CHUNK;
+		b.ahead = 2;
+	} else {
+		b.chunk = BIG_CHUNK;
+		b.ahead = BIG_SLOTS;
+	}
 	b.nchunks = (size + (int64_t)b.chunk - 1) / (int64_t)b.chunk;
 	b.sample = sample > 1 ? sample : 0;
 	*total = 0;
