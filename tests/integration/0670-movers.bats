@@ -51,6 +51,7 @@ setup() {
 	NODE_DOWN=""
 	YCONF=""
 	USERJOB=""
+	STALLER=""
 }
 
 # Bring a killed node back for the tests that follow.
@@ -60,6 +61,7 @@ node_back() {
 }
 
 teardown() {
+	[[ -z ${STALLER:-} ]] || kill "$STALLER" 2>/dev/null || true
 	[[ -z ${USERJOB:-} ]] || scancel "$USERJOB" 2>/dev/null || true
 	if [[ -n ${YCONF:-} ]]; then
 		cp -p "$YCONF" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf"
@@ -251,6 +253,34 @@ lreq_state() {
 	wait_for 30 eval '[[ $(lreq_state) == done ]]'
 	diff -r "$WD/l1" "$STAGEHAND_TESTBED_ARCHIVE/shtest/l1"
 	diff -r "$WD/l2" "$STAGEHAND_TESTBED_ARCHIVE/shtest/l2"
+}
+
+@test "movers: the listing before a split runs off the main loop: a stalled one holds up nothing else" {
+	tree "$WD/big" 16 4
+	# The listing child (the owner's, named stagehand-list) hangs in its first
+	# open of the tree, as on a file system whose metadata server stalls.
+	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/big" stagehand-list; }
+	STALLER=$STALL_PID
+	read -r -t 10 ready <&"${STALL[0]}"
+	[ "$ready" = ready ]
+	archive "$WD/big" "$STAGEHAND_TESTBED_ARCHIVE/shtest/big"
+	read -r -t 20 LISTER <&"${STALL[0]}"
+	[[ $LISTER =~ ^[0-9]+$ ]]
+	[ "$(stat -c %U "/proc/$LISTER")" = shtest ]
+	# Meanwhile the daemon goes on: the API answers, and a small request is
+	# claimed, run by a local worker and verified.
+	timeout 5 runuser -u shtest -- "$STAGEHAND" --socket "$STAGEHAND_SOCKET" status "r$RID" >/dev/null
+	local_archive l3
+	wait_for 20 eval '[[ $(lreq_state) == done ]]'
+	diff -r "$WD/l3" "$STAGEHAND_TESTBED_ARCHIVE/shtest/l3"
+	[ -e "/proc/$LISTER" ]
+	[ "$(req_state)" = running ]
+	[ "$(db "SELECT count(*) FROM shards WHERE request_id=$RID")" -eq 0 ]
+	# Cancelled while listed: the hung listing child is killed.
+	run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" cancel "r$RID" >/dev/null
+	wait_for 10 eval '[[ ! -e /proc/$LISTER ]]'
+	wait_for 10 grep -q "request $RID: left while it was listed for its mover plan" "$LOG"
+	[ "$(req_state)" = cancelled ]
 }
 
 @test "movers: a mover node lost (slurmd, slurmstepd, mover killed): the shard goes to the other node" {
