@@ -230,7 +230,13 @@ int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, siz
 	atomic_store(&_kick, 1);
 	daemon_wake(d);
 	_settle(seq);
-	return 0;
+	rc = 0;
+	pthread_mutex_lock(&_starts_lock);
+	for (size_t i = 0; i < _starts.n; i++)
+		if (_starts.v[i].job == job)
+			rc = _starts.v[i].mover == 1;
+	pthread_mutex_unlock(&_starts_lock);
+	return rc;
 }
 
 int yield_job_end(struct daemon *d, int64_t job)

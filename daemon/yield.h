@@ -63,8 +63,9 @@ void yield_set_running(struct daemon *d, char **paths);
  * A job started on a node (API thread): mark its paths busy, have the main
  * loop apply it to the workers at once (daemon_wake), and return once the
  * paused transfers' I/O in flight has ended (bounded). paths are copied;
- * a repeat for the same job replaces its paths. 0, or -1 when the table is
- * full or out of memory (err says).
+ * a repeat for the same job replaces its paths. 0, 1 when the main loop
+ * found the job to be one of the daemon's mover jobs (nothing yields to it),
+ * or -1 when the table is full or out of memory (err says).
  */
 int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
 		    char *err, size_t errlen);
