@@ -724,6 +724,7 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 	const char *paths[API_START_DIRS_MAX + 1];
 	size_t n = 0;
 	char err[512], via[INET6_ADDRSTRLEN + 16];
+	int mover;
 
 	if (!_event_allowed(d, who, job, "job-start", out))
 		return;
@@ -742,13 +743,15 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		paths[n++] = s.work_dir;
 	for (size_t i = 0; i < s.ndirs; i++)
 		paths[n++] = s.dirs[i];
-	if (yield_job_start(d, job, paths, n, err, sizeof(err)) < 0) {
+	mover = yield_job_start(d, job, paths, n, err, sizeof(err));
+	if (mover < 0) {
 		api_error(out, 503, "%s", err);
 		return;
 	}
-	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s); after-job transfers on its "
-		 "file systems yield", (long long)job, s.node ? s.node : "?", (long long)s.uid, n,
-		 _via(who, via, sizeof(via)));
+	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s); %s", (long long)job,
+		 s.node ? s.node : "?", (long long)s.uid, n, _via(who, via, sizeof(via)),
+		 mover ? "a mover job of this daemon: nothing yields to it" :
+		 "after-job transfers on its file systems yield");
 	out->status = 202;
 	out->body = json_pack("{s:I,s:i}", "job_id", (json_int_t)job, "paths", (int)n);
 }

@@ -269,8 +269,10 @@ static void _loop(struct daemon *d)
 				break;
 			}
 		} else {
-			_schedule(d, now);
+			/* Movers first: a request whose plan came back unsplit gets the
+			   next free worker before a newly claimed one. */
 			mover_exec_tick(d->movers, now_ms);
+			_schedule(d, now);
 			lifecycle_tick(d, now_ms);
 		}
 		notify_tick(d->notify, d, now_ms);

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,27 +28,136 @@
 #endif
 #define MOVER_DEFAULT_COMMAND STAGEHAND_BINDIR "/stagehand-mover"
 #define TICK_MS 1000
+/* Listings at once: a hung file system holds up only this many planners. */
+#define PLANNERS 4
+
+/*
+ * A request waiting for its plan, or planned. The planner thread reads the
+ * request and the settings copied here (never d->conf, which a reload may
+ * free under it) and writes split; the main loop takes it back from done.
+ */
+struct plan_job {
+	struct queue_request *r;     /* owned */
+	uint64_t shard_bytes;        /* MoverShardBytes, MoverShardFiles, MoverMaxJobs */
+	int64_t shard_files;
+	int max_jobs;
+	char *partition;             /* owned, for the log */
+	_Atomic int cancel;          /* the main loop: the request left, stop listing */
+	int split;                   /* 1 shards stored, 0 a local worker runs it, -1 it left */
+	struct plan_job *next;
+};
 
 struct mover_exec {
 	struct daemon *d;
 	struct queue_request **r;    /* owned: requests run by mover jobs */
 	int n, cap;
 	int64_t next_ms;
+	int64_t check_ms;            /* next look whether the request being listed left */
+	/* The planner threads: each lists one request at a time as its owner (a
+	   child), packs and stores the plan, so no listing ever stalls the main
+	   loop, and one hung listing does not hold up the plans of others. */
+	pthread_t planner[PLANNERS];
+	int nplanners;
+	pthread_mutex_t lock;        /* guards what follows */
+	pthread_cond_t cv;
+	struct plan_job *todo, *cur[PLANNERS], *done;
+	int stop;
+	struct planner_arg {
+		struct mover_exec *m;
+		int slot;            /* its cur[] */
+	} args[PLANNERS];
 };
+
+static void _plan_job_free(struct plan_job *j)
+{
+	queue_request_free(j->r);
+	free(j->partition);
+	free(j);
+}
+
+static void _plan_job(struct daemon *d, struct plan_job *j);
+
+static void *_planner(void *arg)
+{
+	struct mover_exec *m = ((struct planner_arg *)arg)->m;
+	int slot = ((struct planner_arg *)arg)->slot;
+
+	pthread_mutex_lock(&m->lock);
+	for (;;) {
+		struct plan_job *j = m->todo;
+
+		if (m->stop)
+			break;
+		if (!j) {
+			pthread_cond_wait(&m->cv, &m->lock);
+			continue;
+		}
+		m->todo = j->next;
+		m->cur[slot] = j;
+		pthread_mutex_unlock(&m->lock);
+		_plan_job(m->d, j);
+		pthread_mutex_lock(&m->lock);
+		m->cur[slot] = NULL;
+		j->next = m->done;
+		m->done = j;
+		daemon_wake(m->d);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
 
 struct mover_exec *mover_exec_create(struct daemon *d)
 {
 	struct mover_exec *m = calloc(1, sizeof(*m));
 
-	if (m)
-		m->d = d;
+	if (!m)
+		return NULL;
+	m->d = d;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->cv, NULL);
+	for (int i = 0; i < PLANNERS; i++) {
+		int e;
+
+		m->args[i] = (struct planner_arg){ m, i };
+		if ((e = pthread_create(&m->planner[i], NULL, _planner, &m->args[i])) != 0) {
+			log_err("cannot start a mover planner thread: pthread_create: %s",
+				strerror(e));
+			mover_exec_destroy(m);
+			return NULL;
+		}
+		m->nplanners++;
+	}
 	return m;
+}
+
+static void _plan_jobs_free(struct plan_job *j)
+{
+	while (j) {
+		struct plan_job *next = j->next;
+
+		_plan_job_free(j);
+		j = next;
+	}
 }
 
 void mover_exec_destroy(struct mover_exec *m)
 {
 	if (!m)
 		return;
+	pthread_mutex_lock(&m->lock);
+	m->stop = 1;
+	for (int i = 0; i < PLANNERS; i++)
+		if (m->cur[i])
+			atomic_store(&m->cur[i]->cancel, 1);	/* its listing child is killed */
+	pthread_cond_broadcast(&m->cv);
+	pthread_mutex_unlock(&m->lock);
+	for (int i = 0; i < m->nplanners; i++)
+		pthread_join(m->planner[i], NULL);
+	/* Still running in the queue: claimed again after a restart. */
+	_plan_jobs_free(m->todo);
+	_plan_jobs_free(m->done);
+	pthread_cond_destroy(&m->cv);
+	pthread_mutex_destroy(&m->lock);
 	for (int i = 0; i < m->n; i++)
 		queue_request_free(m->r[i]);
 	free(m->r);
@@ -110,31 +221,56 @@ static int _server(const struct conf *c, char *buf, size_t len)
 	return n < 0 || n >= (int)len || strchr(buf, '\'') ? -1 : 0;
 }
 
-static int _plan(struct daemon *d, struct queue_request *r)
+/* Is request id still running (not cancelled or failed from outside)? */
+static int _still_running(struct daemon *d, int64_t id)
 {
-	const struct conf *c = d->conf;
+	struct queue_request *cur = NULL;
+	char err[256];
+	int ok;
+
+	if (queue_request_get(d->q, id, &cur, err, sizeof(err)) != 0)
+		return 1;	/* unknown now: the main loop's tick decides */
+	ok = cur->state == QS_RUNNING || cur->state == QS_VERIFYING;
+	queue_request_free(cur);
+	return ok;
+}
+
+/* The planner thread: list, pack and store one request's plan (j->split says). */
+static void _plan_job(struct daemon *d, struct plan_job *j)
+{
+	const struct queue_request *r = j->r;
 	struct mover_plan p = { 0 };
 	struct queue_shard_file *sf;
 	char err[512];
 	int k, rc;
 
-	rc = mover_plan_list(r, &p, err, sizeof(err));
+	j->split = 0;
+	if (!_still_running(d, r->id)) {
+		j->split = -1;
+		return;
+	}
+	rc = mover_plan_list(r, &p, &j->cancel, err, sizeof(err));
+	if (atomic_load(&j->cancel)) {
+		j->split = -1;
+		mover_plan_free(&p);
+		return;
+	}
 	if (rc < 0)
 		log_warn("request %lld: not split into mover jobs (%s); a local worker runs it",
 			 (long long)r->id, err);
 	if (rc != 0) {
 		mover_plan_free(&p);
-		return 0;
+		return;
 	}
-	k = mover_plan_pack(&p, c->mover_shard_bytes, c->mover_shard_files, c->mover_max_jobs);
+	k = mover_plan_pack(&p, j->shard_bytes, j->shard_files, j->max_jobs);
 	if (k < 2) {
 		mover_plan_free(&p);
-		return 0;
+		return;
 	}
 	sf = calloc(p.n, sizeof(*sf));
 	if (!sf) {
 		mover_plan_free(&p);
-		return 0;
+		return;
 	}
 	for (size_t i = 0; i < p.n; i++)
 		sf[i] = (struct queue_shard_file){ p.f[i].relpath, p.f[i].size, p.f[i].idx };
@@ -146,10 +282,35 @@ static int _plan(struct daemon *d, struct queue_request *r)
 			(long long)r->id, err);
 	else
 		log_info("request %lld: %zu files, %lld bytes: %d shards, mover jobs on partition %s",
-			 (long long)r->id, p.n, (long long)p.bytes, k, c->mover_partition);
+			 (long long)r->id, p.n, (long long)p.bytes, k, j->partition);
 	free(sf);
 	mover_plan_free(&p);
-	return rc < 0 ? 0 : 1;
+	j->split = rc < 0 ? 0 : 1;
+}
+
+/* Hand r to the planner thread (it owns r until the main loop takes it back). */
+static int _plan_later(struct mover_exec *m, struct queue_request *r)
+{
+	const struct conf *c = m->d->conf;
+	struct plan_job *j = calloc(1, sizeof(*j)), **t;
+
+	if (!j || !(j->partition = strdup(c->mover_partition))) {
+		free(j);
+		return -1;
+	}
+	j->r = r;
+	j->shard_bytes = c->mover_shard_bytes;
+	j->shard_files = c->mover_shard_files;
+	j->max_jobs = c->mover_max_jobs;
+	pthread_mutex_lock(&m->lock);
+	for (t = &m->todo; *t; t = &(*t)->next)
+		;	/* first come, first listed */
+	*t = j;
+	pthread_cond_signal(&m->cv);
+	pthread_mutex_unlock(&m->lock);
+	log_debug("request %lld: listing %s for its mover plan (as uid %u)", (long long)r->id,
+		  r->source, (unsigned)r->uid);
+	return 0;
 }
 
 static int _mover_start(struct daemon *d, struct queue_request *r)
@@ -177,8 +338,15 @@ static int _mover_start(struct daemon *d, struct queue_request *r)
 		if (queue_shards_retry(d->q, r->id, err, sizeof(err)) < 0)
 			log_err("request %lld: %s", (long long)r->id, err);
 		log_info("request %lld: resumes its %d mover shards", (long long)r->id, n);
-	} else if (!_plan(d, r)) {
-		return 0;
+	} else {
+		/* Listed off the main loop; the tick takes the plan back (_planned). */
+		if (_plan_later(m, r) < 0) {
+			log_err("request %lld: out of memory", (long long)r->id);
+			queue_request_checkpoint(d->q, r->id, err, sizeof(err));
+			queue_request_free(r);
+			return -1;
+		}
+		return 1;
 	}
 	if (_add(m, r) < 0) {
 		log_err("request %lld: out of memory", (long long)r->id);
@@ -371,11 +539,70 @@ static int _step(struct daemon *d, const struct queue_request *r)
 	return rc;
 }
 
+/*
+ * Plans the planner finished: split ones join the mover requests, the
+ * others go to a local worker when one is free (they wait in done until
+ * then), and those whose request left are dropped. Every turn, so a plan
+ * is picked up as soon as the planner wakes the loop. Also stops the
+ * listing of a request that was cancelled meanwhile.
+ */
+static void _planned(struct mover_exec *m, int64_t now_ms)
+{
+	struct daemon *d = m->d;
+	struct plan_job *j, *keep = NULL;
+	char err[256];
+
+	pthread_mutex_lock(&m->lock);
+	j = m->done;
+	m->done = NULL;
+	if (now_ms >= m->check_ms) {
+		m->check_ms = now_ms + TICK_MS;
+		for (int i = 0; i < PLANNERS; i++)
+			if (m->cur[i] && !_still_running(d, m->cur[i]->r->id))
+				atomic_store(&m->cur[i]->cancel, 1);
+	}
+	pthread_mutex_unlock(&m->lock);
+	while (j) {
+		struct plan_job *next = j->next;
+		int gone = 1;
+
+		if (j->split == 1 && _add(m, j->r) == 0) {
+			j->r = NULL;
+			m->next_ms = 0;
+		} else if (j->split == 1) {
+			log_err("request %lld: out of memory", (long long)j->r->id);
+			queue_request_checkpoint(d->q, j->r->id, err, sizeof(err));
+		} else if (j->split == 0 && worker_pool_busy(d->pool) < d->conf->workers) {
+			worker_pool_start(d->pool, j->r);	/* takes r */
+			j->r = NULL;
+		} else if (j->split == 0) {
+			j->next = keep;
+			keep = j;
+			gone = 0;
+		} else {
+			log_info("request %lld: left while it was listed for its mover plan",
+				 (long long)j->r->id);
+		}
+		if (gone)
+			_plan_job_free(j);
+		j = next;
+	}
+	if (keep) {
+		pthread_mutex_lock(&m->lock);
+		for (j = keep; j->next; j = j->next)
+			;
+		j->next = m->done;
+		m->done = keep;
+		pthread_mutex_unlock(&m->lock);
+	}
+}
+
 void mover_exec_tick(struct mover_exec *m, int64_t now_ms)
 {
 	struct daemon *d = m->d;
 	int k = 0;
 
+	_planned(m, now_ms);
 	if (!m->n || now_ms < m->next_ms)
 		return;
 	m->next_ms = now_ms + TICK_MS;

@@ -4,7 +4,8 @@
  * stagehand-mover, which fetches its shard and reports every file's result
  * over the API (api_mover.c).
  *
- * Owns: choosing which requests go to movers, their plan (mover_plan.c),
+ * Owns: choosing which requests go to movers, their plan (mover_plan.c,
+ * listed by planner threads so that no listing runs in the main loop),
  * submitting and following the mover jobs through libslurm (as root, the
  * job's uid/gid the owner's), cancelling them, and handing the request to a
  * local worker for its final pass once every shard is done. That pass walks

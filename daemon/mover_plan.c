@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include "xfer.h"
 
 #define PLAN_DEPTH_MAX 256
+#define CANCEL_POLL_MS 200
 
 int mover_plan_add(struct mover_plan *p, const char *relpath, int64_t size)
 {
@@ -161,6 +164,7 @@ static void _child(const struct queue_request *r, int wfd, const gid_t *groups, 
 	if (worker_become(r->uid, r->gid, groups, ngroups) < 0)
 		_exit(3);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_NAME, "stagehand-list");	/* what ps and top show for it */
 	/* The request's own path is resolved normally, with the owner's identity. */
 	root = open(r->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (root < 0 || fstat(root, &st) < 0)
@@ -192,9 +196,15 @@ static const char **_exclude(json_t *opts)
 	return ex;
 }
 
-static int _read_all(int fd, char **buf, size_t *len)
+/*
+ * The child's whole output. Waits in slices of CANCEL_POLL_MS so that
+ * *cancel (may be NULL) is seen: the child is then killed here, by the
+ * thread that reaps it, so the signal can never reach a reused pid.
+ */
+static int _read_all(int fd, pid_t pid, const _Atomic int *cancel, char **buf, size_t *len)
 {
 	size_t cap = 1 << 16;
+	int killed = 0;
 
 	*len = 0;
 	*buf = malloc(cap);
@@ -211,6 +221,16 @@ static int _read_all(int fd, char **buf, size_t *len)
 			*buf = b;
 			cap *= 2;
 		}
+		if (!killed && cancel) {
+			struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+			if (atomic_load(cancel)) {
+				kill(pid, SIGKILL);
+				killed = 1;
+			} else if (poll(&pf, 1, CANCEL_POLL_MS) == 0) {
+				continue;
+			}
+		}
 		n = read(fd, *buf + *len, cap - *len);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -222,8 +242,8 @@ static int _read_all(int fd, char **buf, size_t *len)
 	}
 }
 
-int mover_plan_list(const struct queue_request *r, struct mover_plan *p, char *err,
-		    size_t errlen)
+int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
+		    const _Atomic int *cancel, char *err, size_t errlen)
 {
 	gid_t groups[256];
 	int ngroups = 256, fds[2], status = 0, rc = -1;
@@ -250,7 +270,7 @@ int mover_plan_list(const struct queue_request *r, struct mover_plan *p, char *e
 		_child(r, fds[1], groups, ngroups, (char *const *)ex);
 	}
 	close(fds[1]);
-	if (_read_all(fds[0], &buf, &len) < 0)
+	if (_read_all(fds[0], pid, cancel, &buf, &len) < 0)
 		snprintf(err, errlen, "reading the listing of %s: %s", r->source, strerror(errno));
 	close(fds[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

@@ -15,6 +15,7 @@
 #ifndef STAGEHAND_MOVER_PLAN_H
 #define STAGEHAND_MOVER_PLAN_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -37,10 +38,12 @@ struct mover_plan {
  * List the regular files below r->source as r's owner (groups from
  * worker_groups), leaving out options.exclude directories. Returns 0, 1
  * when the source is not a directory (nothing to split), or -1 with err.
- * Runs a child and waits for it: the main loop stalls for the walk.
+ * Runs a child and waits for it, so it is called from the planner thread
+ * (mover_exec.c), never from the main loop. When *cancel (may be NULL)
+ * becomes non-zero the child is killed within 0.2 s and -1 returned.
  */
-int mover_plan_list(const struct queue_request *r, struct mover_plan *p, char *err,
-		    size_t errlen);
+int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
+		    const _Atomic int *cancel, char *err, size_t errlen);
 
 /*
  * How many shards: enough that none holds much more than shard_bytes or

@@ -27,6 +27,10 @@ const char *const queue_shards_schema =
 	" size INTEGER NOT NULL, PRIMARY KEY (request_id, relpath)) WITHOUT ROWID;"
 	"CREATE INDEX IF NOT EXISTS shard_files_idx ON shard_files(request_id, idx, relpath);";
 
+/* Run at every open (databases of version 3 made before it lack it). */
+const char *const queue_shards_index =
+	"CREATE INDEX IF NOT EXISTS shards_job ON shards(slurm_job);";
+
 static const char *const _names[] = { "queued", "submitted", "done", "failed" };
 
 const char *queue_shard_state_name(enum queue_shard_state s)
@@ -218,6 +222,28 @@ int queue_shard_done(struct queue *q, int64_t req, int idx,
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&q->lock);
 	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+}
+
+int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (job <= 0)
+		return 0;
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, "SELECT 1 FROM shards WHERE slurm_job=?1 LIMIT 1", err, errlen);
+	if (!st) {
+		pthread_mutex_unlock(&q->lock);
+		return -1;
+	}
+	sqlite3_bind_int64(st, 1, job);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
 int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_job,

@@ -18,6 +18,8 @@
 
 /* Tables of version 3; run by queue_open's migration (additive only). */
 extern const char *const queue_shards_schema;
+/* The index of shards by mover job; run by queue_open on every database. */
+extern const char *const queue_shards_index;
 
 enum queue_shard_state {
 	QSH_QUEUED = 0,   /* to be submitted */
@@ -70,6 +72,15 @@ int queue_shard_done(struct queue *q, int64_t req, int idx,
 /* Shard idx is now held by mover job slurm_job (attempts + 1). 0 or -1. */
 int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_job,
 			  char *err, size_t errlen);
+
+/*
+ * Is Slurm job job a mover job this daemon submitted (a shard holds it, or
+ * held it to the end)? The daemon's own record, never the job's name, which
+ * any user can choose. 1 yes, 0 no, -1 with err. A shard sent back to the
+ * queue forgets its job: callers that must recognise a job for its whole
+ * life remember the answer.
+ */
+int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen);
 
 /*
  * Move shard idx to state st with error (may be NULL), only while mover job

@@ -214,11 +214,11 @@ int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_
 {
 	time_t since = 0;
 
-	return sjob_list_since(&since, out, n, running, err, errlen) < 0 ? -1 : 0;
+	return sjob_list_since(&since, out, n, running, NULL, NULL, err, errlen) < 0 ? -1 : 0;
 }
 
-int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running, char *err,
-		    size_t errlen)
+int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running,
+		    int (*skip)(uint32_t job_id, void *arg), void *arg, char *err, size_t errlen)
 {
 	job_info_msg_t *msg = NULL;
 	struct sjob *jobs;
@@ -247,6 +247,7 @@ int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running
 		const slurm_job_info_t *ji = &msg->job_array[i];
 
 		if (running && (ji->job_state & JOB_STATE_BASE) == JOB_RUNNING &&
+		    !(skip && skip(ji->job_id, arg)) &&
 		    (_push(running, &nrun, ji->work_dir) < 0 || _push(running, &nrun, ji->std_out) < 0 ||
 		     _push(running, &nrun, ji->std_err) < 0)) {
 			sjob_free_paths(*running);

@@ -88,10 +88,12 @@ int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_
  * sjob_list_ex, asking slurmctld only for a table changed since *since
  * (0: always the table). Returns 0 with the lists and *since set to the
  * table's time, 1 when nothing changed since *since (nothing returned:
- * keep the last lists), -1 with err.
+ * keep the last lists), -1 with err. skip (may be NULL) leaves a running
+ * job's directories out of *running when it returns non-zero for its id
+ * (the daemon's own mover jobs).
  */
-int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running, char *err,
-		    size_t errlen);
+int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running,
+		    int (*skip)(uint32_t job_id, void *arg), void *arg, char *err, size_t errlen);
 void sjob_free_paths(char **paths);
 
 void sjob_free(struct sjob *jobs, size_t n);

@@ -41,6 +41,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "queue.h"
+#include "queue_shards.h"
 #include "slurm_compat.h"
 #include "slurm_jobs.h"
 #include "slurm_watch.h"
@@ -782,6 +783,22 @@ static void _requeued_silently(struct daemon *d, const struct sjob *j)
 	_comment(j, "stagehand: %s: outputs are archived after the final run", how);
 }
 
+/*
+ * sjob_list_since's filter: the daemon's own mover jobs run on the transfer
+ * partition for stagehand, not for a user; after-job transfers never yield
+ * to them. Known by the job ids the shards table recorded, not by name.
+ */
+static int _own_mover(uint32_t job_id, void *arg)
+{
+	struct daemon *d = arg;
+	char err[256];
+	int rc = queue_shard_job(d->q, job_id, err, sizeof(err));
+
+	if (rc < 0)
+		log_warn("job %u: %s (yielding to it as to any job)", job_id, err);
+	return rc == 1;
+}
+
 static void _tick(struct daemon *d, int64_t now_ms)
 {
 	struct sjob *jobs = NULL;
@@ -792,7 +809,8 @@ static void _tick(struct daemon *d, int64_t now_ms)
 	if (!_slurm_ok || now_ms < _next_ms)
 		return;
 	_next_ms = now_ms + (int64_t)d->conf->slurm_watch_interval * 1000;
-	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, err, sizeof(err));
+	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, _own_mover, d, err,
+			     sizeof(err));
 	if (rc < 0) {
 		/* slurmctld down or restarting: nothing is lost, try next tick. */
 		if (now_ms - _last_err_ms > 60000) {

@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "pace.h"
 #include "queue.h"
+#include "queue_shards.h"
 #include "worker.h"
 #include "xfer.h"
 #include "yield.h"
@@ -63,7 +64,7 @@ static void _start_clear(struct yield_start *e)
 int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *paths,
 		     size_t npaths, int64_t expire_ms)
 {
-	struct yield_start *e = NULL, fresh = { .job = job, .expire_ms = expire_ms };
+	struct yield_start *e = NULL, fresh = { .job = job, .expire_ms = expire_ms, .mover = -1 };
 
 	for (size_t i = 0; i < npaths && fresh.npaths < YIELD_START_PATHS_MAX; i++) {
 		if (!paths[i] || paths[i][0] != '/')
@@ -80,6 +81,7 @@ int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *pat
 	if (e) {
 		fresh.seen = e->seen && fresh.npaths && e->npaths &&
 			     strcmp(fresh.paths[0], e->paths[0]) == 0;
+		fresh.mover = e->mover;	/* the same job id: the same answer */
 		_start_clear(e);
 		*e = fresh;
 		return 0;
@@ -101,6 +103,15 @@ int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *pat
 	}
 	t->v[t->n++] = fresh;
 	return 0;
+}
+
+size_t yield_starts_users(const struct yield_starts *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		n += t->v[i].mover != 1;
+	return n;
 }
 
 static void _starts_drop(struct yield_starts *t, size_t i)
@@ -207,7 +218,7 @@ int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, siz
 	pthread_mutex_lock(&_starts_lock);
 	rc = yield_starts_add(&_starts, job, paths, npaths,
 			      _mono_ms() + (int64_t)YIELD_START_EXPIRY_S * 1000);
-	atomic_store(&_nstarted, (int)_starts.n);
+	atomic_store(&_nstarted, (int)yield_starts_users(&_starts));
 	pthread_mutex_unlock(&_starts_lock);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot record job %lld's start: %s", (long long)job,
@@ -219,7 +230,13 @@ int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, siz
 	atomic_store(&_kick, 1);
 	daemon_wake(d);
 	_settle(seq);
-	return 0;
+	rc = 0;
+	pthread_mutex_lock(&_starts_lock);
+	for (size_t i = 0; i < _starts.n; i++)
+		if (_starts.v[i].job == job)
+			rc = _starts.v[i].mover == 1;
+	pthread_mutex_unlock(&_starts_lock);
+	return rc;
 }
 
 int yield_job_end(struct daemon *d, int64_t job)
@@ -228,7 +245,7 @@ int yield_job_end(struct daemon *d, int64_t job)
 
 	pthread_mutex_lock(&_starts_lock);
 	was = yield_starts_remove(&_starts, job);
-	atomic_store(&_nstarted, (int)_starts.n);
+	atomic_store(&_nstarted, (int)yield_starts_users(&_starts));
 	pthread_mutex_unlock(&_starts_lock);
 	if (was) {
 		atomic_store(&_kick, 1);
@@ -302,7 +319,7 @@ void yield_set_running(struct daemon *d, char **paths)
 	/* After the watch has seen a started job, its view wins. */
 	pthread_mutex_lock(&_starts_lock);
 	gone = yield_starts_watch(&_starts, paths);
-	atomic_store(&_nstarted, (int)_starts.n);
+	atomic_store(&_nstarted, (int)yield_starts_users(&_starts));
 	pthread_mutex_unlock(&_starts_lock);
 	if (gone)
 		log_debug("yield: %zu started job(s) no longer run (slurmctld)", gone);
@@ -401,6 +418,48 @@ static void _read_probe(const char *path)
 	}
 }
 
+/*
+ * Ask the shards table once per job-start event whether its job is one of
+ * the daemon's mover jobs. Race-free: a mover job is recorded by the main
+ * loop right after slurmctld took it, and this runs on the main loop after
+ * the event arrived, so its answer is final and is kept with the event (a
+ * shard sent back to the queue later forgets its job). The lookups run
+ * outside _starts_lock: the queue has its own lock.
+ */
+static void _classify(struct daemon *d)
+{
+	int64_t ask[64];
+	int ans[64];
+	size_t n = 0;
+	char err[256];
+
+	do {
+		n = 0;
+		pthread_mutex_lock(&_starts_lock);
+		for (size_t i = 0; i < _starts.n && n < 64; i++)
+			if (_starts.v[i].mover < 0)
+				ask[n++] = _starts.v[i].job;
+		pthread_mutex_unlock(&_starts_lock);
+		for (size_t k = 0; k < n; k++) {
+			ans[k] = queue_shard_job(d->q, ask[k], err, sizeof(err));
+			if (ans[k] < 0) {
+				log_warn("yield: job %lld: %s (yielding to it as to any job)",
+					 (long long)ask[k], err);
+				ans[k] = 0;
+			} else if (ans[k]) {
+				log_debug("yield: job %lld is a mover job of this daemon: not "
+					  "yielded to", (long long)ask[k]);
+			}
+		}
+		pthread_mutex_lock(&_starts_lock);
+		for (size_t i = 0; i < _starts.n; i++)
+			for (size_t k = 0; k < n && _starts.v[i].mover < 0; k++)
+				if (_starts.v[i].job == ask[k])
+					_starts.v[i].mover = ans[k];
+		pthread_mutex_unlock(&_starts_lock);
+	} while (n == 64);
+}
+
 static void _refresh(struct daemon *d)
 {
 	const struct conf *c = d->conf;
@@ -420,15 +479,16 @@ static void _refresh(struct daemon *d)
 		return;
 	for (char **p = _slurm_paths; p && *p; p++)
 		_mark(*p);
+	_classify(d);
 	pthread_mutex_lock(&_starts_lock);
 	if (yield_starts_expire(&_starts, _mono_ms()))
 		log_warn("yield: a job-start event expired after %d h with no end event; "
 			 "its file systems are no longer held (check the SPANK plugin's log)",
 			 YIELD_START_EXPIRY_S / 3600);
 	for (size_t i = 0; i < _starts.n; i++)
-		for (size_t k = 0; k < _starts.v[i].npaths; k++)
+		for (size_t k = 0; _starts.v[i].mover != 1 && k < _starts.v[i].npaths; k++)
 			_mark(_starts.v[i].paths[k]);
-	atomic_store(&_nstarted, (int)_starts.n);
+	atomic_store(&_nstarted, (int)yield_starts_users(&_starts));
 	pthread_mutex_unlock(&_starts_lock);
 	if (c->yield_probe)
 		_read_probe(c->yield_probe);

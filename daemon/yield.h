@@ -15,6 +15,12 @@
  * YieldProbe file: one absolute path per line, each treated as the
  * directory of a running job.
  *
+ * The daemon's own mover jobs (MoverPartition) are never yielded to: they
+ * are stagehand's transfers, not a user's computation. They are known by the
+ * job ids the shards table recorded when the daemon submitted them (never by
+ * their name, which a user may copy): the Slurm watch leaves their
+ * directories out, and a job-start event of one is kept but marks nothing.
+ *
  * A job-start event's paths stay busy until the first of: the job's end
  * event (or DELETE /v1/jobs/{id}/start), the Slurm watch no longer listing
  * the job's work directory among running jobs after it has listed it once,
@@ -57,8 +63,9 @@ void yield_set_running(struct daemon *d, char **paths);
  * A job started on a node (API thread): mark its paths busy, have the main
  * loop apply it to the workers at once (daemon_wake), and return once the
  * paused transfers' I/O in flight has ended (bounded). paths are copied;
- * a repeat for the same job replaces its paths. 0, or -1 when the table is
- * full or out of memory (err says).
+ * a repeat for the same job replaces its paths. 0, 1 when the main loop
+ * found the job to be one of the daemon's mover jobs (nothing yields to it),
+ * or -1 when the table is full or out of memory (err says).
  */
 int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
 		    char *err, size_t errlen);
@@ -66,7 +73,7 @@ int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, siz
 /* The job ended (end event, or the start mark withdrawn): 1 if it was marked. */
 int yield_job_end(struct daemon *d, int64_t job);
 
-/* Number of jobs currently marked by start events (health). */
+/* Number of jobs currently marked by start events, mover jobs left out (health). */
 int yield_jobs_started(void);
 
 /* 1 if request r should be held back now (after-job action on a busy file system). */
@@ -103,6 +110,8 @@ struct yield_start {
 	int64_t job;
 	int64_t expire_ms;	/* monotonic ms */
 	int seen;		/* the Slurm watch listed its work directory */
+	int mover;		/* -1 not asked yet; 1 the daemon's own mover job (never
+				   yielded to), 0 a job of a user */
 	size_t npaths;
 	char *paths[YIELD_START_PATHS_MAX];	/* paths[0] = work directory (or a dir) */
 };
@@ -112,6 +121,8 @@ struct yield_starts {
 };
 int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *paths,
 		     size_t npaths, int64_t expire_ms);
+/* Entries that are not mover jobs (mover != 1). */
+size_t yield_starts_users(const struct yield_starts *t);
 int yield_starts_remove(struct yield_starts *t, int64_t job);
 /* Drop the entries whose expire_ms <= now_ms; how many. */
 size_t yield_starts_expire(struct yield_starts *t, int64_t now_ms);

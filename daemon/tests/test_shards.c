@@ -96,6 +96,9 @@ static void _table(void)
 	ok(queue_shard_submitted(q, id, 0, 77, err, sizeof(err)) == 0, "submitted as job 77");
 	ok(queue_shard_set(q, id, 0, 78, QSH_DONE, NULL, err, sizeof(err)) == 1,
 	   "another job cannot settle the shard");
+	ok(queue_shard_job(q, 77, err, sizeof(err)) == 1 &&
+	   queue_shard_job(q, 78, err, sizeof(err)) == 0 &&
+	   queue_shard_job(q, 0, err, sizeof(err)) == 0, "job 77 is a mover job, 78 and 0 are not");
 	ok(queue_item_file_done(q, id, "x/a", 30, 5, 0644, "ab", "ab", &au, err, sizeof(err)) == 0,
 	   "a file verified");
 	ok(queue_item_file_done(q, id, "x/a", 30, 5, 0644, "ab", "ab", &au, err, sizeof(err)) == 0,
@@ -117,6 +120,7 @@ static void _table(void)
 	queue_shards_free(s, n);
 	ok(queue_shard_submitted(q, id, 0, 79, err, sizeof(err)) == 0 &&
 	   queue_shard_set(q, id, 0, 79, QSH_DONE, NULL, err, sizeof(err)) == 0, "job 79 finishes it");
+	ok(queue_shard_job(q, 79, err, sizeof(err)) == 1, "a done shard's job stays known");
 	ok(queue_shard_set(q, id, 0, 0, QSH_QUEUED, NULL, err, sizeof(err)) == 1,
 	   "a done shard stays done");
 	nf = 0;

@@ -52,6 +52,13 @@ int main(void)
 	ok(t.v[1].npaths == 1, "relative paths are not kept");
 	ok(yield_starts_add(&t, 1, j1, 1, 1000) == 0 && t.n == 2 && t.v[0].npaths == 1,
 	   "a repeat replaces the job's paths");
+	ok(t.v[0].mover == -1 && t.v[1].mover == -1 && yield_starts_users(&t) == 2,
+	   "a new event is not yet known as a mover job, and counts");
+	t.v[0].mover = 1;
+	ok(yield_starts_users(&t) == 1, "a mover job's event is not counted");
+	ok(yield_starts_add(&t, 1, j1, 1, 1000) == 0 && t.v[0].mover == 1,
+	   "a repeat keeps what is known of the job");
+	t.v[0].mover = 0;
 	ok(yield_starts_watch(&t, watch_none) == 0 && t.n == 2,
 	   "the watch not listing a job it never saw drops nothing");
 	ok(yield_starts_watch(&t, watch_j1) == 0 && t.v[0].seen && !t.v[1].seen,

@@ -49,6 +49,9 @@ setup() {
 	WD=$(user_workdir)
 	RID=""
 	NODE_DOWN=""
+	YCONF=""
+	USERJOB=""
+	STALLER=""
 }
 
 # Bring a killed node back for the tests that follow.
@@ -58,6 +61,12 @@ node_back() {
 }
 
 teardown() {
+	[[ -z ${STALLER:-} ]] || kill "$STALLER" 2>/dev/null || true
+	[[ -z ${USERJOB:-} ]] || scancel "$USERJOB" 2>/dev/null || true
+	if [[ -n ${YCONF:-} ]]; then
+		cp -p "$YCONF" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf"
+		reload_daemon
+	fi
 	if [[ -n ${NODE_DOWN:-} ]]; then
 		"$TESTBED" up >/dev/null 2>&1
 		wait_for 180 node_back "$NODE_DOWN"
@@ -182,6 +191,96 @@ check_archive() {
 	grep -q "request $RID: mover job [0-9]* (shard [0-9]*) cancelled: request cancelled" "$LOG"
 	sleep 3
 	[ -z "$(squeue -h -n "stagehand-mover-$RID" -o %i)" ]
+}
+
+# health FIELD: the daemon's yield state (GET /v1/health as root).
+yield_field() {
+	curl -sS --max-time 10 --unix-socket "$STAGEHAND_SOCKET" http://localhost/v1/health |
+		jq -r ".yield.$1"
+}
+
+# A local archive of shtest (2 files, 4 MiB each: under MoverShardFiles, so
+# the daemon's own workers run it, not movers): its request id in LRID.
+local_archive() {
+	local src=$WD/$1 out
+	run_as_user shtest bash -c 'mkdir -p "$1" && head -c 4M /dev/urandom >"$1/a" &&
+		head -c 4M /dev/urandom >"$1/b"' _ "$src"
+	out=$(run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" submit --archive "$src" \
+		"$STAGEHAND_TESTBED_ARCHIVE/shtest/$1" --json) || _tb_fail "submit failed: $out" || return 1
+	LRID=$(jq -r .id <<<"$out")
+	[[ $LRID =~ ^[0-9]+$ ]]
+}
+
+lreq_state() {
+	db "SELECT state FROM requests WHERE id=$LRID"
+}
+
+@test "movers: local after-job transfers never yield to mover jobs, but do to a user's job of the same name" {
+	# Pause mode, no escape: a transfer that yields does not move at all.
+	local conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
+	cp -p "$conf" "$BATS_TEST_TMPDIR/stagehand.conf.movers"
+	YCONF=$BATS_TEST_TMPDIR/stagehand.conf.movers
+	printf '%s\n' YieldToJobs=yes YieldBandwidth=0 YieldMaxDelay=10m BandwidthCap=8M >>"$conf"
+	reload_daemon
+	# Movers of a big archive run on the xfer nodes, on the same file system
+	# (the bed has one) as the local archive that follows; their job-start
+	# events and slurmctld's record both name them.
+	tree "$WD/t" 32 512
+	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m5"
+	wait_for 60 eval '[[ $(squeue -h -n stagehand-mover-$RID -t RUNNING -o %i | wc -l) -ge 1 ]]'
+	sleep 3	# a watch period (SlurmWatchInterval=2): slurmctld's view is in too
+	local_archive l1
+	wait_for 20 eval '[[ $(lreq_state) == done ]]' || {
+		echo "local request $LRID: $(lreq_state); yield: $(yield_field active) active," \
+			"$(yield_field started_jobs) started jobs" >&2
+		return 1
+	}
+	# It ran alongside the movers, which still run.
+	[ "$(squeue -h -n "stagehand-mover-$RID" -t RUNNING -o %i | wc -l)" -ge 1 ]
+	[ "$(yield_field started_jobs)" -eq 0 ]
+	# A user's job named like a mover (same name, same user) is a job like
+	# any other: the next local archive yields to it until it ends.
+	user=$(run_as_user shtest sbatch --parsable -J "stagehand-mover-$RID" -D "$WD" \
+		-o /dev/null --wrap 'sleep 120')
+	USERJOB=${user%%;*}
+	wait_job_state "$USERJOB" RUNNING 60
+	wait_for 10 eval '[[ $(yield_field started_jobs) -ge 1 ]]'
+	local_archive l2
+	wait_for 10 eval '[[ $(yield_field active) -ge 1 ]]'
+	sleep 3
+	[ "$(lreq_state)" != done ]
+	scancel "$USERJOB"
+	wait_for 30 eval '[[ $(lreq_state) == done ]]'
+	diff -r "$WD/l1" "$STAGEHAND_TESTBED_ARCHIVE/shtest/l1"
+	diff -r "$WD/l2" "$STAGEHAND_TESTBED_ARCHIVE/shtest/l2"
+}
+
+@test "movers: the listing before a split runs off the main loop: a stalled one holds up nothing else" {
+	tree "$WD/big" 16 4
+	# The listing child (the owner's, named stagehand-list) hangs in its first
+	# open of the tree, as on a file system whose metadata server stalls.
+	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/big" stagehand-list; }
+	STALLER=$STALL_PID
+	read -r -t 10 ready <&"${STALL[0]}"
+	[ "$ready" = ready ]
+	archive "$WD/big" "$STAGEHAND_TESTBED_ARCHIVE/shtest/big"
+	read -r -t 20 LISTER <&"${STALL[0]}"
+	[[ $LISTER =~ ^[0-9]+$ ]]
+	[ "$(stat -c %U "/proc/$LISTER")" = shtest ]
+	# Meanwhile the daemon goes on: the API answers, and a small request is
+	# claimed, run by a local worker and verified.
+	timeout 5 runuser -u shtest -- "$STAGEHAND" --socket "$STAGEHAND_SOCKET" status "r$RID" >/dev/null
+	local_archive l3
+	wait_for 20 eval '[[ $(lreq_state) == done ]]'
+	diff -r "$WD/l3" "$STAGEHAND_TESTBED_ARCHIVE/shtest/l3"
+	[ -e "/proc/$LISTER" ]
+	[ "$(req_state)" = running ]
+	[ "$(db "SELECT count(*) FROM shards WHERE request_id=$RID")" -eq 0 ]
+	# Cancelled while listed: the hung listing child is killed.
+	run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" cancel "r$RID" >/dev/null
+	wait_for 10 eval '[[ ! -e /proc/$LISTER ]]'
+	wait_for 10 grep -q "request $RID: left while it was listed for its mover plan" "$LOG"
+	[ "$(req_state)" = cancelled ]
 }
 
 @test "movers: a mover node lost (slurmd, slurmstepd, mover killed): the shard goes to the other node" {
