@@ -230,14 +230,11 @@ int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT relpath, type, size, mtime, mode, state, checksum_src,"
+	st = qp_read(q, "SELECT relpath, type, size, mtime, mode, state, checksum_src,"
 		     " checksum_dst, attempts, error FROM items WHERE request_id=?1 AND"
 		     " (?2 IS NULL OR state=?2) ORDER BY relpath LIMIT ?3", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, req);
 	qp_bind_text(st, 2, state >= 0 ? queue_item_state_name((enum queue_item_state)state) : NULL);
 	sqlite3_bind_int(st, 3, limit > 0 ? limit : -1);
@@ -263,11 +260,7 @@ int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 			break;
 		}
 	}
-	if (rc != SQLITE_DONE)
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return qp_read_end(q, st, rc, err, errlen);
 }
 
 /* Caller holds the lock. */
@@ -334,24 +327,16 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 	struct queue_job *j;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
+	st = qp_read(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
 		     " end_exit_code, end_received, end_processed, created, updated, refused, notes,"
 		     " array_job_id, array_task_id, runs, last_run FROM jobs"
 		     " WHERE job_id=?1", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, job_id);
 	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		if (rc != SQLITE_DONE)
-			qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		sqlite3_finalize(st);
-		pthread_mutex_unlock(&q->lock);
-		return rc == SQLITE_DONE ? 1 : -1;
-	}
+	if (rc != SQLITE_ROW)
+		return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : 1;
 	j = calloc(1, sizeof(*j));
 	if (j) {
 		j->job_id = sqlite3_column_int64(st, 0);
@@ -376,8 +361,7 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 		j->runs = sqlite3_column_int(st, 17);
 		j->last_run = qp_col_dup(st, 18);
 	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
+	qp_read_end(q, st, rc, err, errlen);
 	if (!j) {
 		qp_err(err, errlen, "out of memory");
 		return -1;
@@ -456,19 +440,14 @@ int queue_job_ends_pending(struct queue *q, int64_t *ids, int max, char *err, si
 	sqlite3_stmt *st;
 	int n = 0, rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT job_id FROM jobs WHERE end_state IS NOT NULL AND"
+	st = qp_read(q, "SELECT job_id FROM jobs WHERE end_state IS NOT NULL AND"
 		     " end_processed=0 ORDER BY end_received LIMIT ?1", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int(st, 1, max);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max)
 		ids[n++] = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return n;
+	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : n;
 }
 
 int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t errlen)
@@ -565,13 +544,10 @@ int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char
 	int rc;
 
 	*error = NULL;
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT state, count(*), max(error) FROM requests WHERE " QJ_MINE
+	st = qp_read(q, "SELECT state, count(*), max(error) FROM requests WHERE " QJ_MINE
 		     " AND action='stage_in' GROUP BY state", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, job_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		enum queue_state s;
@@ -587,12 +563,14 @@ int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char
 			*error = strdup(e ? e : s == QS_CANCELLED ? "cancelled" : "failed");
 		}
 	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
 	if (rc != SQLITE_DONE) {
+		qp_err(err, errlen, "database error reading job %lld: %s", (long long)job_id,
+		       sqlite3_errmsg(q->db));
+		rc = -1;
+	}
+	if (qp_read_end(q, st, rc, err, errlen) < 0) {
 		free(*error);
 		*error = NULL;
-		qp_err(err, errlen, "database error reading job %lld", (long long)job_id);
 		return -1;
 	}
 	if (total == 0)
@@ -616,22 +594,17 @@ int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int
 			      char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
-	int n = 0;
+	int n = 0, rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT id FROM requests WHERE " QJ_MINE " AND state IN"
+	st = qp_read(q, "SELECT id FROM requests WHERE " QJ_MINE " AND state IN"
 		     " ('failed_retryable','failed_final') ORDER BY id LIMIT ?2", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, job_id);
 	sqlite3_bind_int(st, 2, max);
-	while (sqlite3_step(st) == SQLITE_ROW && n < max)
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max)
 		ids[n++] = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return n;
+	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : n;
 }
 
 int queue_request_checkpoint(struct queue *q, int64_t id, char *err, size_t errlen)
