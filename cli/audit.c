@@ -183,11 +183,7 @@ int cmd_audit(int argc, char **argv)
 	json_t *resp = NULL;
 	int c, rc;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (client_common_opt(c, optarg))
-			continue;
+	client_foreach_opt(c, argc, argv, "h", lo) {
 		switch (c) {
 		case 'j': job = optarg; break;
 		case 'u': user = optarg; break;
@@ -203,7 +199,7 @@ int cmd_audit(int argc, char **argv)
 			}
 			break;
 		case 'h': fputs(_usage_text, stdout); return EXIT_OK;
-		case '?': return client_bad_option(argv[0], argv[optind - 1]);
+		case '?': return EXIT_ENV;
 		default: fputs(_usage_text, stderr); return EXIT_ENV;
 		}
 	}

@@ -104,13 +104,9 @@ int cmd_bb(int argc, char **argv)
 	struct http *h;
 	json_t *resp = NULL, *body = NULL;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (client_common_opt(c, optarg))
-			continue;
+	client_foreach_opt(c, argc, argv, "h", lo) {
 		if (c == '?')
-			return client_bad_option(argv[0], argv[optind - 1]);
+			return EXIT_ENV;
 		if (c == 'w') {
 			secs = strtol(optarg, &end, 10);
 			if (*end || secs < 0 || secs > 7 * 86400) {

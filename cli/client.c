@@ -33,10 +33,7 @@
 #define CLIENT_DEFAULT_CONF STAGEHAND_SYSCONFDIR "/stagehand/stagehand.conf"
 
 
-/* Daemon selection from the command line (global or per subcommand). */
-static const char *_opt_socket;
-static const char *_opt_server;
-static const char *_opt_config;
+const char *client_opt_socket, *client_opt_server, *client_opt_config;
 
 void client_errx(const char *fmt, ...)
 {
@@ -52,9 +49,9 @@ void client_errx(const char *fmt, ...)
 int client_global_option(int argc, char **argv)
 {
 	static const struct { const char *name; const char **slot; } opts[] = {
-		{ "--socket", &_opt_socket },
-		{ "--server", &_opt_server },
-		{ "--config", &_opt_config },
+		{ "--socket", &client_opt_socket },
+		{ "--server", &client_opt_server },
+		{ "--config", &client_opt_config },
 	};
 	size_t i, len;
 	int used = 0;
@@ -77,31 +74,44 @@ int client_global_option(int argc, char **argv)
 			continue;
 		}
 		/* --socket and --server exclude each other; the later one wins. */
-		if (opts[i].slot == &_opt_socket)
-			_opt_server = NULL;
-		else if (opts[i].slot == &_opt_server)
-			_opt_socket = NULL;
+		if (opts[i].slot == &client_opt_socket)
+			client_opt_server = NULL;
+		else if (opts[i].slot == &client_opt_server)
+			client_opt_socket = NULL;
 	}
 	return used;
 }
 
 /* getopt's '?': say which argument, in our voice, and point at --help. */
-int client_bad_option(const char *cmd, const char *arg)
+static void _bad_option(const char *cmd, const char *arg)
 {
 	client_errx("%s: bad option '%s': unknown, or missing its value (see 'stagehand %s --help')",
 	      cmd, arg, cmd);
-	return EXIT_ENV;
 }
 
 /* Returns 1 if c was a common option (handled), 0 otherwise. */
-int client_common_opt(int c, const char *arg)
+static int _common_opt(int c, const char *arg)
 {
 	switch (c) {
-	case OPT_SOCKET: _opt_socket = arg; _opt_server = NULL; return 1;
-	case OPT_SERVER: _opt_server = arg; _opt_socket = NULL; return 1;
-	case OPT_CONFIG: _opt_config = arg; return 1;
+	case OPT_SOCKET: client_opt_socket = arg; client_opt_server = NULL; return 1;
+	case OPT_SERVER: client_opt_server = arg; client_opt_socket = NULL; return 1;
+	case OPT_CONFIG: client_opt_config = arg; return 1;
 	default: return 0;
 	}
+}
+
+int client_getopt(int argc, char **argv, const char *shortopts, const struct option *lo)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
+		if (_common_opt(c, optarg))
+			continue;
+		if (c == '?')
+			_bad_option(argv[0], argv[optind - 1]);
+		return c;
+	}
+	return -1;
 }
 
 struct http *client_connect(const char *socket_path, const char *server, const char *config)
@@ -131,7 +141,7 @@ struct http *client_connect(const char *socket_path, const char *server, const c
 /* Open the daemon connection per client.h's order. NULL: message printed. */
 struct http *client_open(void)
 {
-	return client_connect(_opt_socket, _opt_server, _opt_config);
+	return client_connect(client_opt_socket, client_opt_server, client_opt_config);
 }
 
 /*
@@ -388,6 +398,19 @@ toolong:
 
 /* ---- submit ------------------------------------------------------------ */
 
+/* --interval SEC for --wait / --watch: 0, or -1 with a message. */
+static int _interval_arg(const char *cmd, const char *v, double *out)
+{
+	double d = strtod(v, NULL);
+
+	if (!(d >= 0.1 && d <= 3600)) {
+		client_errx("%s: --interval wants seconds between 0.1 and 3600, got '%s'", cmd, v);
+		return -1;
+	}
+	*out = d;
+	return 0;
+}
+
 static void _submit_usage(FILE *fp)
 {
 	fprintf(fp,
@@ -432,13 +455,9 @@ int cmd_submit(int argc, char **argv)
 	struct http *h;
 	json_t *body, *resp;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (client_common_opt(c, optarg))
-			continue;
+	client_foreach_opt(c, argc, argv, "h", lo) {
 		if (c == '?')
-			return client_bad_option(argv[0], argv[optind - 1]);
+			return EXIT_ENV;
 		switch (c) {
 		case 'i': case 'a': case 'o': case 'l': {
 			const char *a = c == 'i' ? "stage_in" : c == 'a' ? "archive" :
@@ -462,11 +481,8 @@ int cmd_submit(int argc, char **argv)
 		case 'b': backend = optarg; break;
 		case 'K': no_keep = 1; break;
 		case 'n':
-			interval = strtod(optarg, NULL);
-			if (!(interval >= 0.1 && interval <= 3600)) {
-				client_errx("submit: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
+			if (_interval_arg("submit", optarg, &interval) < 0)
 				return EXIT_ENV;
-			}
 			break;
 		case 'h': _submit_usage(stdout); return EXIT_OK;
 		default: _submit_usage(stderr); return EXIT_ENV;
@@ -645,23 +661,16 @@ int cmd_status(int argc, char **argv)
 	struct http *h;
 	json_t *resp;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hw", lo, NULL)) != -1) {
-		if (client_common_opt(c, optarg))
-			continue;
+	client_foreach_opt(c, argc, argv, "hw", lo) {
 		if (c == '?')
-			return client_bad_option(argv[0], argv[optind - 1]);
+			return EXIT_ENV;
 		switch (c) {
 		case 'w': watch = 1; break;
 		case 'I': items = 1; break;
 		case 'J': json_out = 1; break;
 		case 'n':
-			interval = strtod(optarg, NULL);
-			if (!(interval >= 0.1 && interval <= 3600)) {
-				client_errx("status: --interval wants seconds between 0.1 and 3600, got '%s'", optarg);
+			if (_interval_arg("status", optarg, &interval) < 0)
 				return EXIT_ENV;
-			}
 			break;
 		case 'h': _status_usage(stdout); return EXIT_OK;
 		default: _status_usage(stderr); return EXIT_ENV;
@@ -738,13 +747,9 @@ int cmd_queue(int argc, char **argv)
 	json_t *resp;
 	size_t i;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (client_common_opt(c, optarg))
-			continue;
+	client_foreach_opt(c, argc, argv, "h", lo) {
 		if (c == '?')
-			return client_bad_option(argv[0], argv[optind - 1]);
+			return EXIT_ENV;
 		switch (c) {
 		case 's':
 			state = optarg;
@@ -818,13 +823,9 @@ static int _verb_main(const char *cmd, int argc, char **argv)
 	enum id_kind kind;
 	struct http *h;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (client_common_opt(c, optarg))
-			continue;
+	client_foreach_opt(c, argc, argv, "h", lo) {
 		if (c == '?')
-			return client_bad_option(argv[0], argv[optind - 1]);
+			return EXIT_ENV;
 		if (c == 'h') {
 			if (is_cancel)
 				printf("usage: stagehand cancel rREQ|JOB\n"
@@ -951,13 +952,9 @@ int cmd_health(int argc, char **argv)
 	struct http *h;
 	json_t *resp;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (client_common_opt(c, optarg))
-			continue;
+	client_foreach_opt(c, argc, argv, "h", lo) {
 		if (c == '?')
-			return client_bad_option(argv[0], argv[optind - 1]);
+			return EXIT_ENV;
 		if (c == 'J') {
 			json_out = 1;
 		} else if (c == 'h') {

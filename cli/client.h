@@ -35,6 +35,16 @@ struct http *client_connect(const char *socket_path, const char *server,
 			    const char *config);
 
 /*
+ * The daemon selection given on the command line (NULL = not given), before
+ * the subcommand (client_global_option) or after it (each subcommand's
+ * --socket, --server, --config). Borrowed from argv.
+ */
+extern const char *client_opt_socket, *client_opt_server, *client_opt_config;
+
+/* "stagehand: " + message + newline on stderr. */
+void client_errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
  * Take a daemon-selection option given before the subcommand
  * ("stagehand --socket PATH status"). argv[0] is the option. Returns how
  * many arguments were consumed (1 or 2), 0 if argv[0] is not such an

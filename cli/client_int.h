@@ -1,6 +1,6 @@
 /*
- * client_int.h - what the daemon-client subcommands share (client.c and
- * job_end.c); nothing else includes it.
+ * client_int.h - what the daemon-client subcommands share (client.c,
+ * job_end.c, bb.c, audit.c); nothing else includes it.
  *
  * Owns: exit codes, the common options, and the call helpers that print
  * their own messages. Must never: be used outside cli/.
@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "client.h"
 #include "http.h"
 
 enum { EXIT_OK = 0, EXIT_REFUSED = 1, EXIT_ENV = 2 };
@@ -31,14 +32,22 @@ enum { OPT_SOCKET = 1000, OPT_SERVER, OPT_CONFIG, OPT_HELP };
 	"  --server HOST:PORT  TCP address, authenticated with MUNGE (env STAGEHAND_SERVER)\n" \
 	"  --config FILE       config file to read Server or SocketPath from (env STAGEHAND_CONF)\n"
 
-/* "stagehand: " + message + newline on stderr. */
-void client_errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * getopt_long over a subcommand's argv with the common options taken care
+ * of: returns the next other option, -1 at the end, or '?' once the bad
+ * argument has been reported. Use it through
+ * client_foreach_opt, which starts the scan at argv[1].
+ */
+int client_getopt(int argc, char **argv, const char *shortopts, const struct option *lo);
 
-/* getopt's '?': say which argument and point at --help. Returns EXIT_ENV. */
-int client_bad_option(const char *cmd, const char *arg);
-
-/* 1 if c was a common option (handled), 0 otherwise. */
-int client_common_opt(int c, const char *arg);
+/*
+ * Loop over the options of one subcommand: for each one not common, the body
+ * sees it in c (and its value in optarg); on '?' the body returns EXIT_ENV,
+ * the message is printed already. optind is left at the first operand.
+ */
+#define client_foreach_opt(c, argc, argv, shortopts, lo) \
+	for (optind = 1, opterr = 0; \
+	     ((c) = client_getopt((argc), (argv), (shortopts), (lo))) != -1;)
 
 /* The daemon connection per client.h's order; NULL with a message printed. */
 struct http *client_open(void);

@@ -100,13 +100,9 @@ static int _job_end_args(int argc, char **argv, struct _jeopts *o)
 	o->gid_s = getenv("SLURM_JOB_GID");
 	o->user = getenv("SLURM_JOB_USER");
 	o->timeout_ms = 2000;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (client_common_opt(c, optarg))
-			continue;
+	client_foreach_opt(c, argc, argv, "h", lo) {
 		if (c == '?')
-			return client_bad_option(argv[0], argv[optind - 1]);
+			return EXIT_ENV;
 		switch (c) {
 		case 's': o->state = optarg; break;
 		case 'x':

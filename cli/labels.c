@@ -16,48 +16,6 @@
 #include "labels.h"
 #include "xattr.h"
 
-const char *labels_opt_socket, *labels_opt_server, *labels_opt_config;
-
-void labels_errx(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("stagehand: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-void labels_global_option(int argc, char **argv)
-{
-	static const struct { const char *name; const char **slot; } opts[] = {
-		{ "--socket", &labels_opt_socket },
-		{ "--server", &labels_opt_server },
-		{ "--config", &labels_opt_config },
-	};
-
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
-		size_t len = strlen(opts[i].name);
-		const char *v = NULL;
-
-		if (strncmp(argv[0], opts[i].name, len) != 0)
-			continue;
-		if (argv[0][len] == '=')
-			v = argv[0] + len + 1;
-		else if (argv[0][len] == '\0' && argc >= 2)
-			v = argv[1];
-		if (!v)
-			continue;
-		*opts[i].slot = v;
-		if (opts[i].slot == &labels_opt_socket)
-			labels_opt_server = NULL;
-		else if (opts[i].slot == &labels_opt_server)
-			labels_opt_socket = NULL;
-		return;
-	}
-}
-
 int labels_policy_known(const char *p)
 {
 	return !strcmp(p, "exempt") || !strcmp(p, "pending") || !strcmp(p, "archive") ||
@@ -66,7 +24,7 @@ int labels_policy_known(const char *p)
 
 int labels_namespace(const char *opt, char *out, size_t outlen)
 {
-	const char *path = labels_opt_config ? labels_opt_config : getenv("STAGEHAND_CONF");
+	const char *path = client_opt_config ? client_opt_config : getenv("STAGEHAND_CONF");
 	int explicit_path = path && *path;
 	struct conf *c;
 	char err[1024];
@@ -80,7 +38,7 @@ int labels_namespace(const char *opt, char *out, size_t outlen)
 			snprintf(out, outlen, "trusted.");
 			return 0;
 		}
-		labels_errx("--namespace %s: must be 'user.' or 'trusted.'", opt);
+		client_errx("--namespace %s: must be 'user.' or 'trusted.'", opt);
 		return -1;
 	}
 	snprintf(out, outlen, "user.");
@@ -88,7 +46,7 @@ int labels_namespace(const char *opt, char *out, size_t outlen)
 		path = CONF_DEFAULT_FILE;
 	if (access(path, R_OK) != 0) {
 		if (explicit_path) {
-			labels_errx("cannot read config file %s: %s (fix --config / STAGEHAND_CONF, "
+			client_errx("cannot read config file %s: %s (fix --config / STAGEHAND_CONF, "
 				    "or give --namespace)", path, strerror(errno));
 			return -1;
 		}
@@ -100,11 +58,11 @@ int labels_namespace(const char *opt, char *out, size_t outlen)
 	}
 	c = conf_create();
 	if (!c) {
-		labels_errx("out of memory");
+		client_errx("out of memory");
 		return -1;
 	}
 	if (conf_parse_file(c, path, err, sizeof(err)) < 0) {
-		labels_errx("%s (or give --namespace)", err);
+		client_errx("%s (or give --namespace)", err);
 		conf_destroy(c);
 		return -1;
 	}
@@ -236,7 +194,7 @@ int labels_walk(const char *root, int one_fs, labels_walk_fn fn, void *arg)
 
 struct http *labels_connect(void)
 {
-	return client_connect(labels_opt_socket, labels_opt_server, labels_opt_config);
+	return client_connect(client_opt_socket, client_opt_server, client_opt_config);
 }
 
 const char *labels_human(unsigned long long n, char *buf, size_t len)
@@ -304,6 +262,16 @@ void labels_print_safe(FILE *fp, const char *s)
 		}
 		p += n;
 	}
+}
+
+void labels_put_json(struct json_t *doc)
+{
+	char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+	if (s)
+		puts(s);
+	free(s);
+	json_decref(doc);
 }
 
 struct json_t *labels_jstr(const char *s)

@@ -16,13 +16,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "client.h"
 #include "http.h"
-
-/* Daemon and config selection given before the subcommand (main.c records them). */
-extern const char *labels_opt_socket, *labels_opt_server, *labels_opt_config;
-
-/* Record a --socket/--server/--config option seen by main.c (same syntax as client.c). */
-void labels_global_option(int argc, char **argv);
 
 /* The values of one path's stagehand labels ("" = absent). */
 struct label {
@@ -81,7 +76,7 @@ void labels_print_safe(FILE *fp, const char *s);
 struct json_t;
 struct json_t *labels_jstr(const char *s);
 
-/* "stagehand: " + message on stderr. */
-void labels_errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print doc on stdout as indented JSON, keys in order; takes (steals) doc. */
+void labels_put_json(struct json_t *doc);
 
 #endif /* STAGEHAND_CLI_LABELS_H */

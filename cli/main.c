@@ -55,7 +55,6 @@ int main(int argc, char **argv)
 	while (argc > 1 && (n = client_global_option(argc - 1, argv + 1)) != 0) {
 		if (n < 0)
 			return 2;
-		labels_global_option(argc - 1, argv + 1);
 		argv[n] = argv[0];
 		argv += n;
 		argc -= n;

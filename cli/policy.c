@@ -70,7 +70,7 @@ int policy_paths_scan(const char *root, const char *ns, struct policy_paths *p)
 			!strcmp(pol, "archived") ? POLICY_ARCHIVED : -1;
 
 		if (k >= 0 && _add(p, k, r.trees[i].path) < 0) {
-			labels_errx("policy: out of memory");
+			client_errx("policy: out of memory");
 			scan_result_free(&r);
 			policy_paths_free(p);
 			return -1;
@@ -405,7 +405,7 @@ static int _num(const char *opt, const char *v, int lo, int hi, int *out)
 	long n = strtol(v, &end, 10);
 
 	if (*v < '0' || *v > '9' || *end || n < lo || n > hi) {
-		labels_errx("policy: %s %s: give a number from %d to %d", opt, v, lo, hi);
+		client_errx("policy: %s %s: give a number from %d to %d", opt, v, lo, hi);
 		return -1;
 	}
 	*out = (int)n;
@@ -447,7 +447,7 @@ int cmd_policy(int argc, char **argv)
 
 	if (argc < 2 || (strcmp(argv[1], "export") && strcmp(argv[1], "--help") &&
 			 strcmp(argv[1], "-h"))) {
-		labels_errx("policy: the subcommand is 'export' (stagehand policy export --format=...)");
+		client_errx("policy: the subcommand is 'export' (stagehand policy export --format=...)");
 		return 2;
 	}
 	if (strcmp(argv[1], "export")) {
@@ -465,7 +465,7 @@ int cmd_policy(int argc, char **argv)
 		case O_PATHS: o.paths_from = optarg; break;
 		case O_POOL:
 			if (!_name_ok(optarg)) {
-				labels_errx("policy: --pool %s: letters, digits, '_', '-', '.' only", optarg);
+				client_errx("policy: --pool %s: letters, digits, '_', '-', '.' only", optarg);
 				return 2;
 			}
 			o.pool = optarg;
@@ -473,31 +473,31 @@ int cmd_policy(int argc, char **argv)
 		case O_AID: if (_num("--archive-id", optarg, 0, 65535, &o.archive_id) < 0) return 2; break;
 		case O_HTAG: if (_num("--hold-tag", optarg, 1, 2147483647, &o.hold_tag) < 0) return 2; break;
 		case O_ATAG: if (_num("--archive-tag", optarg, 1, 2147483647, &o.archive_tag) < 0) return 2; break;
-		case O_CONFIG: labels_opt_config = optarg; break;
+		case O_CONFIG: client_opt_config = optarg; break;
 		case 'h': _usage(stdout); return 0;
 		default:
-			labels_errx("policy: bad option '%s': unknown, or missing its value (see "
+			client_errx("policy: bad option '%s': unknown, or missing its value (see "
 				    "'stagehand policy --help')", argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind != argc) {
-		labels_errx("policy: unexpected argument '%s'", argv[optind]);
+		client_errx("policy: unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
 	if (!o.format || (strcmp(o.format, "gpfs") && strcmp(o.format, "robinhood") &&
 			  strcmp(o.format, "dmf") && strcmp(o.format, "lustre-hsm"))) {
-		labels_errx("policy: --format %s: give gpfs, robinhood, dmf or lustre-hsm",
+		client_errx("policy: --format %s: give gpfs, robinhood, dmf or lustre-hsm",
 			    o.format ? o.format : "(missing)");
 		return 2;
 	}
 	if (o.paths_from && (!strcmp(o.format, "dmf") || !strcmp(o.format, "lustre-hsm"))) {
-		labels_errx("policy: --paths-from is for gpfs and robinhood; the %s driver reads "
+		client_errx("policy: --paths-from is for gpfs and robinhood; the %s driver reads "
 			    "the labels each time it runs", o.format);
 		return 2;
 	}
 	if (o.hold_tag == o.archive_tag) {
-		labels_errx("policy: --hold-tag and --archive-tag must differ");
+		client_errx("policy: --hold-tag and --archive-tag must differ");
 		return 2;
 	}
 	if (labels_namespace(ns_opt, ns, sizeof(ns)) < 0)
@@ -505,7 +505,7 @@ int cmd_policy(int argc, char **argv)
 	o.ns = ns;
 	if (o.paths_from) {
 		if (labels_root(o.paths_from, root, sizeof(root), err, sizeof(err)) < 0) {
-			labels_errx("policy: --paths-from: %s", err);
+			client_errx("policy: --paths-from: %s", err);
 			return 2;
 		}
 		o.paths_from = root;
@@ -514,11 +514,11 @@ int cmd_policy(int argc, char **argv)
 	}
 	rc = policy_export(stdout, &o, &p);
 	if (rc > 0)
-		labels_errx("policy: %d labelled path(s) left out: control characters, quotes or "
+		client_errx("policy: %d labelled path(s) left out: control characters, quotes or "
 			    "glob characters the %s syntax cannot carry; handle them by hand "
 			    "('stagehand scan --list' shows them)", rc, o.format);
 	if (p.errors)
-		labels_errx("policy: %d path(s) under %s could not be read: the rules may miss "
+		client_errx("policy: %d path(s) under %s could not be read: the rules may miss "
 			    "labelled directories", p.errors, root);
 	policy_paths_free(&p);
 	return rc > 0 || p.errors ? 1 : 0;

@@ -97,7 +97,7 @@ static int _walk_cb(const char *path, const struct stat *st, int level, const ch
 
 	if (!st) {
 		if (!w->quiet)
-			labels_errx("scan: %s", err);
+			client_errx("scan: %s", err);
 		r->errors++;
 		return 0;
 	}
@@ -108,7 +108,7 @@ static int _walk_cb(const char *path, const struct stat *st, int level, const ch
 		rc = labels_read(path, r->ns, &l, e2, sizeof(e2));
 		if (rc < 0) {
 			if (!w->quiet)
-				labels_errx("scan: %s", e2);
+				client_errx("scan: %s", e2);
 			r->errors++;
 			rc = 0;
 		}
@@ -117,7 +117,7 @@ static int _walk_cb(const char *path, const struct stat *st, int level, const ch
 		for (int i = 0; i < w->depth; i++)
 			r->trees[w->st[i].idx].nested = 1;
 		if (_push_tree(r, path, st, &l) < 0) {
-			labels_errx("scan: out of memory after %zu labelled directories", r->ntrees);
+			client_errx("scan: out of memory after %zu labelled directories", r->ntrees);
 			return -1;
 		}
 		if (w->depth < STACK_MAX) {
@@ -126,7 +126,7 @@ static int _walk_cb(const char *path, const struct stat *st, int level, const ch
 			w->depth++;
 		} else {
 			if (!w->quiet)
-				labels_errx("scan: %s: labelled directories nested more than %d deep; "
+				client_errx("scan: %s: labelled directories nested more than %d deep; "
 					    "files below count in the outer one", path, STACK_MAX);
 			r->errors++;
 		}
@@ -410,7 +410,7 @@ static int _check_list(const char *list)
 	}
 	return *list ? 0 : -1;
 bad:
-	labels_errx("scan: --list %s: give policies from exempt, pending, skipped, archive, archived, "
+	client_errx("scan: --list %s: give policies from exempt, pending, skipped, archive, archived, "
 		    "separated by commas", list);
 	return -1;
 }
@@ -465,7 +465,6 @@ static void _print_table(const struct scan_result *r, const char *root, int all)
 static void _print_json(const struct scan_result *r, const char *root)
 {
 	json_t *trees = json_array(), *tot = json_object(), *doc;
-	char *s;
 
 	for (size_t i = 0; i < r->ntrees; i++) {
 		const struct scan_tree *t = &r->trees[i];
@@ -487,11 +486,7 @@ static void _print_json(const struct scan_result *r, const char *root)
 	doc = json_pack("{s:o,s:s,s:i,s:o,s:o,s:i}", "root", labels_jstr(root), "namespace", r->ns,
 			"older_than_days", r->older_than_days, "trees", trees, "totals", tot,
 			"errors", r->errors);
-	s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	if (s)
-		puts(s);
-	free(s);
-	json_decref(doc);
+	labels_put_json(doc);
 }
 
 static int _by_path(const void *a, const void *b)
@@ -531,7 +526,7 @@ int cmd_scan(int argc, char **argv)
 			long v = strtol(optarg, &end, 10);
 
 			if (*optarg < '0' || *optarg > '9' || *end || v > 100000) {
-				labels_errx("scan: --older-than %s: give a number of days from 0 to "
+				client_errx("scan: --older-than %s: give a number of days from 0 to "
 					    "100000", optarg);
 				return 2;
 			}
@@ -543,42 +538,42 @@ int cmd_scan(int argc, char **argv)
 		case O_PRINT0: print0 = 1; break;
 		case O_PURGE: purge = 1; break;
 		case O_YES: yes = 1; break;
-		case O_CONFIG: labels_opt_config = optarg; break;
+		case O_CONFIG: client_opt_config = optarg; break;
 		case 'h': _usage(stdout); return 0;
 		default:
-			labels_errx("scan: bad option '%s': unknown, or missing its value (see "
+			client_errx("scan: bad option '%s': unknown, or missing its value (see "
 				    "'stagehand scan --help')", argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind != argc - 1) {
-		labels_errx("scan: give exactly one ROOT directory");
+		client_errx("scan: give exactly one ROOT directory");
 		return 2;
 	}
 	if (list && _check_list(list) < 0)
 		return 2;
 	if (print0 && !list) {
-		labels_errx("scan: --print0 goes with --list");
+		client_errx("scan: --print0 goes with --list");
 		return 2;
 	}
 	if (purge && !yes) {
-		labels_errx("scan: --purge deletes data: add --yes to confirm (run without --purge "
+		client_errx("scan: --purge deletes data: add --yes to confirm (run without --purge "
 			    "first to see what would go)");
 		return 2;
 	}
 	if (purge && (list || json)) {
-		labels_errx("scan: --purge does not combine with --list or --json");
+		client_errx("scan: --purge does not combine with --list or --json");
 		return 2;
 	}
 	if (purge && getuid() == 0) {
-		labels_errx("scan: --purge refuses to run as root: root does not delete users' "
+		client_errx("scan: --purge refuses to run as root: root does not delete users' "
 			    "data on a label's word; run it as the data's owner");
 		return 2;
 	}
 	if (labels_namespace(ns_opt, ns, sizeof(ns)) < 0)
 		return 2;
 	if (labels_root(argv[optind], root, sizeof(root), err, sizeof(err)) < 0) {
-		labels_errx("scan: %s", err);
+		client_errx("scan: %s", err);
 		return 2;
 	}
 	if (scan_tree(root, ns, older, 0, &r) < 0) {
@@ -593,7 +588,7 @@ int cmd_scan(int argc, char **argv)
 			if (!_in_list(list, t->l.policy))
 				continue;
 			if (!print0 && strchr(t->path, '\n')) {
-				labels_errx("scan: a labelled path contains a newline; use --print0 "
+				client_errx("scan: a labelled path contains a newline; use --print0 "
 					    "(skipped: %zu bytes)", strlen(t->path));
 				rc = 2;
 				continue;

@@ -71,7 +71,7 @@ static int _collect(const char *path, const struct stat *st, int depth, const ch
 
 	(void)depth;
 	if (!st) {
-		labels_errx("%s", err);
+		client_errx("%s", err);
 		t->errors++;
 		return 0;
 	}
@@ -79,7 +79,7 @@ static int _collect(const char *path, const struct stat *st, int depth, const ch
 		return 0;
 	rc = labels_read(path, t->ns, &l, e2, sizeof(e2));
 	if (rc < 0) {
-		labels_errx("%s", e2);
+		client_errx("%s", e2);
 		t->errors++;
 		return 0;
 	}
@@ -90,7 +90,7 @@ static int _collect(const char *path, const struct stat *st, int depth, const ch
 		struct _entry *ne = realloc(t->e, nc * sizeof(*ne));
 
 		if (!ne) {
-			labels_errx("out of memory after %zu labels", t->n);
+			client_errx("out of memory after %zu labels", t->n);
 			return -1;
 		}
 		t->e = ne;
@@ -100,7 +100,7 @@ static int _collect(const char *path, const struct stat *st, int depth, const ch
 	memset(e, 0, sizeof(*e));
 	e->path = strdup(path);
 	if (!e->path) {
-		labels_errx("out of memory");
+		client_errx("out of memory");
 		return -1;
 	}
 	e->l = l;
@@ -149,7 +149,7 @@ static int _verify_batch(struct http *h, struct _tags *t, size_t *idx, size_t ni
 	if (http_call(h, "POST", "/v1/labels/verify", body, &status, &resp, &raw, err,
 		      sizeof(err)) < 0) {
 		json_decref(body);
-		labels_errx("%s", err);
+		client_errx("%s", err);
 		return 2;
 	}
 	json_decref(body);
@@ -157,10 +157,10 @@ static int _verify_batch(struct http *h, struct _tags *t, size_t *idx, size_t ni
 		const char *m = json_string_value(json_object_get(resp, "error"));
 
 		if (status == 404)
-			labels_errx("stagehandd at %s does not know label verification (HTTP 404): "
+			client_errx("stagehandd at %s does not know label verification (HTTP 404): "
 				    "it is older than this stagehand; upgrade it", http_target(h));
 		else
-			labels_errx("stagehandd at %s answered HTTP %ld: %s", http_target(h), status,
+			client_errx("stagehandd at %s answered HTTP %ld: %s", http_target(h), status,
 				    m ? m : raw ? raw : "");
 		free(raw);
 		json_decref(resp);
@@ -180,7 +180,7 @@ static int _verify_batch(struct http *h, struct _tags *t, size_t *idx, size_t ni
 	}
 	res = json_object_get(resp, "results");
 	if (!json_is_array(res) || json_array_size(res) != nidx) {
-		labels_errx("stagehandd at %s answered with %zu results for %zu labels",
+		client_errx("stagehandd at %s answered with %zu results for %zu labels",
 			    http_target(h), json_array_size(res), nidx);
 		json_decref(resp);
 		return 2;
@@ -209,7 +209,7 @@ static int _verify(struct _tags *t, long stale_after)
 	idx = calloc(BATCH_LABELS, sizeof(*idx));
 	if (!idx) {
 		http_close(h);
-		labels_errx("out of memory");
+		client_errx("out of memory");
 		return 2;
 	}
 	for (size_t i = 0; i < t->n && rc == 0; i++) {
@@ -276,7 +276,6 @@ static void _print_table(const struct _tags *t, int verify)
 static void _print_json(const struct _tags *t, int verify, int problems)
 {
 	json_t *arr = json_array(), *doc;
-	char *s;
 
 	for (size_t i = 0; i < t->n; i++) {
 		const struct _entry *e = &t->e[i];
@@ -294,11 +293,7 @@ static void _print_json(const struct _tags *t, int verify, int problems)
 	doc = json_pack("{s:s,s:o,s:i}", "namespace", t->ns, "labels", arr, "errors", t->errors);
 	if (verify)
 		json_object_set_new(doc, "problems", json_integer(problems));
-	s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	if (s)
-		puts(s);
-	free(s);
-	json_decref(doc);
+	labels_put_json(doc);
 }
 
 static int _by_path(const void *a, const void *b)
@@ -338,23 +333,23 @@ int cmd_tags(int argc, char **argv)
 
 			stale_after = strtol(optarg, &end, 10);
 			if (*optarg < '0' || *optarg > '9' || *end || stale_after < 0) {
-				labels_errx("tags: --stale-after %s: give a number of seconds", optarg);
+				client_errx("tags: --stale-after %s: give a number of seconds", optarg);
 				return 2;
 			}
 			break;
 		}
-		case O_SOCKET: labels_opt_socket = optarg; labels_opt_server = NULL; break;
-		case O_SERVER: labels_opt_server = optarg; labels_opt_socket = NULL; break;
-		case O_CONFIG: labels_opt_config = optarg; break;
+		case O_SOCKET: client_opt_socket = optarg; client_opt_server = NULL; break;
+		case O_SERVER: client_opt_server = optarg; client_opt_socket = NULL; break;
+		case O_CONFIG: client_opt_config = optarg; break;
 		case 'h': _usage(stdout); return 0;
 		default:
-			labels_errx("tags: bad option '%s': unknown, or missing its value (see "
+			client_errx("tags: bad option '%s': unknown, or missing its value (see "
 				    "'stagehand tags --help')", argv[optind - 1]);
 			return 2;
 		}
 	}
 	if (optind >= argc) {
-		labels_errx("tags: give at least one PATH");
+		client_errx("tags: give at least one PATH");
 		_usage(stderr);
 		return 2;
 	}
@@ -363,7 +358,7 @@ int cmd_tags(int argc, char **argv)
 	t.ns = ns;
 	for (int i = optind; i < argc; i++) {
 		if (labels_root(argv[i], root, sizeof(root), err, sizeof(err)) < 0) {
-			labels_errx("tags: %s", err);
+			client_errx("tags: %s", err);
 			t.errors++;
 			continue;
 		}

@@ -24,7 +24,7 @@ int api_decode_path(const char *url, struct api_path *p)
 	return t ? -1 : 0;
 }
 
-int api_decode_id(const char *s, int64_t *out)
+int api_decode_num(const char *s, int64_t min, int64_t *out)
 {
 	char *end;
 	long long v;
@@ -33,10 +33,15 @@ int api_decode_id(const char *s, int64_t *out)
 		return -1;
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (errno || *end || v <= 0)
+	if (errno || *end || v < min)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+int api_decode_id(const char *s, int64_t *out)
+{
+	return api_decode_num(s, 1, out);
 }
 
 int api_decode_body(const char *body, size_t len, json_t **out, char *err, size_t errlen)

@@ -33,6 +33,9 @@ struct api_path {
 /* Split url into p. 0, or -1 when it is too long or has too many segments (404). */
 int api_decode_path(const char *url, struct api_path *p);
 
+/* A decimal number >= min with nothing after it ("12", not "+12", "12x"). 0 or -1. */
+int api_decode_num(const char *s, int64_t min, int64_t *out);
+
 /* A positive decimal id with nothing after it ("12", not "+12", "12x", "0"). 0 or -1. */
 int api_decode_id(const char *s, int64_t *out);
 

@@ -340,8 +340,9 @@ static void _get(struct daemon *d, const struct api_caller *who, struct MHD_Conn
 	queue_request_free(r);
 }
 
-static void _cancel(struct daemon *d, const struct api_caller *who, int64_t id,
-		    struct api_reply *out)
+/* POST /v1/requests/{id}/cancel (cancel) or /retry (!cancel), for its owner or an admin. */
+static void _cancel_or_retry(struct daemon *d, const struct api_caller *who, int64_t id,
+			     int cancel, struct api_reply *out)
 {
 	struct queue_request *r = _own_request(d, who, id, out);
 	char err[512];
@@ -349,39 +350,21 @@ static void _cancel(struct daemon *d, const struct api_caller *who, int64_t id,
 
 	if (!r)
 		return;
-	rc = queue_request_set_state(d->q, id, -1, QS_CANCELLED, "cancelled by uid", err,
-				     sizeof(err));
+	if (cancel)
+		rc = queue_request_set_state(d->q, id, -1, QS_CANCELLED, "cancelled by uid", err,
+					     sizeof(err));
+	else
+		rc = queue_request_retry(d->q, id, err, sizeof(err));
 	if (rc == 1) {
-		api_error(out, 409, "request %lld is %s: only unfinished requests can be cancelled",
-			  (long long)id, queue_state_name(r->state));
+		api_error(out, 409, "request %lld is %s: only %s requests can be %s", (long long)id,
+			  queue_state_name(r->state), cancel ? "unfinished" : "failed or cancelled",
+			  cancel ? "cancelled" : "retried");
 	} else if (rc < 0) {
 		api_error(out, 500, "%s", err);
 	} else {
-		log_info("request %lld: cancelled by uid %u", (long long)id, (unsigned)who->uid);
-		daemon_wake(d);	/* the main loop stops its worker */
-		_reply_request(d, id, 200, out);
-	}
-	queue_request_free(r);
-}
-
-static void _retry(struct daemon *d, const struct api_caller *who, int64_t id,
-		   struct api_reply *out)
-{
-	struct queue_request *r = _own_request(d, who, id, out);
-	char err[512];
-	int rc;
-
-	if (!r)
-		return;
-	rc = queue_request_retry(d->q, id, err, sizeof(err));
-	if (rc == 1)
-		api_error(out, 409, "request %lld is %s: only failed or cancelled requests can be "
-			  "retried", (long long)id, queue_state_name(r->state));
-	else if (rc < 0)
-		api_error(out, 500, "%s", err);
-	else {
-		log_info("request %lld: retry requested by uid %u", (long long)id, (unsigned)who->uid);
-		daemon_wake(d);
+		log_info("request %lld: %s by uid %u", (long long)id,
+			 cancel ? "cancelled" : "retry requested", (unsigned)who->uid);
+		daemon_wake(d);	/* the main loop stops the worker, or dispatches the retry */
 		_reply_request(d, id, 200, out);
 	}
 	queue_request_free(r);
@@ -834,9 +817,9 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 		else if (nseg == 3 && is_get)
 			_get(d, who, c, id, out);
 		else if (nseg == 4 && is_post && strcmp(seg[3], "cancel") == 0)
-			_cancel(d, who, id, out);
+			_cancel_or_retry(d, who, id, 1, out);
 		else if (nseg == 4 && is_post && strcmp(seg[3], "retry") == 0)
-			_retry(d, who, id, out);
+			_cancel_or_retry(d, who, id, 0, out);
 		else if (nseg == 3 || strcmp(seg[3], "cancel") == 0 || strcmp(seg[3], "retry") == 0)
 			api_error(out, 405, "method %s not allowed here", method);
 		else

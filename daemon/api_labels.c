@@ -15,13 +15,13 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "api_decode.h"
 #include "api_labels.h"
 #include "dsl.h"
 #include "log.h"
@@ -103,21 +103,6 @@ static int _norm(const char *in, char *out, size_t outlen)
 	if (o == 0)
 		out[o++] = '/';
 	out[o] = '\0';
-	return 0;
-}
-
-static int _parse_u64(const char *s, int64_t *out)
-{
-	char *end;
-	long long v;
-
-	if (!s || *s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || *end || v < 0)
-		return -1;
-	*out = v;
 	return 0;
 }
 
@@ -523,11 +508,11 @@ static void _verify_one(struct _ctx *c, json_t *in, struct _verdict *v)
 		     policy ? policy : "(none)");
 		return;
 	}
-	if (owner_s && _parse_u64(owner_s, &owner) < 0) {
+	if (owner_s && api_decode_num(owner_s, 0, &owner) < 0) {
 		_set(v, 0, "owner_mismatch", "owner label '%.32s' is not a uid", owner_s);
 		return;
 	}
-	if (job_s && (_parse_u64(job_s, &job_id) < 0 || job_id == 0)) {
+	if (job_s && (api_decode_num(job_s, 0, &job_id) < 0 || job_id == 0)) {
 		_set(v, 0, "no_job", "job label '%.32s' is not a job id", job_s);
 		return;
 	}

@@ -58,10 +58,17 @@ static void _var(struct _event *e, const char *name, const char *val)
 		e->nvars++;
 }
 
+static void _var_num(struct _event *e, const char *name, long long val)
+{
+	char num[32];
+
+	snprintf(num, sizeof(num), "%lld", val);
+	_var(e, name, num);
+}
+
 static void _take(const struct queue_notice *q, void *arg)
 {
 	struct _event *e = arg;
-	char num[32];
 	/* failed_final is "failed" to the site: a retry by hand may still follow. */
 	const char *state = strcmp(q->state ? q->state : "", "done") == 0 ? "done" : "failed";
 
@@ -77,16 +84,12 @@ static void _take(const struct queue_notice *q, void *arg)
 	_var(e, "STAGEHAND_STATE", state);
 	_var(e, "STAGEHAND_JOB_ID", e->job);
 	_var(e, "STAGEHAND_USER", e->user);
-	snprintf(num, sizeof(num), "%lld", (long long)q->uid);
-	_var(e, "STAGEHAND_UID", num);
-	snprintf(num, sizeof(num), "%lld", (long long)q->id);
-	_var(e, "STAGEHAND_REQUEST_ID", num);
+	_var_num(e, "STAGEHAND_UID", (long long)q->uid);
+	_var_num(e, "STAGEHAND_REQUEST_ID", (long long)q->id);
 	_var(e, "STAGEHAND_SOURCE", e->src);
 	_var(e, "STAGEHAND_DEST", e->dst);
-	snprintf(num, sizeof(num), "%lld", (long long)q->files);
-	_var(e, "STAGEHAND_FILES", num);
-	snprintf(num, sizeof(num), "%lld", (long long)q->bytes);
-	_var(e, "STAGEHAND_BYTES", num);
+	_var_num(e, "STAGEHAND_FILES", (long long)q->files);
+	_var_num(e, "STAGEHAND_BYTES", (long long)q->bytes);
 	_var(e, "STAGEHAND_ERROR", q->error);
 }
 

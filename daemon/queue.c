@@ -113,17 +113,40 @@ sqlite3_stmt *qp_prep(struct queue *q, const char *sql, char *err, size_t errlen
 	return st;
 }
 
+sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	pthread_mutex_lock(&q->lock);
+	st = qp_prep(q, sql, err, errlen);
+	if (!st)
+		pthread_mutex_unlock(&q->lock);
+	return st;
+}
+
+/* 0 if rc, a step's answer, is a success; else -1 with the database's message. */
+static int _step_ok(struct queue *q, int rc, char *err, size_t errlen)
+{
+	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+		return 0;
+	qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+	return -1;
+}
+
+int qp_read_end(struct queue *q, sqlite3_stmt *st, int rc, char *err, size_t errlen)
+{
+	rc = rc == -1 ? -1 : _step_ok(q, rc, err, errlen);
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
 int qp_step_done(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen)
 {
-	int rc = sqlite3_step(st);
+	int rc = _step_ok(q, sqlite3_step(st), err, errlen);
 
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		sqlite3_finalize(st);
-		return -1;
-	}
 	sqlite3_finalize(st);
-	return 0;
+	return rc;
 }
 
 void qp_bind_text(sqlite3_stmt *st, int i, const char *s)
@@ -167,15 +190,10 @@ sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errl
 
 int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen)
 {
-	int rc = sqlite3_step(st);
+	int rc = _step_ok(q, sqlite3_step(st), err, errlen);
 
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		sqlite3_reset(st);
-		return -1;
-	}
 	sqlite3_reset(st);
-	return 0;
+	return rc;
 }
 
 void qp_begin(struct queue *q)
@@ -566,14 +584,11 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT " REQ_COLS " FROM requests WHERE (?1 < 0 OR uid=?1)"
+	st = qp_read(q, "SELECT " REQ_COLS " FROM requests WHERE (?1 < 0 OR uid=?1)"
 		   " AND (?2 = 0 OR job_id=?2) AND (?3 IS NULL OR state=?3)"
 		   " AND (?4 IS NULL OR action=?4) ORDER BY id DESC LIMIT ?5", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, f->uid);
 	sqlite3_bind_int64(st, 2, f->job_id);
 	qp_bind_text(st, 3, f->state >= 0 ? queue_state_name((enum queue_state)f->state) : NULL);
@@ -594,11 +609,7 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
 			break;
 		}
 	}
-	if (rc != SQLITE_DONE)
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return qp_read_end(q, st, rc, err, errlen);
 }
 
 int queue_request_claim(struct queue *q, int64_t now, struct queue_request **out,
@@ -829,12 +840,9 @@ int queue_count_states(struct queue *q, int64_t counts[QS_COUNT], char *err, siz
 	int rc;
 
 	memset(counts, 0, sizeof(int64_t) * QS_COUNT);
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT state, count(*) FROM requests GROUP BY state", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	st = qp_read(q, "SELECT state, count(*) FROM requests GROUP BY state", err, errlen);
+	if (!st)
 		return -1;
-	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		enum queue_state s;
 		const char *n = (const char *)sqlite3_column_text(st, 0);
@@ -842,11 +850,5 @@ int queue_count_states(struct queue *q, int64_t counts[QS_COUNT], char *err, siz
 		if (n && queue_state_from_name(n, &s) == 0)
 			counts[s] = sqlite3_column_int64(st, 1);
 	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	if (rc != SQLITE_DONE) {
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		return -1;
-	}
-	return 0;
+	return qp_read_end(q, st, rc, err, errlen);
 }

@@ -35,12 +35,9 @@ int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 	sqlite3_stmt *st;
 	int rc, n = 0;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, _sql[f->by], err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	st = qp_read(q, _sql[f->by], err, errlen);
+	if (!st)
 		return -1;
-	}
 	if (f->job_id > 0)
 		sqlite3_bind_int64(st, 1, f->job_id);
 	if (f->uid >= 0)
@@ -67,13 +64,7 @@ int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 		if (fn(&r, arg))
 			break;
 	}
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		n = -1;
-	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return n;
+	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : n;
 }
 
 int queue_audit_under(struct queue *q, const char *root, int src, int64_t *files,
@@ -90,23 +81,16 @@ int queue_audit_under(struct queue *q, const char *root, int src, int64_t *files
 	int rc;
 
 	*files = *bytes = 0;
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, sql[src ? 1 : 0], err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	st = qp_read(q, sql[src ? 1 : 0], err, errlen);
+	if (!st)
 		return -1;
-	}
 	qp_bind_text(st, 1, strcmp(root, "/") == 0 ? "" : root);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		*files = sqlite3_column_int64(st, 0);
 		*bytes = sqlite3_column_int64(st, 1);
-	} else {
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
 	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return rc == SQLITE_ROW ? 0 : -1;
+	return qp_read_end(q, st, rc, err, errlen);
 }
 
 int queue_notice_next(struct queue *q, int64_t since,

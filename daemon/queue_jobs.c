@@ -7,6 +7,19 @@
 #include "queue.h"
 #include "queue_private.h"
 
+/* A cached statement on one item, its request (?1) and relpath (?2) bound. NULL with err. */
+static sqlite3_stmt *_item_stmt(struct queue *q, const char *sql, int64_t req,
+				const char *relpath, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = qp_cached(q, sql, err, errlen);
+
+	if (st) {
+		sqlite3_bind_int64(st, 1, req);
+		qp_bind_text(st, 2, relpath);
+	}
+	return st;
+}
+
 int queue_item_start(struct queue *q, int64_t req, const char *relpath, const char *type,
 		     int64_t size, int64_t mtime_ns, int mode, char *err, size_t errlen)
 {
@@ -14,14 +27,12 @@ int queue_item_start(struct queue *q, int64_t req, const char *relpath, const ch
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_cached(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
-		     " attempts) VALUES (?1,?2,?3,?4,?5,?6,'running',1)"
-		     " ON CONFLICT (request_id, relpath) DO UPDATE SET type=?3, size=?4, mtime=?5,"
-		     " mode=?6, state='running', attempts=attempts+1, checksum_src=NULL,"
-		     " checksum_dst=NULL, error=NULL", err, errlen);
+	st = _item_stmt(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
+		      " attempts) VALUES (?1,?2,?3,?4,?5,?6,'running',1)"
+		      " ON CONFLICT (request_id, relpath) DO UPDATE SET type=?3, size=?4, mtime=?5,"
+		      " mode=?6, state='running', attempts=attempts+1, checksum_src=NULL,"
+		      " checksum_dst=NULL, error=NULL", req, relpath, err, errlen);
 	if (st) {
-		sqlite3_bind_int64(st, 1, req);
-		qp_bind_text(st, 2, relpath);
 		qp_bind_text(st, 3, type);
 		sqlite3_bind_int64(st, 4, size);
 		sqlite3_bind_int64(st, 5, mtime_ns);
@@ -38,11 +49,9 @@ int queue_item_copied(struct queue *q, int64_t req, const char *relpath, const c
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_cached(q, "UPDATE items SET state='verifying', checksum_src=?3 WHERE request_id=?1"
-		     " AND relpath=?2 AND state='running'", err, errlen);
+	st = _item_stmt(q, "UPDATE items SET state='verifying', checksum_src=?3 WHERE request_id=?1"
+		      " AND relpath=?2 AND state='running'", req, relpath, err, errlen);
 	if (st) {
-		sqlite3_bind_int64(st, 1, req);
-		qp_bind_text(st, 2, relpath);
 		qp_bind_text(st, 3, cks_src);
 		rc = qp_step_reset(q, st, err, errlen);
 		if (rc == 0 && sqlite3_changes(q->db) != 1) {
@@ -110,12 +119,11 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 	 * equals the source's may become done: the comparison is done here as well
 	 * as in the worker, so nothing is marked done unverified.
 	 */
-	st = qp_cached(q, "SELECT size, type, checksum_src FROM items WHERE request_id=?1 AND"
-		     " relpath=?2 AND state IN ('verifying','running')", err, errlen);
+	st = _item_stmt(q, "SELECT size, type, checksum_src FROM items WHERE request_id=?1 AND"
+		      " relpath=?2 AND state IN ('verifying','running')",
+		      req, relpath, err, errlen);
 	if (!st)
 		goto out;
-	sqlite3_bind_int64(st, 1, req);
-	qp_bind_text(st, 2, relpath);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_reset(st);
 		qp_err(err, errlen, "request %lld: item '%s' is not being copied", (long long)req,
@@ -133,12 +141,10 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 		goto out;
 	}
 	sqlite3_reset(st);
-	st = qp_cached(q, "UPDATE items SET state='done', checksum_dst=?3, error=NULL"
-		     " WHERE request_id=?1 AND relpath=?2", err, errlen);
+	st = _item_stmt(q, "UPDATE items SET state='done', checksum_dst=?3, error=NULL"
+		      " WHERE request_id=?1 AND relpath=?2", req, relpath, err, errlen);
 	if (!st)
 		goto out;
-	sqlite3_bind_int64(st, 1, req);
-	qp_bind_text(st, 2, relpath);
 	qp_bind_text(st, 3, cks_dst);
 	if (qp_step_reset(q, st, err, errlen) < 0)
 		goto out;
@@ -167,24 +173,21 @@ int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int6
 		return -1;
 	}
 	qp_begin(q);
-	st = qp_cached(q, "SELECT state FROM items WHERE request_id=?1 AND relpath=?2", err, errlen);
+	st = _item_stmt(q, "SELECT state FROM items WHERE request_id=?1 AND relpath=?2",
+			req, relpath, err, errlen);
 	if (!st)
 		goto out;
-	sqlite3_bind_int64(st, 1, req);
-	qp_bind_text(st, 2, relpath);
 	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
 		was_done = strcmp((const char *)sqlite3_column_text(st, 0), "done") == 0;
 	sqlite3_reset(st);
-	st = qp_cached(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
-		       " checksum_src, checksum_dst, attempts) VALUES"
-		       " (?1,?2,'file',?3,?4,?5,'done',?6,?6,1)"
-		       " ON CONFLICT (request_id, relpath) DO UPDATE SET type='file', size=?3,"
-		       " mtime=?4, mode=?5, state='done', checksum_src=?6, checksum_dst=?6,"
-		       " error=NULL, attempts=attempts+1", err, errlen);
+	st = _item_stmt(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
+		         " checksum_src, checksum_dst, attempts) VALUES"
+		         " (?1,?2,'file',?3,?4,?5,'done',?6,?6,1)"
+		         " ON CONFLICT (request_id, relpath) DO UPDATE SET type='file', size=?3,"
+		         " mtime=?4, mode=?5, state='done', checksum_src=?6, checksum_dst=?6,"
+		         " error=NULL, attempts=attempts+1", req, relpath, err, errlen);
 	if (!st)
 		goto out;
-	sqlite3_bind_int64(st, 1, req);
-	qp_bind_text(st, 2, relpath);
 	sqlite3_bind_int64(st, 3, size);
 	sqlite3_bind_int64(st, 4, mtime_ns);
 	sqlite3_bind_int(st, 5, mode);
@@ -209,12 +212,10 @@ int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const c
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_cached(q, "INSERT INTO items (request_id, relpath, type, state, error, attempts)"
-		     " VALUES (?1,?2,?3,?4,?5,1) ON CONFLICT (request_id, relpath) DO UPDATE"
-		     " SET state=?4, error=?5", err, errlen);
+	st = _item_stmt(q, "INSERT INTO items (request_id, relpath, type, state, error, attempts)"
+		      " VALUES (?1,?2,?3,?4,?5,1) ON CONFLICT (request_id, relpath) DO UPDATE"
+		      " SET state=?4, error=?5", req, relpath, err, errlen);
 	if (st) {
-		sqlite3_bind_int64(st, 1, req);
-		qp_bind_text(st, 2, relpath);
 		qp_bind_text(st, 3, type ? type : "file");
 		qp_bind_text(st, 4, queue_item_state_name(state));
 		qp_bind_text(st, 5, error);
@@ -230,14 +231,11 @@ int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT relpath, type, size, mtime, mode, state, checksum_src,"
+	st = qp_read(q, "SELECT relpath, type, size, mtime, mode, state, checksum_src,"
 		     " checksum_dst, attempts, error FROM items WHERE request_id=?1 AND"
 		     " (?2 IS NULL OR state=?2) ORDER BY relpath LIMIT ?3", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, req);
 	qp_bind_text(st, 2, state >= 0 ? queue_item_state_name((enum queue_item_state)state) : NULL);
 	sqlite3_bind_int(st, 3, limit > 0 ? limit : -1);
@@ -263,11 +261,7 @@ int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 			break;
 		}
 	}
-	if (rc != SQLITE_DONE)
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return qp_read_end(q, st, rc, err, errlen);
 }
 
 /* Caller holds the lock. */
@@ -334,24 +328,16 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 	struct queue_job *j;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
+	st = qp_read(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
 		     " end_exit_code, end_received, end_processed, created, updated, refused, notes,"
 		     " array_job_id, array_task_id, runs, last_run FROM jobs"
 		     " WHERE job_id=?1", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, job_id);
 	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		if (rc != SQLITE_DONE)
-			qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		sqlite3_finalize(st);
-		pthread_mutex_unlock(&q->lock);
-		return rc == SQLITE_DONE ? 1 : -1;
-	}
+	if (rc != SQLITE_ROW)
+		return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : 1;
 	j = calloc(1, sizeof(*j));
 	if (j) {
 		j->job_id = sqlite3_column_int64(st, 0);
@@ -376,8 +362,7 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 		j->runs = sqlite3_column_int(st, 17);
 		j->last_run = qp_col_dup(st, 18);
 	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
+	qp_read_end(q, st, rc, err, errlen);
 	if (!j) {
 		qp_err(err, errlen, "out of memory");
 		return -1;
@@ -451,24 +436,27 @@ out:
 	return qp_end(q, rc, 1, err, errlen);
 }
 
+/* Ends a qp_read whose first column is an id: up to max of them into ids. n or -1. */
+static int _read_ids(struct queue *q, sqlite3_stmt *st, int64_t *ids, int max, char *err,
+		     size_t errlen)
+{
+	int n = 0, rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max)
+		ids[n++] = sqlite3_column_int64(st, 0);
+	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : n;
+}
+
 int queue_job_ends_pending(struct queue *q, int64_t *ids, int max, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
-	int n = 0, rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT job_id FROM jobs WHERE end_state IS NOT NULL AND"
+	st = qp_read(q, "SELECT job_id FROM jobs WHERE end_state IS NOT NULL AND"
 		     " end_processed=0 ORDER BY end_received LIMIT ?1", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int(st, 1, max);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max)
-		ids[n++] = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return n;
+	return _read_ids(q, st, ids, max, err, errlen);
 }
 
 int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t errlen)
@@ -565,13 +553,10 @@ int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char
 	int rc;
 
 	*error = NULL;
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT state, count(*), max(error) FROM requests WHERE " QJ_MINE
+	st = qp_read(q, "SELECT state, count(*), max(error) FROM requests WHERE " QJ_MINE
 		     " AND action='stage_in' GROUP BY state", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, job_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		enum queue_state s;
@@ -587,12 +572,14 @@ int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char
 			*error = strdup(e ? e : s == QS_CANCELLED ? "cancelled" : "failed");
 		}
 	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
 	if (rc != SQLITE_DONE) {
+		qp_err(err, errlen, "database error reading job %lld: %s", (long long)job_id,
+		       sqlite3_errmsg(q->db));
+		rc = -1;
+	}
+	if (qp_read_end(q, st, rc, err, errlen) < 0) {
 		free(*error);
 		*error = NULL;
-		qp_err(err, errlen, "database error reading job %lld", (long long)job_id);
 		return -1;
 	}
 	if (total == 0)
@@ -616,22 +603,14 @@ int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int
 			      char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
-	int n = 0;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT id FROM requests WHERE " QJ_MINE " AND state IN"
+	st = qp_read(q, "SELECT id FROM requests WHERE " QJ_MINE " AND state IN"
 		     " ('failed_retryable','failed_final') ORDER BY id LIMIT ?2", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, job_id);
 	sqlite3_bind_int(st, 2, max);
-	while (sqlite3_step(st) == SQLITE_ROW && n < max)
-		ids[n++] = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return n;
+	return _read_ids(q, st, ids, max, err, errlen);
 }
 
 int queue_request_checkpoint(struct queue *q, int64_t id, char *err, size_t errlen)

@@ -15,13 +15,10 @@ int queue_label_requests(struct queue *q, const char *source,
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT id, job_id, uid, action, dest, error, state, updated, files_total"
+	st = qp_read(q, "SELECT id, job_id, uid, action, dest, error, state, updated, files_total"
 		     " FROM requests WHERE source = ?1 ORDER BY id DESC LIMIT 256", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	qp_bind_text(st, 1, source);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct queue_label_req r;
@@ -43,15 +40,7 @@ int queue_label_requests(struct queue *q, const char *source,
 		if (fn(&r, arg))
 			break;
 	}
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		sqlite3_finalize(st);
-		pthread_mutex_unlock(&q->lock);
-		return -1;
-	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return 0;
+	return qp_read_end(q, st, rc, err, errlen);
 }
 
 int queue_label_audit(struct queue *q, int64_t id, int64_t *rows, int64_t *bytes,
@@ -62,24 +51,15 @@ int queue_label_audit(struct queue *q, int64_t id, int64_t *rows, int64_t *bytes
 
 	*rows = 0;
 	*bytes = 0;
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT count(*), COALESCE(sum(bytes), 0) FROM audit WHERE request_id = ?1",
+	st = qp_read(q, "SELECT count(*), COALESCE(sum(bytes), 0) FROM audit WHERE request_id = ?1",
 		     err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, id);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		*rows = sqlite3_column_int64(st, 0);
 		*bytes = sqlite3_column_int64(st, 1);
 	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	if (rc != SQLITE_ROW) {
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		return -1;
-	}
-	return 0;
+	return qp_read_end(q, st, rc, err, errlen);
 }

@@ -1,6 +1,8 @@
 /*
- * queue_private.h - shared by queue.c and queue_jobs.c only: the handle and
- * the transaction helpers. Nothing outside the queue module includes it.
+ * queue_private.h - shared by the queue module's files (queue.c,
+ * queue_jobs.c, queue_audit.c, queue_labels.c, queue_shards.c) only: the
+ * handle and the transaction helpers. Nothing outside the queue module
+ * includes it.
  */
 #ifndef STAGEHAND_QUEUE_PRIVATE_H
 #define STAGEHAND_QUEUE_PRIVATE_H
@@ -27,6 +29,17 @@ void qp_err(char *err, size_t errlen, const char *fmt, ...)
 int64_t qp_now(void);
 int qp_exec(struct queue *q, const char *sql, char *err, size_t errlen);
 sqlite3_stmt *qp_prep(struct queue *q, const char *sql, char *err, size_t errlen);
+/*
+ * A read outside a transaction: takes the lock and prepares sql; NULL with
+ * err and the lock released. Finish it with qp_read_end.
+ */
+sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen);
+/*
+ * Ends a qp_read: rc is the last sqlite3_step's answer (SQLITE_ROW when the
+ * caller stopped early), or -1 when the caller has put its own failure in
+ * err. Reports any other step failure, finalizes st, unlocks. 0 or -1.
+ */
+int qp_read_end(struct queue *q, sqlite3_stmt *st, int rc, char *err, size_t errlen);
 /* Steps once and finalizes st. */
 int qp_step_done(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen);
 void qp_bind_text(sqlite3_stmt *st, int i, const char *s);

@@ -123,13 +123,10 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 
 	*out = NULL;
 	*n = 0;
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT idx, state, slurm_job, files, bytes, attempts, error FROM shards"
+	st = qp_read(q, "SELECT idx, state, slurm_job, files, bytes, attempts, error FROM shards"
 		     " WHERE request_id=?1 ORDER BY idx", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, req);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct queue_shard *e;
@@ -156,11 +153,7 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 		e->attempts = sqlite3_column_int(st, 5);
 		e->error = qp_col_dup(st, 6);
 	}
-	if (rc != SQLITE_DONE && rc != -1)
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	if (rc != SQLITE_DONE) {
+	if (qp_read_end(q, st, rc, err, errlen) < 0) {
 		queue_shards_free(s, *n);
 		*n = 0;
 		return -1;
@@ -176,23 +169,16 @@ int queue_shard_files(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT relpath, size FROM shard_files WHERE request_id=?1 AND idx=?2"
+	st = qp_read(q, "SELECT relpath, size FROM shard_files WHERE request_id=?1 AND idx=?2"
 		     " ORDER BY relpath", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, req);
 	sqlite3_bind_int(st, 2, idx);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1), arg))
 			break;
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+	return qp_read_end(q, st, rc, err, errlen);
 }
 
 int queue_shard_done(struct queue *q, int64_t req, int idx,
@@ -202,26 +188,19 @@ int queue_shard_done(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	st = qp_prep(q, "SELECT i.relpath, i.size, i.mtime FROM shard_files f JOIN items i"
+	st = qp_read(q, "SELECT i.relpath, i.size, i.mtime FROM shard_files f JOIN items i"
 		     " ON i.request_id=f.request_id AND i.relpath=f.relpath"
 		     " WHERE f.request_id=?1 AND f.idx=?2 AND i.state='done' AND i.type='file'"
 		     " ORDER BY f.relpath", err, errlen);
-	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+	if (!st)
 		return -1;
-	}
 	sqlite3_bind_int64(st, 1, req);
 	sqlite3_bind_int(st, 2, idx);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
 		       sqlite3_column_int64(st, 2), arg))
 			break;
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
-	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+	return qp_read_end(q, st, rc, err, errlen);
 }
 
 int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen)

@@ -179,6 +179,7 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	syscall(SYS_close_range, 4, ~0U, 0);
 	if (idle)
 		_ioprio_idle();
+	/* The request as the site-file step (root) and the transfer (the user) see it. */
 	ctx.conf = d->conf;
 	ctx.request_id = r->id;
 	ctx.uid = r->uid;
@@ -198,12 +199,7 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	if (getppid() != parent)
 		_exit(1);
 	umask(077);
-	ctx.request_id = r->id;
 	ctx.job_id = r->job_id;
-	ctx.uid = r->uid;
-	ctx.action = r->action;
-	ctx.source = r->source;
-	ctx.dest = r->dest;
 	ctx.keep = keep;
 	ctx.algo = algo;
 	ctx.bucket = yb ? yb : d->bucket;

@@ -84,11 +84,12 @@ def write_big(path, seed):
     return sha256_file(path)
 
 
-def put_user_file(path, data, mode=0o600):
+def put_user_file(home, path, data, mode=0o600):
+    """path (below home) with data, owned by USER, as are the folders made for it."""
     pw = pwd.getpwnam(USER)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     d = os.path.dirname(path)
-    while d.startswith(pw.pw_dir) and d != pw.pw_dir:
+    while d.startswith(home + "/"):
         os.chown(d, pw.pw_uid, pw.pw_gid)
         d = os.path.dirname(d)
     with open(path, "w") as f:
@@ -97,29 +98,25 @@ def put_user_file(path, data, mode=0o600):
     os.chmod(path, mode)
 
 
-# ---- the test user's credential files: saved and restored ----------------------
+# ---- the test user's credential files: in a home of the test's own -------------
 
 @pytest.fixture(scope="module")
-def home(test_users):
-    h = pwd.getpwnam(USER).pw_dir
-    saved = {}
-    for rel in (".netrc", ".ssh", ".config/stagehand"):
-        p = os.path.join(h, rel)
-        if os.path.lexists(p):
-            bak = p + ".stagehand-test-save"
-            os.rename(p, bak)
-            saved[p] = bak
-    yield h
-    for rel in (".netrc", ".ssh", ".config/stagehand"):
-        p = os.path.join(h, rel)
-        if os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p)
-        elif os.path.lexists(p):
-            os.unlink(p)
-    for p, bak in saved.items():
-        os.rename(bak, p)
-    with contextlib.suppress(OSError):
-        os.rmdir(os.path.join(h, ".config"))    # only if the tests made it and it is empty
+def home(test_users, base_dir):
+    """The test user's home as this module's daemons see it: a directory below
+    base_dir, bound over the real one in the daemons' own mount namespace
+    (conftest Daemon.argv). The credential files go there, never into the
+    user's real home, which other test runs on the host may share."""
+    pw = pwd.getpwnam(USER)
+    h = os.path.join(base_dir, "home", USER)
+    os.makedirs(h)
+    os.chown(h, pw.pw_uid, pw.pw_gid)
+    os.chmod(h, 0o755)
+    return h
+
+
+def homes(home):
+    """make_daemon's homes= for this module: the stand-in over USER's home."""
+    return {pwd.getpwnam(USER).pw_dir: home}
 
 
 # ---- servers --------------------------------------------------------------------
@@ -269,7 +266,7 @@ def ftp(base_dir, home):
         fh.write(FTP_SERVER)
     pw = "pw%d" % random.randrange(1 << 30)
     f.netrc = f"machine 127.0.0.1 login {USER} password {pw}\n"
-    put_user_file(os.path.join(home, ".netrc"), f.netrc)
+    put_user_file(home, os.path.join(home, ".netrc"), f.netrc)
     f.proc = subprocess.Popen([SYS_PY, script, str(f.port), f.root, pw, f.log],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(f.port, f.proc, "pyftpdlib")
@@ -379,7 +376,7 @@ def s3(base_dir, home):
                          ExtraArgs=None, Config=boto3.s3.transfer.TransferConfig(
                              multipart_threshold=1 << 30))
     s.client.put_object(Bucket="inputs", Key="one.txt", Body=b"one object over s3\n" * 300)
-    put_user_file(os.path.join(home, ".config", "stagehand", "s3.conf"),
+    put_user_file(home, os.path.join(home, ".config", "stagehand", "s3.conf"),
                   f"[default]\naccess_key_id = {s.access}\nsecret_access_key = {s.secret}\n")
     yield s
     stop(s.proc)
@@ -391,25 +388,25 @@ S3_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
-def daemon(make_daemon, base_dir, tls_cert):
+def daemon(make_daemon, base_dir, tls_cert, home):
     ca = {"URLCAFile": tls_cert[0]} if tls_cert else {}
-    return make_daemon("urls", AllowedSchemes="https,http,s3,ftp,ftps,sftp",
+    return make_daemon("urls", homes=homes(home), AllowedSchemes="https,http,s3,ftp,ftps,sftp",
                        S3Endpoint=f"http://127.0.0.1:{S3_PORT}", S3Region="us-east-1",
                        MaxRetries=0, **ca)
 
 
 @pytest.fixture(scope="module")
-def slow(make_daemon, base_dir):
+def slow(make_daemon, base_dir, home):
     """A daemon with a bandwidth cap, killed and restarted by the resume tests."""
-    return make_daemon("urls-slow", AllowedSchemes="https,http,s3,ftp,ftps,sftp",
+    return make_daemon("urls-slow", homes=homes(home), AllowedSchemes="https,http,s3,ftp,ftps,sftp",
                        S3Endpoint=f"http://127.0.0.1:{S3_PORT}", BandwidthCap=CAP,
                        MaxRetries=0, Workers=1)
 
 
 @pytest.fixture(scope="module")
-def strict(make_daemon, base_dir):
+def strict(make_daemon, base_dir, home):
     """A site that allows only https and s3, with site-wide S3 keys."""
-    return make_daemon("urls-strict", AllowedSchemes="https,s3",
+    return make_daemon("urls-strict", homes=homes(home), AllowedSchemes="https,s3",
                        S3Endpoint=f"http://127.0.0.1:{S3_PORT}",
                        S3CredentialsFile=os.path.join(base_dir, "site-s3.conf"))
 
@@ -727,12 +724,12 @@ def test_s3_wrong_secret_rejected_by_sigv4(daemon, s3, home, base_dir):
     cf = os.path.join(home, ".config", "stagehand", "s3.conf")
     with open(cf) as f:
         saved = f.read()
-    put_user_file(cf, saved.replace(s3.secret, "not-the-secret"))
+    put_user_file(home, cf, saved.replace(s3.secret, "not-the-secret"))
     try:
         r = run_fail(daemon, "stage_in", "s3://inputs/one.txt",
                      os.path.join(scratch(base_dir, "s3-wrong"), "one.txt"))
     finally:
-        put_user_file(cf, saved)
+        put_user_file(home, cf, saved)
     assert r["state"] == "failed_final" and "HTTP 403" in r["error"], r
 
 

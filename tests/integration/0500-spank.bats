@@ -49,10 +49,11 @@ setup() {
 		NODE_OPT=--nodelist=$STAGEHAND_TESTBED_NODE
 		SPOOL=$(node_spool "$STAGEHAND_TESTBED_NODE")
 	fi
-	HOME_T=$(getent passwd "$TUSER" | cut -d: -f6)
-	WD=$HOME_T/sh-0500-$BATS_TEST_NUMBER-$$
-	rm -rf "$WD"
-	runuser -u "$TUSER" -- mkdir -p "$WD"
+	# The job's directory: a temporary one of its own, never in the user's
+	# real home (the test users are shared by every test run on the host).
+	WD=$(mktemp -d "/var/tmp/sh-0500-$BATS_TEST_NUMBER.XXXXXX")
+	chown "$TUSER:" "$WD"
+	chmod 0755 "$WD"
 	FAKE_PID=
 	PAUSED_REAL=0
 }

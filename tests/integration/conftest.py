@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import socket
@@ -169,8 +170,11 @@ class Api:
 class Daemon:
     """One stagehandd process with its own config, socket, db and log."""
 
-    def __init__(self, binary, base, name="d", **conf):
+    def __init__(self, binary, base, name="d", homes=None, **conf):
         self.binary = binary
+        # {a user's home directory: a directory of the test's own to stand in
+        # for it}: see argv().
+        self.homes = dict(homes or {})
         self.dir = os.path.join(base, name)
         os.makedirs(self.dir, mode=0o755, exist_ok=True)
         os.chmod(self.dir, 0o755)
@@ -202,7 +206,16 @@ class Daemon:
         self.starts = 0
 
     def argv(self):
-        return [self.binary, "-F", "-c", self.conf_path]
+        argv = [self.binary, "-F", "-c", self.conf_path]
+        if not self.homes:
+            return argv
+        # A private mount namespace in which each home directory named is the
+        # test's stand-in, bound over it: the files the daemon reads from a
+        # user's ~ are the test's own, and no test writes into a real home.
+        binds = " && ".join(f"mount --bind {shlex.quote(src)} {shlex.quote(dst)}"
+                            for dst, src in self.homes.items())
+        return (["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                 binds + ' && exec "$@"', "stagehandd"] + argv)
 
     def start(self, timeout=20):
         assert self.proc is None or self.proc.poll() is not None, "daemon already running"
@@ -329,11 +342,14 @@ def base_dir(root_only):
 
 @pytest.fixture(scope="module")
 def make_daemon(stagehandd_bin, base_dir, test_users):
-    """make_daemon(name, **conf) -> a started Daemon; all stopped at teardown."""
+    """make_daemon(name, homes=None, **conf) -> a started Daemon; all stopped at teardown.
+
+    homes: {a user's home directory: a stand-in the test made}, bound over it
+    for this daemon only (Daemon.argv)."""
     daemons = []
 
-    def _make(name="d", start=True, **conf):
-        d = Daemon(stagehandd_bin, base_dir, name, **conf)
+    def _make(name="d", start=True, homes=None, **conf):
+        d = Daemon(stagehandd_bin, base_dir, name, homes=homes, **conf)
         daemons.append(d)
         if start:
             d.start()

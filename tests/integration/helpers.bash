@@ -146,25 +146,35 @@ run_as_user() {
 	runuser -u "$user" -- env "${unset[@]}" HOME="$home" USER="$user" LOGNAME="$user" SLURM_CONF="$SLURM_CONF" "$@"
 }
 
-submit_as_user() {
-	local user=$TESTBED_USER dir=""
+# The arguments of submit_as_user and try_submit: [-u USER] [-d DIR] SCRIPT
+# [SBATCH_ARGS...]. Sets the caller's sub_user, sub_dir (default: the
+# script's folder), sub_script and sub_args (declare them local there).
+_submit_args() {
+	sub_user=$TESTBED_USER sub_dir=""
 	while [[ $# -gt 0 ]]; do
 		case $1 in
-		-u) user=$2; shift 2 ;;
-		-d) dir=$2; shift 2 ;;
+		-u) sub_user=$2; shift 2 ;;
+		-d) sub_dir=$2; shift 2 ;;
 		*) break ;;
 		esac
 	done
-	local script=$1
+	sub_script=$1
 	shift
-	[[ -n $dir ]] || dir=$(dirname "$script")
+	sub_args=("$@")
+	[[ -n $sub_dir ]] || sub_dir=$(dirname "$sub_script")
+}
+
+submit_as_user() {
+	local sub_user sub_dir sub_script sub_args
+	_submit_args "$@"
+	local user=$sub_user dir=$sub_dir script=$sub_script
 	local out errf rc=0
 	# sbatch may print notes on stderr (e.g. "job held until its inputs are
 	# staged"); only stdout carries the job id.
 	errf=$(mktemp)
-	out=$(cd "$dir" && run_as_user "$user" sbatch --parsable "$@" "$script" 2>"$errf") || rc=$?
+	out=$(cd "$dir" && run_as_user "$user" sbatch --parsable "${sub_args[@]}" "$script" 2>"$errf") || rc=$?
 	if [[ $rc -ne 0 || ! ${out%%;*} =~ ^[0-9]+$ ]]; then
-		_tb_fail "sbatch $* $script as $user in $dir failed (exit $rc): $out $(cat "$errf")"
+		_tb_fail "sbatch ${sub_args[*]} $script as $user in $dir failed (exit $rc): $out $(cat "$errf")"
 		rm -f "$errf"
 		return 1
 	fi
@@ -179,18 +189,10 @@ submit() {
 }
 
 try_submit() {
-	local user=$TESTBED_USER dir=""
-	while [[ $# -gt 0 ]]; do
-		case $1 in
-		-u) user=$2; shift 2 ;;
-		-d) dir=$2; shift 2 ;;
-		*) break ;;
-		esac
-	done
-	local script=$1
-	shift
-	[[ -n $dir ]] || dir=$(dirname "$script")
-	run --separate-stderr run_as_user "$user" sbatch --parsable -D "$dir" "$@" "$script"
+	local sub_user sub_dir sub_script sub_args
+	_submit_args "$@"
+	run --separate-stderr run_as_user "$sub_user" sbatch --parsable -D "$sub_dir" \
+		"${sub_args[@]}" "$sub_script"
 	if [[ $status == 0 ]]; then
 		JOB=${output%%;*}
 		JOBS+=("$JOB")
