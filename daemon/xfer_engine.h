@@ -197,6 +197,17 @@ void xfer_walk_tree(struct xfer_walk *w, struct xfer_walk_dir *dir);
 void xfer_count_tree(struct xfer_tally *t, int dirfd, int links_skipped);
 
 /*
+ * The same count through any listing: fills w (its arg is c) so that a
+ * source endpoint's list operation (xfer_endpoint.h) can drive it.
+ */
+struct xfer_count {
+	struct xfer_tally *t;
+	int links_skipped;
+};
+void xfer_count_init(struct xfer_walk *w, struct xfer_count *c, struct xfer_tally *t,
+		     int links_skipped);
+
+/*
  * Open the directory named by the first len bytes of rel (a relpath below
  * root; len 0: root itself), one component at a time, never through a
  * symlink, creating missing ones with mode when mode is not 0. A descriptor
