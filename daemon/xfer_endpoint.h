@@ -20,6 +20,26 @@
  * the step that failed, and the driver writes the one message per entry
  * (xfer_fail: "WHAT 'REL': strerror").
  *
+ * Why these operations and not fewer: stat, list, open_read, open_write,
+ * commit and remove are the core; open_source/open_dest/close bound an
+ * endpoint's state to one request (the root descriptors, the file a label
+ * goes on); readback is how verification sees the stored bytes; mkdir and
+ * dir_done exist because a destination tree has directories whose mode and
+ * times can only be set once their entries are in place; readlink and
+ * symlink because a symlink is recreated, never followed; abort because a
+ * failed copy must leave no temporary file; batch_commit because
+ * SyncMode=batch makes many files durable with one sync; label because
+ * lifecycle labels live on the source.
+ *
+ * Not yet endpoints (they keep their own run(), over the engine's shared
+ * pieces): url, because libcurl pushes a download through its write
+ * callback and pulls an upload through its read callback (open_read and
+ * open_write over a descriptor would need a pipe and a thread per file, or
+ * curl's pause interface), and its verification is the server's word (an
+ * ETag, a size) rather than a read-back; bundle, because many small files
+ * become members of one tar stream whose commit and read-back are per
+ * bundle, not per file.
+ *
  * Must never: follow a symbolic link inside a source tree, or run outside a
  * worker that has dropped to the owner's identity.
  */
