@@ -83,7 +83,7 @@ static void _copy_xattrs(int sfd, int dfd, const char *ns)
 
 /* ---- source ---- */
 
-/* The request's source, resolved normally with the owner's identity (or beneath options.beneath). */
+/* The request's source, resolved normally as the owner (or beneath options.beneath). */
 static int _open_source(struct xfer_ctx *ctx, struct xfer_ep **ep, struct xfer_root *root,
 			char *msg, size_t msglen)
 {
