@@ -5,9 +5,11 @@
  * "bundle"; URL backends add a row with their schemes), the record protocol a worker
  * streams to the daemon over its socket, the shared bandwidth token bucket
  * (xfer_bucket.c), and the resume set (files verified by an earlier attempt).
- * Each backend is an endpoint of the one transfer engine (xfer_engine.h),
- * which owns the walk, the durable write, verification, the resume
- * decision and failure accounting.
+ * A backend is what a worker runs for a request. "local" and "null" are the
+ * engine's driver (xfer_pipeline.c) between two endpoints (xfer_endpoint.h:
+ * small operations on one side of a transfer); "url" and "bundle" still run
+ * their own loop over the engine's shared pieces (xfer_engine.h: the walk,
+ * the write path, verification, the resume decision, failure accounting).
  *
  * Must never: run in the daemon process with root's identity on user paths
  * (backends run only inside a worker that has dropped to the owner), or touch
@@ -111,7 +113,10 @@ struct xfer_ctx {
 struct xfer_backend {
 	const char *name;
 	const char *const *schemes;  /* URL schemes served, NULL-terminated; NULL = paths */
-	/* Do the whole request; emit records; return enum xfer_result. */
+	/*
+	 * Do the whole request; emit records; return enum xfer_result. For
+	 * local and null: xfer_pipeline_run with their endpoints, nothing more.
+	 */
 	int (*run)(struct xfer_ctx *ctx);
 };
 
@@ -122,7 +127,7 @@ struct xfer_backend {
 const struct xfer_backend *xfer_backend_select(const char *source, const char *name,
 					       char *err, size_t errlen);
 
-/* Backends (xfer_local.c). */
+/* Backends (xfer_local.c): the driver from the local endpoint to the local or null one. */
 extern const struct xfer_backend xfer_backend_local;
 extern const struct xfer_backend xfer_backend_null;
 /* URLs through libcurl: http, https, s3, ftp, ftps, sftp (xfer_url.c). */

@@ -799,6 +799,7 @@ static int _archive(struct bundle__run *r, const struct stat *st)
 	return _finish(r, XFER_OK, NULL);
 }
 
+/* Not yet an endpoint of xfer_pipeline.c: it packs and indexes in its own loop (xfer_endpoint.h). */
 static int _run_bundle(struct xfer_ctx *ctx)
 {
 	struct bundle__run r = { .ctx = ctx, .p = _params, .sroot = -1, .droot = -1, .bdir = -1,

@@ -326,15 +326,10 @@ void xfer_walk_tree(struct xfer_walk *w, struct xfer_walk_dir *dir)
 	closedir(d);
 }
 
-struct _count {
-	struct xfer_tally *t;
-	int links_skipped;
-};
-
 static int _count_visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *name,
 			const char *rel, const struct stat *st)
 {
-	struct _count *c = w->arg;
+	struct xfer_count *c = w->arg;
 
 	(void)dir;
 	(void)name;
@@ -360,13 +355,22 @@ static void _count_fail(struct xfer_walk *w, const char *rel, int err, const cha
 	(void)what;
 }
 
+void xfer_count_init(struct xfer_walk *w, struct xfer_count *c, struct xfer_tally *t,
+		     int links_skipped)
+{
+	c->t = t;
+	c->links_skipped = links_skipped;
+	*w = (struct xfer_walk){ .ctx = t->ctx, .arg = c, .visit = _count_visit,
+				 .fail = _count_fail };
+}
+
 void xfer_count_tree(struct xfer_tally *t, int dirfd, int links_skipped)
 {
-	struct _count c = { t, links_skipped };
-	struct xfer_walk w = { .ctx = t->ctx, .arg = &c, .visit = _count_visit,
-			       .fail = _count_fail };
+	struct xfer_count c;
+	struct xfer_walk w;
 	struct xfer_walk_dir root = { dirfd, "", 0, NULL, NULL };
 
+	xfer_count_init(&w, &c, t, links_skipped);
 	xfer_walk_tree(&w, &root);
 }
 

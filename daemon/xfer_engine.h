@@ -1,6 +1,6 @@
 /*
- * xfer_engine.h - the transfer engine: what every endpoint (local, null,
- * bundle, url) shares, written once.
+ * xfer_engine.h - the transfer engine's shared pieces: what every backend
+ * (local, null, bundle, url) uses, written once.
  *
  * Owns: the one tree walk of a local source (xfer_walk_tree, depth limit
  * XFER_WALK_DEPTH), the one read-hash-write loop and read-back verification
@@ -12,8 +12,11 @@
  * request (xfer_tally_verdict). The durable write itself (temporary name,
  * fsync, rename) is common/durable.h.
  *
- * An endpoint keeps only what is its own: how to list, open, read and write
- * its side (a POSIX tree, a tar bundle and its index, a URL through libcurl).
+ * The driver that puts these together for a request is xfer_pipeline.c; the
+ * sides it moves data between are endpoints (xfer_endpoint.h) that keep only
+ * what is their own: how to list, open, read, write and make durable on
+ * their side. The local and null backends are that driver; url and bundle
+ * still drive these pieces from their own run().
  *
  * Must never: follow a symbolic link inside a source tree (every entry is
  * opened with openat(O_NOFOLLOW) from its parent's descriptor), or run
@@ -195,6 +198,17 @@ void xfer_walk_tree(struct xfer_walk *w, struct xfer_walk_dir *dir);
  * symlinks when links_skipped. Unreadable entries are left to the copy pass.
  */
 void xfer_count_tree(struct xfer_tally *t, int dirfd, int links_skipped);
+
+/*
+ * The same count through any listing: fills w (its arg is c) so that a
+ * source endpoint's list operation (xfer_endpoint.h) can drive it.
+ */
+struct xfer_count {
+	struct xfer_tally *t;
+	int links_skipped;
+};
+void xfer_count_init(struct xfer_walk *w, struct xfer_count *c, struct xfer_tally *t,
+		     int links_skipped);
 
 /*
  * Open the directory named by the first len bytes of rel (a relpath below

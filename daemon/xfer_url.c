@@ -648,6 +648,7 @@ static int _setup(struct url__run *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* Not yet an endpoint of xfer_pipeline.c: its own loop over curl transfers (xfer_endpoint.h). */
 static int _run_url(struct xfer_ctx *ctx)
 {
 	struct url__run r;

@@ -1,0 +1,187 @@
+/*
+ * xfer_endpoint.h - one side of a transfer: the small operations the engine's
+ * driver (xfer_pipeline.c) calls, and nothing else.
+ *
+ * A request has a source endpoint and a destination endpoint. The driver
+ * owns everything a request does between them: the order of the walk, the
+ * decision per file (xfer_engine_want), the copy threads and SyncMode=batch,
+ * the one data write (xfer_engine_write, through xfer_engine_stream or the
+ * big-file path), verification, failure accounting and its messages,
+ * progress records, keep=no removal and the verdict. An endpoint knows only
+ * how to list, open, read, write, make durable and remove on its side.
+ *
+ * Directory handles: an endpoint names a directory by an int it chose (the
+ * local endpoint: a descriptor opened with O_NOFOLLOW from its parent's, so
+ * nothing a user plants redirects a later open). The driver only passes them
+ * back; it never opens a path itself.
+ *
+ * Errors: an operation returns 0, or an errno value (or -1 with errno set
+ * where it says so); where one operation takes several steps, *what names
+ * the step that failed, and the driver writes the one message per entry
+ * (xfer_fail: "WHAT 'REL': strerror").
+ *
+ * Why these operations and not fewer: stat, list, open_read, open_write,
+ * commit and remove are the core; open_source/open_dest/close bound an
+ * endpoint's state to one request (the root descriptors, the file a label
+ * goes on); readback is how verification sees the stored bytes; mkdir and
+ * dir_done exist because a destination tree has directories whose mode and
+ * times can only be set once their entries are in place; readlink and
+ * symlink because a symlink is recreated, never followed; abort because a
+ * failed copy must leave no temporary file; batch_commit because
+ * SyncMode=batch makes many files durable with one sync; label because
+ * lifecycle labels live on the source.
+ *
+ * Not yet endpoints (they keep their own run(), over the engine's shared
+ * pieces): url, because libcurl pushes a download through its write
+ * callback and pulls an upload through its read callback (open_read and
+ * open_write over a descriptor would need a pipe and a thread per file, or
+ * curl's pause interface), and its verification is the server's word (an
+ * ETag, a size) rather than a read-back; bundle, because many small files
+ * become members of one tar stream whose commit and read-back are per
+ * bundle, not per file.
+ *
+ * Must never: follow a symbolic link inside a source tree, or run outside a
+ * worker that has dropped to the owner's identity.
+ */
+#ifndef STAGEHAND_XFER_ENDPOINT_H
+#define STAGEHAND_XFER_ENDPOINT_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "checksum.h"
+#include "xfer.h"
+#include "xfer_engine.h"
+
+struct xfer_ep;                      /* an endpoint opened for one request (its own) */
+
+/* The root of a request on one side, as opened. */
+struct xfer_root {
+	int dir;                     /* a tree: the root's handle; a file: its directory's */
+	char name[NAME_MAX + 1];     /* a file: its name in dir; a tree: "" */
+	struct stat st;              /* the source: what it is (a tree or a regular file) */
+};
+
+/* A file being written: a temporary name until commit puts it in place. */
+struct xfer_wfile {
+	int dir;                     /* the destination directory's handle */
+	const char *name;            /* the final name in dir (borrowed) */
+	char tmp[NAME_MAX + 1];      /* the temporary name */
+	int fd;                      /* the data goes here (xfer_engine_write); -1: nowhere */
+	int vfd;                     /* XFER_W_VERIFY: the same file opened for reading */
+	int64_t total;               /* bytes written (set by the driver) */
+};
+
+#define XFER_W_VERIFY 1u             /* open_write: also open wf->vfd (the big-file path
+					reads back while it writes) */
+#define XFER_C_DEFER 1u              /* commit: metadata and close only; batch_commit makes
+					it durable and puts it in place later */
+
+struct xfer_endpoint {
+	const char *name;
+	/*
+	 * Nothing is stored (null): no resume, no read-back, and a source is
+	 * never removed because of it.
+	 */
+	int discards;
+
+	/* ---- the request ---- */
+	/*
+	 * Open the request's side (ctx->source for the source; ctx->dest for
+	 * the destination, which gets the source's root so it knows whether a
+	 * tree or a file comes, and under which name). XFER_OK, or the
+	 * request's result with msg.
+	 */
+	int (*open_source)(struct xfer_ctx *ctx, struct xfer_ep **ep, struct xfer_root *root,
+			   char *msg, size_t msglen);
+	int (*open_dest)(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **ep,
+			 struct xfer_root *root, char *msg, size_t msglen);
+	/* Release what open_* took (a tree's root handle stays the caller's to end). */
+	void (*close)(struct xfer_ep *ep, struct xfer_root *root);
+
+	/* ---- source ---- */
+	/*
+	 * The tree below root->dir, through the engine's walk callbacks (w):
+	 * every entry with its lstat, depth first. A POSIX tree is
+	 * xfer_walk_tree; an endpoint whose server lists (S3, WebDAV) calls the
+	 * callbacks from its listing.
+	 */
+	void (*list)(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir *root);
+	/*
+	 * A regular file of the listing, for reading (pread); cur gets what was
+	 * opened. -1 with errno (EAGAIN: it is not the file that was listed).
+	 */
+	int (*open_read)(struct xfer_ep *ep, int dir, const char *name, const struct stat *st,
+			 struct stat *cur);
+	/* A symlink's target, never followed. 0 or an errno. */
+	int (*readlink)(struct xfer_ep *ep, int dir, const char *name, char *out, size_t outlen);
+	/* keep=no: a verified source file goes (through its directory, never by path). */
+	int (*remove)(struct xfer_ep *ep, int dir, const char *name);
+	/*
+	 * The lifecycle labels on the source (xattrs of a POSIX tree): policy
+	 * and, once archived, where to. NULL: the endpoint holds none.
+	 */
+	void (*label)(struct xfer_ep *ep, const struct xfer_root *root, const char *policy,
+		      const char *location);
+
+	/* ---- destination ---- */
+	/* What is at dir/name now (resume: is an earlier copy still there?). 0 or an errno. */
+	int (*stat)(struct xfer_ep *ep, int dir, const char *name, struct stat *st);
+	/* Make (or open) the directory name in dir; *sub gets its handle. 0 or an errno. */
+	int (*mkdir)(struct xfer_ep *ep, int dir, const char *name, int *sub);
+	/*
+	 * A directory's entries are all in place: give it the source's mode and
+	 * times (and sdir's labels-free xattrs, sdir >= 0), make it durable and
+	 * release the handle.
+	 */
+	void (*dir_done)(struct xfer_ep *ep, int dir, int sdir, const struct stat *st);
+	/* A temporary file for dir/name (wf->dir, wf->name set). 0 or an errno, *what. */
+	int (*open_write)(struct xfer_ep *ep, struct xfer_wfile *wf, unsigned flags,
+			  const char **what);
+	/*
+	 * The data is in: the source's mode, times and xattrs (from sfd, the
+	 * source as opened), then durable under the final name. 0 or an errno;
+	 * on failure the temporary file is gone.
+	 */
+	int (*commit)(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd, const struct stat *cur,
+		      unsigned flags);
+	/* Give up a temporary file. */
+	void (*abort)(struct xfer_ep *ep, struct xfer_wfile *wf);
+	/*
+	 * SyncMode=batch: n files of one directory, closed by commit(XFER_C_DEFER),
+	 * made durable at once and put in place (the local endpoint: one
+	 * syncfs, the renames, one fsync of the directory), since one fsync per
+	 * small file is what a batch exists to avoid. err[i] gets each file's
+	 * errno (0: in place) and what[i] its step. NULL: no batches.
+	 */
+	void (*batch_commit)(struct xfer_ep *ep, int dir, struct xfer_wfile *const *wf, size_t n,
+			     int *err, const char **what);
+	/*
+	 * Read dir/name back from the device and hash it (algorithm
+	 * ctx->algo) into cks: verification sees the stored bytes, not a
+	 * cache. EIO when it does not hold expect bytes.
+	 */
+	int (*readback)(struct xfer_ep *ep, const struct xfer_buf *tb, int dir, const char *name,
+			int64_t expect, char *cks);
+	/*
+	 * Recreate a symlink as dir/name with target and the source's times,
+	 * durable, then read it back: 0 once it holds target, or an errno with
+	 * *what.
+	 */
+	int (*symlink)(struct xfer_ep *ep, int dir, const char *name, const char *target,
+		       const struct stat *st, const char **what);
+};
+
+/* The endpoints of POSIX trees (xfer_local.c): local, and null (reads, stores nothing). */
+extern const struct xfer_endpoint xfer_ep_local;
+extern const struct xfer_endpoint xfer_ep_null;
+
+/*
+ * The engine's driver (xfer_pipeline.c): do the request in ctx from src to
+ * dst; emits every record and returns enum xfer_result.
+ */
+int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
+		      const struct xfer_endpoint *dst);
+
+#endif /* STAGEHAND_XFER_ENDPOINT_H */

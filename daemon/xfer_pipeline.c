@@ -1,0 +1,377 @@
+/*
+ * xfer_pipeline.c - the engine's driver: one request from a source endpoint
+ * to a destination endpoint (xfer_endpoint.h).
+ *
+ * The order of a request: open the source, then (label requests: label and
+ * stop) count what the listing holds (XR_TOTALS), open the destination, walk
+ * the source's listing and for each entry decide (xfer_engine_want), then
+ * copy: a regular file is opened for reading, written to a temporary file
+ * through xfer_engine_write (xfer_engine_stream, or the big-file path of
+ * xfer_big.c), committed (metadata, fsync, rename), read back from the
+ * destination and its checksum compared with the source's; only then is it
+ * reported, in one record, and with keep=no its source removed. Symlinks
+ * are recreated as symlinks and read back; directories get their mode and
+ * times once their entries are in place. Then the verdict: every file
+ * counted was verified or kept, or the request is redone.
+ *
+ * The copy threads and SyncMode=batch are xfer_pipeline_pool.c.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "queue.h"
+#include "xfer_big.h"
+#include "xfer_pipeline_int.h"
+#include "xfer_util.h"
+
+#define CHUNK (4u << 20)          /* the walker's buffer (single files, null endpoint) */
+
+/* ---- one entry ---- */
+
+int pipe__resume_ok(struct pipe__run *r, int ddir, const char *name, const char *rel,
+		    const struct stat *st)
+{
+	enum xfer_want w = xfer_engine_want(r->ctx, rel, st->st_size, xfer_ns(&st->st_mtim));
+	struct stat dst;
+
+	if (w == XFER_WANT_OTHER) {
+		xfer_tally_add(&r->t, &r->t.kept);
+		return 1;
+	}
+	if (r->dst->discards || w != XFER_WANT_KEPT)
+		return 0;
+	if (r->dst->stat(r->dep, ddir, name, &dst) == 0 && S_ISREG(dst.st_mode) &&
+	    dst.st_size == st->st_size && xfer_ns(&dst.st_mtim) == xfer_ns(&st->st_mtim)) {
+		xfer_tally_add(&r->t, &r->t.kept);
+		return 1;
+	}
+	return 0;
+}
+
+/* keep=no: an archive's source file goes once its copy was verified; a failure is a warning. */
+static void _remove_source(struct pipe__run *r, int sdir, const char *sname, const char *rel)
+{
+	int e;
+
+	if (r->ctx->keep || strcmp(r->ctx->action, "archive") != 0 || r->dst->discards)
+		return;
+	if ((e = r->src->remove(r->sep, sdir, sname)) != 0)
+		xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': "
+			  "%s", (long long)r->ctx->request_id, rel, strerror(e));
+}
+
+void pipe__report(struct pipe__run *r, int sdir, const char *sname, const char *rel,
+		  const struct stat *st, int64_t total, int64_t started, const char *cks,
+		  const char *got)
+{
+	xfer_emit_file(r->ctx, rel, total, xfer_ns(&st->st_mtim), (int)(st->st_mode & 07777),
+		       started, (int64_t)time(NULL), cks, got);
+	xfer_tally_add(&r->t, &r->t.verified);
+	_remove_source(r, sdir, sname, rel);
+}
+
+int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, const char *sname,
+		   const char *rel, const struct stat *st, struct xfer_wfile *wf, int big,
+		   unsigned cflags, char *cks, char *got)
+{
+	const char *what = "cannot create destination";
+	struct stat cur;
+	int sfd, e;
+
+	sfd = r->src->open_read(r->sep, sdir, sname, st, &cur);
+	if (sfd < 0) {
+		e = errno;
+		xfer_fail(&r->t, rel, e, e == EAGAIN ? "source changed while walking" :
+			  "cannot open source");
+		return -1;
+	}
+	if ((e = r->dst->open_write(r->dep, wf, big ? XFER_W_VERIFY : 0, &what)) != 0) {
+		close(sfd);
+		xfer_fail(&r->t, rel, e, what);
+		return -1;
+	}
+	if (wf->vfd >= 0) {
+		/* A source about to be removed (keep=no) is always verified in full. */
+		int sample = r->ctx->keep ? r->ctx->verify_sample : 0;
+
+		e = xfer_big_copy(r->ctx, sfd, wf->fd, wf->vfd, st->st_size, sample, &wf->total,
+				  cks, got);
+	} else {
+		e = xfer_engine_stream(r->ctx, tb, sfd, wf->fd, st->st_size, 0, &wf->total, cks);
+		posix_fadvise(sfd, 0, 0, POSIX_FADV_DONTNEED);
+	}
+	if (!e && wf->total != st->st_size)
+		e = EAGAIN;	/* the source changed size while it was copied */
+	if (e)
+		r->dst->abort(r->dep, wf);
+	else
+		e = r->dst->commit(r->dep, wf, sfd, &cur, cflags);
+	close(sfd);
+	if (e) {
+		if (e != EINTR)
+			xfer_fail(&r->t, rel, e, e == EAGAIN ? "source changed during copy" :
+				  "copy failed");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * One regular file: temporary file, data, metadata, fsync, rename, then
+ * read back and compare; reported in one record once all of that holds. For
+ * archive with keep=no the source goes only after this verification.
+ */
+void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
+		     const char *sname, int ddir, const char *name, const char *rel,
+		     const struct stat *st)
+{
+	char cks[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX];
+	struct xfer_wfile wf = { .dir = ddir, .name = name, .fd = -1, .vfd = -1 };
+	int big = !r->dst->discards && st->st_size >= XFER_BIG_MIN, e;
+	int64_t started = (int64_t)time(NULL);
+
+	if (pipe__resume_ok(r, ddir, name, rel, st))
+		return;
+	/* Small files are reported once, when verified; a big one shows while it runs. */
+	if (big)
+		xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim),
+			  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
+	if (pipe__transfer(r, tb, sdir, sname, rel, st, &wf, big, 0, cks, got) < 0)
+		return;
+	/* The big path read the destination back while it wrote it. */
+	if (r->dst->discards)
+		snprintf(got, sizeof(got), "%s", cks);
+	else if (!big && (e = r->dst->readback(r->dep, tb, ddir, name, wf.total, got)) != 0) {
+		if (e != EINTR)
+			xfer_fail(&r->t, rel, e, "cannot verify");
+		return;
+	}
+	if (strcmp(got, cks) != 0) {
+		xfer_fail(&r->t, rel, EIO, "checksum mismatch after copy of");
+		return;
+	}
+	pipe__report(r, sdir, sname, rel, st, wf.total, started, cks, got);
+}
+
+static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *name,
+			  const char *rel, const struct stat *st)
+{
+	char target[PATH_MAX];
+	const char *what = "cannot create symlink";
+	int e;
+
+	if (xfer_engine_want(r->ctx, rel, -1, -1) == XFER_WANT_OTHER)
+		return;
+	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim), 0, NULL, rel,
+		  "symlink");
+	if ((e = r->src->readlink(r->sep, sdir, name, target, sizeof(target))) != 0) {
+		xfer_fail(&r->t, rel, e, "cannot read symlink");
+		return;
+	}
+	/* In place and read back now, so that what was verified survives a crash. */
+	if ((e = r->dst->symlink(r->dep, ddir, name, target, st, &what)) != 0) {
+		xfer_fail(&r->t, rel, e, what);
+		return;
+	}
+	xfer_emit(r->ctx, XR_ITEM_DONE, 0, 0, (int64_t)time(NULL), (int64_t)time(NULL), NULL, rel,
+		  "symlink");
+}
+
+/* ---- the walk ---- */
+
+/* A directory of the walk: where its entries go, and its batch. */
+struct _ldir {
+	int ddir;
+	struct pipe__batch b;
+};
+
+static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *name,
+		  const char *rel, const struct stat *st)
+{
+	struct pipe__run *r = w->arg;
+	struct _ldir *ld = dir->data;
+
+	pipe__batch_maybe_flush(r, &ld->b);
+	if (S_ISREG(st->st_mode) && pipe__batchable(r, st)) {
+		pipe__batch_add(r, &ld->b, dir->fd, ld->ddir, name, rel, st);
+	} else if (S_ISREG(st->st_mode)) {
+		pipe__submit(r, dir->fd, ld->ddir, name, rel, st);
+	} else if (S_ISLNK(st->st_mode)) {
+		_copy_symlink(r, dir->fd, ld->ddir, name, rel, st);
+	} else if (S_ISDIR(st->st_mode) && xfer_excluded(r->ctx, rel)) {
+		/* An exempt= directory inside the tree: neither copied nor, with
+		   keep=no, removed. */
+		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, XFER_EXCLUDE_REASON);
+	} else if (S_ISDIR(st->st_mode)) {
+		return 1;
+	} else {
+		const char *kind = S_ISFIFO(st->st_mode) ? "FIFO" : S_ISSOCK(st->st_mode) ?
+				   "socket" : "device";
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories and "
+			 "symlinks are copied", kind);
+		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, msg);
+	}
+	return 0;
+}
+
+/* The destination directory of sub, made or opened by the destination endpoint. */
+static int _enter(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_walk_dir *sub,
+		  const char *name)
+{
+	struct pipe__run *r = w->arg;
+	struct _ldir *ld = dir->data, *child = calloc(1, sizeof(*child));
+	int d2 = -1, e;
+
+	if (!child) {
+		xfer_fail(&r->t, sub->rel, ENOMEM, "cannot create destination directory");
+		return -1;
+	}
+	if ((e = r->dst->mkdir(r->dep, ld->ddir, name, &d2)) != 0) {
+		/* ELOOP: a symlink where a directory belongs is refused. */
+		xfer_fail(&r->t, sub->rel, e, "cannot create destination directory");
+		free(child);
+		return -1;
+	}
+	child->ddir = d2;
+	child->b.ddir = d2;
+	sub->data = child;
+	return 0;
+}
+
+/* The directory's files are in place before it is made durable and timestamped. */
+static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_walk_dir *sub,
+		   const char *name)
+{
+	struct pipe__run *r = w->arg;
+	struct _ldir *ld = sub->data;
+
+	(void)dir;
+	(void)name;
+	pipe__batch_end(r, &ld->b);
+	r->dst->dir_done(r->dep, ld->ddir, sub->fd, sub->st);
+	free(ld);
+}
+
+static void _walk_fail(struct xfer_walk *w, const char *rel, int err, const char *what)
+{
+	struct pipe__run *r = w->arg;
+
+	xfer_fail(&r->t, rel, err, what);
+}
+
+/* ---- the request ---- */
+
+static int _finish(struct pipe__run *r, struct xfer_root *sroot, struct xfer_root *droot,
+		   int result, const char *msg)
+{
+	xfer_finish(r->ctx, result, msg);
+	pipe__pool_stop(r);
+	if (r->dep)
+		r->dst->close(r->dep, droot);
+	if (r->sep)
+		r->src->close(r->sep, sroot);
+	free(r->tb0.p);
+	xfer_tally_destroy(&r->t);
+	return result;
+}
+
+/* Pass 1 of a tree: what the source's listing holds (XR_TOTALS). */
+static void _count(struct pipe__run *r, struct xfer_root *sroot)
+{
+	struct xfer_count c;
+	struct xfer_walk w;
+	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, NULL };
+
+	xfer_count_init(&w, &c, &r->t, 0);
+	r->src->list(r->sep, &w, &top);
+}
+
+/* A tree: walk the source and copy; the root's metadata last. */
+static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_root *droot)
+{
+	struct _ldir root = { droot->dir, { 0 } };
+	struct xfer_walk w = { .ctx = r->ctx, .arg = r, .visit = _visit, .enter = _enter,
+			       .leave = _leave, .fail = _walk_fail };
+	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, &root };
+
+	root.b.ddir = root.ddir;
+	pipe__pool_start(r);
+	r->src->list(r->sep, &w, &top);
+	pipe__batch_end(r, &root.b);
+	r->dst->dir_done(r->dep, root.ddir, -1, &sroot->st);
+	droot->dir = -1;
+}
+
+/* A single file: its relpath is the destination's name. */
+static void _run_file(struct pipe__run *r, struct xfer_root *sroot, struct xfer_root *droot)
+{
+	struct stat st2;
+
+	if (r->src->stat(r->sep, sroot->dir, sroot->name, &st2) != 0 ||
+	    st2.st_ino != sroot->st.st_ino)
+		xfer_fail(&r->t, sroot->name, EAGAIN, "source changed while walking");
+	else
+		pipe__copy_file(r, &r->tb0, sroot->dir, sroot->name, droot->dir, droot->name,
+				droot->name, &st2);
+}
+
+int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
+		      const struct xfer_endpoint *dst)
+{
+	struct pipe__run r = { .ctx = ctx, .src = src, .dst = dst };
+	struct xfer_root sroot = { .dir = -1 }, droot = { .dir = -1 };
+	char msg[XFER_TEXT_MAX];
+	int rc, tree;
+
+	xfer_tally_init(&r.t, ctx);
+	r.tb0.p = malloc(CHUNK);
+	r.tb0.len = CHUNK;
+	if (!r.tb0.p)
+		return _finish(&r, &sroot, &droot, XFER_RETRYABLE, "out of memory");
+	if ((rc = src->open_source(ctx, &r.sep, &sroot, msg, sizeof(msg))) != XFER_OK)
+		return _finish(&r, &sroot, &droot, rc, msg);
+	if (strcmp(ctx->action, "label") == 0) {
+		const char *pol = ctx->label_policy ? ctx->label_policy : "archive";
+
+		if (src->label)
+			src->label(r.sep, &sroot, pol, NULL);
+		snprintf(msg, sizeof(msg), "labelled %s", pol);
+		return _finish(&r, &sroot, &droot, XFER_OK, msg);
+	}
+	tree = S_ISDIR(sroot.st.st_mode);
+	if (!tree && !S_ISREG(sroot.st.st_mode)) {
+		snprintf(msg, sizeof(msg), "source %s is neither a file nor a directory", ctx->source);
+		return _finish(&r, &sroot, &droot, XFER_FINAL, msg);
+	}
+	if (tree)
+		_count(&r, &sroot);
+	else
+		r.t.files = 1, r.t.bytes = sroot.st.st_size;
+	xfer_emit(ctx, XR_TOTALS, 0, r.t.files, r.t.bytes, r.t.skipped, NULL, NULL, NULL);
+	if ((rc = dst->open_dest(ctx, &sroot, &r.dep, &droot, msg, sizeof(msg))) != XFER_OK)
+		return _finish(&r, &sroot, &droot, rc, msg);
+	if (tree)
+		_run_tree(&r, &sroot, &droot);
+	else
+		_run_file(&r, &sroot, &droot);
+	if (xfer_stopped(ctx))
+		return _finish(&r, &sroot, &droot, XFER_INTERRUPTED, "interrupted; will be redone");
+	/* Every file was verified as it was copied; the final check is the count. */
+	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
+	if (!r.t.failures && !dst->discards && !ctx->shard && src->label &&
+	    strcmp(ctx->action, "archive") == 0)
+		src->label(r.sep, &sroot, "archived", ctx->dest);
+	rc = xfer_tally_verdict(&r.t, tree, "the source tree", msg, sizeof(msg));
+	return _finish(&r, &sroot, &droot, rc, rc == XFER_OK ? NULL : msg);
+}

@@ -1,0 +1,100 @@
+/*
+ * xfer_pipeline_int.h - private to the engine's driver (xfer_pipeline.c: a
+ * request, its walk and the copy of one entry; xfer_pipeline_pool.c: the copy
+ * threads and SyncMode=batch).
+ *
+ * Must never: be included outside the driver; endpoints see only
+ * xfer_endpoint.h.
+ */
+#ifndef STAGEHAND_XFER_PIPELINE_INT_H
+#define STAGEHAND_XFER_PIPELINE_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include "xfer.h"
+#include "xfer_endpoint.h"
+#include "xfer_engine.h"
+
+#define PIPE_THREADS 16           /* copy threads per worker: small files are latency-bound */
+
+/* A small file of a batch, between its copy and its verification. */
+struct pipe__pend {
+	int sdir;
+	char *name, *rel;
+	struct stat st;
+	struct xfer_wfile wf;        /* wf.dir: the destination directory */
+	char cks[CKSUM_HEX_MAX];
+	int64_t started;
+	int state;                   /* 0 failed or kept, 1 copied, 2 in place */
+};
+
+/* One directory's batch: copied by the threads, made durable and put in place by the walker. */
+struct pipe__batch {
+	struct pipe__pend *p;
+	size_t n, cap;
+	int ddir;
+	int64_t bytes;
+	struct pipe__pend *old;      /* the previous batch, being verified by the threads */
+	size_t nold;
+};
+
+struct pipe__task;
+
+struct pipe__run {
+	struct xfer_ctx *ctx;
+	const struct xfer_endpoint *src, *dst;
+	struct xfer_ep *sep, *dep;   /* the two sides, as opened */
+	struct xfer_buf tb0;         /* the walker's buffer */
+	struct xfer_tally t;         /* counts and failures (thread-safe) */
+	/* the copy threads (xfer_pipeline_pool.c) */
+	pthread_t th[PIPE_THREADS];
+	int nth;
+	pthread_mutex_t pmu;
+	pthread_cond_t cv_work, cv_done;
+	struct pipe__task *head, *tail;
+	int pending;                 /* queued + being copied */
+	int quit;
+};
+
+/* ---- xfer_pipeline.c ---- */
+/* Copy, make durable, verify and report one regular file. */
+void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
+		     const char *sname, int ddir, const char *name, const char *rel,
+		     const struct stat *st);
+/* Resume: verified by an earlier attempt and neither side changed since (counted kept). */
+int pipe__resume_ok(struct pipe__run *r, int ddir, const char *name, const char *rel,
+		    const struct stat *st);
+/* Report a verified file; for archive with keep=no, remove its source now. */
+void pipe__report(struct pipe__run *r, int sdir, const char *sname, const char *rel,
+		  const struct stat *st, int64_t total, int64_t started, const char *cks,
+		  const char *got);
+/*
+ * Open the source file and a temporary destination for it, stream the data
+ * (xfer_engine_stream, or the big-file path when wf->vfd >= 0) and commit it
+ * with flags. 0, or -1 after reporting why (EINTR: stopped, not reported).
+ * cks gets the source's checksum, got the destination's on the big path.
+ */
+int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, const char *sname,
+		   const char *rel, const struct stat *st, struct xfer_wfile *wf, int big,
+		   unsigned cflags, char *cks, char *got);
+
+/* ---- xfer_pipeline_pool.c ---- */
+void pipe__pool_start(struct pipe__run *r);
+/* Wait until every file handed out is finished. */
+void pipe__pool_drain(struct pipe__run *r);
+void pipe__pool_stop(struct pipe__run *r);
+/* Copy a file on a thread (inline when there are none, or for a big file). */
+void pipe__submit(struct pipe__run *r, int sdir, int ddir, const char *name, const char *rel,
+		  const struct stat *st);
+/* SyncMode=batch: files up to this size go through a directory's batch. */
+int pipe__batchable(const struct pipe__run *r, const struct stat *st);
+void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int ddir,
+		     const char *name, const char *rel, const struct stat *st);
+/* Flush when the batch is full. */
+void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b);
+/* The directory is done: its batch flushed and verified, memory released. */
+void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b);
+
+#endif /* STAGEHAND_XFER_PIPELINE_INT_H */
