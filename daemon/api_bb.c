@@ -24,6 +24,8 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "queue.h"
+#include "pool.h"
+#include "queue_pool.h"
 #include "slurm_jobs.h"
 
 /* queue_job.hold_state while a job waits for slurm_watch's tick to stage it. */
@@ -38,15 +40,50 @@ static int _root_here(const struct api_caller *who, struct api_reply *out)
 	return 0;
 }
 
+/*
+ * The size Slurm reserved for the job at setup (body {"size":BYTES,"pool":NAME},
+ * from the hook's bb_size and pool): 0 and NULL when it has none. Returns -1
+ * with out filled when the body is malformed.
+ */
+static int _setup_size(json_t *body, int64_t job, int64_t *size, const char **pool,
+		       struct api_reply *out)
+{
+	json_t *s = json_object_get(body, "size"), *p = json_object_get(body, "pool");
+
+	*size = 0;
+	*pool = NULL;
+	if (!s && !p)
+		return 0;
+	if (!json_is_integer(s) || json_integer_value(s) < 0 ||
+	    (p && !json_is_null(p) && !json_is_string(p))) {
+		api_error(out, 400, "job %lld: setup takes {\"size\": bytes, \"pool\": name}",
+			  (long long)job);
+		return -1;
+	}
+	*size = json_integer_value(s);
+	*pool = json_is_string(p) ? json_string_value(p) : NULL;
+	/* Slurm says "(null)" for a job without capacity=: no reservation. */
+	if (*pool && (!**pool || !strcmp(*pool, "(null)")))
+		*pool = NULL;
+	if (!*pool)
+		*size = 0;
+	return 0;
+}
+
 /* setup: record the job from slurmctld's record; its requests follow at the next tick. */
-static void _setup(struct daemon *d, int64_t job, struct api_reply *out)
+static void _setup(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
 {
 	struct sjob j;
 	struct queue_job *qj = NULL;
 	struct passwd pw, *res = NULL;
 	char err[512], tmp[4096];
-	int rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
+	const char *pool;
+	int64_t size;
+	int rc;
 
+	if (_setup_size(body, job, &size, &pool, out) < 0)
+		return;
+	rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
 	if (rc != 0) {
 		api_error(out, rc > 0 ? 404 : 503, "%s", rc > 0 ? "slurmctld does not know this job" : err);
 		return;
@@ -77,7 +114,16 @@ static void _setup(struct daemon *d, int64_t job, struct api_reply *out)
 			api_error(out, 500, "%s", err);
 			goto out;
 		}
-		log_info("job %lld: burst-buffer setup: stage-in queued", (long long)job);
+		if (size > 0 && queue_pool_set(d->q, job, pool, size, err, sizeof(err)) < 0) {
+			api_error(out, 500, "%s", err);
+			goto out;
+		}
+		if (size > 0)
+			log_info("job %lld: burst-buffer setup: stage-in queued, %lld bytes in pool %s",
+				 (long long)job, (long long)size, pool);
+		else
+			log_info("job %lld: burst-buffer setup: stage-in queued (no capacity=: its "
+				 "size is what its inputs hold)", (long long)job);
 		daemon_wake(d);
 	}
 	out->status = 200;
@@ -114,6 +160,10 @@ static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
 		snprintf(msg, sizeof(msg), "stagehand refused the job's stage-in plan: see "
 			 "'scontrol show job %lld' (AdminComment) - fix the #DATA line and resubmit",
 			 (long long)job);
+	} else if (!strcmp(st, "failed") && error && strstr(error, POOL_OVER_TEXT)) {
+		/* pool.c's text says what to do: a retry would fail the same way. */
+		state = "failed";
+		snprintf(msg, sizeof(msg), "stage-in failed: %.900s", error);
 	} else if (!strcmp(st, "failed")) {
 		state = "failed";
 		snprintf(msg, sizeof(msg), "stage-in failed: %.600s - fix it, run 'stagehand retry "
@@ -151,6 +201,8 @@ static int _after(const struct queue_request *r, void *arg)
 	return 0;
 }
 
+static void _final_status(struct daemon *d, const struct queue_job *qj, const char *labelled);
+
 /* data-out: "waiting" until every after-job request is verified, then "done" or "failed". */
 static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 {
@@ -179,6 +231,7 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 			 "'stagehand retry %lld'; an admin ends stage-out with 'scancel --hurry %lld' "
 			 "(dependents then start without the archive)", a.first_source,
 			 a.first_error, (long long)job, (long long)job);
+		_final_status(d, qj, NULL);
 	} else if (a.done < a.total) {
 		state = "waiting";
 	} else {
@@ -205,6 +258,44 @@ static int _uses_input_dir(const char *plan)
 	return uses;
 }
 
+/*
+ * The job's last status text (admin_comment "stagehand:status="), at
+ * teardown: what became of it, so that it no longer reads as waiting.
+ */
+static void _final_status(struct daemon *d, const struct queue_job *qj, const char *labelled)
+{
+	struct queue_filter f = { .uid = -1, .job_id = qj->job_id, .state = -1, .limit = 0 };
+	struct after a;
+	char err[512], text[1024], tail[160];
+	long long job = (long long)qj->job_id;
+
+	memset(&a, 0, sizeof(a));
+	tail[0] = '\0';
+	if (labelled)
+		snprintf(tail, sizeof(tail), "; staged inputs labelled for purge");
+	if (qj->end_state && qj->end_processed &&
+	    queue_request_list(d->q, &f, _after, &a, err, sizeof(err)) < 0) {
+		log_warn("job %lld: %s", job, err);
+		return;
+	}
+	if (!qj->end_state)
+		snprintf(text, sizeof(text), "stagehand: ended before it ran%s", tail);
+	else if (a.failed)
+		snprintf(text, sizeof(text), "stagehand: after-job transfer failed: %s: %.400s "
+			 "(see 'stagehand status %lld')%s", a.first_source, a.first_error, job, tail);
+	else if (a.done < a.total)
+		snprintf(text, sizeof(text), "stagehand: stage-out ended with %d of %d after-job "
+			 "transfers unverified (see 'stagehand status %lld')%s", a.total - a.done,
+			 a.total, job, tail);
+	else if (a.total)
+		snprintf(text, sizeof(text), "stagehand: done: %d after-job transfer%s verified%s",
+			 a.total, a.total == 1 ? "" : "s", tail);
+	else
+		snprintf(text, sizeof(text), "stagehand: done%s", tail);
+	if (sjob_set_status((uint32_t)qj->job_id, text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", job, err);
+}
+
 /* teardown: label SCRATCH/USER/JOB/input 'purge' (as the owner); the site's purge removes it. */
 static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
 {
@@ -214,8 +305,18 @@ static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_re
 	int64_t id = 0;
 	int hurry = json_is_true(json_object_get(body, "hurry"));
 
-	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) != 0 || !qj->user || qj->uid <= 0 ||
-	    !_uses_input_dir(qj->plan) || !d->conf->scratch_roots || !d->conf->scratch_roots[0]) {
+	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) != 0 || !qj) {
+		out->status = 200;
+		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "nothing");
+		queue_job_free(qj);
+		return;
+	}
+	/* Its inputs no longer hold pool space that Slurm gives back now. */
+	if (queue_pool_torn_down(d->q, job, err, sizeof(err)) < 0)
+		log_warn("job %lld: teardown: %s", (long long)job, err);
+	if (!qj->user || qj->uid <= 0 || !_uses_input_dir(qj->plan) || !d->conf->scratch_roots ||
+	    !d->conf->scratch_roots[0]) {
+		_final_status(d, qj, NULL);
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "nothing");
 		queue_job_free(qj);
@@ -241,6 +342,7 @@ static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_re
 	} else {
 		log_info("job %lld: teardown%s: %s labelled for purge (request %lld)",
 			 (long long)job, hurry ? " (hurry)" : "", dir, (long long)id);
+		_final_status(d, qj, dir);
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state",
 				      "labelled", "path", dir);
@@ -261,7 +363,7 @@ void api_bb(struct daemon *d, const struct api_caller *who, int64_t job, const c
 	if (job <= 0 || job > (int64_t)UINT32_MAX)
 		api_error(out, 404, "%lld is not a Slurm job id", (long long)job);
 	else if (!strcmp(op, "setup"))
-		_setup(d, job, out);
+		_setup(d, job, body, out);
 	else if (!strcmp(op, "data-in"))
 		_data_in(d, job, out);
 	else if (!strcmp(op, "data-out"))

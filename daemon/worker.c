@@ -25,6 +25,7 @@
 #include "xattr.h"
 #include "xfer.h"
 #include "pace.h"
+#include "pool.h"
 #include "yield.h"
 
 #define BUF_MAX (2 * (sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX))
@@ -41,6 +42,8 @@ struct _worker {
 	int result;                  /* enum xfer_result, -1 = none received */
 	char msg[XFER_TEXT_MAX + 1];
 	int cancelled;               /* stopped by cancel: request already cancelled */
+	int over_capacity;           /* stopped: its stage-in exceeds the job's burst buffer
+					(w->msg says why, XFER_FINAL) */
 	int stopped;                 /* stopped by drain: checkpoint as queued */
 	int exited, status;
 	struct xfer_bucket *yb;      /* this worker's own bucket (yield), parent = global cap */
@@ -637,6 +640,15 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 	switch (rec->type) {
 	case XR_TOTALS:
 		rc = queue_request_totals(d->q, r->id, rec->a, rec->b, rec->c, err, sizeof(err));
+		/* The walk has counted the source before copying: stop a stage-in that
+		   would outgrow the size Slurm reserved for its job (pool.c). */
+		if (rc == 0 && !w->over_capacity &&
+		    pool_over_capacity(d, r, w->msg, sizeof(w->msg))) {
+			w->over_capacity = 1;
+			w->result = XFER_FINAL;
+			kill(w->pid, SIGKILL);
+			log_warn("request %lld: %s", (long long)r->id, w->msg);
+		}
 		break;
 	case XR_ITEM_START:
 		rc = queue_item_start(d->q, r->id, path, text, rec->a, rec->b, (int)rec->c,
@@ -699,6 +711,8 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 			(enum log_level)rec->code : LOG_LVL_INFO, "%s", text);
 		break;
 	case XR_RESULT:
+		if (w->over_capacity)
+			break;
 		w->result = rec->code;
 		snprintf(w->msg, sizeof(w->msg), "%s", text);
 		break;
