@@ -30,6 +30,8 @@
 
 /* queue_job.hold_state while a job waits for slurm_watch's tick to stage it. */
 #define HS_BB_SETUP "bb-setup"
+/* ... and once its inputs are staged (slurm_watch's name for it: a job it no longer follows). */
+#define HS_BB_READY "released"
 
 static int _root_here(const struct api_caller *who, struct api_reply *out)
 {
@@ -133,6 +135,31 @@ out:
 	sjob_clear(&j);
 }
 
+/*
+ * Inputs staged: the job's status text says so, once. It is the last one
+ * Slurm takes: 22.05 refuses any update of a job that has ended
+ * (ESLURM_JOB_FINISHED), stage-out included, so it must not read "waiting"
+ * (the job's outcome after that is in 'stagehand status' and, for a failed
+ * stage-out, in Slurm's Reason). Marking the job released first keeps the
+ * Slurm watch from writing its "waiting for Slurm to start" over it.
+ */
+static void _staged_status(struct daemon *d, int64_t job)
+{
+	int64_t bytes = 0;
+	int counted = 0, nreq = 0;
+	char err[512], text[512];
+
+	if (queue_job_set_hold_state(d->q, job, HS_BB_READY, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+	if (queue_pool_need(d->q, job, &bytes, &counted, &nreq, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+	snprintf(text, sizeof(text), "stagehand: %d input%s staged (%lld bytes) before the job "
+		 "started; archives and stage-outs run after it (stagehand status %lld)", nreq,
+		 nreq == 1 ? "" : "s", (long long)bytes, (long long)job);
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+}
+
 /* data-in: "waiting" (not staged yet), "ready" or "failed" with what to do. */
 static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
 {
@@ -171,6 +198,8 @@ static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
 			 error ? error : "unknown error", (long long)job);
 	} else {
 		state = "ready";
+		if (strcmp(hs, HS_BB_READY) != 0)
+			_staged_status(d, job);
 	}
 	out->status = 200;
 	out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state", state,
@@ -201,8 +230,6 @@ static int _after(const struct queue_request *r, void *arg)
 	return 0;
 }
 
-static void _final_status(struct daemon *d, const struct queue_job *qj, const char *labelled);
-
 /* data-out: "waiting" until every after-job request is verified, then "done" or "failed". */
 static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 {
@@ -231,7 +258,6 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 			 "'stagehand retry %lld'; an admin ends stage-out with 'scancel --hurry %lld' "
 			 "(dependents then start without the archive)", a.first_source,
 			 a.first_error, (long long)job, (long long)job);
-		_final_status(d, qj, NULL);
 	} else if (a.done < a.total) {
 		state = "waiting";
 	} else {
@@ -258,44 +284,6 @@ static int _uses_input_dir(const char *plan)
 	return uses;
 }
 
-/*
- * The job's last status text (admin_comment "stagehand:status="), at
- * teardown: what became of it, so that it no longer reads as waiting.
- */
-static void _final_status(struct daemon *d, const struct queue_job *qj, const char *labelled)
-{
-	struct queue_filter f = { .uid = -1, .job_id = qj->job_id, .state = -1, .limit = 0 };
-	struct after a;
-	char err[512], text[1024], tail[160];
-	long long job = (long long)qj->job_id;
-
-	memset(&a, 0, sizeof(a));
-	tail[0] = '\0';
-	if (labelled)
-		snprintf(tail, sizeof(tail), "; staged inputs labelled for purge");
-	if (qj->end_state && qj->end_processed &&
-	    queue_request_list(d->q, &f, _after, &a, err, sizeof(err)) < 0) {
-		log_warn("job %lld: %s", job, err);
-		return;
-	}
-	if (!qj->end_state)
-		snprintf(text, sizeof(text), "stagehand: ended before it ran%s", tail);
-	else if (a.failed)
-		snprintf(text, sizeof(text), "stagehand: after-job transfer failed: %s: %.400s "
-			 "(see 'stagehand status %lld')%s", a.first_source, a.first_error, job, tail);
-	else if (a.done < a.total)
-		snprintf(text, sizeof(text), "stagehand: stage-out ended with %d of %d after-job "
-			 "transfers unverified (see 'stagehand status %lld')%s", a.total - a.done,
-			 a.total, job, tail);
-	else if (a.total)
-		snprintf(text, sizeof(text), "stagehand: done: %d after-job transfer%s verified%s",
-			 a.total, a.total == 1 ? "" : "s", tail);
-	else
-		snprintf(text, sizeof(text), "stagehand: done%s", tail);
-	if (sjob_set_status((uint32_t)qj->job_id, text, err, sizeof(err)) < 0)
-		log_warn("job %lld: %s", job, err);
-}
-
 /* teardown: label SCRATCH/USER/JOB/input 'purge' (as the owner); the site's purge removes it. */
 static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
 {
@@ -316,7 +304,6 @@ static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_re
 		log_warn("job %lld: teardown: %s", (long long)job, err);
 	if (!qj->user || qj->uid <= 0 || !_uses_input_dir(qj->plan) || !d->conf->scratch_roots ||
 	    !d->conf->scratch_roots[0]) {
-		_final_status(d, qj, NULL);
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "nothing");
 		queue_job_free(qj);
@@ -342,7 +329,6 @@ static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_re
 	} else {
 		log_info("job %lld: teardown%s: %s labelled for purge (request %lld)",
 			 (long long)job, hurry ? " (hurry)" : "", dir, (long long)id);
-		_final_status(d, qj, dir);
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state",
 				      "labelled", "path", dir);

@@ -90,6 +90,27 @@ int pool_over_capacity(struct daemon *d, const struct queue_request *r, char *wh
 	return 1;
 }
 
+int64_t pool_stage_in_budget(struct daemon *d, const struct queue_request *r)
+{
+	int64_t size, need;
+	int counted, nreq, rc;
+	char *pool = NULL, err[256];
+
+	if (strcmp(r->action, "stage_in") || r->job_id <= 0)
+		return -1;
+	rc = queue_pool_get(d->q, r->job_id, &size, &pool, err, sizeof(err));
+	free(pool);
+	if (rc <= 0 || size <= 0)
+		return -1;
+	if (queue_pool_need(d->q, r->job_id, &need, &counted, &nreq, err, sizeof(err)) < 0) {
+		log_warn("job %lld: %s", (long long)r->job_id, err);
+		return size;
+	}
+	/* need includes this request's own count from an earlier attempt. */
+	need -= r->bytes_total;
+	return size > need ? size - need : 0;
+}
+
 /* free = min(quantity, statvfs free + held); -1 when statvfs fails. */
 static int64_t _pool_free(struct daemon *d, const char *root, uint64_t quantity)
 {

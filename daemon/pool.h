@@ -33,6 +33,13 @@ extern const struct lifecycle_hook pool_hook;
 int pool_over_capacity(struct daemon *d, const struct queue_request *r, char *why,
 		       size_t whylen);
 
+/*
+ * Before request r's worker starts: the bytes its source may hold, what is
+ * left of its job's reserved size after the job's other stage_in sources as
+ * counted so far; -1 when there is no limit (not a stage_in, no capacity=).
+ */
+int64_t pool_stage_in_budget(struct daemon *d, const struct queue_request *r);
+
 /* The pool state file's path for conf c (dirname of SocketPath + "/pools.json"). 0 or -1. */
 int pool_state_path(const struct conf *c, char *out, size_t outlen);
 
