@@ -30,8 +30,12 @@
 
 /* queue_job.hold_state while a job waits for slurm_watch's tick to stage it. */
 #define HS_BB_SETUP "bb-setup"
-/* ... and once its inputs are staged (slurm_watch's name for it: a job it no longer follows). */
-#define HS_BB_READY "released"
+/*
+ * ... and once data-in saw its inputs staged and wrote the job's status: a
+ * state the Slurm watch does not follow (its own "released" may come first,
+ * with a "waiting" status that this one replaces).
+ */
+#define HS_BB_READY "bb-staged"
 
 static int _root_here(const struct api_caller *who, struct api_reply *out)
 {
@@ -140,7 +144,7 @@ out:
  * Slurm takes: 22.05 refuses any update of a job that has ended
  * (ESLURM_JOB_FINISHED), stage-out included, so it must not read "waiting"
  * (the job's outcome after that is in 'stagehand status' and, for a failed
- * stage-out, in Slurm's Reason). Marking the job released first keeps the
+ * stage-out, in Slurm's Reason). Marking the job HS_BB_READY first keeps the
  * Slurm watch from writing its "waiting for Slurm to start" over it.
  */
 static void _staged_status(struct daemon *d, int64_t job)
