@@ -14,8 +14,8 @@
 #     bb mode the job is never held and the record has no hold marker;
 #   * missing source, fixed and retried: Slurm 22.05 does not call data_in
 #     again after it failed (docs/burst-buffer-slurm.md), so in bb mode the
-#     job stays held by Slurm with stagehand's message as its reason, and the
-#     user's way out is a new job: the retry part is hold mode only;
+#     job stays held by Slurm with stagehand's message in SystemComment, and
+#     the user's way out is a new job: the retry part is hold mode only;
 #   * daemon down at job end: skipped in bb mode; the daemon is also down at
 #     submit there, and Slurm's setup hook needs it (the job waits in setup:
 #     a different test, not this one);
@@ -131,9 +131,9 @@ EOF
 	[ "$(job_field "$j" Comment)" = mine ]
 	[[ "$(comment "$j")" =~ "No such file" ]]
 	if bb_mode; then
-		# Slurm holds it with data_in's message as the reason.
-		wait_for 30 eval '[[ "$(squeue -h -j "$j" -o %r)" =~ "stagehand retry $j" ]]'
-		[[ "$(squeue -h -j "$j" -o %r)" =~ "No such file" ]]
+		# Slurm holds it (JobHeldAdmin) with data_in's message in SystemComment.
+		wait_for 30 eval '[[ "$(job_field "$j" SystemComment)" =~ "stagehand retry $j" ]]'
+		[[ "$(job_field "$j" SystemComment)" =~ "No such file" ]]
 	else
 		[[ "$(comment "$j")" =~ "stagehand retry $j" ]]
 	fi

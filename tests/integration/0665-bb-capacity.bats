@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # 0665-bb-capacity.bats - burst-buffer mode: a job's size and the pools' room.
 #   * a stage-in larger than the job's '#DATA capacity=' is refused before a
-#     byte is copied; Slurm holds the job with a reason that names the job,
-#     the line, the declared and the needed bytes and what to do;
+#     byte is copied; Slurm holds the job with a message (SystemComment)
+#     that names the job, the line, the declared and the needed bytes and
+#     what to do;
 #   * a job that fits runs, and once it is over its status (AdminComment)
 #     says its inputs were staged, never "waiting" (Slurm takes no update
 #     of an ended job), and 'stagehand status' says the archive is done;
@@ -56,9 +57,12 @@ echo ran > $WD/big-ran
 EOS
 	submit -d "$WD" "$WD/big.sh"
 	J=$j
-	# data_in fails: Slurm holds the job with the hook's message as its reason.
-	wait_for 90 eval '[[ "$(state_reason "$J")" == *"does not fit"* ]]'
-	reason=$(squeue -h -t all -j "$J" -o %r)
+	# data_in fails: Slurm holds the job with the hook's message in
+	# SystemComment (its Reason, until the hold's JobHeldAdmin replaces it).
+	wait_for 90 eval '[[ "$(job_field "$J" SystemComment)" == *"does not fit"* ]]'
+	# (the whole record: the message holds "capacity=", which looks like a field)
+	reason=$(scontrol -o show job "$J")
+	reason=${reason#*SystemComment=}
 	echo "$reason"
 	[[ $reason == *"job $J: stage_in of $WD/big.dat (line 4) does not fit the job's burst buffer"* ]]
 	[[ $reason == *"its inputs hold 3145728 bytes"* ]]
