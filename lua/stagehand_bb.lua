@@ -7,11 +7,14 @@ M.bb_job_process, M.bb_setup, ... for burst_buffer.lua to call.
 What Slurm 22.05 really does with these hooks is in
 docs/burst-buffer-slurm.md. In short:
   * job_process, paths and pools run inside slurmctld with its locks held:
-    they only read the job's script (slurmctld wrote it) or return at once;
+    they only read the job's script (slurmctld wrote it), or for pools the
+    small pools.json stagehandd publishes beside its socket, or return at
+    once;
   * setup, data_in, pre_run, post_run, data_out and teardown run in
     slurmscriptd, asynchronously: they hand the work to stagehandd through
     `stagehand bb CALL JOB` (the CLI over the daemon's UNIX socket). setup
-    and teardown return as soon as the daemon has the job; data_in and
+    and teardown return as soon as the daemon has the job (setup passes the
+    size Slurm reserved, which the stage-in must fit); data_in and
     data_out wait for the daemon's verified result, as Slurm expects.
 The CLI is $STAGEHAND_CLI in slurmctld's environment, else `stagehand` on
 its PATH. The job's plan comes from the record job_submit (stagehand.lua)
