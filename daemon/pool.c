@@ -111,6 +111,8 @@ int64_t pool_stage_in_budget(struct daemon *d, const struct queue_request *r)
 	return size > need ? size - need : 0;
 }
 
+static int _statvfs_failed;	/* main loop only */
+
 /* free = min(quantity, statvfs free + held); -1 when statvfs fails. */
 static int64_t _pool_free(struct daemon *d, const char *root, uint64_t quantity)
 {
@@ -120,10 +122,13 @@ static int64_t _pool_free(struct daemon *d, const char *root, uint64_t quantity)
 	char err[256];
 
 	if (statvfs(root, &sv) < 0) {
-		log_warn("pool %s: statvfs: %s; Slurm keeps the last free space it was given",
-			 root, strerror(errno));
+		/* Once until it works again: the tick comes every 5 s. */
+		if (!_statvfs_failed++)
+			log_warn("pool %s: statvfs: %s; Slurm keeps the last free space it was "
+				 "given", root, strerror(errno));
 		return -1;
 	}
+	_statvfs_failed = 0;
 	if (queue_pool_held(d->q, root, &held, err, sizeof(err)) < 0) {
 		log_warn("pool %s: %s", root, err);
 		held = 0;
@@ -133,6 +138,8 @@ static int64_t _pool_free(struct daemon *d, const char *root, uint64_t quantity)
 	return (int64_t)(fr < quantity ? fr : quantity);
 }
 
+static int _write_failed;	/* main loop only */
+
 /* Write pools.json beside the socket: temp file, then rename, so a reader never sees half. */
 static void _publish(struct daemon *d, int64_t now_ms)
 {
@@ -141,7 +148,7 @@ static void _publish(struct daemon *d, int64_t now_ms)
 	json_t *pools, *doc;
 	char *text;
 	FILE *f;
-	int fd;
+	int fd, ok;
 
 	(void)now_ms;
 	if (c->submit_mode != CONF_SUBMIT_BB || !c->pool_capacity || !c->scratch_roots ||
@@ -167,12 +174,19 @@ static void _publish(struct daemon *d, int64_t now_ms)
 	/* 0644: slurmctld's SlurmUser reads it; pool sizes are no secret. */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f) != 0 || rename(tmp, path) < 0) {
-		log_warn("cannot write the pool state %s: %s (Slurm keeps PoolCapacity as the "
-			 "pools' free space)", path, strerror(errno));
-		if (!f && fd >= 0)
-			close(fd);
+	if (!f && fd >= 0)
+		close(fd);
+	ok = f && fprintf(f, "%s\n", text) >= 0;
+	if (f && fclose(f) != 0)
+		ok = 0;
+	if (!ok || rename(tmp, path) < 0) {
+		/* Once until it works again: the tick comes every 5 s. */
+		if (!_write_failed++)
+			log_warn("cannot write the pool state %s: %s (slurm_bb_pools falls back "
+				 "to PoolCapacity once it is 2 minutes old)", path, strerror(errno));
 		unlink(tmp);
+	} else {
+		_write_failed = 0;
 	}
 	free(text);
 }
