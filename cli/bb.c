@@ -3,7 +3,9 @@
  * Slurm's burst_buffer/lua hooks (slurmscriptd, root) to hand a job's
  * staging to stagehandd.
  *
- *   setup     the daemon takes the job (its plan and identity from slurmctld)
+ *   setup     the daemon takes the job (its plan and identity from slurmctld);
+ *             --size BYTES --pool NAME: what Slurm reserved for it (the hook's
+ *             bb_size and pool), which its stage-in must fit
  *   data-in   wait until its inputs are staged (or failed)
  *   data-out  wait until its archives and stage-outs are verified (or failed)
  *   teardown  label the job's staged inputs for purge
@@ -16,6 +18,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,7 +30,8 @@
 #include "client_int.h"
 #include "commands.h"
 
-#define BB_USAGE "usage: stagehand bb setup|data-in|data-out|teardown JOB [--wait SECONDS] [--hurry]\n"
+#define BB_USAGE "usage: stagehand bb setup|data-in|data-out|teardown JOB [--wait SECONDS] " \
+	"[--hurry] [--size BYTES --pool NAME]\n"
 
 static int _answer(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int _answer(int ok, const char *fmt, ...)
@@ -93,10 +97,13 @@ int cmd_bb(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "wait", required_argument, NULL, 'w' },
 		{ "hurry", no_argument, NULL, 'H' },
+		{ "size", required_argument, NULL, 'S' },
+		{ "pool", required_argument, NULL, 'P' },
 		COMMON_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
-	unsigned long long job = 0;
+	unsigned long long job = 0, size = 0;
+	const char *pool = NULL;
 	long secs = 3600;
 	int c, hurry = 0, rc;
 	char path[128], *end;
@@ -116,6 +123,15 @@ int cmd_bb(int argc, char **argv)
 			}
 		} else if (c == 'H') {
 			hurry = 1;
+		} else if (c == 'S') {
+			errno = 0;
+			size = strtoull(optarg, &end, 10);
+			if (errno || *end || !*optarg || *optarg == '-' || size > (1ULL << 62)) {
+				fprintf(stderr, "stagehand bb: --size takes bytes, not '%s'\n", optarg);
+				return EXIT_ENV;
+			}
+		} else if (c == 'P') {
+			pool = optarg;
 		} else if (c == 'h') {
 			printf(BB_USAGE "Hand a job's staging to stagehandd from Slurm's burst_buffer/lua "
 			       "hooks (root; docs/admin-guide.md).\n" COMMON_HELP);
@@ -142,6 +158,8 @@ int cmd_bb(int argc, char **argv)
 	} else {
 		if (hurry)
 			body = json_pack("{s:b}", "hurry", 1);
+		else if (!strcmp(call, "setup") && pool)
+			body = json_pack("{s:I,s:s}", "size", (json_int_t)size, "pool", pool);
 		rc = _post(h, path, body, &resp);
 		json_decref(body);
 		if (rc == EXIT_OK)

@@ -24,10 +24,18 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "queue.h"
+#include "pool.h"
+#include "queue_pool.h"
 #include "slurm_jobs.h"
 
 /* queue_job.hold_state while a job waits for slurm_watch's tick to stage it. */
 #define HS_BB_SETUP "bb-setup"
+/*
+ * ... and once data-in saw its inputs staged and wrote the job's status: a
+ * state the Slurm watch does not follow (its own "released" may come first,
+ * with a "waiting" status that this one replaces).
+ */
+#define HS_BB_READY "bb-staged"
 
 static int _root_here(const struct api_caller *who, struct api_reply *out)
 {
@@ -38,15 +46,50 @@ static int _root_here(const struct api_caller *who, struct api_reply *out)
 	return 0;
 }
 
+/*
+ * The size Slurm reserved for the job at setup (body {"size":BYTES,"pool":NAME},
+ * from the hook's bb_size and pool): 0 and NULL when it has none. Returns -1
+ * with out filled when the body is malformed.
+ */
+static int _setup_size(json_t *body, int64_t job, int64_t *size, const char **pool,
+		       struct api_reply *out)
+{
+	json_t *s = json_object_get(body, "size"), *p = json_object_get(body, "pool");
+
+	*size = 0;
+	*pool = NULL;
+	if (!s && !p)
+		return 0;
+	if (!json_is_integer(s) || json_integer_value(s) < 0 ||
+	    (p && !json_is_null(p) && !json_is_string(p))) {
+		api_error(out, 400, "job %lld: setup takes {\"size\": bytes, \"pool\": name}",
+			  (long long)job);
+		return -1;
+	}
+	*size = json_integer_value(s);
+	*pool = json_is_string(p) ? json_string_value(p) : NULL;
+	/* Slurm says "(null)" for a job without capacity=: no reservation. */
+	if (*pool && (!**pool || !strcmp(*pool, "(null)")))
+		*pool = NULL;
+	if (!*pool)
+		*size = 0;
+	return 0;
+}
+
 /* setup: record the job from slurmctld's record; its requests follow at the next tick. */
-static void _setup(struct daemon *d, int64_t job, struct api_reply *out)
+static void _setup(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
 {
 	struct sjob j;
 	struct queue_job *qj = NULL;
 	struct passwd pw, *res = NULL;
 	char err[512], tmp[4096];
-	int rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
+	const char *pool;
+	int64_t size;
+	int rc;
 
+	if (_setup_size(body, job, &size, &pool, out) < 0)
+		return;
+	rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
 	if (rc != 0) {
 		api_error(out, rc > 0 ? 404 : 503, "%s", rc > 0 ? "slurmctld does not know this job" : err);
 		return;
@@ -77,7 +120,16 @@ static void _setup(struct daemon *d, int64_t job, struct api_reply *out)
 			api_error(out, 500, "%s", err);
 			goto out;
 		}
-		log_info("job %lld: burst-buffer setup: stage-in queued", (long long)job);
+		if (size > 0 && queue_pool_set(d->q, job, pool, size, err, sizeof(err)) < 0) {
+			api_error(out, 500, "%s", err);
+			goto out;
+		}
+		if (size > 0)
+			log_info("job %lld: burst-buffer setup: stage-in queued, %lld bytes in pool %s",
+				 (long long)job, (long long)size, pool);
+		else
+			log_info("job %lld: burst-buffer setup: stage-in queued (no capacity=: its "
+				 "size is what its inputs hold)", (long long)job);
 		daemon_wake(d);
 	}
 	out->status = 200;
@@ -85,6 +137,31 @@ static void _setup(struct daemon *d, int64_t job, struct api_reply *out)
 out:
 	queue_job_free(qj);
 	sjob_clear(&j);
+}
+
+/*
+ * Inputs staged: the job's status text says so, once. It is the last one
+ * Slurm takes: 22.05 refuses any update of a job that has ended
+ * (ESLURM_JOB_FINISHED), stage-out included, so it must not read "waiting"
+ * (the job's outcome after that is in 'stagehand status' and, for a failed
+ * stage-out, in Slurm's Reason). Marking the job HS_BB_READY first keeps the
+ * Slurm watch from writing its "waiting for Slurm to start" over it.
+ */
+static void _staged_status(struct daemon *d, int64_t job)
+{
+	int64_t bytes = 0;
+	int counted = 0, nreq = 0;
+	char err[512], text[512];
+
+	if (queue_job_set_hold_state(d->q, job, HS_BB_READY, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+	if (queue_pool_need(d->q, job, &bytes, &counted, &nreq, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+	snprintf(text, sizeof(text), "stagehand: %d input%s staged (%lld bytes) before the job "
+		 "started; archives and stage-outs run after it (stagehand status %lld)", nreq,
+		 nreq == 1 ? "" : "s", (long long)bytes, (long long)job);
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
 }
 
 /* data-in: "waiting" (not staged yet), "ready" or "failed" with what to do. */
@@ -114,6 +191,10 @@ static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
 		snprintf(msg, sizeof(msg), "stagehand refused the job's stage-in plan: see "
 			 "'scontrol show job %lld' (AdminComment) - fix the #DATA line and resubmit",
 			 (long long)job);
+	} else if (!strcmp(st, "failed") && error && strstr(error, POOL_OVER_TEXT)) {
+		/* pool.c's text says what to do: a retry would fail the same way. */
+		state = "failed";
+		snprintf(msg, sizeof(msg), "stage-in failed: %.900s", error);
 	} else if (!strcmp(st, "failed")) {
 		state = "failed";
 		snprintf(msg, sizeof(msg), "stage-in failed: %.600s - fix it, run 'stagehand retry "
@@ -121,6 +202,8 @@ static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
 			 error ? error : "unknown error", (long long)job);
 	} else {
 		state = "ready";
+		if (strcmp(hs, HS_BB_READY) != 0)
+			_staged_status(d, job);
 	}
 	out->status = 200;
 	out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state", state,
@@ -214,8 +297,17 @@ static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_re
 	int64_t id = 0;
 	int hurry = json_is_true(json_object_get(body, "hurry"));
 
-	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) != 0 || !qj->user || qj->uid <= 0 ||
-	    !_uses_input_dir(qj->plan) || !d->conf->scratch_roots || !d->conf->scratch_roots[0]) {
+	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) != 0 || !qj) {
+		out->status = 200;
+		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "nothing");
+		queue_job_free(qj);
+		return;
+	}
+	/* Its inputs no longer hold pool space that Slurm gives back now. */
+	if (queue_pool_torn_down(d->q, job, err, sizeof(err)) < 0)
+		log_warn("job %lld: teardown: %s", (long long)job, err);
+	if (!qj->user || qj->uid <= 0 || !_uses_input_dir(qj->plan) || !d->conf->scratch_roots ||
+	    !d->conf->scratch_roots[0]) {
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "nothing");
 		queue_job_free(qj);
@@ -261,7 +353,7 @@ void api_bb(struct daemon *d, const struct api_caller *who, int64_t job, const c
 	if (job <= 0 || job > (int64_t)UINT32_MAX)
 		api_error(out, 404, "%lld is not a Slurm job id", (long long)job);
 	else if (!strcmp(op, "setup"))
-		_setup(d, job, out);
+		_setup(d, job, body, out);
 	else if (!strcmp(op, "data-in"))
 		_data_in(d, job, out);
 	else if (!strcmp(op, "data-out"))

@@ -13,7 +13,9 @@
 
 /*
  * One burst-buffer call for job: op is "setup", "data-in", "data-out" or
- * "teardown"; body the decoded JSON body (may be NULL). Root over the UNIX
+ * "teardown"; body the decoded JSON body (may be NULL): setup's
+ * {"size":BYTES,"pool":NAME} is the size Slurm reserved for the job, which
+ * the stage-in must fit (pool.h); teardown's {"hurry":true}. Root over the UNIX
  * socket only (slurmscriptd on this host). Called with conf_lock held (read);
  * returns at once: nothing here waits for a transfer.
  */

@@ -13,6 +13,7 @@
 
 #include "dsl.h"
 #include "lifecycle.h"
+#include "pool.h"
 #include "slurm_watch.h"
 #include "yield.h"
 #include "log.h"
@@ -855,6 +856,7 @@ const struct lifecycle_hook *const lifecycle_hooks[] = {
 	&_bundle_conf_hook,
 	&slurm_watch_hook,
 	&yield_hook,
+	&pool_hook,
 	NULL,
 };
 

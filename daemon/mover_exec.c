@@ -17,6 +17,7 @@
 #include "executor.h"
 #include "log.h"
 #include "mover_exec.h"
+#include "pool.h"
 #include "mover_plan.h"
 #include "queue_shards.h"
 #include "slurm_jobs.h"
@@ -321,6 +322,10 @@ static int _mover_start(struct daemon *d, struct queue_request *r)
 	int n = 0;
 
 	if (!m || !d->conf->mover_partition || !_eligible(d->conf, r))
+		return 0;
+	/* A stage-in held to its job's burst buffer runs locally: the local worker
+	   counts its source against the size before copying (pool.h). */
+	if (pool_stage_in_budget(d, r) >= 0)
 		return 0;
 	if (_server(d->conf, srv, sizeof(srv)) < 0) {
 		log_warn("MoverPartition=%s is set but movers have no address to reach this daemon "

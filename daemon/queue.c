@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "queue.h"
+#include "queue_pool.h"
 #include "queue_private.h"
 #include "queue_shards.h"
 
@@ -355,7 +356,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	/* Databases made before fair dispatch, the audit export or notifications lack
 	   their tables and indexes; harmless to repeat. */
 	if (qp_exec(q, _schema_fair, err, errlen) < 0 ||
-	    qp_exec(q, queue_shards_index, err, errlen) < 0)
+	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
+	    qp_exec(q, queue_pool_schema, err, errlen) < 0)
 		goto fail;
 	return q;
 fail:

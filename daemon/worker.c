@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,7 +25,9 @@
 #include "worker.h"
 #include "xattr.h"
 #include "xfer.h"
+#include "xfer_engine.h"
 #include "pace.h"
+#include "pool.h"
 #include "yield.h"
 
 #define BUF_MAX (2 * (sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX))
@@ -41,6 +44,8 @@ struct _worker {
 	int result;                  /* enum xfer_result, -1 = none received */
 	char msg[XFER_TEXT_MAX + 1];
 	int cancelled;               /* stopped by cancel: request already cancelled */
+	int over_capacity;           /* stopped: its stage-in exceeds the job's burst buffer
+					(w->msg says why, XFER_FINAL) */
 	int stopped;                 /* stopped by drain: checkpoint as queued */
 	int exited, status;
 	struct xfer_bucket *yb;      /* this worker's own bucket (yield), parent = global cap */
@@ -147,10 +152,50 @@ void worker_groups(uid_t uid, gid_t gid, gid_t *groups, int *ngroups)
 	}
 }
 
+/*
+ * Before a stage-in of a local path copies anything: count its source, as the
+ * owner, against budget (the bytes left of its job's burst buffer, pool.h;
+ * -1 = no limit). Over it: report the totals (the daemon words the error,
+ * pool_over_capacity) and fail for good, with nothing written. Errors are
+ * left to the copy, which reports them in its own words.
+ */
+static int _preflight(struct xfer_ctx *ctx, int64_t budget)
+{
+	struct xfer_tally t;
+	struct stat st;
+	int fd;
+
+	if (budget < 0 || strcmp(ctx->action, "stage_in") || ctx->source[0] != '/')
+		return 0;
+	fd = open(ctx->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	memset(&t, 0, sizeof(t));
+	pthread_mutex_init(&t.mu, NULL);
+	t.ctx = ctx;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		xfer_count_tree(&t, dup(fd), 0);
+	} else if (S_ISREG(st.st_mode)) {
+		t.files = 1;
+		t.bytes = st.st_size;
+	}
+	close(fd);
+	if (t.bytes <= budget)
+		return 0;
+	xfer_emit(ctx, XR_TOTALS, 0, t.files, t.bytes, t.skipped, NULL, NULL, NULL);
+	xfer_emit(ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL,
+		  "stage-in larger than the job's burst buffer");
+	return 1;
+}
+
 static void _child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
 		   const gid_t *groups, int ngroups, const struct xfer_done_ent *done,
 		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
-		   int idle, struct xfer_bucket *yb, char *const *exclude)
+		   int idle, struct xfer_bucket *yb, char *const *exclude, int64_t budget)
 {
 	struct sigaction sa;
 	struct xfer_ctx ctx;
@@ -220,6 +265,8 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 		ctx.line = (int)json_integer_value(json_object_get(opts, "line"));
 		ctx.label_policy = json_string_value(json_object_get(opts, "policy"));
 	}
+	if (_preflight(&ctx, budget))
+		_exit(0);
 	be->run(&ctx);
 	_exit(0);
 }
@@ -447,6 +494,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	json_t *opts;
 	struct passwd pw, *pwp = NULL;
 	char pwbuf[4096];
+	int64_t budget;
 	pid_t pid;
 
 	for (int i = 0; i < p->nslots; i++)
@@ -532,6 +580,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		_free_exclude(exclude);
 		goto fail_retry;
 	}
+	budget = pool_stage_in_budget(d, r);
 	pid = fork();
 	if (pid < 0) {
 		log_err("request %lld: fork: %s", (long long)r->id, strerror(errno));
@@ -544,7 +593,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	if (pid == 0) {
 		close(sv[0]);
 		_child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
-		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude);
+		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude, budget);
 	}
 	close(sv[1]);
 	_free_done(&ds);
@@ -633,6 +682,15 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 	switch (rec->type) {
 	case XR_TOTALS:
 		rc = queue_request_totals(d->q, r->id, rec->a, rec->b, rec->c, err, sizeof(err));
+		/* The walk has counted the source before copying: stop a stage-in that
+		   would outgrow the size Slurm reserved for its job (pool.c). */
+		if (rc == 0 && !w->over_capacity &&
+		    pool_over_capacity(d, r, w->msg, sizeof(w->msg))) {
+			w->over_capacity = 1;
+			w->result = XFER_FINAL;
+			kill(w->pid, SIGKILL);
+			log_warn("request %lld: %s", (long long)r->id, w->msg);
+		}
 		break;
 	case XR_ITEM_START:
 		rc = queue_item_start(d->q, r->id, path, text, rec->a, rec->b, (int)rec->c,
@@ -695,6 +753,8 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 			(enum log_level)rec->code : LOG_LVL_INFO, "%s", text);
 		break;
 	case XR_RESULT:
+		if (w->over_capacity)
+			break;
 		w->result = rec->code;
 		snprintf(w->msg, sizeof(w->msg), "%s", text);
 		break;

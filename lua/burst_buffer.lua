@@ -18,7 +18,8 @@ function slurm_bb_job_process(job_script)
 	return stagehand.bb_job_process(job_script)
 end
 
--- In slurmctld, at start and every 30 s: each scratch root is a pool.
+-- In slurmctld, at start and every 30 s: each scratch root is a pool; its
+-- free space comes from the state stagehandd publishes (one small file).
 function slurm_bb_pools()
 	return stagehand.bb_pools()
 end
@@ -37,7 +38,7 @@ end
 
 -- In slurmscriptd, asynchronously: hand the work to stagehandd.
 function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
-	return stagehand.bb_setup(job_id)
+	return stagehand.bb_setup(job_id, pool, bb_size)
 end
 
 function slurm_bb_data_in(job_id, job_script)

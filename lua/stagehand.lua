@@ -70,6 +70,9 @@ local SITE = {
 	-- Bytes each scratch root offers staged inputs as a burst-buffer pool
 	-- (bb mode); nil = no pools: Slurm sets every job up at once.
 	pool_capacity = nil,
+	-- stagehandd's socket; its directory holds the pool state the daemon
+	-- publishes (pools.json), which slurm_bb_pools reads.
+	socket_path = "/run/stagehand/stagehandd.sock",
 }
 
 -- stagehand.conf key -> { internal name, kind }. Keys are case-insensitive.
@@ -84,6 +87,7 @@ local CONF_KEYS = {
 	SubmitMode = { "submit_mode", "mode" },
 	TrustedUids = { "trusted_uids", "uids" },
 	PoolCapacity = { "pool_capacity", "size" },
+	SocketPath = { "socket_path", "path" },
 }
 local CONF_LOWER = {}
 for k, v in pairs(CONF_KEYS) do CONF_LOWER[string.lower(k)] = { k, v[1], v[2] } end
@@ -131,6 +135,9 @@ local function _conf_value(kind, v)
 			return nil, "'" .. v .. "' is not a size (e.g. 500G)"
 		end
 		return n * mult
+	elseif kind == "path" then
+		if v:sub(1, 1) ~= "/" then return nil, "'" .. v .. "' is not an absolute path" end
+		return v
 	elseif kind == "mode" then
 		local m = string.lower(v)
 		if m ~= "hold" and m ~= "bb" then return nil, "'" .. v .. "' is neither hold nor bb" end
@@ -197,7 +204,7 @@ The effective settings, keyed by stagehand.conf key names (a new table; the
 caller may keep or change it): AllowedSchemes, StageInRoots, ScratchRoots
 (lists), MaxDirectives, MaxDirectiveLine, MaxPathLength, MaxPlanBytes
 (numbers), SubmitMode ("hold" or "bb"), TrustedUids (list of numbers),
-PoolCapacity (bytes, or nil when unset), and
+PoolCapacity (bytes, or nil when unset), SocketPath, and
 ConfigFile: the file they were read from, or false when none could be read.
 ]]
 function M.site_config()

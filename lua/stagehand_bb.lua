@@ -7,11 +7,14 @@ M.bb_job_process, M.bb_setup, ... for burst_buffer.lua to call.
 What Slurm 22.05 really does with these hooks is in
 docs/burst-buffer-slurm.md. In short:
   * job_process, paths and pools run inside slurmctld with its locks held:
-    they only read the job's script (slurmctld wrote it) or return at once;
+    they only read the job's script (slurmctld wrote it), or for pools the
+    small pools.json stagehandd publishes beside its socket, or return at
+    once;
   * setup, data_in, pre_run, post_run, data_out and teardown run in
     slurmscriptd, asynchronously: they hand the work to stagehandd through
     `stagehand bb CALL JOB` (the CLI over the daemon's UNIX socket). setup
-    and teardown return as soon as the daemon has the job; data_in and
+    and teardown return as soon as the daemon has the job (setup passes the
+    size Slurm reserved, which the stage-in must fit); data_in and
     data_out wait for the daemon's verified result, as Slurm expects.
 The CLI is $STAGEHAND_CLI in slurmctld's environment, else `stagehand` on
 its PATH. The job's plan comes from the record job_submit (stagehand.lua)
@@ -98,19 +101,82 @@ function M.bb_job_process(job_script)
 		e.line, e.message, #res.errors, #res.errors == 1 and "" or "s")
 end
 
+-- The pool state stagehandd publishes beside its socket (daemon/pool.c):
+-- {"pools":[{"id":ROOT,"quantity":Q,"free":F,"granularity":1}],"updated":T}.
+-- Older than POOL_STATE_MAX_AGE seconds (the daemon is down) = not there.
+local POOL_STATE_MAX_AGE = 120
+local POOL_STATE_MAX = 65536
+
+-- { [root] = free bytes } from the daemon's file, or {} (and why) when it
+-- cannot be used. Only numbers are taken from it, each for a known pool.
+local function _pool_free(names)
+	local dir = SITE.socket_path:match("^(.*)/[^/]*$")
+	if not dir or dir == "" then return {}, "SocketPath has no directory" end
+	local path = dir .. "/pools.json"
+	local f = io.open(path, "rb")
+	if not f then return {}, path .. " not readable" end
+	local text = f:read(POOL_STATE_MAX) or ""
+	f:close()
+	local updated = tonumber(text:match('"updated"%s*:%s*(%d+)'))
+	if not updated or os.time() - updated > POOL_STATE_MAX_AGE then
+		return {}, path .. " is stale or has no time (is stagehandd running?)"
+	end
+	local out, known = {}, {}
+	for _, r in ipairs(names) do known[r] = true end
+	-- Each pool object is flat: {"id":"...","quantity":N,"granularity":1,"free":N}
+	for obj in text:gmatch("{[^{}]*}") do
+		local id = obj:match('"id"%s*:%s*"([^"\\]*)"')
+		local fr = tonumber(obj:match('"free"%s*:%s*(%d+)'))
+		if id and known[id] and fr then out[id] = fr end
+	end
+	return out
+end
+
 -- pools(): in slurmctld, at once (docs/admin-guide.md, "Pools"): each
--- scratch root a pool of PoolCapacity bytes, granularity one byte.
+-- scratch root a pool of PoolCapacity bytes, granularity one byte, whose
+-- free space is what stagehandd last saw: min(PoolCapacity, the file
+-- system's free space + what staged inputs hold). One small file read, no
+-- program, no socket.
+local _pool_warned
 function M.bb_pools()
 	local names = M.bb_pool_names()
 	if #names == 0 then return _ok() end
+	local frees, why = _pool_free(names)
+	if why and not _pool_warned then
+		M.log("log_info", "stagehand: pools: %s; their free space is PoolCapacity", why)
+		_pool_warned = true
+	elseif not why then
+		_pool_warned = nil
+	end
 	local out = {}
 	for i, r in ipairs(names) do
-		out[i] = format('{"id":"%s","quantity":%.0f,"granularity":1}', r, SITE.pool_capacity)
+		local q, fr = SITE.pool_capacity, frees[r]
+		if fr then
+			if fr > q then fr = q end
+			out[i] = format('{"id":"%s","quantity":%.0f,"free":%.0f,"granularity":1}', r, q, fr)
+		else
+			out[i] = format('{"id":"%s","quantity":%.0f,"granularity":1}', r, q)
+		end
 	end
 	return _ok(), '{"pools":[' .. table.concat(out, ",") .. ']}'
 end
 
-function M.bb_setup(job_id) return _client("setup", job_id) end
+-- setup(job, uid, gid, pool, bb_size, script): Slurm's reservation goes to
+-- the daemon, which holds the stage-in to it. pool is "(null)" and bb_size 0
+-- for a job without capacity=; a pool name is one of ours (Slurm checked it
+-- against slurm_bb_pools), and is checked here again before it is quoted.
+local function _setup_args(pool, bb_size)
+	local n = tonumber(bb_size)
+	if type(pool) ~= "string" or pool == "(null)" or not n or n < 1 or n ~= math.floor(n) or
+		pool:find("[^A-Za-z0-9/._-]") then
+		return ""
+	end
+	return format(" --size %.0f --pool %s", n, _shell_quote(pool))
+end
+
+function M.bb_setup(job_id, pool, bb_size)
+	return _client("setup", job_id, _setup_args(pool, bb_size))
+end
 function M.bb_data_in(job_id) return _client("data-in", job_id, " --wait " .. WAIT_SECONDS) end
 function M.bb_data_out(job_id) return _client("data-out", job_id, " --wait " .. WAIT_SECONDS) end
 function M.bb_teardown(job_id, job_script, hurry)

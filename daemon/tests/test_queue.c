@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "queue.h"
+#include "queue_pool.h"
 #include "tests/tap.h"
 
 static char _dir[] = "/tmp/test_queue_XXXXXX";
@@ -27,6 +28,50 @@ static int64_t _create_as(struct queue *q, int64_t uid, const char *user, const 
 static int64_t _create(struct queue *q, const char *action, int64_t job, int retries)
 {
 	return _create_as(q, 1001, "alice", action, job, retries);
+}
+
+/* Burst-buffer sizes: a job's reservation, its inputs as counted, what a pool holds. */
+static void _test_pool(struct queue *q)
+{
+	int64_t size = -1, need = -1, held = -1, a, b;
+	int counted = -1, nreq = -1;
+	char *pool = NULL, err[256];
+
+	ok(queue_pool_get(q, 900, &size, &pool, err, sizeof(err)) == 0 && size == 0 && !pool,
+	   "pool: a job without capacity= has no size");
+	ok(queue_pool_set(q, 900, "/scratch", 1000, err, sizeof(err)) == 0 &&
+	   queue_pool_get(q, 900, &size, &pool, err, sizeof(err)) == 1 && size == 1000 &&
+	   pool && !strcmp(pool, "/scratch"), "pool: the reservation is kept");
+	free(pool);
+	a = _create(q, "stage_in", 900, 0);
+	b = _create(q, "stage_in", 900, 0);
+	_create(q, "archive", 900, 0);
+	ok(queue_pool_need(q, 900, &need, &counted, &nreq, err, sizeof(err)) == 0 && need == 0 &&
+	   counted == 0 && nreq == 2, "pool: two stage_in requests, none counted yet");
+	queue_request_totals(q, a, 2, 700, 0, err, sizeof(err));
+	queue_request_totals(q, b, 1, 400, 0, err, sizeof(err));
+	ok(queue_pool_need(q, 900, &need, &counted, &nreq, err, sizeof(err)) == 0 && need == 1100 &&
+	   counted == 2, "pool: the job's inputs are the sum of its stage_in totals (archives aside)");
+	queue_request_set_state(q, b, -1, QS_CANCELLED, "by test", err, sizeof(err));
+	ok(queue_pool_need(q, 900, &need, &counted, &nreq, err, sizeof(err)) == 0 && need == 700,
+	   "pool: a cancelled stage_in no longer counts");
+	ok(queue_pool_held(q, "/scratch", &held, err, sizeof(err)) == 0 && held == 0,
+	   "pool: nothing copied, nothing held");
+	{
+		struct queue_audit au = { 900, 1001, "/src/f", "/dst/f", "xxh128:aa", 700, 1, 2 };
+
+		queue_item_start(q, a, "f", "file", 700, 5, 0644, err, sizeof(err));
+		queue_item_copied(q, a, "f", "xxh128:aa", err, sizeof(err));
+		queue_item_done(q, a, "f", "xxh128:aa", &au, err, sizeof(err));
+	}
+	ok(queue_pool_held(q, "/scratch", &held, err, sizeof(err)) == 0 && held == 700 &&
+	   queue_pool_held(q, "/elsewhere", &b, err, sizeof(err)) == 0 && b == 0,
+	   "pool: what was copied for the job is held by its pool only");
+	ok(queue_pool_torn_down(q, 900, err, sizeof(err)) == 0 &&
+	   queue_pool_held(q, "/scratch", &held, err, sizeof(err)) == 0 && held == 0 &&
+	   queue_pool_get(q, 900, &size, &pool, err, sizeof(err)) == 1,
+	   "pool: teardown keeps the record, held by nothing");
+	free(pool);
 }
 
 /* The id the next claim picks, or -1; the claimed request stays running. */
@@ -271,6 +316,7 @@ int main(void)
 	   "checkpoint: running -> queued");
 	queue_request_set_state(q, id, -1, QS_CANCELLED, "by test", err, sizeof(err));
 	_test_fair(q);
+	_test_pool(q);
 	queue_close(q);
 	{
 		static const char *const sfx[] = { "", "-wal", "-shm" };

@@ -4,6 +4,24 @@
 # SPANK plugin labels its directories, and after it ends the daemon archives
 # its outputs. Needs 'scripts/testbed up' with the Lua hook, the SPANK
 # plugin and stagehandd (all built in this tree).
+#
+# The same file runs on a burst-buffer bed ('make integration-bb'): Slurm's
+# burst_buffer/lua hooks stage the inputs and there is no hold. What is the
+# same in both modes is asserted in both; what belongs to the hold is
+# asserted in hold mode only (bb_mode below), and where bb mode differs its
+# own behaviour is asserted instead:
+#   * happy path: "hold=released" in AdminComment is the hold's marker; in
+#     bb mode the job is never held and the record has no hold marker;
+#   * missing source, fixed and retried: Slurm 22.05 does not call data_in
+#     again after it failed (docs/burst-buffer-slurm.md), so in bb mode the
+#     job stays held by Slurm with stagehand's message in SystemComment, and
+#     the user's way out is a new job: the retry part is hold mode only;
+#   * daemon down at job end: skipped in bb mode; the daemon is also down at
+#     submit there, and Slurm's setup hook needs it (the job waits in setup:
+#     a different test, not this one);
+#   * slurmctld restarted while a job waits: skipped in bb mode; it checks
+#     the hold marker in slurmctld's saved state and a retry that releases
+#     the hold, neither of which exists in bb mode.
 
 load helpers
 
@@ -24,6 +42,11 @@ setup() {
 
 teardown() {
 	cancel_jobs "${JOBS[@]}"
+}
+
+# True on a burst-buffer bed (scripts/testbed up --mode=bb).
+bb_mode() {
+	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]]
 }
 
 # comment JOB: stagehandd's status text for the job (in its AdminComment).
@@ -68,8 +91,14 @@ mkdir -p results/sub; echo data > results/sub/a.txt; echo scratch > tmp/t.txt
 EOF
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 90
-	# It was held at submit and released by the daemon (as root) once staged.
-	[[ "$(job_field "$j" AdminComment)" =~ "stagehand:hold=released" ]]
+	if bb_mode; then
+		# Not held: Slurm's hooks staged it; the record has no hold marker.
+		[[ ! "$(job_field "$j" AdminComment)" =~ "stagehand:hold=" ]]
+		[[ "$(job_field "$j" AdminComment)" =~ "stagehand:v1:" ]]
+	else
+		# It was held at submit and released by the daemon (as root) once staged.
+		[[ "$(job_field "$j" AdminComment)" =~ "stagehand:hold=released" ]]
+	fi
 	[ "$(cat "$WD/input.sha")" = "$want" ]
 	# The input landed in the job's scratch input dir, owned by the user.
 	[ "$(stat -c %U "$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input/ref.db")" = shtest ]
@@ -86,7 +115,7 @@ EOF
 	# The exempt dir was never copied.
 	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/tmp" ]
 	# The job's status tells what happened; the user's own comment is untouched.
-	[[ "$(job_status "$j")" =~ "inputs staged" ]]
+	[[ "$(job_status "$j")" =~ input(s)?\ staged ]]
 	[ "$(job_field "$j" Comment)" = "the user's own note" ]
 }
 
@@ -101,12 +130,20 @@ EOF
 	wait_for 60 comment_matches "$j" "stage-in failed"
 	[ "$(job_field "$j" Comment)" = mine ]
 	[[ "$(comment "$j")" =~ "No such file" ]]
-	[[ "$(comment "$j")" =~ "stagehand retry $j" ]]
+	if bb_mode; then
+		# Slurm holds it (JobHeldAdmin) with data_in's message in SystemComment.
+		wait_for 30 eval '[[ "$(job_field "$j" SystemComment)" =~ "stagehand retry $j" ]]'
+		[[ "$(job_field "$j" SystemComment)" =~ "No such file" ]]
+	else
+		[[ "$(comment "$j")" =~ "stagehand retry $j" ]]
+	fi
 	[ "$(job_state "$j")" = PENDING ]
 	# The user cannot release it by hand.
 	run run_as_user shtest scontrol release "$j"
 	[ "$status" -ne 0 ]
 	[ "$(job_state "$j")" = PENDING ]
+	# bb mode: Slurm does not call data_in again; the user resubmits.
+	bb_mode && return 0
 	# Fix the source, retry as the user: it is staged, released and runs.
 	user_file shtest "$WD/later/input.dat" 1
 	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" retry "$j"
@@ -138,6 +175,7 @@ EOF
 }
 
 @test "daemon down at job end: the event is spooled, and the archive happens once it is back" {
+	bb_mode && skip "hold mode only: in bb mode Slurm's setup hook needs the daemon at submit (0600 header)"
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt
@@ -219,6 +257,7 @@ EOF
 }
 
 @test "slurmctld restarted while a job waits for its inputs: staged and released afterwards" {
+	bb_mode && skip "hold mode only: the hold marker and a releasing retry do not exist in bb mode (0600 header)"
 	write_user_script shtest "$WD/job.sh" <<EOF2
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt

@@ -87,7 +87,9 @@ testbed_require() {
 	for node in $STAGEHAND_TESTBED_NODES; do
 		st=$(sinfo -h -N -n "$node" -o '%T' 2>/dev/null | head -n1)
 		case $st in
-		idle | mixed | allocated | completing) ;;
+		# 'planned' (sinfo's '-' suffix): idle, with a pending job planned on it,
+		# e.g. a burst-buffer job in stage-in: usable.
+		idle | mixed | allocated | completing | planned | idle- | mixed- | allocated-) ;;
 		*) _tb_fail "test bed node $node is '${st:-unknown}', not usable: run 'scripts/testbed up'" || return 1 ;;
 		esac
 	done

@@ -126,6 +126,29 @@ do
 		"unknown pool refused")
 	is(m.job_submit({ script = "#!/bin/bash\n#DATA capacity=9G\n" }, {}, 1000), S.ERROR,
 		"capacity over a whole pool refused")
+	-- free space from the state stagehandd publishes beside its socket
+	local sdir = os.tmpname()
+	os.remove(sdir)
+	os.execute("mkdir " .. sdir)
+	write(tmp, "SubmitMode=bb\nScratchRoots=/scratch/a, /scratch/b\nPoolCapacity=8G\n" ..
+		"SocketPath=" .. sdir .. "/stagehandd.sock\n")
+	m = load_module(tmp)
+	write(sdir .. "/pools.json", string.format('{"pools":[{"id":"/scratch/a","quantity":8589934592,' ..
+		'"granularity":1,"free":1000},{"id":"/scratch/b","quantity":1,"granularity":1,' ..
+		'"free":99999999999999},{"id":"/elsewhere","free":5}],"updated":%d}\n', os.time()))
+	rc, json = m.bb_pools()
+	is(json, '{"pools":[{"id":"/scratch/a","quantity":8589934592,"free":1000,"granularity":1},' ..
+		'{"id":"/scratch/b","quantity":8589934592,"free":8589934592,"granularity":1}]}',
+		"free space from the daemon's pools.json, at most PoolCapacity, known pools only")
+	write(sdir .. "/pools.json", string.format('{"pools":[{"id":"/scratch/a","free":1000}],"updated":%d}\n',
+		os.time() - 600))
+	rc, json = m.bb_pools()
+	is(json, '{"pools":[{"id":"/scratch/a","quantity":8589934592,"granularity":1},' ..
+		'{"id":"/scratch/b","quantity":8589934592,"granularity":1}]}', "stale pools.json: PoolCapacity only")
+	os.remove(sdir .. "/pools.json")
+	rc, json = m.bb_pools()
+	is(rc, S.SUCCESS, "no pools.json: bb_pools still succeeds")
+	os.remove(sdir)
 	write(tmp, "SubmitMode=bb\nScratchRoots=/scratch/a\n")
 	m = load_module(tmp)
 	is(select("#", m.bb_pools()), 1, "no PoolCapacity: no pools")
