@@ -17,9 +17,7 @@ load helpers
 
 setup() {
 	testbed_require
-	# (skip in setup_file fails the file with this bats.)
-	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]] ||
-		skip "burst-buffer tests need 'scripts/testbed up --mode=bb'"
+	bb_require
 	WD=$(user_workdir)
 	JOBS=()
 	MAIL=$STAGEHAND_TESTBED_LOGDIR/mail.log

@@ -19,10 +19,7 @@ NJOBS=16
 
 setup() {
 	testbed_require
-	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]] ||
-		skip "burst-buffer tests need 'scripts/testbed up --mode=bb'"
-	[[ -n ${STAGEHAND_TESTBED_POOL_CAPACITY:-} ]] ||
-		skip "the bed has no pool (STAGEHAND_TESTBED_POOL_CAPACITY unset: restart it)"
+	bb_require pool
 	WD=$(user_workdir)
 	JOBS=()
 	SAMPLER=""

@@ -18,10 +18,7 @@ load helpers
 
 setup() {
 	testbed_require
-	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]] ||
-		skip "burst-buffer tests need 'scripts/testbed up --mode=bb'"
-	[[ -n ${STAGEHAND_TESTBED_POOL_CAPACITY:-} ]] ||
-		skip "the bed has no pool (STAGEHAND_TESTBED_POOL_CAPACITY unset: restart it)"
+	bb_require pool
 	WD=$(user_workdir)
 	JOBS=()
 	POOLS=$(dirname "$STAGEHAND_SOCKET")/pools.json

@@ -120,6 +120,16 @@ on_node() {
 	"$TESTBED" exec "$@"
 }
 
+# A burst-buffer-only test: skipped unless the bed runs burst_buffer/lua
+# ('scripts/testbed up --mode=bb'); with "pool", also unless it has a pool.
+# Call it from setup (skip in setup_file fails the whole file in this bats).
+bb_require() {
+	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]] ||
+		skip "burst-buffer tests need 'scripts/testbed up --mode=bb'"
+	[[ ${1:-} != pool || -n ${STAGEHAND_TESTBED_POOL_CAPACITY:-} ]] ||
+		skip "the bed has no pool (STAGEHAND_TESTBED_POOL_CAPACITY unset: restart it)"
+}
+
 user_workdir() {
 	local user=${1:-$TESTBED_USER} base dir
 	base=$STAGEHAND_TESTBED_SCRATCH/$user
