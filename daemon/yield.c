@@ -64,7 +64,8 @@ static void _start_clear(struct yield_start *e)
 int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *paths,
 		     size_t npaths, int64_t expire_ms)
 {
-	struct yield_start *e = NULL, fresh = { .job = job, .expire_ms = expire_ms, .mover = -1 };
+	struct yield_start *e = NULL, fresh = { .job = job, .expire_ms = expire_ms, .mover = -1,
+						.recheck_ms = _mono_ms() + YIELD_MOVER_RECHECK_MS };
 
 	for (size_t i = 0; i < npaths && fresh.npaths < YIELD_START_PATHS_MAX; i++) {
 		if (!paths[i] || paths[i][0] != '/')
@@ -82,6 +83,7 @@ int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *pat
 		fresh.seen = e->seen && fresh.npaths && e->npaths &&
 			     strcmp(fresh.paths[0], e->paths[0]) == 0;
 		fresh.mover = e->mover;	/* the same job id: the same answer */
+		fresh.recheck_ms = e->recheck_ms;
 		_start_clear(e);
 		*e = fresh;
 		return 0;
@@ -419,26 +421,35 @@ static void _read_probe(const char *path)
 }
 
 /*
- * Ask the shards table once per job-start event whether its job is one of
- * the daemon's mover jobs. Race-free: a mover job is recorded by the main
- * loop right after slurmctld took it, and this runs on the main loop after
- * the event arrived, so its answer is final and is kept with the event (a
- * shard sent back to the queue later forgets its job). The lookups run
- * outside _starts_lock: the queue has its own lock.
+ * Ask the shards table whether a job-start event's job is one of the
+ * daemon's mover jobs. A mover job can start, and its event arrive, before
+ * the shard records its job id (a shard resubmitted after a lost mover), so
+ * "a user's job" is asked again until recheck_ms; "a mover job" is kept (a
+ * shard sent back to the queue later forgets its job). Each entry is asked
+ * at most once per call (from moves on), so the batches end. The lookups
+ * run outside _starts_lock: the queue has its own lock.
  */
+static int _needs_ask(const struct yield_start *e, int64_t now)
+{
+	return e->mover < 0 || (e->mover == 0 && now < e->recheck_ms);
+}
+
 static void _classify(struct daemon *d)
 {
-	int64_t ask[64];
+	int64_t ask[64], now = _mono_ms();
 	int ans[64];
-	size_t n = 0;
+	size_t n = 0, from = 0;
 	char err[256];
 
 	do {
+		size_t i;
+
 		n = 0;
 		pthread_mutex_lock(&_starts_lock);
-		for (size_t i = 0; i < _starts.n && n < 64; i++)
-			if (_starts.v[i].mover < 0)
+		for (i = from; i < _starts.n && n < 64; i++)
+			if (_needs_ask(&_starts.v[i], now))
 				ask[n++] = _starts.v[i].job;
+		from = i;
 		pthread_mutex_unlock(&_starts_lock);
 		for (size_t k = 0; k < n; k++) {
 			ans[k] = queue_shard_job(d->q, ask[k], err, sizeof(err));
@@ -452,10 +463,10 @@ static void _classify(struct daemon *d)
 			}
 		}
 		pthread_mutex_lock(&_starts_lock);
-		for (size_t i = 0; i < _starts.n; i++)
-			for (size_t k = 0; k < n && _starts.v[i].mover < 0; k++)
-				if (_starts.v[i].job == ask[k])
-					_starts.v[i].mover = ans[k];
+		for (size_t e = 0; e < _starts.n; e++)
+			for (size_t k = 0; k < n && _starts.v[e].mover != 1; k++)
+				if (_starts.v[e].job == ask[k])
+					_starts.v[e].mover = ans[k];
 		pthread_mutex_unlock(&_starts_lock);
 	} while (n == 64);
 }

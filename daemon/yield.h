@@ -106,12 +106,17 @@ int yield_paths_affected(const struct yield_view *v, const char *source, const c
  * The table of job-start events, pure (times are given; no locks, no I/O):
  * yield.c keeps one behind a mutex, the unit test its own.
  */
+/* How long after a job-start event "not a mover job" is asked again. */
+#define YIELD_MOVER_RECHECK_MS 60000
+
 struct yield_start {
 	int64_t job;
 	int64_t expire_ms;	/* monotonic ms */
 	int seen;		/* the Slurm watch listed its work directory */
 	int mover;		/* -1 not asked yet; 1 the daemon's own mover job (never
 				   yielded to), 0 a job of a user */
+	int64_t recheck_ms;	/* monotonic ms: until then a 0 is asked again (a mover
+				   job can start before its shard records its id) */
 	size_t npaths;
 	char *paths[YIELD_START_PATHS_MAX];	/* paths[0] = work directory (or a dir) */
 };
