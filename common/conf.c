@@ -64,6 +64,8 @@ struct conf *conf_create(void)
 	c->yield_bandwidth = 0;
 	c->yield_max_delay = 2 * 3600;
 	c->yield_trickle = 10ULL << 20;
+	c->yield_mode = CONF_YIELD_ADAPTIVE;
+	c->yield_stage_in_lead = 600;
 	c->notify_timeout = 30;
 	c->max_directives = DSL_DEFAULT_MAX_DIRECTIVES;
 	c->max_directive_line = DSL_DEFAULT_MAX_LINE;

@@ -88,6 +88,10 @@ struct conf {
 	int yield_max_delay;           /* seconds a transfer yields before it goes on at
 					  yield_trickle; 0 = yield for as long as jobs run */
 	uint64_t yield_trickle;        /* bytes/s after yield_max_delay (0 = unlimited) */
+	int yield_stage_in_lead;       /* YieldStageInLead: seconds; under adaptive, a
+					  stage_in whose job slurmctld expects to start
+					  later than this from now is paced like an
+					  archive; 0 = stage-in is never paced */
 	int sync_batch;                /* SyncMode: 1 batch (one syncfs per batch of small
 					  files), 0 file (one fsync per file) */
 	int verify_sample;             /* VerifyMode: 0 full (read every byte back), 1 sample

@@ -631,6 +631,17 @@ static int _k_yieldtrickle(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_yieldlead(struct conf *c, const char *v, char *w, size_t wl)
+{
+	long s;
+
+	if (conf_parse_seconds(v, &s) < 0 || s > 7L * 86400)
+		return log_errf(w, wl, "YieldStageInLead must be a duration up to 7d (e.g. 10m, 1h), "
+			     "or 0 to never pace a stage-in, not '%s'", v);
+	c->yield_stage_in_lead = (int)s;
+	return 0;
+}
+
 static int _k_yieldprobe(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (strcasecmp(v, "none") == 0) {
@@ -883,6 +894,7 @@ static const struct _key _keys[] = {
 	{ "YieldBandwidth", _k_yieldbw },
 	{ "YieldMaxDelay", _k_yieldmax },
 	{ "YieldTrickle", _k_yieldtrickle },
+	{ "YieldStageInLead", _k_yieldlead },
 	{ "YieldProbe", _k_yieldprobe },
 	{ "SyncMode", _k_syncmode },
 	{ "VerifyMode", _k_verifymode },

@@ -135,6 +135,9 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	else
 		j->exit_code = WEXITSTATUS(ji->exit_code);
 	j->end_time = ji->end_time;
+	/* A pending job's start_time is the scheduler's estimate (backfill). */
+	if (j->state == JOB_PENDING && ji->priority != 0)
+		j->start_time = ji->start_time;
 	j->name = _dup(ji->name);
 	j->work_dir = _dup(ji->work_dir);
 	j->status = _status_of(ji->admin_comment);

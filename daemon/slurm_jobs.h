@@ -41,6 +41,8 @@ struct sjob {
 	bool completing;         /* ended, but epilogs still run on its nodes */
 	int exit_code;           /* batch script exit code (WEXITSTATUS), or 128+signal */
 	time_t end_time;         /* 0 while it has not ended */
+	time_t start_time;       /* PENDING and not held: when the scheduler expects it
+				    to start (0: no estimate); else 0 */
 	char *name;              /* job name */
 	char *work_dir;
 	char *status;            /* the daemon's status text in admin_comment, or NULL */

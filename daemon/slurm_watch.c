@@ -725,6 +725,15 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 	return r;
 }
 
+time_t slurm_watch_expected_start(int64_t job_id)
+{
+	/* The cache is dropped while slurmctld cannot be reached: 0, "not known". */
+	for (size_t i = 0; i < _ncache; i++)
+		if ((int64_t)_cache[i].job_id == job_id)
+			return _cache[i].start_time;
+	return 0;
+}
+
 /* Where plan jobs ran at the last tick (job id -> batch host), to name a lost node. */
 struct ran_on {
 	uint32_t job_id;

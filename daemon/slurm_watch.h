@@ -5,6 +5,9 @@
 #ifndef STAGEHAND_SLURM_WATCH_H
 #define STAGEHAND_SLURM_WATCH_H
 
+#include <stdint.h>
+#include <time.h>
+
 #include "lifecycle.h"
 
 extern const struct lifecycle_hook slurm_watch_hook;
@@ -34,5 +37,14 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 					   size_t statelen, int *exit_code, int *restarts,
 					   int64_t *array_job_id, int64_t *array_task_id,
 					   int64_t received);
+
+/*
+ * When the scheduler expects job_id to start, from the watch's last job
+ * table (no RPC): seconds since the epoch for a pending job that is not
+ * held (burst-buffer mode stages such a job in as soon as it has an
+ * estimate, which may be hours ahead); 0 when there is none (held, running,
+ * not in the table, slurmctld unreachable, SlurmWatch=no). Main thread.
+ */
+time_t slurm_watch_expected_start(int64_t job_id);
 
 #endif /* STAGEHAND_SLURM_WATCH_H */

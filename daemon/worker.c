@@ -28,6 +28,7 @@
 #include "xfer_engine.h"
 #include "pace.h"
 #include "pool.h"
+#include "slurm_watch.h"
 #include "yield.h"
 
 #define BUF_MAX (2 * (sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX))
@@ -384,20 +385,70 @@ static const char *const _mode_names[] = { "running", "paused", "throttled", "tr
 					   "paced" };
 
 /*
- * YieldMode=adaptive: an after-job transfer runs under the pace thread (pace.h)
- * from its first byte to its last, whether jobs run or not; it is held back
- * while the thread holds it.
+ * YieldMode=adaptive: an after-job transfer (and a stage-in that can wait,
+ * below) runs under the pace thread (pace.h) from its first byte to its
+ * last, whether jobs run or not; it is held back while the thread holds it.
  */
-static int _pace_one(struct _worker *w)
+static int _pace_one(struct _worker *w, const char *why)
 {
 	if (w->yield_mode != YM_PACED) {
 		xfer_bucket_set_flush(w->yb, XFER_FLUSH_PACED);
 		pace_run_bucket(w->yb, 1);
-		log_info("request %lld: %s paced by the adaptive scavenger", (long long)w->req->id,
-			 w->req->action);
+		log_info("request %lld: %s paced by the adaptive scavenger%s", (long long)w->req->id,
+			 w->req->action, why);
 		w->yield_mode = YM_PACED;
 	}
 	return xfer_bucket_paused(w->yb);
+}
+
+/* Back to full speed: a reload changed YieldMode, or a stage-in's job comes near. */
+static void _unpace(struct _worker *w)
+{
+	pace_run_bucket(w->yb, 0);
+	xfer_bucket_set_paused(w->yb, 0);
+	xfer_bucket_set_flush(w->yb, XFER_FLUSH_OFF);
+	w->yield_mode = YM_RUNNING;
+}
+
+/*
+ * A stage-in that can wait (YieldMode=adaptive, YieldStageInLead): its job
+ * is pending and the scheduler expects it to start more than the lead from
+ * now. Burst-buffer mode stages a job in as soon as it has such an
+ * estimate, which can be hours ahead; until the job comes near, its input
+ * is moved in the bandwidth running jobs leave idle, like an archive. A
+ * held job (hold mode: it waits for this very input), a running one and a
+ * job with no estimate are never paced. From the Slurm watch's last table
+ * (no RPC); *start gets the estimate.
+ */
+static int _stage_in_can_wait(const struct conf *c, const struct queue_request *r,
+			      time_t *start)
+{
+	*start = 0;
+	if (c->yield_mode != CONF_YIELD_ADAPTIVE || c->yield_stage_in_lead <= 0 ||
+	    strcmp(r->action, "stage_in") != 0 || r->job_id <= 0)
+		return 0;
+	*start = slurm_watch_expected_start(r->job_id);
+	return *start > time(NULL) + c->yield_stage_in_lead;
+}
+
+/* Stage-in: paced while its job is far from starting, full speed once it is near. */
+static int _yield_stage_in(const struct conf *c, struct _worker *w)
+{
+	char why[128];
+	time_t start;
+
+	if (_stage_in_can_wait(c, w->req, &start)) {
+		snprintf(why, sizeof(why), ": job %lld is expected to start in %lld s",
+			 (long long)w->req->job_id, (long long)(start - time(NULL)));
+		return _pace_one(w, why);
+	}
+	if (w->yield_mode == YM_PACED) {
+		_unpace(w);
+		log_info("request %lld: job %lld is expected to start within YieldStageInLead "
+			 "(%d s) or has no estimate: stage_in at full speed", (long long)w->req->id,
+			 (long long)w->req->job_id, c->yield_stage_in_lead);
+	}
+	return 0;
 }
 
 /* Apply the yield decision to one worker; returns 1 if it is held back. */
@@ -409,14 +460,13 @@ static int _yield_one(struct worker_pool *p, struct _worker *w, int64_t now_ms)
 
 	if (!w->yb || !w->req)
 		return 0;
-	if (c->yield_to_jobs && yield_after_job(w->req->action)) {
+	if (c->yield_to_jobs && !yield_after_job(w->req->action))
+		return _yield_stage_in(c, w);
+	if (c->yield_to_jobs) {
 		if (c->yield_mode == CONF_YIELD_ADAPTIVE)
-			return _pace_one(w);
-		if (w->yield_mode == YM_PACED) {	/* YieldMode changed by a reload */
-			pace_run_bucket(w->yb, 0);
-			xfer_bucket_set_paused(w->yb, 0);
-			w->yield_mode = YM_RUNNING;
-		}
+			return _pace_one(w, "");
+		if (w->yield_mode == YM_PACED)	/* YieldMode changed by a reload */
+			_unpace(w);
 		/* Written back chunk by chunk: a pause leaves no dirty pages behind. */
 		xfer_bucket_set_flush(w->yb, XFER_FLUSH_RANGES);
 	}
@@ -574,6 +624,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	xfer_bucket_reset_io(p->w[slot].yb);
 	xfer_bucket_set_rate(p->w[slot].yb, 0);
 	xfer_bucket_set_paused(p->w[slot].yb, 0);
+	xfer_bucket_set_flush(p->w[slot].yb, XFER_FLUSH_OFF);	/* the slot's last request's */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_err("request %lld: socketpair: %s", (long long)r->id, strerror(errno));
 		_free_done(&ds);

@@ -193,8 +193,18 @@ int main(void)
 	ok(_err_at("MaxPathLength=5000\n", 1, "MaxPathLength must be an integer from 16 to 4095"),
 	   "MaxPathLength over the grammar's own");
 	c = conf_create();
-	ok(c->yield_mode == CONF_YIELD_PAUSE, "YieldMode defaults to pause");
+	ok(c->yield_mode == CONF_YIELD_ADAPTIVE, "YieldMode defaults to adaptive");
+	ok(c->yield_stage_in_lead == 600, "YieldStageInLead defaults to 10 minutes");
 	conf_destroy(c);
+	ok(_parse("YieldMode=pause\nYieldStageInLead=1h\n", &c, err, sizeof(err)) == 0 &&
+	   c->yield_mode == CONF_YIELD_PAUSE && c->yield_stage_in_lead == 3600,
+	   "YieldMode=pause, YieldStageInLead=1h: %s", err);
+	conf_destroy(c);
+	ok(_parse("YieldStageInLead=0\n", &c, err, sizeof(err)) == 0 &&
+	   c->yield_stage_in_lead == 0, "YieldStageInLead=0: %s", err);
+	conf_destroy(c);
+	ok(_err_at("\n\nYieldStageInLead=8d\n", 3, "YieldStageInLead must be a duration up to 7d"),
+	   "YieldStageInLead over 7 days");
 	ok(_parse("YieldMode=adaptive\n", &c, err, sizeof(err)) == 0 &&
 	   c->yield_mode == CONF_YIELD_ADAPTIVE, "YieldMode=adaptive: %s", err);
 	conf_destroy(c);

@@ -67,7 +67,8 @@ def layout(base_dir, test_users):
 def daemon(make_daemon, layout):
     return make_daemon("yield", Workers=3, ArchiveWorkers=2, BandwidthCap="10M",
                        ScratchRoots=layout["scratch"], ArchiveRoot=layout["archive"],
-                       YieldProbe=layout["probe"], YieldToJobs="yes", YieldBandwidth=0,
+                       YieldProbe=layout["probe"], YieldToJobs="yes", YieldMode="pause",
+                       YieldBandwidth=0,
                        YieldMaxDelay="10m")
 
 

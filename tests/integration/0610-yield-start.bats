@@ -26,7 +26,7 @@ setup() {
 	JOBS=()
 	SAMPLER=
 	cp -p "$SHCONF" "$BATS_TEST_TMPDIR/stagehand.conf.orig"
-	printf 'BandwidthCap=20M\nYieldToJobs=yes\nYieldBandwidth=0\nYieldMaxDelay=10m\n' >>"$SHCONF"
+	printf 'BandwidthCap=20M\nYieldToJobs=yes\nYieldMode=pause\nYieldBandwidth=0\nYieldMaxDelay=10m\n' >>"$SHCONF"
 	reload_daemon
 }
 
@@ -37,14 +37,6 @@ teardown() {
 		cp -p "$BATS_TEST_TMPDIR/stagehand.conf.orig" "$SHCONF"
 		reload_daemon || true
 	fi
-}
-
-# reload_daemon: SIGHUP the daemon and wait until its log shows the reload.
-reload_daemon() {
-	local before
-	before=$(wc -l <"$LOG")
-	kill -HUP "$(cat "$PIDF")"
-	wait_for 10 bash -c "tail -n +$((before + 1)) '$LOG' | grep -qi 'reload\|configuration'"
 }
 
 # api [curl args] PATH: the daemon's API as root; prints the body.

@@ -27,6 +27,19 @@ teardown() {
 	local j
 	for j in "${JOBS[@]}"; do scancel --hurry "$j" 2>/dev/null || true; done
 	cancel_jobs "${JOBS[@]}"
+	if [[ -f $BATS_TEST_TMPDIR/stagehand.conf.orig ]]; then
+		cp -p "$BATS_TEST_TMPDIR/stagehand.conf.orig" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf"
+		reload_daemon || true
+	fi
+}
+
+# yield_pause: after-job transfers wait while a job runs on their file system
+# (YieldMode=pause; the default, adaptive, would archive alongside it).
+yield_pause() {
+	local conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
+	cp -p "$conf" "$BATS_TEST_TMPDIR/stagehand.conf.orig"
+	printf '%s\n' YieldToJobs=yes YieldMode=pause >>"$conf"
+	reload_daemon
 }
 
 # sh_status JOB: 'stagehand status JOB' as the job's owner.
@@ -57,8 +70,9 @@ EOF
 
 @test "bb: staged before start, STAGE_OUT until the archive is verified, afterburstbuffer dependent after, mail, comment kept" {
 	write_archive_job
-	# A running job on the same scratch makes the archive yield (YieldToJobs):
-	# it holds J in stage-out for as long as the test wants.
+	# A running job on the same scratch makes the archive yield (YieldToJobs,
+	# YieldMode=pause): it holds J in stage-out for as long as the test wants.
+	yield_pause
 	write_user_script shtest "$WD/blocker.sh" <<EOF
 #!/bin/bash
 #SBATCH --output=/dev/null

@@ -30,13 +30,6 @@ teardown_file() {
 	reload_daemon
 }
 
-reload_daemon() {
-	local log=$STAGEHAND_TESTBED_LOGDIR/stagehandd.log n
-	n=$(grep -c 'configuration reloaded' "$log" || true)
-	kill -HUP "$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")"
-	wait_for 20 eval '[[ $(grep -c "configuration reloaded" "$log") -gt $n ]]'
-}
-
 setup() {
 	testbed_env
 	[[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]] ||
@@ -220,7 +213,7 @@ lreq_state() {
 	local conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
 	cp -p "$conf" "$BATS_TEST_TMPDIR/stagehand.conf.movers"
 	YCONF=$BATS_TEST_TMPDIR/stagehand.conf.movers
-	printf '%s\n' YieldToJobs=yes YieldBandwidth=0 YieldMaxDelay=10m BandwidthCap=8M >>"$conf"
+	printf '%s\n' YieldToJobs=yes YieldMode=pause YieldBandwidth=0 YieldMaxDelay=10m BandwidthCap=8M >>"$conf"
 	reload_daemon
 	# Movers of a big archive run on the xfer nodes, on the same file system
 	# (the bed has one) as the local archive that follows; their job-start

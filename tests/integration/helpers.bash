@@ -295,6 +295,15 @@ wait_for() {
 	_tb_fail "timed out after ${timeout}s waiting for: $*"
 }
 
+# reload_daemon: SIGHUP the bed's stagehandd and wait until its log says the
+# configuration was reloaded.
+reload_daemon() {
+	local log=$STAGEHAND_TESTBED_LOGDIR/stagehandd.log n
+	n=$(grep -c 'configuration reloaded' "$log" || true)
+	kill -HUP "$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")"
+	wait_for 20 eval '[[ $(grep -c "configuration reloaded" "$log") -gt $n ]]'
+}
+
 cancel_jobs() {
 	local j
 	for j in "$@"; do
