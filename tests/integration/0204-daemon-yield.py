@@ -155,7 +155,7 @@ def test_archive_workers_cap(daemon, layout):
 def test_max_delay_trickles(make_daemon, layout, base_dir):
     d = make_daemon("yield-max", Workers=2, ArchiveWorkers=1,
                     ScratchRoots=layout["scratch"], ArchiveRoot=layout["archive"],
-                    YieldProbe=layout["probe"] + "-max", YieldMaxDelay="2s",
+                    YieldProbe=layout["probe"] + "-max", YieldMode="pause", YieldMaxDelay="2s",
                     YieldTrickle="2M")
     with open(layout["probe"] + "-max", "w") as f:
         f.write(os.path.join(layout["scratch"], "busyjob") + "\n")
