@@ -217,10 +217,36 @@ int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_
 {
 	time_t since = 0;
 
-	return sjob_list_since(&since, out, n, running, NULL, NULL, err, errlen) < 0 ? -1 : 0;
+	return sjob_list_since(&since, out, n, running, NULL, NULL, NULL, NULL, err, errlen) < 0 ?
+	       -1 : 0;
+}
+
+static int _cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The ids of msg's RUNNING jobs, sorted, into *ids (*nids). 0, or -1 (no memory). */
+static int _running_ids(const job_info_msg_t *msg, uint32_t **ids, size_t *nids)
+{
+	uint32_t *v = malloc((msg->record_count ? msg->record_count : 1) * sizeof(*v));
+	size_t k = 0;
+
+	if (!v)
+		return -1;
+	for (uint32_t i = 0; i < msg->record_count; i++)
+		if ((msg->job_array[i].job_state & JOB_STATE_BASE) == JOB_RUNNING)
+			v[k++] = msg->job_array[i].job_id;
+	qsort(v, k, sizeof(*v), _cmp_u32);
+	*ids = v;
+	*nids = k;
+	return 0;
 }
 
 int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running,
+		    uint32_t **run_ids, size_t *nrun_ids,
 		    int (*skip)(uint32_t job_id, void *arg), void *arg, char *err, size_t errlen)
 {
 	job_info_msg_t *msg = NULL;
@@ -232,6 +258,10 @@ int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running
 	*n = 0;
 	if (running)
 		*running = NULL;
+	if (run_ids) {
+		*run_ids = NULL;
+		*nrun_ids = 0;
+	}
 	if (slurm_load_jobs(*since, &msg, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
 		/* slurmctld answers this without packing a single job. */
 		if (*since && slurm_get_errno() == SLURM_NO_CHANGE_IN_DATA)
@@ -241,9 +271,10 @@ int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running
 	}
 	*since = msg->last_update;
 	jobs = calloc(msg->record_count ? msg->record_count : 1, sizeof(*jobs));
-	if (!jobs) {
-		slurm_free_job_info_msg(msg);
+	if (!jobs || (run_ids && _running_ids(msg, run_ids, nrun_ids) < 0)) {
 		snprintf(err, errlen, "out of memory listing %u jobs", msg->record_count);
+		free(jobs);
+		slurm_free_job_info_msg(msg);
 		return -1;
 	}
 	for (i = 0; i < msg->record_count; i++) {
@@ -252,32 +283,31 @@ int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running
 		if (running && (ji->job_state & JOB_STATE_BASE) == JOB_RUNNING &&
 		    !(skip && skip(ji->job_id, arg)) &&
 		    (_push(running, &nrun, ji->work_dir) < 0 || _push(running, &nrun, ji->std_out) < 0 ||
-		     _push(running, &nrun, ji->std_err) < 0)) {
-			sjob_free_paths(*running);
-			*running = NULL;
-			sjob_free(jobs, cnt);
-			slurm_free_job_info_msg(msg);
-			snprintf(err, errlen, "out of memory reading job %u", ji->job_id);
-			return -1;
-		}
+		     _push(running, &nrun, ji->std_err) < 0))
+			goto nomem;
 		if (!_plan_text(ji->admin_comment))
 			continue;
-		if (_fill(&jobs[cnt], ji) < 0) {
-			if (running) {
-				sjob_free_paths(*running);
-				*running = NULL;
-			}
-			sjob_free(jobs, cnt);
-			slurm_free_job_info_msg(msg);
-			snprintf(err, errlen, "out of memory reading job %u", ji->job_id);
-			return -1;
-		}
+		if (_fill(&jobs[cnt], ji) < 0)
+			goto nomem;
 		cnt++;
 	}
 	slurm_free_job_info_msg(msg);
 	*out = jobs;
 	*n = cnt;
 	return 0;
+nomem:
+	snprintf(err, errlen, "out of memory reading job %u", msg->job_array[i].job_id);
+	if (running) {
+		sjob_free_paths(*running);
+		*running = NULL;
+	}
+	if (run_ids) {
+		free(*run_ids);
+		*run_ids = NULL;
+	}
+	sjob_free(jobs, cnt);
+	slurm_free_job_info_msg(msg);
+	return -1;
 }
 
 bool sjob_state_is_final(uint32_t state)

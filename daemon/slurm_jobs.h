@@ -92,9 +92,11 @@ int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_
  * table's time, 1 when nothing changed since *since (nothing returned:
  * keep the last lists), -1 with err. skip (may be NULL) leaves a running
  * job's directories out of *running when it returns non-zero for its id
- * (the daemon's own mover jobs).
+ * (the daemon's own mover jobs). run_ids (may be NULL) gets the ids of
+ * every RUNNING job, mover jobs included, sorted (*nrun of them; free()).
  */
 int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running,
+		    uint32_t **run_ids, size_t *nrun,
 		    int (*skip)(uint32_t job_id, void *arg), void *arg, char *err, size_t errlen);
 void sjob_free_paths(char **paths);
 

@@ -94,6 +94,8 @@ static size_t _nran;
 static struct sjob *_cache;
 static size_t _ncache;
 static char **_cache_running;
+static uint32_t *_cache_run_ids;  /* every RUNNING job's id, sorted */
+static size_t _ncache_run_ids;
 static time_t _cache_since;
 static int64_t _next_ms;
 
@@ -101,9 +103,12 @@ static void _cache_clear(void)
 {
 	sjob_free(_cache, _ncache);
 	sjob_free_paths(_cache_running);
+	free(_cache_run_ids);
 	_cache = NULL;
 	_ncache = 0;
 	_cache_running = NULL;
+	_cache_run_ids = NULL;
+	_ncache_run_ids = 0;
 	_cache_since = 0;
 }
 
@@ -813,13 +818,15 @@ static void _tick(struct daemon *d, int64_t now_ms)
 	struct sjob *jobs = NULL;
 	size_t n = 0, i;
 	char err[512], **running = NULL;
+	uint32_t *run_ids = NULL;
+	size_t nrun_ids = 0;
 	int rc;
 
 	if (!_slurm_ok || now_ms < _next_ms)
 		return;
 	_next_ms = now_ms + (int64_t)d->conf->slurm_watch_interval * 1000;
-	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, _own_mover, d, err,
-			     sizeof(err));
+	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, &run_ids, &nrun_ids, _own_mover,
+			     d, err, sizeof(err));
 	if (rc < 0) {
 		/* slurmctld down or restarting: nothing is lost, try next tick. */
 		if (now_ms - _last_err_ms > 60000) {
@@ -834,15 +841,19 @@ static void _tick(struct daemon *d, int64_t now_ms)
 	if (rc == 0) {
 		sjob_free(_cache, _ncache);
 		sjob_free_paths(_cache_running);
+		free(_cache_run_ids);
 		_cache = jobs;
 		_ncache = n;
 		_cache_running = running;
+		_cache_run_ids = run_ids;
+		_ncache_run_ids = nrun_ids;
 	}
 	/* Unchanged or not, every tick derives the same decisions again from the table. */
 	jobs = _cache;
 	n = _ncache;
 	/* The yield module takes a list of its own (slurmctld's view a moment ago). */
-	yield_set_running(d, _dup_paths(_cache_running));
+	yield_set_running(d, _dup_paths(_cache_running), _cache_run_ids, _ncache_run_ids,
+			  _cache_since);
 	for (i = 0; i < n; i++) {
 		const struct sjob *j = &jobs[i];
 		struct queue_job *qj = NULL;

@@ -65,7 +65,8 @@ int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *pat
 		     size_t npaths, int64_t expire_ms)
 {
 	struct yield_start *e = NULL, fresh = { .job = job, .expire_ms = expire_ms, .mover = -1,
-						.recheck_ms = _mono_ms() + YIELD_MOVER_RECHECK_MS };
+						.recheck_ms = _mono_ms() + YIELD_MOVER_RECHECK_MS,
+						.event_time = time(NULL) };
 
 	for (size_t i = 0; i < npaths && fresh.npaths < YIELD_START_PATHS_MAX; i++) {
 		if (!paths[i] || paths[i][0] != '/')
@@ -154,7 +155,26 @@ static int _listed(char *const *running, const char *p)
 	return 0;
 }
 
-size_t yield_starts_watch(struct yield_starts *t, char *const *running)
+static int _cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Does a table from table_time say the entry's job no longer runs? */
+static int _ended_unseen(const struct yield_start *e, const uint32_t *ids, size_t nids,
+			 time_t table_time)
+{
+	uint32_t id = (uint32_t)e->job;
+
+	if (!ids || e->seen || table_time <= e->event_time || e->job <= 0 || e->job > UINT32_MAX)
+		return 0;
+	return !bsearch(&id, ids, nids, sizeof(*ids), _cmp_u32);
+}
+
+size_t yield_starts_watch(struct yield_starts *t, char *const *running, const uint32_t *ids,
+			  size_t nids, time_t table_time)
 {
 	size_t dropped = 0;
 
@@ -162,7 +182,7 @@ size_t yield_starts_watch(struct yield_starts *t, char *const *running)
 		struct yield_start *e = &t->v[i];
 		int listed = e->npaths && _listed(running, e->paths[0]);
 
-		if (e->seen && !listed) {
+		if ((e->seen && !listed) || (!listed && _ended_unseen(e, ids, nids, table_time))) {
 			_starts_drop(t, i);
 			dropped++;
 			continue;
@@ -313,14 +333,15 @@ int yield_paths_affected(const struct yield_view *v, const char *source, const c
 	return _path_affected(v, source) || _path_affected(v, dest);
 }
 
-void yield_set_running(struct daemon *d, char **paths)
+void yield_set_running(struct daemon *d, char **paths, const uint32_t *ids, size_t nids,
+		       time_t table_time)
 {
 	size_t gone;
 
 	(void)d;
 	/* After the watch has seen a started job, its view wins. */
 	pthread_mutex_lock(&_starts_lock);
-	gone = yield_starts_watch(&_starts, paths);
+	gone = yield_starts_watch(&_starts, paths, ids, nids, table_time);
 	atomic_store(&_nstarted, (int)yield_starts_users(&_starts));
 	pthread_mutex_unlock(&_starts_lock);
 	if (gone)
@@ -531,7 +552,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 static void _fini(struct daemon *d)
 {
 	pace_run_stop();
-	yield_set_running(d, NULL);
+	yield_set_running(d, NULL, NULL, 0, 0);
 	pthread_mutex_lock(&_starts_lock);
 	yield_starts_free(&_starts);
 	pthread_mutex_unlock(&_starts_lock);

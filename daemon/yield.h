@@ -24,7 +24,10 @@
  * A job-start event's paths stay busy until the first of: the job's end
  * event (or DELETE /v1/jobs/{id}/start), the Slurm watch no longer listing
  * the job's work directory among running jobs after it has listed it once,
- * or YIELD_START_EXPIRY_S after the event (a safety bound for a lost end).
+ * a job table from a later second than the event that does not list the
+ * job as running (it ended before the watch looked, and its end event was
+ * lost: a job killed as it started), or YIELD_START_EXPIRY_S after the
+ * event (a safety bound for a lost end where there is no Slurm watch).
  *
  * A path is mapped to a file system by prefix against the configured roots
  * (ScratchRoots, ArchiveRoot, StageInRoots); only those admin-configured
@@ -37,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "daemon.h"
 #include "lifecycle.h"
@@ -45,9 +49,15 @@ struct queue_request;
 
 extern const struct lifecycle_hook yield_hook;
 
-/* Replace the running jobs' paths from slurmctld; takes ownership of paths
-   (NULL-terminated, freed with sjob_free_paths-compatible free()s; may be NULL). */
-void yield_set_running(struct daemon *d, char **paths);
+/*
+ * Replace the running jobs' paths from slurmctld; takes ownership of paths
+ * (NULL-terminated, freed with sjob_free_paths-compatible free()s; may be
+ * NULL). ids (borrowed, sorted, n of them) are every RUNNING job of the
+ * same table, whose time (slurmctld's last change) is table_time; NULL when
+ * not known. Main thread.
+ */
+void yield_set_running(struct daemon *d, char **paths, const uint32_t *ids, size_t nids,
+		       time_t table_time);
 
 /* A job-start event is answered once the paused transfers' I/O in flight
    has ended (none reported for YIELD_QUIET_MS), or after YIELD_SETTLE_MS. */
@@ -117,6 +127,7 @@ struct yield_start {
 				   yielded to), 0 a job of a user */
 	int64_t recheck_ms;	/* monotonic ms: until then a 0 is asked again (a mover
 				   job can start before its shard records its id) */
+	time_t event_time;	/* wall clock of the (latest) event, in seconds */
 	size_t npaths;
 	char *paths[YIELD_START_PATHS_MAX];	/* paths[0] = work directory (or a dir) */
 };
@@ -131,10 +142,19 @@ size_t yield_starts_users(const struct yield_starts *t);
 int yield_starts_remove(struct yield_starts *t, int64_t job);
 /* Drop the entries whose expire_ms <= now_ms; how many. */
 size_t yield_starts_expire(struct yield_starts *t, int64_t now_ms);
-/* The Slurm watch's running paths (NULL-terminated; NULL = none run): an
-   entry whose paths[0] is listed is "seen"; a seen entry no longer listed is
-   dropped (the job ended). How many were dropped. */
-size_t yield_starts_watch(struct yield_starts *t, char *const *running);
+/*
+ * The Slurm watch's running paths (NULL-terminated; NULL = none run): an
+ * entry whose paths[0] is listed is "seen"; a seen entry no longer listed is
+ * dropped (the job ended). ids (sorted, nids; NULL = not known) are the
+ * RUNNING jobs of a table whose last change is table_time: an entry never
+ * seen whose job is not among them is dropped too once table_time is a
+ * later second than its event (slurmctld marks a job RUNNING before its
+ * tasks start, so such a table would list it if it still ran; seconds,
+ * because that is the resolution of slurmctld's times). How many were
+ * dropped.
+ */
+size_t yield_starts_watch(struct yield_starts *t, char *const *running, const uint32_t *ids,
+			  size_t nids, time_t table_time);
 void yield_starts_free(struct yield_starts *t);
 
 /* 1 for the actions that run after the job (archive, stage_out). */

@@ -59,12 +59,29 @@ int main(void)
 	ok(yield_starts_add(&t, 1, j1, 1, 1000) == 0 && t.v[0].mover == 1,
 	   "a repeat keeps what is known of the job");
 	t.v[0].mover = 0;
-	ok(yield_starts_watch(&t, watch_none) == 0 && t.n == 2,
+	ok(yield_starts_watch(&t, watch_none, NULL, 0, 0) == 0 && t.n == 2,
 	   "the watch not listing a job it never saw drops nothing");
-	ok(yield_starts_watch(&t, watch_j1) == 0 && t.v[0].seen && !t.v[1].seen,
+	ok(yield_starts_watch(&t, watch_j1, NULL, 0, 0) == 0 && t.v[0].seen && !t.v[1].seen,
 	   "the watch listing the work directory marks the job seen");
-	ok(yield_starts_watch(&t, NULL) == 1 && t.n == 1 && t.v[0].job == 2,
+	ok(yield_starts_watch(&t, NULL, NULL, 0, 0) == 1 && t.n == 1 && t.v[0].job == 2,
 	   "a seen job the watch no longer lists is dropped");
+	{
+		/* A job killed as it started: never seen by the watch, no end event. */
+		const uint32_t ids_2[] = { 2, 7 }, ids_7[] = { 7 };
+		time_t ev = t.v[0].event_time;
+
+		ok(yield_starts_watch(&t, NULL, ids_7, 1, ev) == 0 && t.n == 1,
+		   "a table of the event's own second drops nothing (it may predate the start)");
+		ok(yield_starts_watch(&t, NULL, ids_2, 2, ev + 1) == 0 && t.n == 1,
+		   "a later table that lists the job as running keeps it");
+		ok(yield_starts_watch(&t, NULL, NULL, 0, ev + 5) == 0 && t.n == 1,
+		   "no running ids (not known): kept");
+		ok(yield_starts_add(&t, 9, j1, 1, 1000) == 0 && t.n == 2, "another job");
+		t.v[1].event_time = ev;
+		ok(yield_starts_watch(&t, NULL, ids_7, 1, ev + 1) == 2 && t.n == 0,
+		   "a later table that does not list them drops jobs never seen");
+		ok(yield_starts_add(&t, 2, j2, 1, 5000) == 0 && t.n == 1, "job 2 again");
+	}
 	ok(yield_starts_expire(&t, 4999) == 0 && t.n == 1, "not expired before its time");
 	ok(yield_starts_expire(&t, 5000) == 1 && t.n == 0, "expired at its time");
 	ok(yield_starts_add(&t, 3, j1, 2, 1000) == 0 && yield_starts_remove(&t, 3) == 1 &&

@@ -115,7 +115,11 @@ wait_state() {
 	[ "$(squeue -h -j "$JOB" -o '%T|%r')" = "PENDING|JobHeldUser" ]
 	[ "$(job_field "$JOB" Priority)" = 0 ]
 	ac=$(admin_comment "$JOB")
-	[[ $ac == 'stagehand:hold=pending stagehand:v1:{"version":1,"actions":[{"line":3,"action":"stage_in","path":"/archive/proj/ref.fa","to":"inputs"}]}' ]]
+	echo "AdminComment: $ac"
+	# stagehandd may already have put its status text in front (its watch
+	# looks every 2 s): the record after it is the hook's, unchanged.
+	[[ $ac =~ ^(stagehand:status=.*\ )?stagehand:hold=pending\ (stagehand:v1:.*)$ ]]
+	[ "${BASH_REMATCH[2]}" = 'stagehand:v1:{"version":1,"actions":[{"line":3,"action":"stage_in","path":"/archive/proj/ref.fa","to":"inputs"}]}' ]
 	sleep 3
 	[ "$(job_field "$JOB" JobState)" = PENDING ]
 }
