@@ -5,7 +5,9 @@
  * directories), the decision whether a transfer touches one, and telling the
  * worker pool to pause or throttle archive/stage_out workers accordingly
  * (YieldToJobs, YieldBandwidth, YieldMaxDelay, YieldTrickle). Stage-in is
- * never held back: the job it feeds is waiting for it, not running.
+ * never held back here: the job it feeds is waiting for it, not running
+ * (under YieldMode=adaptive, worker.c paces a stage-in whose job is far
+ * from its expected start, YieldStageInLead).
  *
  * Running jobs come from three places: slurmctld (slurm_watch.c hands over
  * each job's WorkDir, StdOut and StdErr every tick); job-start events (POST
