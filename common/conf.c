@@ -42,6 +42,7 @@ struct conf *conf_create(void)
 	c->archive_mode = CONF_ARCHIVE_COPY;
 	c->slurm_watch = 1;
 	c->slurm_watch_interval = 2;
+	c->slurm_watch_full_interval = 60;
 	c->create_user_dirs = 1;
 	c->workers = 2;
 	c->bandwidth_cap = 0;

@@ -103,6 +103,10 @@ struct conf {
 					  request needs them and they are missing */
 	int slurm_watch_interval;      /* SlurmWatchInterval: seconds between looks at
 					  slurmctld's job table (1 to 3600) */
+	int slurm_watch_full_interval; /* SlurmWatchFullInterval: SubmitMode=bb only:
+					  seconds between reads of the whole job
+					  table; in between, the jobs being staged
+					  are asked for one by one */
 	char *slurm_conf;              /* SlurmConf: the slurm.conf libslurm reads (set as
 					  SLURM_CONF before slurm_init); NULL = environment */
 	/* Observability and notifications (daemon/metrics_http.c, daemon/notify.c) */

@@ -479,6 +479,17 @@ static int _k_slurmwatchint(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+static int _k_slurmwatchfull(struct conf *c, const char *v, char *w, size_t wl)
+{
+	long sec;
+
+	if (conf_parse_seconds(v, &sec) < 0 || sec < 1 || sec > 86400)
+		return log_errf(w, wl, "SlurmWatchFullInterval must be 1s to 1d (e.g. 60, 5m), not "
+			     "'%s'", v);
+	c->slurm_watch_full_interval = (int)sec;
+	return 0;
+}
+
 static int _k_slurmconf(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (strcasecmp(v, "environment") == 0) {
@@ -877,6 +888,7 @@ static const struct _key _keys[] = {
 	{ "SlurmWatch", _k_slurmwatch },
 	{ "SlurmConf", _k_slurmconf },
 	{ "SlurmWatchInterval", _k_slurmwatchint },
+	{ "SlurmWatchFullInterval", _k_slurmwatchfull },
 	{ "CreateUserDirs", _k_createuserdirs },
 	/* Bundling */
 	{ "ArchiveBundle", _k_archbundle },

@@ -254,6 +254,7 @@ static const char *_schema =
 	" files_skipped INTEGER NOT NULL DEFAULT 0);"
 	"CREATE INDEX IF NOT EXISTS requests_state ON requests(state, next_attempt_at);"
 	"CREATE INDEX IF NOT EXISTS requests_job ON requests(job_id);"
+	"CREATE INDEX IF NOT EXISTS jobs_hold ON jobs(hold_state);"
 	"CREATE INDEX IF NOT EXISTS requests_uid ON requests(uid);"
 	"CREATE TABLE IF NOT EXISTS items ("
 	" request_id INTEGER NOT NULL REFERENCES requests(id), relpath TEXT NOT NULL,"

@@ -273,6 +273,12 @@ int queue_job_end_refused(struct queue *q, int64_t job_id, const char *state, in
 /* Append one note (a JSON object, compact text) to the job's notes. */
 int queue_job_add_note(struct queue *q, int64_t job_id, const char *note_json, char *err,
 		       size_t errlen);
+/*
+ * Job ids whose hold_state is a or b and that have not ended (up to max, in
+ * order): the jobs the Slurm watch asks slurmctld about one by one.
+ */
+int queue_jobs_in_hold(struct queue *q, const char *a, const char *b, int64_t *ids, int max,
+		       char *err, size_t errlen);
 /* Job ids with an end event whose requests are not created yet (up to max). */
 int queue_job_ends_pending(struct queue *q, int64_t *ids, int max, char *err, size_t errlen);
 int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t errlen);

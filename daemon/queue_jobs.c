@@ -459,6 +459,21 @@ int queue_job_ends_pending(struct queue *q, int64_t *ids, int max, char *err, si
 	return _read_ids(q, st, ids, max, err, errlen);
 }
 
+int queue_jobs_in_hold(struct queue *q, const char *a, const char *b, int64_t *ids, int max,
+		       char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	st = qp_read(q, "SELECT job_id FROM jobs WHERE hold_state IN (?1, ?2) AND end_state IS NULL"
+		     " ORDER BY job_id LIMIT ?3", err, errlen);
+	if (!st)
+		return -1;
+	qp_bind_text(st, 1, a);
+	qp_bind_text(st, 2, b);
+	sqlite3_bind_int(st, 3, max);
+	return _read_ids(q, st, ids, max, err, errlen);
+}
+
 int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;

@@ -98,6 +98,7 @@ static uint32_t *_cache_run_ids;  /* every RUNNING job's id, sorted */
 static size_t _ncache_run_ids;
 static time_t _cache_since;
 static int64_t _next_ms;
+static int64_t _next_full_ms;	/* burst-buffer mode: the next read of the whole table */
 
 static void _cache_clear(void)
 {
@@ -813,31 +814,95 @@ static int _own_mover(uint32_t job_id, void *arg)
 	return rc == 1;
 }
 
-static void _tick(struct daemon *d, int64_t now_ms)
+/* Jobs asked for one by one in a tick, at most: beyond, one table read costs less. */
+#define TRACK_MAX 128
+
+/* Put j (taken over; NULL: drop) in the cache as job id's record. 0, or -1 (no memory). */
+static int _cache_put(uint32_t id, struct sjob *j)
+{
+	struct sjob *v;
+	size_t i;
+
+	for (i = 0; i < _ncache && _cache[i].job_id != id; i++)
+		;
+	if (i < _ncache) {
+		sjob_clear(&_cache[i]);
+		if (j)
+			_cache[i] = *j;
+		else
+			_cache[i] = _cache[--_ncache];
+		return 0;
+	}
+	if (!j)
+		return 0;
+	if (!(v = realloc(_cache, (_ncache + 1) * sizeof(*v)))) {
+		sjob_clear(j);
+		return -1;
+	}
+	_cache = v;
+	_cache[_ncache++] = *j;
+	return 0;
+}
+
+/*
+ * Burst-buffer mode between two reads of the whole table: Slurm's hooks
+ * say which jobs to stage (setup, teardown) and the SPANK plugin when jobs
+ * start and end, so there is nothing to discover; only the jobs being
+ * staged are asked for, one REQUEST_JOB_INFO_SINGLE each, and their records
+ * replace or join the cache. The cost to slurmctld is then proportional to
+ * the jobs stagehand stages, not to its queue. Returns 0; 1 when a whole
+ * table is due instead (more than TRACK_MAX such jobs, the database did not
+ * answer); -1 with err when slurmctld cannot be reached.
+ */
+static int _refresh_tracked(struct daemon *d, char *err, size_t errlen)
+{
+	int64_t ids[TRACK_MAX + 1];
+	int n = queue_jobs_in_hold(d->q, HS_BB_SETUP, HS_STAGING, ids, TRACK_MAX + 1, err, errlen);
+
+	if (n < 0 || n > TRACK_MAX)
+		return 1;
+	for (int k = 0; k < n; k++) {
+		struct sjob j;
+		int rc = sjob_get((uint32_t)ids[k], &j, err, errlen);
+
+		if (rc < 0)
+			return -1;
+		if (rc == 1) {
+			/* Long gone from slurmctld (MinJobAge): nothing will start it. */
+			_cache_put((uint32_t)ids[k], NULL);
+			_cancel_job(d, (uint32_t)ids[k], false);
+			continue;
+		}
+		if (_cache_put((uint32_t)ids[k], &j) < 0)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The jobs this tick decides on, in _cache: the whole table (only when it
+ * changed since the last one), or in burst-buffer mode between whole
+ * tables (SlurmWatchFullInterval) the jobs being staged. 0, or -1 with err
+ * (slurmctld unreachable: the cache is dropped).
+ */
+static int _read_jobs(struct daemon *d, int64_t now_ms, char *err, size_t errlen)
 {
 	struct sjob *jobs = NULL;
-	size_t n = 0, i;
-	char err[512], **running = NULL;
+	char **running = NULL;
 	uint32_t *run_ids = NULL;
-	size_t nrun_ids = 0;
+	size_t n = 0, nrun_ids = 0;
 	int rc;
 
-	if (!_slurm_ok || now_ms < _next_ms)
-		return;
-	_next_ms = now_ms + (int64_t)d->conf->slurm_watch_interval * 1000;
-	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, &run_ids, &nrun_ids, _own_mover,
-			     d, err, sizeof(err));
-	if (rc < 0) {
-		/* slurmctld down or restarting: nothing is lost, try next tick. */
-		if (now_ms - _last_err_ms > 60000) {
-			log_warn("%s (retrying)", err);
-			_last_err_ms = now_ms;
-		}
-		_ctld_down = 1;
-		_cache_clear();
-		return;
+	if (d->conf->submit_mode == CONF_SUBMIT_BB && _cache_since && now_ms < _next_full_ms) {
+		rc = _refresh_tracked(d, err, errlen);
+		if (rc <= 0)
+			return rc;
 	}
-	_ctld_down = 0;
+	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, &run_ids, &nrun_ids, _own_mover,
+			     d, err, errlen);
+	if (rc < 0)
+		return -1;
+	_next_full_ms = now_ms + (int64_t)d->conf->slurm_watch_full_interval * 1000;
 	if (rc == 0) {
 		sjob_free(_cache, _ncache);
 		sjob_free_paths(_cache_running);
@@ -848,6 +913,29 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		_cache_run_ids = run_ids;
 		_ncache_run_ids = nrun_ids;
 	}
+	return 0;
+}
+
+static void _tick(struct daemon *d, int64_t now_ms)
+{
+	struct sjob *jobs;
+	size_t n, i;
+	char err[512];
+
+	if (!_slurm_ok || now_ms < _next_ms)
+		return;
+	_next_ms = now_ms + (int64_t)d->conf->slurm_watch_interval * 1000;
+	if (_read_jobs(d, now_ms, err, sizeof(err)) < 0) {
+		/* slurmctld down or restarting: nothing is lost, try next tick. */
+		if (now_ms - _last_err_ms > 60000) {
+			log_warn("%s (retrying)", err);
+			_last_err_ms = now_ms;
+		}
+		_ctld_down = 1;
+		_cache_clear();
+		return;
+	}
+	_ctld_down = 0;
 	/* Unchanged or not, every tick derives the same decisions again from the table. */
 	jobs = _cache;
 	n = _ncache;
