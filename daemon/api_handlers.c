@@ -734,6 +734,9 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s); %s", (long long)job,
 		 s.node ? s.node : "?", (long long)s.uid, n, _via(who, via, sizeof(via)),
 		 mover ? "a mover job of this daemon: nothing yields to it" :
+		 !d->conf->yield_to_jobs ? "YieldToJobs=no: nothing yields to it" :
+		 d->conf->yield_mode == CONF_YIELD_ADAPTIVE ?
+		 "after-job transfers on its file systems stay paced around its I/O" :
 		 "after-job transfers on its file systems yield");
 	out->status = 202;
 	out->body = json_pack("{s:I,s:i}", "job_id", (json_int_t)job, "paths", (int)n);

@@ -205,6 +205,14 @@ int main(void)
 	conf_destroy(c);
 	ok(_err_at("\n\nYieldStageInLead=8d\n", 3, "YieldStageInLead must be a duration up to 7d"),
 	   "YieldStageInLead over 7 days");
+	c = conf_create();
+	ok(c->slurm_watch_full_interval == 60, "SlurmWatchFullInterval defaults to 60 s");
+	conf_destroy(c);
+	ok(_parse("SlurmWatchFullInterval=5m\n", &c, err, sizeof(err)) == 0 &&
+	   c->slurm_watch_full_interval == 300, "SlurmWatchFullInterval=5m: %s", err);
+	conf_destroy(c);
+	ok(_err_at("SlurmWatchFullInterval=0\n", 1, "SlurmWatchFullInterval must be 1s to 1d"),
+	   "SlurmWatchFullInterval=0");
 	ok(_parse("YieldMode=adaptive\n", &c, err, sizeof(err)) == 0 &&
 	   c->yield_mode == CONF_YIELD_ADAPTIVE, "YieldMode=adaptive: %s", err);
 	conf_destroy(c);
