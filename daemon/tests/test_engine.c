@@ -127,7 +127,7 @@ static void _walk(int dfd)
 
 static void _want(void)
 {
-	struct xfer_done_ent done[] = { { "a", 10, 100 }, { "b/c", 5, 200 } };
+	struct xfer_done_ent done[] = { { "a", 10, 100, NULL }, { "b/c", 5, 200, NULL } };
 	struct xfer_ctx ctx = { 0 };
 
 	ctx.done = done;
