@@ -251,7 +251,7 @@ int xfer_range_run(struct xfer_ctx *ctx, const struct xfer_range *r, size_t n, c
 				 (long long)r[i].size, strerror(e));
 			rc = e == ESTALE || xfer_err_final(e) ? XFER_FINAL : XFER_RETRYABLE;
 		} else {
-			xfer_logf(ctx, LOG_LVL_DEBUG, "'%s': bytes %lld..%lld copied and verified",
+			xfer_logf(ctx, LOG_LVL_INFO, "'%s': bytes %lld..%lld copied and verified",
 				  r[i].relpath, (long long)r[i].off, (long long)(r[i].off + r[i].len));
 		}
 	}
@@ -277,15 +277,16 @@ static int _finish(struct xfer_ctx *ctx, int sroot, int droot, const struct xfer
 	sfd = _open_src(sroot, e->relpath, &st, what);
 	if (sfd < 0)
 		return errno;
-	if (st.st_size != e->size || xfer_ns(&st.st_mtim) != e->mtime_ns) {
-		*what = "source changed since its ranges were copied:";
-		err = ESTALE;
-	} else if ((dir = xfer_open_dir(droot, e->relpath, dlen, 0)) < 0) {
+	if ((dir = xfer_open_dir(droot, e->relpath, dlen, 0)) < 0) {
 		*what = "cannot open the destination directory of";
 		err = errno;
 	} else if (durable_tmpname(tmp, sizeof(tmp), name, ctx->request_id) < 0) {
 		*what = "name too long:";
 		err = ENAMETOOLONG;
+	} else if (st.st_size != e->size || xfer_ns(&st.st_mtim) != e->mtime_ns) {
+		*what = "source changed since its ranges were copied:";
+		err = ESTALE;
+		unlinkat(dir, tmp, 0);	/* stale bytes: the walk copies the file whole */
 	} else if ((fd = openat(dir, tmp, O_RDWR | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)) < 0) {
 		*what = "cannot open the temporary file of";
 		err = errno;
@@ -318,9 +319,6 @@ static int _finish(struct xfer_ctx *ctx, int sroot, int droot, const struct xfer
 			if (sdir >= 0)
 				close(sdir);
 		}
-	} else if (err == ESTALE && dir >= 0 && durable_tmpname(tmp, sizeof(tmp), name,
-								ctx->request_id) == 0) {
-		unlinkat(dir, tmp, 0);	/* stale bytes: the walk copies the file whole */
 	}
 	if (fd >= 0)
 		close(fd);
@@ -353,8 +351,11 @@ void xfer_range_finish(struct xfer_ctx *ctx, struct xfer_done_ent *done, size_t 
 			continue;
 		e = sroot < 0 || droot < 0 ? EIO :
 		    _finish(ctx, sroot, droot, &done[i], started, &what);
-		if (!e)
+		if (!e) {
+			xfer_logf(ctx, LOG_LVL_INFO, "request %lld: '%s' finished from the byte ranges "
+				  "movers copied", (long long)ctx->request_id, done[i].relpath);
 			continue;
+		}
 		xfer_logf(ctx, LOG_LVL_WARN, "request %lld: %s '%s': %s; it is copied whole "
 			  "instead of from its ranges", (long long)ctx->request_id, what,
 			  done[i].relpath, strerror(e));
