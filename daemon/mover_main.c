@@ -3,9 +3,10 @@
  * batch job of the request's owner on the transfer partition (MoverPartition).
  *
  * It fetches its shard from stagehandd over the API (TCP with a MUNGE
- * credential: the daemon knows it is the owner), runs the transfer engine of
- * daemon/xfer.h on it exactly as a local worker does, and reports every
- * record the engine emits to the daemon in batches. It keeps no state of its
+ * credential: the daemon knows it is the owner), copies the shard's byte
+ * ranges of big files (xfer_range.h), runs the transfer engine of
+ * daemon/xfer.h on its whole files exactly as a local worker does, and
+ * reports every record the engine emits to the daemon in batches. It keeps no state of its
  * own: the daemon's queue records what is done, and a mover that dies leaves
  * nothing behind that the next one needs.
  *

@@ -1,11 +1,14 @@
 /*
  * queue_shards.h - the shards of requests that run as mover jobs (schema
- * version 3): which files each shard holds, and where each shard stands.
+ * version 3): which files and byte ranges each shard holds, and where each
+ * shard stands.
  *
- * Owns: the shards and shard_files tables. A shard is a plan, never a record
- * of what is done: done stays in items, written only from verified records,
- * so a file reported twice (a mover killed after its report, a shard run
- * again) is counted once.
+ * Owns: the shards, shard_files and shard_ranges tables. A shard is a plan,
+ * never a record of what is done: done stays in items, written only from
+ * verified records, so a file reported twice (a mover killed after its
+ * report, a shard run again) is counted once. A range of a big file is the
+ * exception that proves it: its done mark (set once) lives in shard_ranges,
+ * and the file becomes a done item only when the final pass finishes it.
  *
  * Must never: touch user files, or mark an item done.
  */

@@ -244,12 +244,18 @@ int xfer_range_run(struct xfer_ctx *ctx, const struct xfer_range *r, size_t n, c
 		if (e == EINTR && xfer_stopped(ctx)) {
 			snprintf(msg, msglen, "stopped");
 			rc = XFER_INTERRUPTED;
+		} else if (e == ESTALE) {
+			/* No mover can finish a plan of another version of the file: the
+			   range stays undone, so the final pass copies the file whole. */
+			xfer_logf(ctx, LOG_LVL_WARN, "request %lld: %s '%s' (bytes %lld..%lld of %lld "
+				  "planned); left to the request's final pass, which copies it whole",
+				  (long long)ctx->request_id, what, r[i].relpath, (long long)r[i].off,
+				  (long long)(r[i].off + r[i].len), (long long)r[i].size);
 		} else if (e) {
-			/* A changed source needs a new plan: no mover could finish this one. */
 			snprintf(msg, msglen, "%s '%s' (bytes %lld..%lld of %lld): %s", what,
 				 r[i].relpath, (long long)r[i].off, (long long)(r[i].off + r[i].len),
 				 (long long)r[i].size, strerror(e));
-			rc = e == ESTALE || xfer_err_final(e) ? XFER_FINAL : XFER_RETRYABLE;
+			rc = xfer_err_final(e) ? XFER_FINAL : XFER_RETRYABLE;
 		} else {
 			xfer_logf(ctx, LOG_LVL_INFO, "'%s': bytes %lld..%lld copied and verified",
 				  r[i].relpath, (long long)r[i].off, (long long)(r[i].off + r[i].len));
