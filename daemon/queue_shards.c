@@ -204,6 +204,19 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 	return 0;
 }
 
+/* A read of one shard's rows: sql with ?1 the request and ?2 the shard. NULL with err. */
+static sqlite3_stmt *_shard_read(struct queue *q, const char *sql, int64_t req, int idx,
+				 char *err, size_t errlen)
+{
+	sqlite3_stmt *st = qp_read(q, sql, err, errlen);
+
+	if (st) {
+		sqlite3_bind_int64(st, 1, req);
+		sqlite3_bind_int(st, 2, idx);
+	}
+	return st;
+}
+
 int queue_shard_files(struct queue *q, int64_t req, int idx,
 		      int (*fn)(const char *relpath, int64_t size, void *arg), void *arg,
 		      char *err, size_t errlen)
@@ -211,12 +224,10 @@ int queue_shard_files(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = qp_read(q, "SELECT relpath, size FROM shard_files WHERE request_id=?1 AND idx=?2"
-		     " ORDER BY relpath", err, errlen);
+	st = _shard_read(q, "SELECT relpath, size FROM shard_files WHERE request_id=?1 AND idx=?2"
+			 " ORDER BY relpath", req, idx, err, errlen);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	sqlite3_bind_int(st, 2, idx);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1), arg))
 			break;
@@ -230,14 +241,12 @@ int queue_shard_done(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = qp_read(q, "SELECT i.relpath, i.size, i.mtime FROM shard_files f JOIN items i"
-		     " ON i.request_id=f.request_id AND i.relpath=f.relpath"
-		     " WHERE f.request_id=?1 AND f.idx=?2 AND i.state='done' AND i.type='file'"
-		     " ORDER BY f.relpath", err, errlen);
+	st = _shard_read(q, "SELECT i.relpath, i.size, i.mtime FROM shard_files f JOIN items i"
+			 " ON i.request_id=f.request_id AND i.relpath=f.relpath"
+			 " WHERE f.request_id=?1 AND f.idx=?2 AND i.state='done' AND i.type='file'"
+			 " ORDER BY f.relpath", req, idx, err, errlen);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	sqlite3_bind_int(st, 2, idx);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
 		       sqlite3_column_int64(st, 2), arg))
@@ -252,12 +261,10 @@ int queue_shard_ranges(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = qp_read(q, "SELECT relpath, off, len, size FROM shard_ranges WHERE request_id=?1"
-		     " AND idx=?2 AND done=0 ORDER BY relpath, off", err, errlen);
+	st = _shard_read(q, "SELECT relpath, off, len, size FROM shard_ranges WHERE request_id=?1"
+			 " AND idx=?2 AND done=0 ORDER BY relpath, off", req, idx, err, errlen);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	sqlite3_bind_int(st, 2, idx);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
 		       sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3), arg))

@@ -13,6 +13,7 @@
 
 #include "durable.h"
 #include "log.h"
+#include "xfer_big.h"
 #include "xfer_engine.h"
 #include "xfer_range.h"
 #include "xfer_util.h"
@@ -57,25 +58,6 @@ static int _open_src(int sroot, const char *rel, struct stat *st, const char **w
 	return fd;
 }
 
-/* All of n bytes at off (a short read: the file is shorter than planned, EIO). 0 or errno. */
-static int _pread_all(int fd, char *buf, size_t n, int64_t off)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = pread(fd, buf + got, n - got, off + (int64_t)got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return errno;
-		if (r == 0)
-			return EIO;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 /*
  * Hash len bytes of fd from off into cks; with dfd >= 0 write them there
  * too (the engine's write path: the bucket is charged, pacing applies),
@@ -98,8 +80,12 @@ static int _pass(struct xfer_ctx *ctx, char *buf, int fd, int dfd, int64_t off, 
 		}
 		if (dfd < 0)
 			xfer_engine_pace(ctx, n);
-		if ((e = _pread_all(fd, buf, n, at)) != 0)
+		/* Ends early (EAGAIN): a source that shrank, or a temporary file cut short. */
+		if ((e = xfer_read_full(fd, 0, buf, n, at)) != 0) {
+			if (e == EAGAIN)
+				e = dfd >= 0 ? ESTALE : EIO;
 			break;
+		}
 		cksum_update(&c, buf, n);
 		if (dfd >= 0)
 			e = xfer_engine_write(ctx, dfd, buf, n, at);
@@ -183,10 +169,10 @@ static int _copy(struct xfer_ctx *ctx, char *buf, int sroot, int droot,
 	*what = "copy failed:";
 	e = _pass(ctx, buf, sfd, dfd, r->off, r->len, cks);
 	if (!e && (fstat(sfd, &after) < 0 || xfer_ns(&after.st_mtim) != xfer_ns(&st.st_mtim) ||
-		   after.st_size != st.st_size)) {
-		*what = "source changed while its range was copied:";
+		   after.st_size != st.st_size))
 		e = ESTALE;
-	}
+	if (e == ESTALE)
+		*what = "source changed while its range was copied:";
 	/* Durable: this range's pages written and waited for, then the file's
 	   size and block allocation (fdatasync). */
 	if (!e && (sync_file_range(dfd, r->off, r->len, SYNC_FILE_RANGE_WAIT_BEFORE |

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "durable.h"
@@ -186,7 +185,6 @@ static void _symlink(void)
 
 int main(void)
 {
-	pid_t pid;
 
 	if (!mkdtemp(_dir) || socketpair(AF_UNIX, SOCK_STREAM, 0, _chan) < 0)
 		return 1;
@@ -200,11 +198,6 @@ int main(void)
 	_two_movers();
 	_changed();
 	_symlink();
-	pid = fork();
-	if (pid == 0) {
-		execlp("rm", "rm", "-rf", _dir, (char *)NULL);
-		_exit(127);
-	}
-	waitpid(pid, NULL, 0);
+	tap_rmtree(_dir);
 	return tap_done();
 }

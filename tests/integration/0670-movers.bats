@@ -130,6 +130,20 @@ check_archive() {
 	[ "$(getfattr --only-values -n user.stagehand.policy "$src")" = archived ]
 }
 
+# on_two_nodes JOB...: each a completed mover job of shtest on the xfer
+# partition; together they ran on at least 2 nodes.
+on_two_nodes() {
+	local jid nodes=()
+	for jid in "$@"; do
+		[ "$(job_field "$jid" UserId)" = "shtest($(id -u shtest))" ] || return 1
+		[ "$(job_field "$jid" Partition)" = xfer ] || return 1
+		[ "$(job_field "$jid" JobState)" = COMPLETED ] || return 1
+		nodes+=("$(job_field "$jid" BatchHost)")
+	done
+	echo "mover jobs $* ran on ${nodes[*]}"
+	[ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" -ge 2 ]
+}
+
 @test "movers: a tree is archived by mover jobs of its owner on two nodes, then verified" {
 	tree "$WD/t" 32 64
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1"
@@ -139,15 +153,7 @@ check_archive() {
 	[ "$(db "SELECT count(*) FROM shards WHERE request_id=$RID AND state='done'")" -eq 4 ]
 	mapfile -t jobs < <(mover_jobs)
 	[ "${#jobs[@]}" -eq 4 ]
-	nodes=()
-	for jid in "${jobs[@]}"; do
-		[ "$(job_field "$jid" UserId)" = "shtest($(id -u shtest))" ]
-		[ "$(job_field "$jid" Partition)" = xfer ]
-		[ "$(job_field "$jid" JobState)" = COMPLETED ]
-		nodes+=("$(job_field "$jid" BatchHost)")
-	done
-	echo "mover jobs ${jobs[*]} ran on ${nodes[*]}"
-	[ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" -ge 2 ]
+	on_two_nodes "${jobs[@]}"
 	check_archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1"
 	[ -L "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1/link" ]
 }
@@ -233,14 +239,7 @@ check_ranged() {
 	mapfile -t jobs < <(db "SELECT DISTINCT s.slurm_job FROM shard_ranges g JOIN shards s ON
 		s.request_id=g.request_id AND s.idx=g.idx WHERE g.request_id=$RID AND g.relpath='d/big'")
 	[ "${#jobs[@]}" -eq 3 ]
-	nodes=()
-	for jid in "${jobs[@]}"; do
-		[ "$(job_field "$jid" UserId)" = "shtest($(id -u shtest))" ]
-		[ "$(job_field "$jid" JobState)" = COMPLETED ]
-		nodes+=("$(job_field "$jid" BatchHost)")
-	done
-	echo "the ranges of d/big were copied by mover jobs ${jobs[*]} on ${nodes[*]}"
-	[ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" -ge 2 ]
+	on_two_nodes "${jobs[@]}"
 	check_ranged "$WD/r" "$STAGEHAND_TESTBED_ARCHIVE/shtest/r1"
 }
 
