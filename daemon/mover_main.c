@@ -6,9 +6,10 @@
  * credential: the daemon knows it is the owner), copies the shard's byte
  * ranges of big files (xfer_range.h), runs the transfer engine of
  * daemon/xfer.h on its whole files exactly as a local worker does, and
- * reports every record the engine emits to the daemon in batches. It keeps no state of its
- * own: the daemon's queue records what is done, and a mover that dies leaves
- * nothing behind that the next one needs.
+ * reports every record the engine emits to the daemon in batches. It keeps
+ * no state of its own: the daemon's queue records what is done, and a mover
+ * that dies leaves nothing behind that the next one needs (a range it had
+ * begun is rewritten whole by the next).
  *
  * Must never: run as root on user files (it refuses uid 0), or go on after
  * the daemon said its shard belongs to another job (409).
