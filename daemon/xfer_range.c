@@ -173,13 +173,17 @@ static int _copy(struct xfer_ctx *ctx, char *buf, int sroot, int droot,
 		e = ESTALE;
 	if (e == ESTALE)
 		*what = "source changed while its range was copied:";
-	/* Durable: this range's pages written and waited for, then the file's
-	   size and block allocation (fdatasync). */
-	if (!e && (sync_file_range(dfd, r->off, r->len, SYNC_FILE_RANGE_WAIT_BEFORE |
-				   SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) < 0 ||
-		   fdatasync(dfd) < 0)) {
-		*what = "cannot make durable:";
-		e = errno;
+	/* Durable: this range's pages written back and waited for, then the
+	   file's size and block allocation (fdatasync). The first step is best
+	   effort (some file systems lack it): fdatasync writes back whatever is
+	   left and reports any write error since the file was opened. */
+	if (!e) {
+		(void)sync_file_range(dfd, r->off, r->len, SYNC_FILE_RANGE_WAIT_BEFORE |
+				      SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+		if (fdatasync(dfd) < 0) {
+			*what = "cannot make durable:";
+			e = errno;
+		}
 	}
 	/* Read back from the device: the clean cached pages are dropped first. */
 	if (!e) {
