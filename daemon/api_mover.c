@@ -71,22 +71,31 @@ static int _add_done(const char *relpath, int64_t size, int64_t mtime_ns, void *
 						    (json_int_t)mtime_ns)) < 0;
 }
 
+static int _add_range(const char *relpath, int64_t off, int64_t len, int64_t size, void *arg)
+{
+	return json_array_append_new(arg, json_pack("[s,I,I,I]", relpath, (json_int_t)off,
+						    (json_int_t)len, (json_int_t)size)) < 0;
+}
+
 static void _get(struct daemon *d, const struct queue_request *r, int idx, struct api_reply *out)
 {
-	json_t *files = json_array(), *done = json_array(), *opts;
+	json_t *files = json_array(), *done = json_array(), *ranges = json_array(), *opts;
 	char err[512];
 
 	if (queue_shard_files(d->q, r->id, idx, _add_file, files, err, sizeof(err)) < 0 ||
-	    queue_shard_done(d->q, r->id, idx, _add_done, done, err, sizeof(err)) < 0) {
+	    queue_shard_done(d->q, r->id, idx, _add_done, done, err, sizeof(err)) < 0 ||
+	    queue_shard_ranges(d->q, r->id, idx, _add_range, ranges, err, sizeof(err)) < 0) {
 		json_decref(files);
 		json_decref(done);
+		json_decref(ranges);
 		api_error(out, 500, "%s", err);
 		return;
 	}
-	log_info("request %lld: shard %d: mover fetched %zu files, %zu of them verified before",
-		 (long long)r->id, idx, json_array_size(files), json_array_size(done));
+	log_info("request %lld: shard %d: mover fetched %zu files, %zu of them verified before, "
+		 "and %zu byte ranges to copy", (long long)r->id, idx, json_array_size(files),
+		 json_array_size(done), json_array_size(ranges));
 	opts = json_loads(r->options, 0, NULL);
-	out->body = json_pack("{s:I,s:i,s:I,s:s,s:s,s:s,s:o,s:s,s:s,s:b,s:b,s:I,s:o,s:o}",
+	out->body = json_pack("{s:I,s:i,s:I,s:s,s:s,s:s,s:o,s:s,s:s,s:b,s:b,s:I,s:o,s:o,s:o}",
 			      "request", (json_int_t)r->id, "shard", idx,
 			      "job_id", (json_int_t)r->job_id, "action", r->action,
 			      "source", r->source, "dest", r->dest ? r->dest : "",
@@ -96,7 +105,7 @@ static void _get(struct daemon *d, const struct queue_request *r, int idx, struc
 			      "sync_batch", d->conf->sync_batch,
 			      "verify_sample", d->conf->verify_sample,
 			      "bandwidth", (json_int_t)d->conf->mover_bandwidth,
-			      "files", files, "done", done);
+			      "files", files, "done", done, "ranges", ranges);
 	out->status = out->body ? 200 : 500;
 }
 
@@ -133,7 +142,8 @@ static int _apply(struct daemon *d, const struct queue_request *r, int idx, json
 		snprintf(why, whylen, "a checksum or text is too long");
 		return -1;
 	}
-	if ((type >= XR_ITEM_START && type <= XR_ITEM_FAILED) || type == XR_ITEM_FILE) {
+	if ((type >= XR_ITEM_START && type <= XR_ITEM_FAILED) || type == XR_ITEM_FILE ||
+	    type == XR_RANGE_DONE) {
 		if (xfer_exclude_check(path, why2, sizeof(why2)) < 0) {
 			snprintf(why, whylen, "record path: %s", why2);
 			return -1;
@@ -171,6 +181,15 @@ static int _apply(struct daemon *d, const struct queue_request *r, int idx, json
 		}
 		break;
 	}
+	case XR_RANGE_DONE:
+		/* Counted as a file once, when the final pass finishes it. */
+		rc = queue_range_done(d->q, r->id, idx, path, v[1], v[2], v[3], v[4], cks, err,
+				      sizeof(err));
+		if (rc == 1)
+			log_info("request %lld shard %d: range %s@%lld reported again (or not this "
+				 "shard's): recorded once", (long long)r->id, idx, path,
+				 (long long)v[1]);
+		break;
 	case XR_ITEM_SKIPPED:
 		rc = queue_item_finish(d->q, r->id, path, "special", QI_SKIPPED, text, err,
 				       sizeof(err));

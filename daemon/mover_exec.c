@@ -274,16 +274,19 @@ static void _plan_job(struct daemon *d, struct plan_job *j)
 		return;
 	}
 	for (size_t i = 0; i < p.n; i++)
-		sf[i] = (struct queue_shard_file){ p.f[i].relpath, p.f[i].size, p.f[i].idx };
+		sf[i] = (struct queue_shard_file){ p.f[i].relpath, p.f[i].size, p.f[i].idx,
+						   p.f[i].ranged, p.f[i].off, p.f[i].len };
 	rc = queue_shards_create(d->q, r->id, k, sf, p.n, err, sizeof(err));
 	if (rc == 0)
-		rc = queue_request_totals(d->q, r->id, (int64_t)p.n, p.bytes, 0, err, sizeof(err));
+		rc = queue_request_totals(d->q, r->id, p.files, p.bytes, 0, err, sizeof(err));
 	if (rc < 0)
 		log_err("request %lld: cannot store its shards: %s; a local worker runs it",
 			(long long)r->id, err);
 	else
-		log_info("request %lld: %zu files, %lld bytes: %d shards, mover jobs on partition %s",
-			 (long long)r->id, p.n, (long long)p.bytes, k, j->partition);
+		log_info("request %lld: %lld files, %lld bytes: %d shards (%zu pieces: files and "
+			 "byte ranges of files larger than a shard), mover jobs on partition %s",
+			 (long long)r->id, (long long)p.files, (long long)p.bytes, k, p.n,
+			 j->partition);
 	free(sf);
 	mover_plan_free(&p);
 	j->split = rc < 0 ? 0 : 1;

@@ -3,11 +3,13 @@
  * batch job of the request's owner on the transfer partition (MoverPartition).
  *
  * It fetches its shard from stagehandd over the API (TCP with a MUNGE
- * credential: the daemon knows it is the owner), runs the transfer engine of
- * daemon/xfer.h on it exactly as a local worker does, and reports every
- * record the engine emits to the daemon in batches. It keeps no state of its
- * own: the daemon's queue records what is done, and a mover that dies leaves
- * nothing behind that the next one needs.
+ * credential: the daemon knows it is the owner), copies the shard's byte
+ * ranges of big files (xfer_range.h), runs the transfer engine of
+ * daemon/xfer.h on its whole files exactly as a local worker does, and
+ * reports every record the engine emits to the daemon in batches. It keeps
+ * no state of its own: the daemon's queue records what is done, and a mover
+ * that dies leaves nothing behind that the next one needs (a range it had
+ * begun is rewritten whole by the next).
  *
  * Must never: run as root on user files (it refuses uid 0), or go on after
  * the daemon said its shard belongs to another job (409).
@@ -31,6 +33,8 @@
 #include "conf.h"
 #include "dclient.h"
 #include "xfer.h"
+#include "xfer_engine.h"
+#include "xfer_range.h"
 #include "xfer_util.h"
 
 #define POST_BYTES 32768            /* a batch's JSON stays below MaxRequestBytes' default */
@@ -158,13 +162,23 @@ static void _queue_rec(struct _mover *m, const struct xfer_rec *r, const char *p
 struct _engine {
 	struct xfer_ctx ctx;
 	const struct xfer_backend *be;
+	struct xfer_range *ranges;   /* owned: byte ranges of big files this shard copies */
+	size_t nranges;
 };
 
+/* The shard's ranges, then its whole files: one XR_RESULT for both. */
 static void *_engine(void *arg)
 {
 	struct _engine *e = arg;
+	char msg[XFER_TEXT_MAX];
+	int rc = xfer_range_run(&e->ctx, e->ranges, e->nranges, msg, sizeof(msg));
 
-	e->be->run(&e->ctx);
+	if (rc != XFER_OK)
+		xfer_finish(&e->ctx, rc, msg);
+	else if (e->nranges && !e->ctx.shard->nfiles)
+		xfer_finish(&e->ctx, XFER_OK, "");	/* ranges only: no walk needed */
+	else
+		e->be->run(&e->ctx);
 	shutdown(e->ctx.chan, SHUT_WR);
 	return NULL;
 }
@@ -305,6 +319,22 @@ static void _ctx_from_shard(struct _engine *e, long long req, json_t *doc,
 	e->ctx.done = done;
 	e->ctx.ndone = json_array_size(v);
 	e->ctx.shard = shard;
+	v = json_object_get(doc, "ranges");
+	e->nranges = json_array_size(v);
+	e->ranges = calloc(e->nranges + 1, sizeof(*e->ranges));
+	if (!e->ranges)
+		_die("out of memory");
+	json_array_foreach(v, i, o) {
+		struct xfer_range *r = &e->ranges[i];
+
+		r->relpath = json_string_value(json_array_get(o, 0));
+		r->off = json_integer_value(json_array_get(o, 1));
+		r->len = json_integer_value(json_array_get(o, 2));
+		r->size = json_integer_value(json_array_get(o, 3));
+		if (!r->relpath || xfer_exclude_check(r->relpath, err, sizeof(err)) < 0 ||
+		    r->off < 0 || r->len <= 0 || r->size < r->off + r->len)
+			_die("the daemon's range %zu is malformed", i);
+	}
 	*files_out = files;
 	*done_out = done;
 }
@@ -382,8 +412,8 @@ int main(int argc, char **argv)
 		_die("request %lld shard %d: the daemon's answer is not a shard", m.request, m.shard);
 	_ctx_from_shard(&e, m.request, doc, &shard, &files, &done);
 	fprintf(stderr, "stagehand-mover: request %lld shard %d (job %lld): %zu files, %zu "
-		"verified before; %s %s -> %s\n", m.request, m.shard, m.job, shard.nfiles,
-		e.ctx.ndone, e.ctx.action, e.ctx.source, e.ctx.dest);
+		"verified before, %zu byte ranges; %s %s -> %s\n", m.request, m.shard, m.job,
+		shard.nfiles, e.ctx.ndone, e.nranges, e.ctx.action, e.ctx.source, e.ctx.dest);
 	/* The shards of a request start together: the destination root is made
 	   here first (an existing one is fine), so that no two engines race to
 	   create it. */
@@ -413,6 +443,7 @@ int main(int argc, char **argv)
 	free(files);
 	free(done);
 	free((void *)e.ctx.exclude);
+	free(e.ranges);
 	xfer_bucket_destroy(e.ctx.bucket);
 	json_decref(doc);
 	json_decref(m.batch);

@@ -38,9 +38,62 @@ int mover_plan_add(struct mover_plan *p, const char *relpath, int64_t size)
 	if (!p->f[p->n].relpath)
 		return -1;
 	p->f[p->n].size = size;
+	p->f[p->n].ranged = 0;
+	p->f[p->n].off = 0;
+	p->f[p->n].len = size;
 	p->f[p->n].idx = 0;
 	p->n++;
 	p->bytes += size;
+	p->files++;
+	return 0;
+}
+
+/*
+ * How many ranges a file of size bytes becomes with shards of shard_bytes,
+ * and how long each is (*len; the last is shorter). 1: it stays whole.
+ */
+static int64_t _ranges(int64_t size, uint64_t shard_bytes, int64_t *len)
+{
+	int64_t n, l;
+
+	*len = size;
+	if (!shard_bytes || size <= 0 || (uint64_t)size <= shard_bytes)
+		return 1;
+	n = (int64_t)(((uint64_t)size + shard_bytes - 1) / shard_bytes);
+	l = (size + n - 1) / n;
+	l = (l + MOVER_RANGE_ALIGN - 1) / MOVER_RANGE_ALIGN * MOVER_RANGE_ALIGN;
+	/* Rounding up may leave fewer ranges than first counted. */
+	n = (size + l - 1) / l;
+	if (n > 1)
+		*len = l;
+	return n;
+}
+
+/* Replace every file larger than shard_bytes by its ranges. 0 or -1 (out of memory). */
+static int _split(struct mover_plan *p, uint64_t shard_bytes)
+{
+	size_t n = p->n;
+
+	for (size_t i = 0; i < n; i++) {
+		int64_t len, k = p->f[i].ranged ? 1 : _ranges(p->f[i].size, shard_bytes, &len);
+
+		for (int64_t r = 1; r < k; r++) {
+			struct mover_plan_file *e;
+
+			if (mover_plan_add(p, p->f[i].relpath, p->f[i].size) < 0)
+				return -1;
+			p->bytes -= p->f[i].size;	/* the same file: counted once */
+			p->files--;
+			e = &p->f[p->n - 1];
+			e->ranged = 1;
+			e->off = r * len;
+			e->len = r == k - 1 ? p->f[i].size - e->off : len;
+		}
+		if (k > 1) {
+			p->f[i].ranged = 1;
+			p->f[i].len = len;
+		}
+	}
 	return 0;
 }
 
@@ -55,10 +108,12 @@ void mover_plan_free(struct mover_plan *p)
 static int _by_size_desc(const void *a, const void *b)
 {
 	const struct mover_plan_file *x = a, *y = b;
+	int c;
 
-	if (x->size != y->size)
-		return x->size > y->size ? -1 : 1;
-	return strcmp(x->relpath, y->relpath);
+	if (x->len != y->len)
+		return x->len > y->len ? -1 : 1;
+	c = strcmp(x->relpath, y->relpath);
+	return c ? c : x->off < y->off ? -1 : x->off > y->off;
 }
 
 int mover_plan_pack(struct mover_plan *p, uint64_t shard_bytes, int64_t shard_files,
@@ -66,26 +121,35 @@ int mover_plan_pack(struct mover_plan *p, uint64_t shard_bytes, int64_t shard_fi
 {
 	int64_t by_bytes = shard_bytes ? (int64_t)(((uint64_t)p->bytes + shard_bytes - 1) /
 						   shard_bytes) : 1;
-	int64_t by_files = shard_files > 0 ? ((int64_t)p->n + shard_files - 1) / shard_files : 1;
-	int64_t k = by_bytes > by_files ? by_bytes : by_files;
-	int64_t *load;
+	int64_t pieces = 0, by_files, k, *load;
 
+	for (size_t i = 0; i < p->n; i++) {
+		int64_t len;
+
+		pieces += p->f[i].ranged ? 1 : _ranges(p->f[i].size, shard_bytes, &len);
+	}
+	by_files = shard_files > 0 ? (pieces + shard_files - 1) / shard_files : 1;
+	k = by_bytes > by_files ? by_bytes : by_files;
 	if (k > max_shards)
 		k = max_shards;
-	if (k > (int64_t)p->n)
-		k = (int64_t)p->n;
+	if (k > pieces)
+		k = pieces;
 	if (k < 2) {
 		for (size_t i = 0; i < p->n; i++)
 			p->f[i].idx = 0;
 		return 1;
 	}
+	/* Split only once the request is split at all: a local worker copies files whole. */
 	load = calloc((size_t)k, sizeof(*load));
-	if (!load)
+	if (!load || _split(p, shard_bytes) < 0) {
+		free(load);
 		return 1;
+	}
 	/* Largest first, each to the shard with the fewest bytes so far (LPT):
 	   within 4/3 of the best possible balance. Ties go to the lowest index,
-	   so many equal small files are dealt round robin. A shard never stays
-	   empty: there are at least k files and the first k go one each. */
+	   so many equal small files, or the equal ranges of one file, are dealt
+	   round robin. A shard never stays empty: there are at least k pieces
+	   and the first k go one each. */
 	qsort(p->f, p->n, sizeof(*p->f), _by_size_desc);
 	for (size_t i = 0; i < p->n; i++) {
 		int best = 0;
@@ -94,7 +158,7 @@ int mover_plan_pack(struct mover_plan *p, uint64_t shard_bytes, int64_t shard_fi
 			if (load[s] < load[best])
 				best = s;
 		p->f[i].idx = best;
-		load[best] += p->f[i].size + 1;	/* +1: a file costs something even when empty */
+		load[best] += p->f[i].len + 1;	/* +1: a file costs something even when empty */
 	}
 	free(load);
 	return (int)k;

@@ -8,9 +8,10 @@
  * Must never: open a user path in the daemon process, or follow a symlink
  * below the source (the walk uses O_NOFOLLOW and AT_SYMLINK_NOFOLLOW).
  *
- * Files are packed whole: a file larger than a shard is a shard of its own.
- * Splitting one file by byte range across movers is not done (the transfer
- * engine has no ranged copy to hand a range to).
+ * A file larger than a shard (MoverShardBytes) is split into byte ranges of
+ * about a shard each (MOVER_RANGE_ALIGN multiples), and its ranges are packed
+ * like files, so one big file is copied by several movers (xfer_range.h).
+ * Smaller files are packed whole.
  */
 #ifndef STAGEHAND_MOVER_PLAN_H
 #define STAGEHAND_MOVER_PLAN_H
@@ -22,16 +23,23 @@
 
 #include "queue.h"
 
+/* Ranges start at multiples of this (whole pages, whole O_DIRECT blocks). */
+#define MOVER_RANGE_ALIGN (1 << 20)
+
+/* One piece of a plan: a whole file, or one byte range of a file. */
 struct mover_plan_file {
 	char *relpath;               /* owned */
-	int64_t size;
+	int64_t size;                /* the file's size */
+	int ranged;                  /* 1: only off..off+len of it (mover_plan_pack) */
+	int64_t off, len;            /* the piece (0 and size for a whole file) */
 	int idx;                     /* shard, set by mover_plan_pack */
 };
 
 struct mover_plan {
 	struct mover_plan_file *f;   /* owned */
-	size_t n, cap;
-	int64_t bytes;               /* sum of sizes */
+	size_t n, cap;               /* pieces */
+	int64_t bytes;               /* sum of the files' sizes */
+	int64_t files;               /* files (a ranged file counts once) */
 };
 
 /*
@@ -46,10 +54,13 @@ int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
 		    const _Atomic int *cancel, char *err, size_t errlen);
 
 /*
- * How many shards: enough that none holds much more than shard_bytes or
- * shard_files, at most max_shards and at most one per file; then assign
- * each file to a shard, largest first to the lightest shard. Returns that
- * count (1: do not split).
+ * First split every file larger than shard_bytes into ranges (ceil(size /
+ * shard_bytes) of them, MOVER_RANGE_ALIGN multiples, the last one shorter).
+ * Then how many shards: enough that none holds much more than shard_bytes or
+ * shard_files pieces, at most max_shards and at most one per piece; then
+ * assign each piece to a shard, largest first to the lightest shard. Returns
+ * that count (1: do not split; p then holds whole files again). Returns 1
+ * too when memory runs out.
  */
 int mover_plan_pack(struct mover_plan *p, uint64_t shard_bytes, int64_t shard_files,
 		    int max_shards);

@@ -358,6 +358,7 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	   their tables and indexes; harmless to repeat. */
 	if (qp_exec(q, _schema_fair, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
+	    qp_exec(q, queue_shards_ranges, err, errlen) < 0 ||
 	    qp_exec(q, queue_pool_schema, err, errlen) < 0)
 		goto fail;
 	return q;

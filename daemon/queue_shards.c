@@ -31,6 +31,20 @@ const char *const queue_shards_schema =
 const char *const queue_shards_index =
 	"CREATE INDEX IF NOT EXISTS shards_job ON shards(slurm_job);";
 
+/*
+ * A range is a plan and a record at once: done, with the source's size and
+ * mtime its mover saw and its checksum, is set once (queue_range_done), so
+ * a range reported twice is recorded once. The file it belongs to becomes
+ * an item only when the final pass finishes it (xfer_range.h).
+ */
+const char *const queue_shards_ranges =
+	"CREATE TABLE IF NOT EXISTS shard_ranges ("
+	" request_id INTEGER NOT NULL, relpath TEXT NOT NULL, off INTEGER NOT NULL,"
+	" len INTEGER NOT NULL, size INTEGER NOT NULL, idx INTEGER NOT NULL,"
+	" done INTEGER NOT NULL DEFAULT 0, src_size INTEGER, mtime INTEGER, checksum TEXT,"
+	" PRIMARY KEY (request_id, relpath, off)) WITHOUT ROWID;"
+	"CREATE INDEX IF NOT EXISTS shard_ranges_idx ON shard_ranges(request_id, idx, relpath);";
+
 static const char *const _names[] = { "queued", "submitted", "done", "failed" };
 
 const char *queue_shard_state_name(enum queue_shard_state s)
@@ -60,11 +74,13 @@ int queue_shards_create(struct queue *q, int64_t req, int nshards,
 	sqlite3_stmt *st = NULL;
 	int64_t now = qp_now();
 	int rc = -1;
-	char sql[160];
+	char sql[320];
 
 	qp_begin(q);
 	snprintf(sql, sizeof(sql), "DELETE FROM shard_files WHERE request_id=%lld;"
-		 "DELETE FROM shards WHERE request_id=%lld;", (long long)req, (long long)req);
+		 "DELETE FROM shard_ranges WHERE request_id=%lld;"
+		 "DELETE FROM shards WHERE request_id=%lld;", (long long)req, (long long)req,
+		 (long long)req);
 	if (qp_exec(q, sql, err, errlen) < 0)
 		goto out;
 	st = qp_prep(q, "INSERT INTO shards (request_id, idx, updated) VALUES (?1, ?2, ?3)",
@@ -87,6 +103,8 @@ int queue_shards_create(struct queue *q, int64_t req, int nshards,
 	if (!st)
 		goto out;
 	for (size_t i = 0; i < nfiles; i++) {
+		if (files[i].ranged)
+			continue;
 		sqlite3_bind_int64(st, 1, req);
 		qp_bind_text(st, 2, files[i].relpath);
 		sqlite3_bind_int(st, 3, files[i].idx);
@@ -99,7 +117,29 @@ int queue_shards_create(struct queue *q, int64_t req, int nshards,
 		sqlite3_reset(st);
 	}
 	sqlite3_finalize(st);
+	st = qp_prep(q, "INSERT INTO shard_ranges (request_id, relpath, off, len, size, idx)"
+		     " VALUES (?1, ?2, ?3, ?4, ?5, ?6)", err, errlen);
+	if (!st)
+		goto out;
+	for (size_t i = 0; i < nfiles; i++) {
+		if (!files[i].ranged)
+			continue;
+		sqlite3_bind_int64(st, 1, req);
+		qp_bind_text(st, 2, files[i].relpath);
+		sqlite3_bind_int64(st, 3, files[i].off);
+		sqlite3_bind_int64(st, 4, files[i].len);
+		sqlite3_bind_int64(st, 5, files[i].size);
+		sqlite3_bind_int(st, 6, files[i].idx);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			qp_err(err, errlen, "database: shard range %s@%lld: %s", files[i].relpath,
+			       (long long)files[i].off, sqlite3_errmsg(q->db));
+			goto out;
+		}
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
 	st = NULL;
+	/* files: whole files; bytes: theirs and the ranges'. */
 	snprintf(sql, sizeof(sql), "UPDATE shards SET files=(SELECT count(*) FROM shard_files f"
 		 " WHERE f.request_id=shards.request_id AND f.idx=shards.idx) WHERE request_id=%lld;",
 		 (long long)req);
@@ -107,7 +147,9 @@ int queue_shards_create(struct queue *q, int64_t req, int nshards,
 		goto out;
 	snprintf(sql, sizeof(sql), "UPDATE shards SET bytes=(SELECT COALESCE(sum(size),0) FROM"
 		 " shard_files f WHERE f.request_id=shards.request_id AND f.idx=shards.idx)"
-		 " WHERE request_id=%lld;", (long long)req);
+		 " + (SELECT COALESCE(sum(len),0) FROM shard_ranges g WHERE"
+		 " g.request_id=shards.request_id AND g.idx=shards.idx) WHERE request_id=%lld;",
+		 (long long)req);
 	rc = qp_exec(q, sql, err, errlen) < 0 ? -1 : 0;
 out:
 	sqlite3_finalize(st);
@@ -162,6 +204,19 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 	return 0;
 }
 
+/* A read of one shard's rows: sql with ?1 the request and ?2 the shard. NULL with err. */
+static sqlite3_stmt *_shard_read(struct queue *q, const char *sql, int64_t req, int idx,
+				 char *err, size_t errlen)
+{
+	sqlite3_stmt *st = qp_read(q, sql, err, errlen);
+
+	if (st) {
+		sqlite3_bind_int64(st, 1, req);
+		sqlite3_bind_int(st, 2, idx);
+	}
+	return st;
+}
+
 int queue_shard_files(struct queue *q, int64_t req, int idx,
 		      int (*fn)(const char *relpath, int64_t size, void *arg), void *arg,
 		      char *err, size_t errlen)
@@ -169,12 +224,10 @@ int queue_shard_files(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = qp_read(q, "SELECT relpath, size FROM shard_files WHERE request_id=?1 AND idx=?2"
-		     " ORDER BY relpath", err, errlen);
+	st = _shard_read(q, "SELECT relpath, size FROM shard_files WHERE request_id=?1 AND idx=?2"
+			 " ORDER BY relpath", req, idx, err, errlen);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	sqlite3_bind_int(st, 2, idx);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1), arg))
 			break;
@@ -188,18 +241,152 @@ int queue_shard_done(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = qp_read(q, "SELECT i.relpath, i.size, i.mtime FROM shard_files f JOIN items i"
-		     " ON i.request_id=f.request_id AND i.relpath=f.relpath"
-		     " WHERE f.request_id=?1 AND f.idx=?2 AND i.state='done' AND i.type='file'"
-		     " ORDER BY f.relpath", err, errlen);
+	st = _shard_read(q, "SELECT i.relpath, i.size, i.mtime FROM shard_files f JOIN items i"
+			 " ON i.request_id=f.request_id AND i.relpath=f.relpath"
+			 " WHERE f.request_id=?1 AND f.idx=?2 AND i.state='done' AND i.type='file'"
+			 " ORDER BY f.relpath", req, idx, err, errlen);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	sqlite3_bind_int(st, 2, idx);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
 		       sqlite3_column_int64(st, 2), arg))
 			break;
+	return qp_read_end(q, st, rc, err, errlen);
+}
+
+int queue_shard_ranges(struct queue *q, int64_t req, int idx,
+		       int (*fn)(const char *relpath, int64_t off, int64_t len, int64_t size,
+				 void *arg), void *arg, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	st = _shard_read(q, "SELECT relpath, off, len, size FROM shard_ranges WHERE request_id=?1"
+			 " AND idx=?2 AND done=0 ORDER BY relpath, off", req, idx, err, errlen);
+	if (!st)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
+		       sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3), arg))
+			break;
+	return qp_read_end(q, st, rc, err, errlen);
+}
+
+int queue_range_done(struct queue *q, int64_t req, int idx, const char *relpath, int64_t off,
+		     int64_t len, int64_t size, int64_t mtime_ns, const char *cks, char *err,
+		     size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (!cks || !*cks) {
+		qp_err(err, errlen, "request %lld: range %s@%lld: no checksum", (long long)req,
+		       relpath, (long long)off);
+		return -1;
+	}
+	qp_begin(q);
+	st = qp_prep(q, "UPDATE shard_ranges SET done=1, src_size=?6, mtime=?7, checksum=?8"
+		     " WHERE request_id=?1 AND relpath=?2 AND off=?3 AND len=?4 AND idx=?5"
+		     " AND done=0", err, errlen);
+	if (!st)
+		return qp_end(q, -1, 0, err, errlen);
+	sqlite3_bind_int64(st, 1, req);
+	qp_bind_text(st, 2, relpath);
+	sqlite3_bind_int64(st, 3, off);
+	sqlite3_bind_int64(st, 4, len);
+	sqlite3_bind_int(st, 5, idx);
+	sqlite3_bind_int64(st, 6, size);
+	sqlite3_bind_int64(st, 7, mtime_ns);
+	qp_bind_text(st, 8, cks);
+	rc = qp_step_done(q, st, err, errlen);
+	if (rc == 0 && sqlite3_changes(q->db) == 0)
+		rc = 1;
+	return qp_end(q, rc < 0 ? -1 : 0, 0, err, errlen) < 0 ? -1 : rc;
+}
+
+/* One file's ranges as queue_ranges_assembled reads them, in offset order. */
+struct _assembly {
+	char *relpath;               /* owned; NULL: none yet */
+	int64_t size, mtime, next;   /* next: where the next range must start */
+	int ok;                      /* every range done, from one version of the source */
+	struct cksum c;
+};
+
+/* The file a ends: fn gets it when it is whole. fn's answer (stop when non-zero). */
+static int _assembly_end(struct _assembly *a,
+			 int (*fn)(const char *, int64_t, int64_t, const char *, void *),
+			 void *arg)
+{
+	char cks[CKSUM_HEX_MAX], out[CKSUM_HEX_MAX];
+	int n, rc = 0;
+
+	if (!a->relpath)
+		return 0;
+	cksum_final(&a->c, cks);
+	/* "ranges-sha256:" and 64 hex digits fit CKSUM_HEX_MAX. */
+	n = snprintf(out, sizeof(out), "ranges-%s", cks);
+	if (a->ok && a->next == a->size && n > 0 && n < (int)sizeof(out))
+		rc = fn(a->relpath, a->size, a->mtime, out, arg);
+	free(a->relpath);
+	a->relpath = NULL;
+	return rc;
+}
+
+int queue_ranges_assembled(struct queue *q, int64_t req, enum cksum_algo algo,
+			   int (*fn)(const char *relpath, int64_t size, int64_t mtime_ns,
+				     const char *cks, void *arg), void *arg, char *err,
+			   size_t errlen)
+{
+	struct _assembly a = { 0 };
+	sqlite3_stmt *st;
+	int rc, stop = 0;
+
+	st = qp_read(q, "SELECT relpath, off, len, size, done, src_size, mtime, checksum"
+		     " FROM shard_ranges r WHERE request_id=?1 AND NOT EXISTS (SELECT 1 FROM items i"
+		     " WHERE i.request_id=r.request_id AND i.relpath=r.relpath AND i.state='done')"
+		     " ORDER BY relpath, off", err, errlen);
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, req);
+	while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *rel = (const char *)sqlite3_column_text(st, 0);
+		const char *cks = (const char *)sqlite3_column_text(st, 7);
+		int64_t off = sqlite3_column_int64(st, 1), len = sqlite3_column_int64(st, 2);
+		int64_t size = sqlite3_column_int64(st, 3), mtime = sqlite3_column_int64(st, 6);
+
+		if (!a.relpath || strcmp(a.relpath, rel) != 0) {
+			stop = _assembly_end(&a, fn, arg);
+			if (stop)
+				break;
+			if (!(a.relpath = strdup(rel)) || cksum_init(&a.c, algo) < 0) {
+				free(a.relpath);
+				a.relpath = NULL;
+				qp_err(err, errlen, "out of memory");
+				rc = -1;
+				break;
+			}
+			a.size = size;
+			a.mtime = mtime;
+			a.next = 0;
+			a.ok = 1;
+		}
+		/* Contiguous, done, and every range saw the size and mtime of the first. */
+		a.ok = a.ok && off == a.next && sqlite3_column_int(st, 4) == 1 &&
+		       sqlite3_column_int64(st, 5) == size && mtime == a.mtime && cks && *cks;
+		a.next = off + len;
+		if (a.ok) {
+			cksum_update(&a.c, cks, strlen(cks));
+			cksum_update(&a.c, "\n", 1);
+		}
+	}
+	if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+		if (!stop)
+			_assembly_end(&a, fn, arg);
+		rc = SQLITE_DONE;
+	} else if (a.relpath) {
+		cksum_abort(&a.c);
+		free(a.relpath);
+	}
 	return qp_read_end(q, st, rc, err, errlen);
 }
 

@@ -1,11 +1,14 @@
 /*
  * queue_shards.h - the shards of requests that run as mover jobs (schema
- * version 3): which files each shard holds, and where each shard stands.
+ * version 3): which files and byte ranges each shard holds, and where each
+ * shard stands.
  *
- * Owns: the shards and shard_files tables. A shard is a plan, never a record
- * of what is done: done stays in items, written only from verified records,
- * so a file reported twice (a mover killed after its report, a shard run
- * again) is counted once.
+ * Owns: the shards, shard_files and shard_ranges tables. A shard is a plan,
+ * never a record of what is done: done stays in items, written only from
+ * verified records, so a file reported twice (a mover killed after its
+ * report, a shard run again) is counted once. A range of a big file is the
+ * exception that proves it: its done mark (set once) lives in shard_ranges,
+ * and the file becomes a done item only when the final pass finishes it.
  *
  * Must never: touch user files, or mark an item done.
  */
@@ -14,12 +17,18 @@
 
 #include <stdint.h>
 
+#include "checksum.h"
 #include "queue.h"
 
 /* Tables of version 3; run by queue_open's migration (additive only). */
 extern const char *const queue_shards_schema;
 /* The index of shards by mover job; run by queue_open on every database. */
 extern const char *const queue_shards_index;
+/*
+ * The byte ranges of files split across shards (shard_ranges), added
+ * without a schema bump; run by queue_open on every database.
+ */
+extern const char *const queue_shards_ranges;
 
 enum queue_shard_state {
 	QSH_QUEUED = 0,   /* to be submitted */
@@ -40,11 +49,13 @@ struct queue_shard {
 };
 void queue_shards_free(struct queue_shard *s, int n);
 
-/* One file of a plan (borrowed relpath). */
+/* One piece of a plan (borrowed relpath): a whole file, or a byte range of one. */
 struct queue_shard_file {
 	const char *relpath;
-	int64_t size;
+	int64_t size;               /* the file's size */
 	int idx;                    /* the shard it goes to */
+	int ranged;                 /* 1: only off..off+len (shard_ranges) */
+	int64_t off, len;
 };
 
 /*
@@ -68,6 +79,36 @@ int queue_shard_files(struct queue *q, int64_t req, int idx,
 int queue_shard_done(struct queue *q, int64_t req, int idx,
 		     int (*fn)(const char *relpath, int64_t size, int64_t mtime_ns, void *arg),
 		     void *arg, char *err, size_t errlen);
+
+/*
+ * Calls fn for each byte range of shard idx not done yet, in (relpath, off)
+ * order; stops when fn returns non-zero. size is the whole file's, as planned.
+ */
+int queue_shard_ranges(struct queue *q, int64_t req, int idx,
+		       int (*fn)(const char *relpath, int64_t off, int64_t len, int64_t size,
+				 void *arg), void *arg, char *err, size_t errlen);
+
+/*
+ * Range off..off+len of relpath, held by shard idx, was copied, made durable
+ * and read back by a mover: the source had size bytes and mtime_ns then,
+ * the range hashes to cks. Idempotent: 0 when recorded now, 1 when it was
+ * done already or is no range of shard idx (nothing changed), -1 with err.
+ */
+int queue_range_done(struct queue *q, int64_t req, int idx, const char *relpath, int64_t off,
+		     int64_t len, int64_t size, int64_t mtime_ns, const char *cks, char *err,
+		     size_t errlen);
+
+/*
+ * The ranged files of req whose every range is done, all from one version
+ * of the source (the same size and mtime), and that are not done as items
+ * yet: fn gets each in relpath order with the checksum of its ranges:
+ * algo over the ranges' checksums in offset order, written "ranges-algo:hex"
+ * so that it is never taken for a hash of the file's bytes. 0 or -1.
+ */
+int queue_ranges_assembled(struct queue *q, int64_t req, enum cksum_algo algo,
+			   int (*fn)(const char *relpath, int64_t size, int64_t mtime_ns,
+				     const char *cks, void *arg), void *arg, char *err,
+			   size_t errlen);
 
 /* Shard idx is now held by mover job slurm_job (attempts + 1). 0 or -1. */
 int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_job,

@@ -25,9 +25,11 @@
 #include "worker.h"
 #include "xattr.h"
 #include "xfer.h"
+#include "xfer_range.h"
 #include "xfer_engine.h"
 #include "pace.h"
 #include "pool.h"
+#include "queue_shards.h"
 #include "slurm_watch.h"
 #include "yield.h"
 
@@ -194,7 +196,7 @@ static int _preflight(struct xfer_ctx *ctx, int64_t budget)
 }
 
 static void _child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
-		   const gid_t *groups, int ngroups, const struct xfer_done_ent *done,
+		   const gid_t *groups, int ngroups, struct xfer_done_ent *done,
 		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
 		   int idle, struct xfer_bucket *yb, char *const *exclude, int64_t budget)
 {
@@ -268,6 +270,8 @@ static void _child(struct daemon *d, const struct queue_request *r, int chan, pi
 	}
 	if (_preflight(&ctx, budget))
 		_exit(0);
+	/* Files movers copied in byte ranges are finished before the walk keeps them. */
+	xfer_range_finish(&ctx, done, ndone);
 	be->run(&ctx);
 	_exit(0);
 }
@@ -359,14 +363,37 @@ static int _collect_done(const struct queue_item *it, void *arg)
 		return 1;
 	s->e[s->n].size = it->size;
 	s->e[s->n].mtime_ns = it->mtime_ns;
+	s->e[s->n].ranged_cks = NULL;
 	s->n++;
 	return 0;
 }
 
+/* A file whose ranges movers copied: the final pass finishes it (xfer_range.h). */
+static int _collect_ranged(const char *relpath, int64_t size, int64_t mtime_ns,
+			   const char *cks, void *arg)
+{
+	struct queue_item it = { .relpath = relpath, .type = "file", .size = size,
+				 .mtime_ns = mtime_ns };
+	struct _doneset *s = arg;
+
+	if (_collect_done(&it, arg))
+		return 1;
+	s->e[s->n - 1].ranged_cks = strdup(cks);
+	return s->e[s->n - 1].ranged_cks == NULL;
+}
+
+static int _by_relpath(const void *a, const void *b)
+{
+	return strcmp(((const struct xfer_done_ent *)a)->relpath,
+		      ((const struct xfer_done_ent *)b)->relpath);
+}
+
 static void _free_done(struct _doneset *s)
 {
-	for (size_t i = 0; i < s->n; i++)
+	for (size_t i = 0; i < s->n; i++) {
 		free(s->e[i].relpath);
+		free(s->e[i].ranged_cks);
+	}
 	free(s->e);
 }
 
@@ -605,11 +632,15 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		queue_request_free(r);
 		return 0;
 	}
-	if (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, &ds, err, sizeof(err)) < 0) {
+	if (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, &ds, err, sizeof(err)) < 0 ||
+	    queue_ranges_assembled(d->q, r->id, algo, _collect_ranged, &ds, err,
+				   sizeof(err)) < 0) {
 		log_err("request %lld: cannot read resume state: %s", (long long)r->id, err);
 		_free_done(&ds);
 		ds = (struct _doneset){ 0 };
 	}
+	if (ds.n > 1)
+		qsort(ds.e, ds.n, sizeof(*ds.e), _by_relpath);	/* assembled files joined it */
 	/* Its own bucket in front of the global one: the yield module pauses or
 	   throttles this worker alone. Made before fork so both see one page. */
 	if (!p->w[slot].yb) {

@@ -128,6 +128,17 @@ int xfer_emit_file(struct xfer_ctx *ctx, const char *relpath, int64_t size, int6
 	return _send(ctx, buf, n);
 }
 
+int xfer_emit_range(struct xfer_ctx *ctx, const char *relpath, int64_t off, int64_t len,
+		    int64_t size, int64_t mtime_ns, const char *cks)
+{
+	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
+	size_t n = _pack(buf, XR_RANGE_DONE, 0, off, len, size, cks, relpath, NULL);
+	struct xfer_rec *r = (struct xfer_rec *)buf;
+
+	r->d = mtime_ns;
+	return _send(ctx, buf, n);
+}
+
 int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
 {
 	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
@@ -180,7 +191,7 @@ ssize_t xfer_parse(const char *buf, size_t len, struct xfer_rec *rec,
 	if (len < sizeof(*rec))
 		return 0;
 	memcpy(rec, buf, sizeof(*rec));
-	if (rec->type < XR_TOTALS || rec->type > XR_ITEM_FILE || rec->path_len > XFER_PATH_MAX ||
+	if (rec->type < XR_TOTALS || rec->type > XR_RANGE_DONE || rec->path_len > XFER_PATH_MAX ||
 	    rec->text_len > XFER_TEXT_MAX || memchr(rec->cks, '\0', sizeof(rec->cks)) == NULL ||
 	    memchr(rec->cks2, '\0', sizeof(rec->cks2)) == NULL)
 		return -1;

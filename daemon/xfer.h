@@ -41,6 +41,9 @@ enum xfer_rec_type {
 	XR_ITEM_FILE,      /* a file copied, made durable and verified, in one record:
 			      path, a=size b=mtime_ns c=mode d=started e=ended,
 			      cks=source checksum cks2=destination checksum */
+	XR_RANGE_DONE,     /* a byte range of a file copied, made durable and read back
+			      by a mover (xfer_range.h): path, a=offset b=length
+			      c=the source's size d=its mtime_ns, cks=the range's checksum */
 };
 
 enum xfer_result { XFER_OK = 0, XFER_RETRYABLE = 1, XFER_FINAL = 2, XFER_INTERRUPTED = 3 };
@@ -57,10 +60,15 @@ struct xfer_rec {
 	uint16_t text_len;
 };
 
-/* One file verified by an earlier attempt (sorted by relpath). */
+/*
+ * One file verified by an earlier attempt (sorted by relpath), or one whose
+ * byte ranges movers copied into its temporary file (ranged_cks set): the
+ * final pass finishes it (xfer_range_finish) before its walk.
+ */
 struct xfer_done_ent {
 	char *relpath;
 	int64_t size, mtime_ns;
+	char *ranged_cks;            /* the checksum of its ranges, or NULL */
 };
 
 struct xfer_bucket;
@@ -158,6 +166,9 @@ extern const struct xfer_backend xfer_backend_bundle;
 /* ---- records (worker side) ---- */
 int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
 	      int64_t c, const char *cks, const char *path, const char *text);
+/* XR_RANGE_DONE. */
+int xfer_emit_range(struct xfer_ctx *ctx, const char *relpath, int64_t off, int64_t len,
+		    int64_t size, int64_t mtime_ns, const char *cks);
 int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value);
 /* XR_ITEM_FILE. Emitting is thread-safe (one lock per worker process). */
 int xfer_emit_file(struct xfer_ctx *ctx, const char *relpath, int64_t size, int64_t mtime_ns,

@@ -100,8 +100,7 @@ static size_t _round_up(size_t n)
 	return (n + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-/* Read len bytes at off (direct: len rounded up, the file ends inside). */
-static int _read_full(int fd, int direct, char *buf, size_t len, off_t off)
+int xfer_read_full(int fd, int direct, char *buf, size_t len, off_t off)
 {
 	size_t want = direct ? _round_up(len) : len, got = 0;
 
@@ -135,7 +134,7 @@ static void *_reader(void *arg)
 			_fail(b, EINTR);
 			return NULL;
 		}
-		e = _read_full(b->sfd, b->sdirect, b->slot[s], len, (off_t)(i * (int64_t)b->chunk));
+		e = xfer_read_full(b->sfd, b->sdirect, b->slot[s], len, (off_t)(i * (int64_t)b->chunk));
 		if (e) {
 			_fail(b, e);
 			return NULL;
@@ -180,7 +179,7 @@ static void *_verifier(void *arg)
 			}
 			posix_fadvise(b->vfd, off, (off_t)len, POSIX_FADV_DONTNEED);
 		}
-		e = _read_full(b->vfd, b->vdirect, b->vbuf, len, off);
+		e = xfer_read_full(b->vfd, b->vdirect, b->vbuf, len, off);
 		if (e) {
 			_fail(b, e == EAGAIN ? EIO : e);
 			return NULL;

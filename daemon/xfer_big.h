@@ -25,9 +25,17 @@
 #define STAGEHAND_XFER_BIG_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "checksum.h"
 #include "xfer.h"
+
+/*
+ * Read len bytes of fd at off (direct: fd is O_DIRECT, the read is rounded
+ * up to whole blocks, the file ends inside). 0, or an errno value (EAGAIN:
+ * the file ends before off + len, shorter than when it was walked).
+ */
+int xfer_read_full(int fd, int direct, char *buf, size_t len, off_t off);
 
 /* Files at least this large take the big path. */
 #define XFER_BIG_MIN (32LL << 20)

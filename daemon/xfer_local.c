@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "durable.h"
@@ -59,26 +58,6 @@ static void _close(struct xfer_ep *ep, struct xfer_root *root)
 	if (ep->fd >= 0)
 		close(ep->fd);
 	free(ep);
-}
-
-static void _copy_xattrs(int sfd, int dfd, const char *ns)
-{
-	char names[8192], val[8192], skip[64];
-	ssize_t n = flistxattr(sfd, names, sizeof(names));
-
-	/* Labels describe the life of the source copy; the copy starts unlabelled. */
-	if (snprintf(skip, sizeof(skip), "%sstagehand.", ns) >= (int)sizeof(skip))
-		skip[0] = '\0';
-	for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(names + i) + 1) {
-		const char *nm = names + i;
-		ssize_t vl;
-
-		if (strncmp(nm, "user.", 5) != 0 || (skip[0] && strncmp(nm, skip, strlen(skip)) == 0))
-			continue;
-		vl = fgetxattr(sfd, nm, val, sizeof(val));
-		if (vl >= 0)
-			fsetxattr(dfd, nm, val, (size_t)vl, 0);
-	}
 }
 
 /* ---- source ---- */
@@ -254,7 +233,7 @@ static void _dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
 
 	if (sdir >= 0)
-		_copy_xattrs(sdir, dir, ep->ctx->xattr_ns);
+		xfer_copy_xattrs(sdir, dir, ep->ctx->xattr_ns);
 	fchmod(dir, st->st_mode & 07777);
 	fsync(dir);
 	futimens(dir, ts);
@@ -311,7 +290,7 @@ static int _commit(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd, const str
 	wf->vfd = -1;
 	if (fchmod(fd, cur->st_mode & 07777) < 0 || futimens(fd, ts) < 0)
 		e = errno;
-	_copy_xattrs(sfd, fd, ep->ctx->xattr_ns);
+	xfer_copy_xattrs(sfd, fd, ep->ctx->xattr_ns);
 	if (e) {
 		_abort(ep, wf);
 		return e;

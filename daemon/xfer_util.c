@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -259,4 +260,24 @@ void xfer_label_all(struct xfer_ctx *ctx, int fd, const char *policy, const char
 	}
 	snprintf(num, sizeof(num), "%u", (unsigned)ctx->uid);
 	xfer_label(ctx, fd, XATTR_OWNER, num);
+}
+
+void xfer_copy_xattrs(int sfd, int dfd, const char *ns)
+{
+	char names[8192], val[8192], skip[64];
+	ssize_t n = flistxattr(sfd, names, sizeof(names));
+
+	/* Labels describe the life of the source copy; the copy starts unlabelled. */
+	if (snprintf(skip, sizeof(skip), "%sstagehand.", ns) >= (int)sizeof(skip))
+		skip[0] = '\0';
+	for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(names + i) + 1) {
+		const char *nm = names + i;
+		ssize_t vl;
+
+		if (strncmp(nm, "user.", 5) != 0 || (skip[0] && strncmp(nm, skip, strlen(skip)) == 0))
+			continue;
+		vl = fgetxattr(sfd, nm, val, sizeof(val));
+		if (vl >= 0)
+			fsetxattr(dfd, nm, val, (size_t)vl, 0);
+	}
 }

@@ -17,6 +17,13 @@
 
 #include "xfer.h"
 
+/*
+ * The user.* extended attributes of sfd onto dfd, but for the lifecycle
+ * labels (NS"stagehand.*"): they describe the source copy's life. Best
+ * effort: an attribute that cannot be read or set is left out.
+ */
+void xfer_copy_xattrs(int sfd, int dfd, const char *ns);
+
 /* A timestamp in nanoseconds since the epoch. */
 int64_t xfer_ns(const struct timespec *ts);
 

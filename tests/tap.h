@@ -17,6 +17,7 @@
  *                             default the figure is printed and not judged
  *   tap_done()                the plan line; returns the exit status
  *                             (0 pass, 1 a test failed; 77 is a whole skip)
+ *   tap_rmtree(dir)           remove a test's scratch tree (rm -rf, no shell)
  */
 #ifndef STAGEHAND_TAP_H
 #define STAGEHAND_TAP_H
@@ -26,6 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int tap__n, tap__failed;
 
@@ -104,6 +108,20 @@ static int tap_done(void)
 {
 	printf("1..%d\n", tap__n);
 	return tap__failed ? 1 : 0;
+}
+
+/* rm -rf dir (a mkdtemp path of the test's own), run without a shell. */
+static void tap_rmtree(const char *dir) __attribute__((unused));
+static void tap_rmtree(const char *dir)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		execlp("rm", "rm", "-rf", dir, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
 }
 
 #endif /* STAGEHAND_TAP_H */

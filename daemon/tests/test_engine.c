@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "durable.h"
@@ -127,7 +126,7 @@ static void _walk(int dfd)
 
 static void _want(void)
 {
-	struct xfer_done_ent done[] = { { "a", 10, 100 }, { "b/c", 5, 200 } };
+	struct xfer_done_ent done[] = { { "a", 10, 100, NULL }, { "b/c", 5, 200, NULL } };
 	struct xfer_ctx ctx = { 0 };
 
 	ctx.done = done;
@@ -230,7 +229,6 @@ static void _paced_write(int dfd)
 
 int main(void)
 {
-	pid_t pid;
 	int dfd;
 
 	if (!mkdtemp(_dir))
@@ -243,11 +241,6 @@ int main(void)
 	_open_dir(dfd);
 	_paced_write(dfd);
 	close(dfd);
-	pid = fork();
-	if (pid == 0) {
-		execlp("rm", "rm", "-rf", _dir, (char *)NULL);
-		_exit(127);
-	}
-	waitpid(pid, NULL, 0);
+	tap_rmtree(_dir);
 	return tap_done();
 }

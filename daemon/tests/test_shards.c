@@ -68,11 +68,158 @@ static void _pack(void)
 	mover_plan_free(&p);
 }
 
+#define MIB (1LL << 20)
+
+/* The ranges of relpath in p cover it exactly, in order; returns how many. */
+static int _covered(const struct mover_plan *p, const char *relpath, int64_t size)
+{
+	int64_t next = 0;
+	int n = 0, found = 1;
+
+	while (found) {
+		found = 0;
+		for (size_t i = 0; i < p->n; i++)
+			if (strcmp(p->f[i].relpath, relpath) == 0 && p->f[i].ranged &&
+			    p->f[i].off == next) {
+				next += p->f[i].len;
+				n++;
+				found = 1;
+			}
+	}
+	return next == size ? n : -1;
+}
+
+static void _ranges(void)
+{
+	struct mover_plan p = { 0 };
+	int seen[8] = { 0 }, k, distinct = 0;
+
+	/* One 96 MiB file, shards of 32 MiB: three ranges on three shards. */
+	mover_plan_add(&p, "big", 96 * MIB);
+	k = mover_plan_pack(&p, 32 * MIB, 1000, 16);
+	ok(k == 3, "a 96 MiB file with 32 MiB shards: 3 shards (got %d)", k);
+	ok(p.n == 3 && _covered(&p, "big", 96 * MIB) == 3, "three ranges cover it exactly");
+	ok(p.files == 1 && p.bytes == 96 * MIB, "still one file of 96 MiB (%lld, %lld)",
+	   (long long)p.files, (long long)p.bytes);
+	for (size_t i = 0; i < p.n; i++)
+		if (p.f[i].idx >= 0 && p.f[i].idx < 8 && !seen[p.f[i].idx]++)
+			distinct++;
+	ok(distinct == 3, "each range on a shard of its own");
+	mover_plan_free(&p);
+
+	/* Uneven: 100 MiB + 1 byte and a small file; ranges are MiB multiples. */
+	mover_plan_add(&p, "d/odd", 100 * MIB + 1);
+	mover_plan_add(&p, "small", 1000);
+	k = mover_plan_pack(&p, 32 * MIB, 1000, 16);
+	ok(k == 4 && _covered(&p, "d/odd", 100 * MIB + 1) == 4, "100 MiB + 1: 4 ranges (k %d)", k);
+	{
+		int aligned = 1;
+
+		for (size_t i = 0; i < p.n; i++)
+			if (p.f[i].ranged && p.f[i].off % MOVER_RANGE_ALIGN != 0)
+				aligned = 0;
+		ok(aligned, "every range starts at a MiB multiple");
+	}
+	ok(p.files == 2 && p.bytes == 100 * MIB + 1001, "two files, their bytes counted once");
+	mover_plan_free(&p);
+
+	/* Not split at all: no ranges either (a local worker copies whole files). */
+	mover_plan_add(&p, "big", 96 * MIB);
+	ok(mover_plan_pack(&p, 32 * MIB, 1000, 1) == 1 && p.n == 1 && !p.f[0].ranged,
+	   "MoverMaxJobs=1: one shard, the file whole");
+	mover_plan_free(&p);
+
+	/* Ranges are at least MOVER_RANGE_ALIGN: a 1 MiB file stays whole. */
+	mover_plan_add(&p, "a", MIB);
+	mover_plan_add(&p, "b", MIB - 1);
+	ok(mover_plan_pack(&p, 1000, 1000, 16) == 2 && p.n == 2 && !p.f[0].ranged &&
+	   !p.f[1].ranged, "files of one alignment unit or less are not split");
+	mover_plan_free(&p);
+}
+
+struct _asm {
+	int n;
+	char cks[CKSUM_HEX_MAX];
+};
+
+static int _asm(const char *relpath, int64_t size, int64_t mtime_ns, const char *cks, void *arg)
+{
+	struct _asm *a = arg;
+
+	(void)relpath;
+	(void)size;
+	(void)mtime_ns;
+	a->n++;
+	snprintf(a->cks, sizeof(a->cks), "%s", cks);
+	return 0;
+}
+
+static int _count_range(const char *relpath, int64_t off, int64_t len, int64_t size, void *arg)
+{
+	(void)relpath;
+	(void)off;
+	(void)len;
+	(void)size;
+	++*(int *)arg;
+	return 0;
+}
+
+/* The shard_ranges table: ranges listed per shard, done once, assembled when all are. */
+static void _range_table(struct queue *q, int64_t id)
+{
+	struct queue_shard_file f[] = {
+		{ "big", 30, 0, 1, 0, 10 }, { "big", 30, 1, 1, 10, 10 }, { "big", 30, 0, 1, 20, 10 },
+		{ "small", 5, 1, 0, 0, 5 },
+	};
+	struct queue_shard *s = NULL;
+	struct _asm a = { 0 };
+	char err[512] = "";
+	int n = 0, nr = 0;
+
+	ok(queue_shards_create(q, id, 2, f, 4, err, sizeof(err)) == 0, "plan with ranges stored%s%s",
+	   *err ? ": " : "", err);
+	ok(queue_shards_list(q, id, &s, &n, err, sizeof(err)) == 0 && n == 2 && s[0].files == 0 &&
+	   s[0].bytes == 20 && s[1].files == 1 && s[1].bytes == 15, "ranges count in shard bytes");
+	queue_shards_free(s, n);
+	ok(queue_shard_ranges(q, id, 0, _count_range, &nr, err, sizeof(err)) == 0 && nr == 2,
+	   "shard 0 has two ranges");
+	ok(queue_range_done(q, id, 0, "big", 0, 10, 30, 7, "xxh128:aa", err, sizeof(err)) == 0,
+	   "range 0 done");
+	ok(queue_range_done(q, id, 0, "big", 0, 10, 30, 7, "xxh128:aa", err, sizeof(err)) == 1,
+	   "range 0 reported again: recorded once");
+	ok(queue_range_done(q, id, 0, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 1,
+	   "shard 0 cannot report shard 1's range");
+	nr = 0;
+	ok(queue_shard_ranges(q, id, 0, _count_range, &nr, err, sizeof(err)) == 0 && nr == 1,
+	   "a done range is not handed out again");
+	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 && a.n == 0,
+	   "not assembled while ranges are missing");
+	ok(queue_range_done(q, id, 1, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 0 &&
+	   queue_range_done(q, id, 0, "big", 20, 10, 30, 8, "xxh128:cc", err, sizeof(err)) == 0,
+	   "the other two done, one from a newer source");
+	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 && a.n == 0,
+	   "ranges of two versions of the source are not assembled");
+	ok(queue_shards_create(q, id, 2, f, 4, err, sizeof(err)) == 0 &&
+	   queue_range_done(q, id, 0, "big", 0, 10, 30, 7, "xxh128:aa", err, sizeof(err)) == 0 &&
+	   queue_range_done(q, id, 1, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 0 &&
+	   queue_range_done(q, id, 0, "big", 20, 10, 30, 7, "xxh128:cc", err, sizeof(err)) == 0,
+	   "planned again, all three done from one version");
+	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 &&
+	   a.n == 1 && strncmp(a.cks, "ranges-xxh128:", 14) == 0,
+	   "assembled, with a checksum of its ranges (%s)", a.cks);
+	ok(queue_item_file_done(q, id, "big", 30, 7, 0644, a.cks, a.cks, NULL, err,
+				sizeof(err)) == 0, "finished as one file");
+	a.n = 0;
+	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 && a.n == 0,
+	   "a finished file is not handed out again");
+}
+
 static void _table(void)
 {
 	char path[] = "/tmp/test_shards.XXXXXX", db[64], err[512] = "";
 	struct queue_new_request nr = { 1000, 1000, "u", 0, "archive", "/s", "/d", NULL, 3 };
-	struct queue_shard_file f[] = { { "x/b", 10, 0 }, { "a", 20, 1 }, { "x/a", 30, 0 } };
+	struct queue_shard_file f[] = { { "x/b", 10, 0, 0, 0, 10 }, { "a", 20, 1, 0, 0, 20 },
+					{ "x/a", 30, 0, 0, 0, 30 } };
 	struct queue_shard *s = NULL;
 	struct queue_audit au = { 0, 1000, "/s/x/a", "/d/x/a", "ab", 30, 1, 2 };
 	struct queue *q;
@@ -130,6 +277,8 @@ static void _table(void)
 	ok(queue_shards_list(q, id, &s, &n, err, sizeof(err)) == 0 && n == 2,
 	   "... the shards stay (a retry is not planned again)");
 	queue_shards_free(s, n);
+	ok(queue_request_create(q, &nr, &id, err, sizeof(err)) == 0, "a second request");
+	_range_table(q, id);
 	queue_close(q);
 	unlink(db);
 	snprintf(db, sizeof(db), "%s/q.db-wal", path);
@@ -156,6 +305,7 @@ static void _filter(void)
 int main(void)
 {
 	_pack();
+	_ranges();
 	_table();
 	_filter();
 	return tap_done();

@@ -123,6 +123,20 @@ check_archive() {
 	[ "$(getfattr --only-values -n user.stagehand.policy "$src")" = archived ]
 }
 
+# on_two_nodes JOB...: each a completed mover job of shtest on the xfer
+# partition; together they ran on at least 2 nodes.
+on_two_nodes() {
+	local jid nodes=()
+	for jid in "$@"; do
+		[ "$(job_field "$jid" UserId)" = "shtest($(id -u shtest))" ] || return 1
+		[ "$(job_field "$jid" Partition)" = xfer ] || return 1
+		[ "$(job_field "$jid" JobState)" = COMPLETED ] || return 1
+		nodes+=("$(job_field "$jid" BatchHost)")
+	done
+	echo "mover jobs $* ran on ${nodes[*]}"
+	[ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" -ge 2 ]
+}
+
 @test "movers: a tree is archived by mover jobs of its owner on two nodes, then verified" {
 	tree "$WD/t" 32 64
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1"
@@ -132,15 +146,7 @@ check_archive() {
 	[ "$(db "SELECT count(*) FROM shards WHERE request_id=$RID AND state='done'")" -eq 4 ]
 	mapfile -t jobs < <(mover_jobs)
 	[ "${#jobs[@]}" -eq 4 ]
-	nodes=()
-	for jid in "${jobs[@]}"; do
-		[ "$(job_field "$jid" UserId)" = "shtest($(id -u shtest))" ]
-		[ "$(job_field "$jid" Partition)" = xfer ]
-		[ "$(job_field "$jid" JobState)" = COMPLETED ]
-		nodes+=("$(job_field "$jid" BatchHost)")
-	done
-	echo "mover jobs ${jobs[*]} ran on ${nodes[*]}"
-	[ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" -ge 2 ]
+	on_two_nodes "${jobs[@]}"
 	check_archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1"
 	[ -L "$STAGEHAND_TESTBED_ARCHIVE/shtest/m1/link" ]
 }
@@ -184,6 +190,73 @@ check_archive() {
 	grep -q "request $RID: mover job [0-9]* (shard [0-9]*) cancelled: request cancelled" "$LOG"
 	sleep 3
 	[ -z "$(squeue -h -n "stagehand-mover-$RID" -o %i)" ]
+}
+
+# Byte ranges: MoverShardBytes=32M, and each mover at 8 MiB/s (a range of
+# 32 MiB takes about 8 s with its read-back), for this test only. Three
+# ranges and a shard of small files are 4 mover jobs (MoverMaxJobs=4): all
+# run at once on the two 2-CPU nodes of the xfer partition.
+ranged_conf() {
+	local conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
+	cp -p "$conf" "$BATS_TEST_TMPDIR/stagehand.conf.movers"
+	YCONF=$BATS_TEST_TMPDIR/stagehand.conf.movers
+	sed -i 's/^MoverBandwidth=.*/MoverBandwidth=8M/' "$conf"
+	echo MoverShardBytes=32M >>"$conf"
+	reload_daemon
+}
+
+# bigtree DIR: one file of 96 MiB (three ranges) and 4 small files (a shard of their own).
+bigtree() {
+	run_as_user shtest bash -c 'mkdir -p "$1/d" && head -c 96M /dev/urandom >"$1/d/big" &&
+		for i in 0 1 2 3; do head -c $((64 * 1024 + i)) /dev/urandom >"$1/s$i"; done' _ "$1"
+}
+
+# The big file was finished once, from its ranges, and counted as one file.
+check_ranged() {
+	local src=$1 dst=$2
+	check_archive "$src" "$dst"
+	cmp "$src/d/big" "$dst/d/big"
+	[ "$(db "SELECT count(*) FROM audit WHERE request_id=$RID AND path_dst LIKE '%/d/big'")" -eq 1 ]
+	[[ $(db "SELECT checksum_dst FROM items WHERE request_id=$RID AND relpath='d/big'") == ranges-* ]]
+	[ "$(db "SELECT count(*) FROM shard_ranges WHERE request_id=$RID AND relpath='d/big' AND done=1")" -eq 3 ]
+	[ -z "$(find "$dst" -name '.*stagehand-*')" ]
+}
+
+@test "movers: a big file is split by byte range, copied by mover jobs on two nodes, then verified" {
+	ranged_conf
+	bigtree "$WD/r"
+	archive "$WD/r" "$STAGEHAND_TESTBED_ARCHIVE/shtest/r1"
+	wait_req done 120
+	[ "$(db "SELECT count(*) FROM shards WHERE request_id=$RID")" -eq 4 ]
+	# Each range was copied by its own mover job; those ran on two nodes.
+	mapfile -t jobs < <(db "SELECT DISTINCT s.slurm_job FROM shard_ranges g JOIN shards s ON
+		s.request_id=g.request_id AND s.idx=g.idx WHERE g.request_id=$RID AND g.relpath='d/big'")
+	[ "${#jobs[@]}" -eq 3 ]
+	on_two_nodes "${jobs[@]}"
+	check_ranged "$WD/r" "$STAGEHAND_TESTBED_ARCHIVE/shtest/r1"
+}
+
+@test "movers: a mover killed mid-range: the range is copied again, the file finished and counted once" {
+	ranged_conf
+	bigtree "$WD/r"
+	archive "$WD/r" "$STAGEHAND_TESTBED_ARCHIVE/shtest/r2"
+	wait_for 60 eval '[[ $(db "SELECT count(*) FROM shard_ranges WHERE request_id=$RID") -eq 3 ]]'
+	idx=$(db "SELECT idx FROM shard_ranges WHERE request_id=$RID AND relpath='d/big' AND off=0")
+	mover() { pgrep -u shtest -f "stagehand-mover .*--request $RID --shard $idx\$"; }
+	# Its mover is writing the range (the temporary file is there) ...
+	wait_for 60 eval '[[ -n $(mover) && -e $STAGEHAND_TESTBED_ARCHIVE/shtest/r2/d/.big.stagehand-$RID ]]'
+	sleep 2
+	pid=$(mover)
+	job=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=$idx")
+	# ... and has not finished it when it is killed (SIGKILL: it reports nothing).
+	[ "$(db "SELECT done FROM shard_ranges WHERE request_id=$RID AND idx=$idx")" -eq 0 ]
+	kill -KILL "$pid"
+	wait_req done 120
+	grep -q "request $RID: shard $idx: mover job $job ended FAILED on .* without reporting its result" "$LOG"
+	[ "$(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=$idx")" -eq 2 ]
+	# The second mover was handed the unfinished range again.
+	[ "$(grep -c "request $RID: shard $idx: mover fetched 0 files, 0 of them verified before, and 1 byte ranges" "$LOG")" -eq 2 ]
+	check_ranged "$WD/r" "$STAGEHAND_TESTBED_ARCHIVE/shtest/r2"
 }
 
 # health FIELD: the daemon's yield state (GET /v1/health as root).
