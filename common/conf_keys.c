@@ -623,15 +623,23 @@ static int _k_yieldbw(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
-static int _k_yieldmax(struct conf *c, const char *v, char *w, size_t wl)
+/* A duration of at most max_days days (0 allowed: zero says what 0 means). */
+static int _set_days(int *dst, const char *v, long max_days, const char *key, const char *eg,
+		     const char *zero, char *w, size_t wl)
 {
 	long s;
 
-	if (conf_parse_seconds(v, &s) < 0 || s > 30L * 86400)
-		return log_errf(w, wl, "YieldMaxDelay must be a duration up to 30d (e.g. 90s, 15m, 2h), "
-			     "or 0 to yield for as long as jobs run, not '%s'", v);
-	c->yield_max_delay = (int)s;
+	if (conf_parse_seconds(v, &s) < 0 || s > max_days * 86400)
+		return log_errf(w, wl, "%s must be a duration up to %ldd (e.g. %s), or 0 %s, not '%s'",
+				key, max_days, eg, zero, v);
+	*dst = (int)s;
 	return 0;
+}
+
+static int _k_yieldmax(struct conf *c, const char *v, char *w, size_t wl)
+{
+	return _set_days(&c->yield_max_delay, v, 30, "YieldMaxDelay", "90s, 15m, 2h",
+			 "to yield for as long as jobs run", w, wl);
 }
 
 static int _k_yieldtrickle(struct conf *c, const char *v, char *w, size_t wl)
@@ -644,13 +652,8 @@ static int _k_yieldtrickle(struct conf *c, const char *v, char *w, size_t wl)
 
 static int _k_yieldlead(struct conf *c, const char *v, char *w, size_t wl)
 {
-	long s;
-
-	if (conf_parse_seconds(v, &s) < 0 || s > 7L * 86400)
-		return log_errf(w, wl, "YieldStageInLead must be a duration up to 7d (e.g. 10m, 1h), "
-			     "or 0 to never pace a stage-in, not '%s'", v);
-	c->yield_stage_in_lead = (int)s;
-	return 0;
+	return _set_days(&c->yield_stage_in_lead, v, 7, "YieldStageInLead", "10m, 1h",
+			 "to never pace a stage-in", w, wl);
 }
 
 static int _k_yieldprobe(struct conf *c, const char *v, char *w, size_t wl)

@@ -16,10 +16,7 @@ bats_require_minimum_version 1.5.0
 load helpers
 
 setup() {
-	testbed_require
-	bb_require
-	WD=$(user_workdir)
-	JOBS=()
+	bb_setup
 	MAIL=$STAGEHAND_TESTBED_LOGDIR/mail.log
 }
 

@@ -18,10 +18,7 @@ load helpers
 NJOBS=16
 
 setup() {
-	testbed_require
-	bb_require pool
-	WD=$(user_workdir)
-	JOBS=()
+	bb_setup pool
 	SAMPLER=""
 }
 

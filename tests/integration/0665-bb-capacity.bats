@@ -17,10 +17,7 @@ bats_require_minimum_version 1.5.0
 load helpers
 
 setup() {
-	testbed_require
-	bb_require pool
-	WD=$(user_workdir)
-	JOBS=()
+	bb_setup pool
 	POOLS=$(dirname "$STAGEHAND_SOCKET")/pools.json
 	CONF_SAVED=
 }

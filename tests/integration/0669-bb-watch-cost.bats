@@ -12,10 +12,7 @@ bats_require_minimum_version 1.5.0
 load helpers
 
 setup() {
-	testbed_require
-	bb_require
-	WD=$(user_workdir)
-	JOBS=()
+	bb_setup
 	CONF=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
 	cp -p "$CONF" "$BATS_TEST_TMPDIR/stagehand.conf.orig"
 }

@@ -123,6 +123,15 @@ on_node() {
 # A burst-buffer-only test: skipped unless the bed runs burst_buffer/lua
 # ('scripts/testbed up --mode=bb'); with "pool", also unless it has a pool.
 # Call it from setup (skip in setup_file fails the whole file in this bats).
+# bb_setup [pool]: the common start of a burst-buffer test's setup: the bed
+# (in bb mode, with a pool if asked), the user's work directory in WD, no jobs.
+bb_setup() {
+	testbed_require
+	bb_require "$@"
+	WD=$(user_workdir)
+	JOBS=()
+}
+
 bb_require() {
 	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]] ||
 		skip "burst-buffer tests need 'scripts/testbed up --mode=bb'"
