@@ -31,14 +31,24 @@
  * SyncMode=batch makes many files durable with one sync; label because
  * lifecycle labels live on the source.
  *
+ * Endpoints that stream: the url endpoint is a destination (stage_out and
+ * archive to a URL) whose bytes go to a server, not to a descriptor of
+ * ours. libcurl pulls an upload through its read callback, so rather than
+ * open_write/commit/readback it has put: the driver opens the source and
+ * hands the descriptor over, the endpoint sends it and verifies it by the
+ * server's word (an S3 ETag, the size the server reports), which the driver
+ * records instead of a read-back. Its stat has no mtime of ours (a server
+ * keeps its own), so resume compares the size only; it has no symlink (a
+ * symlink is skipped, not uploaded), and its files go one at a time (no
+ * copy threads: one connection to a server, as the site configured it).
+ *
  * Not yet endpoints (they keep their own run(), over the engine's shared
- * pieces): url, because libcurl pushes a download through its write
- * callback and pulls an upload through its read callback (open_read and
- * open_write over a descriptor would need a pipe and a thread per file, or
- * curl's pause interface), and its verification is the server's word (an
- * ETag, a size) rather than a read-back; bundle, because many small files
- * become members of one tar stream whose commit and read-back are per
- * bundle, not per file.
+ * pieces): a URL as the source (stage_in from a URL, xfer_url_get.c),
+ * because a download resumes from a partial temporary file kept across
+ * attempts (the server's validator in an xattr), which open_write and
+ * abort would have to learn; bundle, because many small files become
+ * members of one tar stream whose commit and read-back are per bundle, not
+ * per file.
  *
  * Must never: follow a symbolic link inside a source tree, or run outside a
  * worker that has dropped to the owner's identity.
@@ -77,6 +87,14 @@ struct xfer_wfile {
 					reads back while it writes) */
 #define XFER_C_DEFER 1u              /* commit: metadata and close only; batch_commit makes
 					it durable and puts it in place later */
+
+/* What put (an endpoint that streams) did with one file. */
+struct xfer_put {
+	int64_t sent;                /* bytes sent */
+	char token[CKSUM_HEX_MAX];   /* what the verification compared ("md5:HEX", "size:N") */
+	char why[XFER_TEXT_MAX];     /* a failure: what went wrong, in the server's words */
+	int final;                   /* a failure a retry cannot help */
+};
 
 struct xfer_endpoint {
 	const char *name;
@@ -171,11 +189,27 @@ struct xfer_endpoint {
 	 */
 	int (*symlink)(struct xfer_ep *ep, int dir, const char *name, const char *target,
 		       const struct stat *st, const char **what);
+
+	/* ---- endpoints that stream (url) ---- */
+	/*
+	 * A destination that sends each file to a server (set: used instead
+	 * of open_write, commit and readback). Send cur->st_size bytes from
+	 * sfd (the source as opened, at offset 0) as dir/name, each read
+	 * charged through xfer_engine_write(ctx, -1, ...), then verify it by
+	 * what the server says. 0 with out->sent and out->token (what was
+	 * compared: "md5:HEX", "size:N"), or -1 with out->why (the server's
+	 * answer: it has no errno) and out->final (a retry cannot help); the
+	 * driver records it. Stopped (xfer_stopped): -1, not recorded.
+	 */
+	int (*put)(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
+		   struct xfer_put *out);
 };
 
 /* The endpoints of POSIX trees (xfer_local.c): local, and null (reads, stores nothing). */
 extern const struct xfer_endpoint xfer_ep_local;
 extern const struct xfer_endpoint xfer_ep_null;
+/* The url endpoint (xfer_url_put.c): a destination, http(s), s3, ftp(s) and sftp. */
+extern const struct xfer_endpoint xfer_ep_url;
 
 /*
  * The engine's driver (xfer_pipeline.c): do the request in ctx from src to

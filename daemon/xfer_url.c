@@ -9,12 +9,14 @@
  * before the worker drops root.
  *
  * This file: credentials, the request's setup, the options every libcurl
- * handle shares, and the run. stage_in (the source is a URL, ending in '/'
+ * handle shares, and the run. stage_out and archive to a URL are the
+ * engine's driver (xfer_pipeline.c) from the local source to the url
+ * endpoint of xfer_url_put.c. stage_in (the source is a URL, ending in '/'
  * for a tree: WebDAV PROPFIND, S3 ListObjectsV2, FTP/SFTP directory
- * listings) is xfer_url_get.c, stage_out and archive to a URL are
- * xfer_url_put.c, listings and response headers xfer_url_parse.c. Failure
- * accounting, the resume decision, the local walk, writes and read-back are
- * the engine's (xfer_engine.h).
+ * listings) is still a loop of its own, xfer_url_get.c, over the engine's
+ * shared pieces (failure accounting, the resume decision, writes and
+ * read-back, xfer_engine.h); listings and response headers are
+ * xfer_url_parse.c.
  *
  * Must never: write credentials to a record, the log or the database (URLs
  * with a password are refused before this runs); follow a symlink on the
@@ -42,6 +44,7 @@
 #include "queue.h"
 #include "xattr.h"
 #include "xfer.h"
+#include "xfer_endpoint.h"
 #include "xfer_url_int.h"
 #include "xfer_util.h"
 
@@ -648,16 +651,32 @@ static int _setup(struct url__run *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* Not yet an endpoint of xfer_pipeline.c: its own loop over curl transfers (xfer_endpoint.h). */
+int url__open(struct url__run *r, struct xfer_ctx *ctx, const char *url, char *err,
+	      size_t errlen)
+{
+	r->ctx = ctx;
+	r->url = url;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		snprintf(err, errlen, "out of memory");
+		return XFER_RETRYABLE;
+	}
+	return _setup(r, err, errlen) < 0 ? XFER_FINAL : XFER_OK;
+}
+
+/*
+ * To a URL: the engine's driver from the local source to the url endpoint.
+ * From a URL: not yet an endpoint of xfer_pipeline.c, its own loop over
+ * curl transfers (xfer_endpoint.h).
+ */
 static int _run_url(struct xfer_ctx *ctx)
 {
 	struct url__run r;
-	char msg[XFER_TEXT_MAX], err[XFER_TEXT_MAX];
+	char msg[XFER_TEXT_MAX];
 	int upload, rc;
 
 	memset(&r, 0, sizeof(r));
-	r.ctx = ctx;
 	xfer_tally_init(&r.t, ctx);
+	r.ctx = ctx;
 	if (strcmp(ctx->action, "label") == 0)
 		return url__finish(&r, XFER_FINAL, "label requests take a local path, not a URL");
 	upload = strcmp(ctx->action, "stage_in") != 0;
@@ -666,12 +685,16 @@ static int _run_url(struct xfer_ctx *ctx)
 	    (!upload && ctx->dest && strstr(ctx->dest, "://")))
 		return url__finish(&r, XFER_FINAL, "the url backend moves between one URL and one "
 				   "local path");
+	if (upload) {
+		xfer_tally_destroy(&r.t);
+		return xfer_pipeline_run(ctx, &xfer_ep_local, &xfer_ep_url);
+	}
 	r.buf = malloc(URL_CHUNK);
-	if (!r.buf || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+	if (!r.buf)
 		return url__finish(&r, XFER_RETRYABLE, "out of memory");
-	if (_setup(&r, err, sizeof(err)) < 0)
-		return url__finish(&r, XFER_FINAL, err);
-	rc = upload ? url__stage_out(&r) : url__stage_in(&r);
+	if ((rc = url__open(&r, ctx, r.url, msg, sizeof(msg))) != XFER_OK)
+		return url__finish(&r, rc, msg);
+	rc = url__stage_in(&r);
 	if (rc >= 0)
 		return rc;	/* finished already */
 	if (url__stopped(&r))

@@ -73,6 +73,13 @@ struct url__hctx {
 };
 
 /* ---- xfer_url.c ---- */
+/*
+ * Set r up for url, the remote side of ctx's request: its scheme, the
+ * user's credentials (read as the user) or the site's. XFER_OK, or the
+ * request's result with err.
+ */
+int url__open(struct url__run *r, struct xfer_ctx *ctx, const char *url, char *err,
+	      size_t errlen);
 int url__stopped(struct url__run *r);
 /* Emit the result, release the run; returns result. */
 int url__finish(struct url__run *r, int result, const char *msg);
@@ -93,9 +100,8 @@ void url__easy_done(CURL *c, struct curl_slist *hdrs);
 /* Message for a failed call; returns 1 when a retry cannot help. */
 int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t outlen);
 
-/* ---- xfer_url_get.c, xfer_url_put.c: the transfers; -1 when the request goes on ---- */
+/* ---- xfer_url_get.c: stage_in; -1 when the request goes on ---- */
 int url__stage_in(struct url__run *r);
-int url__stage_out(struct url__run *r);
 
 /* ---- xfer_url_parse.c ---- */
 /* CURLOPT_HEADERFUNCTION filling a struct url__hctx's meta. */
