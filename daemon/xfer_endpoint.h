@@ -31,24 +31,25 @@
  * SyncMode=batch makes many files durable with one sync; label because
  * lifecycle labels live on the source.
  *
- * Endpoints that stream: the url endpoint is a destination (stage_out and
- * archive to a URL) whose bytes go to a server, not to a descriptor of
- * ours. libcurl pulls an upload through its read callback, so rather than
- * open_write/commit/readback it has put: the driver opens the source and
- * hands the descriptor over, the endpoint sends it and verifies it by the
- * server's word (an S3 ETag, the size the server reports), which the driver
- * records instead of a read-back. Its stat has no mtime of ours (a server
- * keeps its own), so resume compares the size only; it has no symlink (a
- * symlink is skipped, not uploaded), and its files go one at a time (no
- * copy threads: one connection to a server, as the site configured it).
+ * Endpoints that stream: url (http(s), s3, ftp(s), sftp) moves bytes to or
+ * from a server, not a descriptor of ours, and libcurl pushes a download
+ * through its write callback and pulls an upload through its read
+ * callback. Rather than a pipe and a thread per file behind open_read and
+ * open_write, it has two operations of its own: fetch, which writes a
+ * remote file into the destination's temporary file through the engine's
+ * one write (and resumes a partial one, hence XFER_W_RESUME), and put,
+ * which sends the source's descriptor. Verification is the server's word
+ * (its sha256 or md5, an S3 ETag, a size): the driver records that token,
+ * and still reads a fetched file back from the local device. A server
+ * keeps no mtime of ours, so resuming to it compares the size only; it
+ * holds no symlinks (skipped); and its files go one at a time (one
+ * connection to a server; no copy threads). A listed tree's directory
+ * handles are the endpoint's indexes, never descriptors: the driver passes
+ * no source handle to a local dir_done. The driver keeps these paths in
+ * their own functions (xfer_pipeline.c, "endpoints that stream").
  *
- * Not yet endpoints (they keep their own run(), over the engine's shared
- * pieces): a URL as the source (stage_in from a URL, xfer_url_get.c),
- * because a download resumes from a partial temporary file kept across
- * attempts (the server's validator in an xattr), which open_write and
- * abort would have to learn; bundle, because many small files become
- * members of one tar stream whose commit and read-back are per bundle, not
- * per file.
+ * Not yet an endpoint: bundle, because many small files become members of
+ * one tar stream whose commit and read-back are per bundle, not per file.
  *
  * Must never: follow a symbolic link inside a source tree, or run outside a
  * worker that has dropped to the owner's identity.
@@ -71,6 +72,8 @@ struct xfer_root {
 	int dir;                     /* a tree: the root's handle; a file: its directory's */
 	char name[NAME_MAX + 1];     /* a file: its name in dir; a tree: "" */
 	struct stat st;              /* the source: what it is (a tree or a regular file) */
+	int64_t skipped;             /* the source: entries its listing left out and reported
+					already (a server's unsafe names), counted skipped */
 };
 
 /* A file being written: a temporary name until commit puts it in place. */
@@ -85,15 +88,21 @@ struct xfer_wfile {
 
 #define XFER_W_VERIFY 1u             /* open_write: also open wf->vfd (the big-file path
 					reads back while it writes) */
+#define XFER_W_RESUME 2u             /* open_write: keep what an earlier attempt left under
+					the temporary name (fd read-write at offset 0) */
 #define XFER_C_DEFER 1u              /* commit: metadata and close only; batch_commit makes
 					it durable and puts it in place later */
 
-/* What put (an endpoint that streams) did with one file. */
-struct xfer_put {
-	int64_t sent;                /* bytes sent */
-	char token[CKSUM_HEX_MAX];   /* what the verification compared ("md5:HEX", "size:N") */
+/* What fetch or put (an endpoint that streams) did with one file. */
+struct xfer_stream {
+	int64_t bytes;               /* the file's bytes (fetch: with a resumed prefix) */
+	char cks[CKSUM_HEX_MAX];     /* fetch: their checksum (ctx->algo), for the read-back */
+	char token[CKSUM_HEX_MAX];   /* what the server's word was checked by ("sha256:HEX",
+					"md5:HEX", "size:N"): the record's checksum */
 	char why[XFER_TEXT_MAX];     /* a failure: what went wrong, in the server's words */
 	int final;                   /* a failure a retry cannot help */
+	int keep;                    /* fetch failed: the temporary file holds a prefix the
+					next attempt resumes from (closed, not aborted) */
 };
 
 struct xfer_endpoint {
@@ -192,23 +201,36 @@ struct xfer_endpoint {
 
 	/* ---- endpoints that stream (url) ---- */
 	/*
+	 * A source whose files come from a server (set: used instead of
+	 * open_read). The driver asks stat for dir/name first (what the file
+	 * is now: the listing has only names and sizes) and opens the
+	 * destination's temporary file with XFER_W_RESUME; fetch writes the
+	 * file's bytes to fd through xfer_engine_write, resuming after what
+	 * an earlier attempt left there when the server still describes the
+	 * file as it did then, and checks them against what the server says
+	 * (its sha256 or md5, else the size). 0 with out->bytes, cks and
+	 * token; or -1 with out->why, final and keep. Stopped: -1, keep set,
+	 * not recorded.
+	 */
+	int (*fetch)(struct xfer_ep *ep, int dir, const char *name, int fd, struct xfer_stream *out);
+	/*
 	 * A destination that sends each file to a server (set: used instead
 	 * of open_write, commit and readback). Send cur->st_size bytes from
 	 * sfd (the source as opened, at offset 0) as dir/name, each read
 	 * charged through xfer_engine_write(ctx, -1, ...), then verify it by
-	 * what the server says. 0 with out->sent and out->token (what was
-	 * compared: "md5:HEX", "size:N"), or -1 with out->why (the server's
-	 * answer: it has no errno) and out->final (a retry cannot help); the
-	 * driver records it. Stopped (xfer_stopped): -1, not recorded.
+	 * what the server says. 0 with out->bytes and out->token, or -1 with
+	 * out->why (the server's answer: it has no errno) and out->final (a
+	 * retry cannot help); the driver records it. Stopped: -1, not
+	 * recorded.
 	 */
 	int (*put)(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
-		   struct xfer_put *out);
+		   struct xfer_stream *out);
 };
 
 /* The endpoints of POSIX trees (xfer_local.c): local, and null (reads, stores nothing). */
 extern const struct xfer_endpoint xfer_ep_local;
 extern const struct xfer_endpoint xfer_ep_null;
-/* The url endpoint (xfer_url_put.c): a destination, http(s), s3, ftp(s) and sftp. */
+/* The url endpoint (xfer_url*.c): http(s), s3, ftp(s) and sftp, either side. */
 extern const struct xfer_endpoint xfer_ep_url;
 
 /*

@@ -147,7 +147,7 @@ int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, con
 static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir,
 		      const char *name, const char *rel, const struct stat *st)
 {
-	struct xfer_put out = { 0 };
+	struct xfer_stream out = { 0 };
 	int64_t started = (int64_t)time(NULL);
 	struct stat cur;
 	int sfd, e;
@@ -159,7 +159,7 @@ static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir
 	if ((sfd = _open_source_file(r, sdir, sname, rel, st, &cur)) < 0)
 		return;
 	e = r->dst->put(r->dep, ddir, name, sfd, &cur, &out) < 0 ? -1 : 0;
-	if (!e && (fstat(sfd, &cur) < 0 || cur.st_size != out.sent ||
+	if (!e && (fstat(sfd, &cur) < 0 || cur.st_size != out.bytes ||
 		   xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)))
 		e = EAGAIN;
 	close(sfd);
@@ -168,7 +168,59 @@ static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir
 	else if (e && !xfer_stopped(r->ctx))
 		xfer_failf(&r->t, rel, out.final, "%s", out.why);
 	else if (!e)
-		pipe__report(r, sdir, sname, rel, st, out.sent, started, out.token, out.token);
+		pipe__report(r, sdir, sname, rel, st, out.bytes, started, out.token, out.token);
+}
+
+/*
+ * One regular file from a source that streams (src->fetch): asked about
+ * first (the listing has names and sizes only: the resume decision and the
+ * record use what the server says now), fetched into a temporary file that
+ * keeps a partial download across attempts, then made durable and read back
+ * like any copy. The record carries the server's word (out.token).
+ */
+static void _fetch_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
+			const char *sname, int ddir, const char *name, const char *rel)
+{
+	struct xfer_wfile wf = { .dir = ddir, .name = name, .fd = -1, .vfd = -1 };
+	const char *what = "cannot create destination";
+	struct xfer_stream out = { 0 };
+	int64_t started = (int64_t)time(NULL);
+	char got[CKSUM_HEX_MAX];
+	struct stat st;
+	int e;
+
+	if ((e = r->src->stat(r->sep, sdir, sname, &st)) != 0) {
+		if (e != EINTR)
+			xfer_fail(&r->t, rel, e, "cannot stat");
+		return;
+	}
+	if (pipe__resume_ok(r, ddir, name, rel, &st))
+		return;
+	xfer_emit(r->ctx, XR_ITEM_START, 0, st.st_size, xfer_ns(&st.st_mtim),
+		  (int64_t)(st.st_mode & 07777), NULL, rel, "file");
+	if ((e = r->dst->open_write(r->dep, &wf, XFER_W_RESUME, &what)) != 0) {
+		xfer_fail(&r->t, rel, e, what);
+		return;
+	}
+	if (r->src->fetch(r->sep, sdir, sname, wf.fd, &out) < 0) {
+		if (out.keep)
+			close(wf.fd);	/* the next attempt resumes from it */
+		else
+			r->dst->abort(r->dep, &wf);
+		if (!xfer_stopped(r->ctx))
+			xfer_failf(&r->t, rel, out.final, "%s", out.why);
+		return;
+	}
+	wf.total = out.bytes;
+	if ((e = r->dst->commit(r->dep, &wf, -1, &st, 0)) == 0)
+		e = r->dst->readback(r->dep, tb, ddir, name, wf.total, got);
+	if (!e && strcmp(got, out.cks) != 0)
+		e = EIO;
+	if (e && e != EINTR)
+		xfer_fail(&r->t, rel, e, e == EIO ? "checksum mismatch after copy of" :
+			  "cannot store");
+	if (!e)
+		pipe__report(r, sdir, sname, rel, &st, wf.total, started, out.token, out.token);
 }
 
 /*
@@ -185,8 +237,11 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 	int big = !r->dst->discards && st->st_size >= XFER_BIG_MIN, e;
 	int64_t started = (int64_t)time(NULL);
 
-	if (r->dst->put) {
-		_put_file(r, sdir, sname, ddir, name, rel, st);
+	if (r->dst->put || r->src->fetch) {
+		if (r->dst->put)
+			_put_file(r, sdir, sname, ddir, name, rel, st);
+		else
+			_fetch_file(r, tb, sdir, sname, ddir, name, rel);
 		return;
 	}
 	if (pipe__resume_ok(r, ddir, name, rel, st))
@@ -315,7 +370,8 @@ static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_w
 	(void)dir;
 	(void)name;
 	pipe__batch_end(r, &ld->b);
-	r->dst->dir_done(r->dep, ld->ddir, sub->fd, sub->st);
+	/* A source that streams has no descriptors: its handles are its own. */
+	r->dst->dir_done(r->dep, ld->ddir, r->src->fetch ? -1 : sub->fd, sub->st);
 	free(ld);
 }
 
@@ -350,6 +406,7 @@ static void _count(struct pipe__run *r, struct xfer_root *sroot)
 	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, NULL };
 
 	xfer_count_init(&w, &c, &r->t, !r->dst->symlink);
+	r->t.skipped += sroot->skipped;
 	r->src->list(r->sep, &w, &top);
 }
 
@@ -362,9 +419,9 @@ static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, &root };
 
 	root.b.ddir = root.ddir;
-	/* To a server (put): one file, one connection at a time; the endpoint's state is
-	   the walker's. */
-	if (!r->dst->put)
+	/* To or from a server: one file, one connection at a time; the endpoint's state
+	   is the walker's. */
+	if (!r->dst->put && !r->src->fetch)
 		pipe__pool_start(r);
 	r->src->list(r->sep, &w, &top);
 	pipe__batch_end(r, &root.b);

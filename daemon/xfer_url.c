@@ -8,15 +8,15 @@
  * The one exception is the site's S3CredentialsFile, read by xfer_url_prepare()
  * before the worker drops root.
  *
- * This file: credentials, the request's setup, the options every libcurl
- * handle shares, and the run. stage_out and archive to a URL are the
- * engine's driver (xfer_pipeline.c) from the local source to the url
- * endpoint of xfer_url_put.c. stage_in (the source is a URL, ending in '/'
- * for a tree: WebDAV PROPFIND, S3 ListObjectsV2, FTP/SFTP directory
- * listings) is still a loop of its own, xfer_url_get.c, over the engine's
- * shared pieces (failure accounting, the resume decision, writes and
- * read-back, xfer_engine.h); listings and response headers are
- * xfer_url_parse.c.
+ * The url endpoint of the engine (xfer_endpoint.h): its driver
+ * (xfer_pipeline.c) owns the walk, the decisions per file, the durable
+ * write of local files, failures, records and the verdict; this endpoint
+ * only asks servers. This file: credentials, the request's setup, the
+ * options every libcurl handle shares, what both sides share (directory
+ * handles, stat). The source side (stage_in from a URL, ending in '/' for
+ * a tree: WebDAV PROPFIND, S3 ListObjectsV2, FTP/SFTP directory listings)
+ * is xfer_url_get.c, the destination side (stage_out and archive to a URL)
+ * xfer_url_put.c, listings and response headers xfer_url_parse.c.
  *
  * Must never: write credentials to a record, the log or the database (URLs
  * with a password are refused before this runs); follow a symlink on the
@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,18 +164,6 @@ void xfer_url_prepare(struct xfer_ctx *ctx)
 int url__stopped(struct url__run *r)
 {
 	return r->ctx->stop && *r->ctx->stop;
-}
-
-int url__finish(struct url__run *r, int result, const char *msg)
-{
-	xfer_finish(r->ctx, result, msg);
-	xfer_tally_destroy(&r->t);
-	free(r->buf);
-	for (size_t i = 0; i < r->nents; i++)
-		free(r->ents[i].rel);
-	free(r->ents);
-	memset(&r->creds, 0, sizeof(r->creds));
-	return result;
 }
 
 /* A name from a server or a tree: no '..', no '.', no empty component, no control char. */
@@ -651,6 +640,7 @@ static int _setup(struct url__run *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* The setup shared by both sides (xfer_url_int.h). */
 int url__open(struct url__run *r, struct xfer_ctx *ctx, const char *url, char *err,
 	      size_t errlen)
 {
@@ -663,46 +653,132 @@ int url__open(struct url__run *r, struct xfer_ctx *ctx, const char *url, char *e
 	return _setup(r, err, errlen) < 0 ? XFER_FINAL : XFER_OK;
 }
 
+/* ---- the endpoint: what both sides share ---- */
+
+int url__why(struct xfer_stream *out, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(out->why, sizeof(out->why), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int url__ep_add_dir(struct xfer_ep *ep, const char *rel)
+{
+	char *d = strdup(rel);
+
+	if (!d || xfer_grow((void **)&ep->dirs, ep->ndirs, &ep->capdirs, sizeof(*ep->dirs),
+			    16) < 0) {
+		free(d);
+		return -1;
+	}
+	ep->dirs[ep->ndirs] = d;
+	return (int)ep->ndirs++;
+}
+
+int url__ep_new(struct xfer_ctx *ctx, const char *url, struct xfer_ep **epp, char *msg,
+		size_t msglen)
+{
+	struct xfer_ep *ep = calloc(1, sizeof(*ep));
+
+	*epp = ep;
+	if (!ep || !(ep->esc = curl_easy_init()) || url__ep_add_dir(ep, "") < 0) {
+		snprintf(msg, msglen, "out of memory");
+		return XFER_RETRYABLE;
+	}
+	ep->mdir = -1;
+	return url__open(&ep->r, ctx, url, msg, msglen);
+}
+
+void url__ep_close(struct xfer_ep *ep, struct xfer_root *root)
+{
+	root->dir = -1;
+	for (size_t i = 0; i < ep->ndirs; i++)
+		free(ep->dirs[i]);
+	free(ep->dirs);
+	for (size_t i = 0; i < ep->r.nents; i++)
+		free(ep->r.ents[i].rel);
+	free(ep->r.ents);
+	free(ep->r.buf);
+	curl_easy_cleanup(ep->esc);
+	memset(&ep->r.creds, 0, sizeof(ep->r.creds));
+	free(ep);
+}
+
+int url__ep_url(struct xfer_ep *ep, int dir, const char *name, char *rel, size_t rellen,
+		char *url, size_t urllen)
+{
+	if (dir < 0 || (size_t)dir >= ep->ndirs ||
+	    snprintf(rel, rellen, "%s%s", ep->dirs[dir], name) >= (int)rellen)
+		return -1;
+	if (ep->file_url[0])
+		return snprintf(url, urllen, "%s", ep->file_url) >= (int)urllen ? -1 : 0;
+	return url__remote_url(&ep->r, ep->esc, rel, url, urllen);
+}
+
 /*
- * To a URL: the engine's driver from the local source to the url endpoint.
- * From a URL: not yet an endpoint of xfer_pipeline.c, its own loop over
- * curl transfers (xfer_endpoint.h).
+ * What the server says dir/name is now (HEAD, asked once per file: fetch
+ * uses the answer). A size it does not state is 0, an mtime it does not
+ * state is the time of asking, so that no earlier attempt matches it. The
+ * server's own words go to the log; the driver gets an errno.
+ */
+int url__ep_stat(struct xfer_ep *ep, int dir, const char *name, struct stat *st)
+{
+	char rel[XFER_PATH_MAX + 1], url[XFER_PATH_MAX * 2], why[XFER_TEXT_MAX];
+	struct url__meta *m = &ep->m;
+	int final;
+
+	if (ep->mdir != dir || strcmp(ep->mname, name) != 0) {
+		ep->mdir = -1;
+		if (url__ep_url(ep, dir, name, rel, sizeof(rel), url, sizeof(url)) < 0 ||
+		    snprintf(ep->mname, sizeof(ep->mname), "%s", name) >= (int)sizeof(ep->mname))
+			return ENAMETOOLONG;
+		if (url__stat_remote(&ep->r, url, m, &final, why, sizeof(why)) < 0) {
+			if (!url__stopped(&ep->r))
+				xfer_logf(ep->r.ctx, LOG_LVL_WARN, "request %lld: cannot stat '%s': %s",
+					  (long long)ep->r.ctx->request_id, rel, why);
+			return url__stopped(&ep->r) ? EINTR : strstr(why, "HTTP 404") ? ENOENT :
+			       final ? EACCES : EIO;
+		}
+		ep->mdir = dir;
+	}
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFREG | 0644;
+	st->st_size = m->size < 0 ? 0 : m->size;
+	st->st_mtim.tv_sec = m->mtime >= 0 ? m->mtime : time(NULL);
+	st->st_atim = st->st_mtim;
+	return 0;
+}
+
+/*
+ * A URL to a local path or a local path to a URL, through the engine's
+ * driver (xfer_pipeline.c) with the url endpoint on the remote side.
  */
 static int _run_url(struct xfer_ctx *ctx)
 {
-	struct url__run r;
-	char msg[XFER_TEXT_MAX];
-	int upload, rc;
+	int upload = strcmp(ctx->action, "stage_in") != 0;
+	const char *url = upload ? ctx->dest : ctx->source;
 
-	memset(&r, 0, sizeof(r));
-	xfer_tally_init(&r.t, ctx);
-	r.ctx = ctx;
 	if (strcmp(ctx->action, "label") == 0)
-		return url__finish(&r, XFER_FINAL, "label requests take a local path, not a URL");
-	upload = strcmp(ctx->action, "stage_in") != 0;
-	r.url = upload ? ctx->dest : ctx->source;
-	if (!r.url || !strstr(r.url, "://") || (upload && strstr(ctx->source, "://")) ||
+		return xfer_finish(ctx, XFER_FINAL, "label requests take a local path, not a URL");
+	if (!url || !strstr(url, "://") || (upload && strstr(ctx->source, "://")) ||
 	    (!upload && ctx->dest && strstr(ctx->dest, "://")))
-		return url__finish(&r, XFER_FINAL, "the url backend moves between one URL and one "
+		return xfer_finish(ctx, XFER_FINAL, "the url backend moves between one URL and one "
 				   "local path");
-	if (upload) {
-		xfer_tally_destroy(&r.t);
+	if (upload)
 		return xfer_pipeline_run(ctx, &xfer_ep_local, &xfer_ep_url);
-	}
-	r.buf = malloc(URL_CHUNK);
-	if (!r.buf)
-		return url__finish(&r, XFER_RETRYABLE, "out of memory");
-	if ((rc = url__open(&r, ctx, r.url, msg, sizeof(msg))) != XFER_OK)
-		return url__finish(&r, rc, msg);
-	rc = url__stage_in(&r);
-	if (rc >= 0)
-		return rc;	/* finished already */
-	if (url__stopped(&r))
-		return url__finish(&r, XFER_INTERRUPTED, "interrupted; will be resumed");
-	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
-	rc = xfer_tally_verdict(&r.t, 1, "the tree", msg, sizeof(msg));
-	return url__finish(&r, rc, rc == XFER_OK ? NULL : msg);
+	return xfer_pipeline_run(ctx, &xfer_ep_url, &xfer_ep_local);
 }
+
+const struct xfer_endpoint xfer_ep_url = {
+	.name = "url",
+	.open_source = url__open_source, .open_dest = url__open_dest, .close = url__ep_close,
+	.list = url__list, .stat = url__ep_stat,
+	.mkdir = url__mkdir, .dir_done = url__dir_done,
+	.fetch = url__fetch, .put = url__put,
+};
 
 static const char *const _schemes[] = { "http", "https", "s3", "ftp", "ftps", "sftp", NULL };
 

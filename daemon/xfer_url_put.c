@@ -7,9 +7,8 @@
  * decision, failure accounting, records, keep=no and labels are the
  * driver's.
  *
- * Directory handles are indexes into the endpoint's table of relpaths
- * below the URL; a name from the local walk is percent-encoded into the
- * URL, never spliced in raw.
+ * A name from the local walk is percent-encoded into the URL, never spliced
+ * in raw.
  */
 #include "config.h"
 
@@ -17,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,14 +28,6 @@
 #include "xfer_url_int.h"
 #include "xfer_util.h"
 
-struct xfer_ep {
-	struct url__run r;
-	CURL *esc;                   /* escapes names into URLs */
-	char **dirs;                 /* a directory handle: its relpath ("" or "a/b/") */
-	size_t ndirs, capdirs;
-	char file_url[XFER_PATH_MAX * 2]; /* a single file: its URL; "" for a tree */
-};
-
 struct _source {
 	struct url__run *r;
 	int fd;
@@ -45,18 +35,6 @@ struct _source {
 	struct cksum md5;            /* compared with an S3 ETag or an md5 the server states */
 	int rerr;
 };
-
-/* A failure of put in the server's words (out->why, truncated like any record); -1. */
-__attribute__((format(printf, 2, 3)))
-static int _why(struct xfer_put *out, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(out->why, sizeof(out->why), fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static size_t _read(char *b, size_t sz, size_t nm, void *p)
 {
@@ -139,7 +117,7 @@ static int _mkcol_path(struct url__run *r, const char *url, char *err, size_t er
  * answer, md5h "md5:HEX" of what was sent. 0, or -1 with out->why.
  */
 static int _put_send(struct url__run *r, struct _source *s, const char *url, const char *rel,
-		     const struct stat *cur, struct url__meta *m, char *md5h, struct xfer_put *out)
+		     const struct stat *cur, struct url__meta *m, char *md5h, struct xfer_stream *out)
 {
 	struct url__hctx h = { r, m };
 	struct curl_slist *hdrs;
@@ -151,7 +129,7 @@ static int _put_send(struct url__run *r, struct _source *s, const char *url, con
 	c = cksum_init(&s->md5, CKSUM_MD5) == 0 ? url__easy(r, url, &hdrs) : NULL;
 	if (!c) {
 		cksum_abort(&s->md5);
-		return _why(out, "out of memory");
+		return url__why(out, "out of memory");
 	}
 	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 	curl_easy_setopt(c, CURLOPT_READFUNCTION, _read);
@@ -168,7 +146,7 @@ static int _put_send(struct url__run *r, struct _source *s, const char *url, con
 		else
 			out->final = url__describe(r, c, rc, why, sizeof(why));
 		url__easy_done(c, hdrs);
-		return _why(out, "upload of '%s' failed: %s", rel, why);
+		return url__why(out, "upload of '%s' failed: %s", rel, why);
 	}
 	url__easy_done(c, hdrs);
 	cksum_final(&s->md5, md5h);
@@ -181,7 +159,7 @@ static int _put_send(struct url__run *r, struct _source *s, const char *url, con
  * what was compared. 0, or -1 with out->why.
  */
 static int _put_verify(struct url__run *r, const char *url, const char *rel,
-		       const struct url__meta *m, const char *md5, struct xfer_put *out)
+		       const struct url__meta *m, const char *md5, struct xfer_stream *out)
 {
 	struct url__meta after;
 	char why[XFER_TEXT_MAX];
@@ -189,75 +167,47 @@ static int _put_verify(struct url__run *r, const char *url, const char *rel,
 
 	if (r->proto == P_S3 && m->md5[0]) {
 		if (strcmp(m->md5, md5) != 0)
-			return _why(out, "checksum mismatch after upload of '%s': S3 ETag %s, md5 "
+			return url__why(out, "checksum mismatch after upload of '%s': S3 ETag %s, md5 "
 				    "of the data sent %s", rel, m->md5, md5);
 		snprintf(out->token, sizeof(out->token), "md5:%s", md5);
 		return 0;
 	}
 	if (url__stat_remote(r, url, &after, &final, why, sizeof(why)) < 0)
-		return _why(out, "cannot check '%s' after the upload: %s", rel, why);
-	if (after.size != out->sent)
-		return _why(out, "size mismatch after upload of '%s': sent %lld bytes, the server "
-			    "has %lld", rel, (long long)out->sent, (long long)after.size);
+		return url__why(out, "cannot check '%s' after the upload: %s", rel, why);
+	if (after.size != out->bytes)
+		return url__why(out, "size mismatch after upload of '%s': sent %lld bytes, the server "
+			    "has %lld", rel, (long long)out->bytes, (long long)after.size);
 	/* A server that states a checksum: md5 we can compare. */
 	if (after.md5[0] && !after.sha256[0] && strcmp(after.md5, md5) != 0)
-		return _why(out, "checksum mismatch after upload of '%s': %s says md5 %s, sent %s",
+		return url__why(out, "checksum mismatch after upload of '%s': %s says md5 %s, sent %s",
 			    rel, after.how, after.md5, md5);
 	if (after.md5[0] && !after.sha256[0])
 		snprintf(out->token, sizeof(out->token), "md5:%s", md5);
 	else
-		snprintf(out->token, sizeof(out->token), "size:%lld", (long long)out->sent);
+		snprintf(out->token, sizeof(out->token), "size:%lld", (long long)out->bytes);
 	return 0;
 }
 
 /* ---- the endpoint ---- */
-
-/* The URL of dir/name (a tree) or of the single file; 0 or -1 (too long, bad handle). */
-static int _url_of(struct xfer_ep *ep, int dir, const char *name, char *rel, size_t rellen,
-		   char *url, size_t urllen)
-{
-	if (dir < 0 || (size_t)dir >= ep->ndirs ||
-	    snprintf(rel, rellen, "%s%s", ep->dirs[dir], name) >= (int)rellen)
-		return -1;
-	if (ep->file_url[0])
-		return snprintf(url, urllen, "%s", ep->file_url) >= (int)urllen ? -1 : 0;
-	return url__remote_url(&ep->r, ep->esc, rel, url, urllen);
-}
-
-/* A new directory handle for rel (owned by the table); -1 when out of memory. */
-static int _add_dir(struct xfer_ep *ep, const char *rel)
-{
-	char *d = strdup(rel);
-
-	if (!d || xfer_grow((void **)&ep->dirs, ep->ndirs, &ep->capdirs, sizeof(*ep->dirs),
-			    16) < 0) {
-		free(d);
-		return -1;
-	}
-	ep->dirs[ep->ndirs] = d;
-	return (int)ep->ndirs++;
-}
 
 /*
  * The remote side: a tree goes to a URL ending in '/' (WebDAV: its
  * collections made); a file to the URL as given, or under its own name
  * below a URL ending in '/'.
  */
-static int _open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **epp,
+int url__open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **epp,
 		      struct xfer_root *root, char *msg, size_t msglen)
 {
-	struct xfer_ep *ep = calloc(1, sizeof(*ep));
-	struct url__run *r = &ep->r;
 	char why[XFER_TEXT_MAX], rel[XFER_PATH_MAX + 1];
+	struct url__run *r;
+	struct xfer_ep *ep;
 	int rc, slash;
 
-	*epp = ep;
-	if (!ep || !(ep->esc = curl_easy_init()) || (root->dir = _add_dir(ep, "")) < 0) {
-		snprintf(msg, msglen, "out of memory");
-		return XFER_RETRYABLE;
-	}
-	if ((rc = url__open(r, ctx, ctx->dest, msg, msglen)) != XFER_OK)
+	if ((rc = url__ep_new(ctx, ctx->dest, epp, msg, msglen)) != XFER_OK)
 		return rc;
+	ep = *epp;
+	r = &ep->r;
+	root->dir = 0;
 	slash = r->url[strlen(r->url) - 1] == '/';
 	if (S_ISDIR(src->st.st_mode) && !slash) {
 		snprintf(msg, msglen, "a directory goes to a URL ending in '/' (the remote "
@@ -271,7 +221,7 @@ static int _open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct 
 		return XFER_RETRYABLE;
 	}
 	snprintf(root->name, sizeof(root->name), "%s", src->name);
-	if ((slash && _url_of(ep, root->dir, root->name, rel, sizeof(rel), ep->file_url,
+	if ((slash && url__ep_url(ep, root->dir, root->name, rel, sizeof(rel), ep->file_url,
 			      sizeof(ep->file_url)) < 0) ||
 	    (!slash && url__url_for(r, r->proto == P_S3 ? r->s3_key : r->url, ep->file_url,
 				    sizeof(ep->file_url)) < 0)) {
@@ -293,43 +243,15 @@ static int _open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct 
 	return XFER_OK;
 }
 
-static void _close(struct xfer_ep *ep, struct xfer_root *root)
-{
-	root->dir = -1;
-	for (size_t i = 0; i < ep->ndirs; i++)
-		free(ep->dirs[i]);
-	free(ep->dirs);
-	curl_easy_cleanup(ep->esc);
-	memset(&ep->r.creds, 0, sizeof(ep->r.creds));
-	free(ep);
-}
-
-/* What the server has at dir/name: its size (resume); no mtime of ours. */
-static int _stat(struct xfer_ep *ep, int dir, const char *name, struct stat *st)
-{
-	char rel[XFER_PATH_MAX + 1], url[XFER_PATH_MAX * 2], why[XFER_TEXT_MAX];
-	struct url__meta m;
-	int final;
-
-	if (_url_of(ep, dir, name, rel, sizeof(rel), url, sizeof(url)) < 0)
-		return ENAMETOOLONG;
-	if (url__stat_remote(&ep->r, url, &m, &final, why, sizeof(why)) < 0)
-		return ENOENT;
-	memset(st, 0, sizeof(*st));
-	st->st_mode = S_IFREG | 0644;
-	st->st_size = m.size;
-	return 0;
-}
-
 /* A collection for WebDAV (MKCOL); ftp and sftp make directories as they upload. */
-static int _mkdir(struct xfer_ep *ep, int dir, const char *name, int *sub)
+int url__mkdir(struct xfer_ep *ep, int dir, const char *name, int *sub)
 {
 	char rel[XFER_PATH_MAX + 1], url[XFER_PATH_MAX * 2], why[XFER_TEXT_MAX] = "URL too long";
 	size_t n;
 	int code = -1;
 
 	/* One byte kept for the '/' that makes rel a directory's. */
-	if (_url_of(ep, dir, name, rel, sizeof(rel) - 1, url, sizeof(url)) < 0)
+	if (url__ep_url(ep, dir, name, rel, sizeof(rel) - 1, url, sizeof(url)) < 0)
 		return ENAMETOOLONG;
 	n = strlen(rel);
 	rel[n] = '/';
@@ -340,12 +262,12 @@ static int _mkdir(struct xfer_ep *ep, int dir, const char *name, int *sub)
 			  (long long)ep->r.ctx->request_id, rel, why);
 		return code == 401 || code == 403 ? EACCES : code == 507 ? ENOSPC : EIO;
 	}
-	*sub = _add_dir(ep, rel);
+	*sub = url__ep_add_dir(ep, rel);
 	return *sub < 0 ? ENOMEM : 0;
 }
 
 /* A collection needs nothing once its members are in place. */
-static void _dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *st)
+void url__dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *st)
 {
 	(void)ep;
 	(void)dir;
@@ -354,21 +276,21 @@ static void _dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *
 }
 
 /* PUT/STOR one file from sfd, then verify it by the server's word (xfer_endpoint.h). */
-static int _put(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
-		struct xfer_put *out)
+int url__put(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
+		struct xfer_stream *out)
 {
 	struct url__run *r = &ep->r;
 	struct url__meta m = { 0 };
 	struct _source s = { .r = r, .fd = sfd };
 	char rel[XFER_PATH_MAX + 1], url[XFER_PATH_MAX * 2], md5h[CKSUM_HEX_MAX];
 
-	if (_url_of(ep, dir, name, rel, sizeof(rel), url, sizeof(url)) < 0) {
+	if (url__ep_url(ep, dir, name, rel, sizeof(rel), url, sizeof(url)) < 0) {
 		out->final = 1;
-		return _why(out, "URL too long for '%s'", name);
+		return url__why(out, "URL too long for '%s'", name);
 	}
 	if (_put_send(r, &s, url, rel, cur, &m, md5h, out) < 0)
 		return -1;
-	out->sent = s.sent;
+	out->bytes = s.sent;
 	/* md5h is "md5:HEX": the hex is compared. */
 	if (_put_verify(r, url, rel, &m, md5h + 4, out) < 0)
 		return -1;
@@ -376,11 +298,3 @@ static int _put(struct xfer_ep *ep, int dir, const char *name, int sfd, const st
 		  (long long)r->ctx->request_id, rel, out->token);
 	return 0;
 }
-
-/* Only a destination: stage_in from a URL is xfer_url_get.c's own run (xfer_endpoint.h). */
-const struct xfer_endpoint xfer_ep_url = {
-	.name = "url",
-	.open_dest = _open_dest, .close = _close,
-	.stat = _stat, .mkdir = _mkdir, .dir_done = _dir_done,
-	.put = _put,
-};
