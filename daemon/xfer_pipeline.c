@@ -12,7 +12,9 @@
  * reported, in one record, and with keep=no its source removed. Symlinks
  * are recreated as symlinks and read back; directories get their mode and
  * times once their entries are in place. Then the verdict: every file
- * counted was verified or kept, or the request is redone.
+ * counted was verified or kept, or the request is redone. A file to or
+ * from a server (an endpoint that streams: put, fetch) is sent or fetched
+ * by its endpoint instead and verified by the server's word.
  *
  * The copy threads and SyncMode=batch are xfer_pipeline_pool.c.
  */
@@ -141,8 +143,8 @@ int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, con
 /*
  * One regular file to a destination that streams (dst->put): the endpoint
  * sends the source as opened here and verifies it by the server's word,
- * which is what the record carries on both sides. A big file shows while it
- * runs; every upload does, as each is a request to a server.
+ * which is what the record carries on both sides. Each upload shows while
+ * it runs (XR_ITEM_START), as a big copy does.
  */
 static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir,
 		      const char *name, const char *rel, const struct stat *st)
@@ -329,8 +331,8 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 				   "socket" : "device";
 		char msg[256];
 
-		snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories and "
-			 "symlinks are copied", kind);
+		snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories%s are "
+			 "copied", kind, r->dst->symlink ? " and symlinks" : "");
 		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, msg);
 	}
 	return 0;

@@ -640,19 +640,6 @@ static int _setup(struct url__run *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* The setup shared by both sides (xfer_url_int.h). */
-int url__open(struct url__run *r, struct xfer_ctx *ctx, const char *url, char *err,
-	      size_t errlen)
-{
-	r->ctx = ctx;
-	r->url = url;
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		snprintf(err, errlen, "out of memory");
-		return XFER_RETRYABLE;
-	}
-	return _setup(r, err, errlen) < 0 ? XFER_FINAL : XFER_OK;
-}
-
 /* ---- the endpoint: what both sides share ---- */
 
 int url__why(struct xfer_stream *out, const char *fmt, ...)
@@ -689,7 +676,13 @@ int url__ep_new(struct xfer_ctx *ctx, const char *url, struct xfer_ep **epp, cha
 		return XFER_RETRYABLE;
 	}
 	ep->mdir = -1;
-	return url__open(&ep->r, ctx, url, msg, msglen);
+	ep->r.ctx = ctx;
+	ep->r.url = url;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		snprintf(msg, msglen, "out of memory");
+		return XFER_RETRYABLE;
+	}
+	return _setup(&ep->r, msg, msglen) < 0 ? XFER_FINAL : XFER_OK;
 }
 
 void url__ep_close(struct xfer_ep *ep, struct xfer_root *root)

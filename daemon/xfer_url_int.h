@@ -88,15 +88,13 @@ struct url__hctx {
 };
 
 /* ---- xfer_url.c ---- */
-/*
- * Set r up for url, the remote side of ctx's request: its scheme, the
- * user's credentials (read as the user) or the site's. XFER_OK, or the
- * request's result with err.
- */
-int url__open(struct url__run *r, struct xfer_ctx *ctx, const char *url, char *err,
-	      size_t errlen);
 int url__stopped(struct url__run *r);
-/* A new endpoint for url (ctx->source or ctx->dest); XFER_OK, or the result with msg. */
+/*
+ * A new endpoint for url, the remote side of ctx's request (*epp is set
+ * even on failure: close releases it): its scheme, the user's credentials
+ * (read as the user) or the site's. XFER_OK, or the request's result with
+ * msg.
+ */
 int url__ep_new(struct xfer_ctx *ctx, const char *url, struct xfer_ep **epp, char *msg,
 		size_t msglen);
 /* A new directory handle for rel ("" or ending in '/'); -1 when out of memory. */
