@@ -18,7 +18,9 @@
  * Errors: an operation returns 0, or an errno value (or -1 with errno set
  * where it says so); where one operation takes several steps, *what names
  * the step that failed, and the driver writes the one message per entry
- * (xfer_fail: "WHAT 'REL': strerror").
+ * (xfer_fail: "WHAT 'REL': strerror"). fetch and put are the exception: a
+ * server's answer ("HTTP 403", a checksum it states) has no errno, so they
+ * give the text (struct xfer_stream) and the driver records it.
  *
  * Why these operations and not fewer: stat, list, open_read, open_write,
  * commit and remove are the core; open_source/open_dest/close bound an
@@ -45,8 +47,12 @@
  * holds no symlinks (skipped); and its files go one at a time (one
  * connection to a server; no copy threads). A listed tree's directory
  * handles are the endpoint's indexes, never descriptors: the driver passes
- * no source handle to a local dir_done. The driver keeps these paths in
- * their own functions (xfer_pipeline.c, "endpoints that stream").
+ * no source handle to a local dir_done. Every name a server lists is
+ * checked (no '..', no empty component, no control character) before it
+ * reaches the walk. A request has fetch on one side or put on the other,
+ * never both (a URL to a URL is refused before the driver runs). The driver
+ * keeps these paths in their own functions (xfer_pipeline.c, "endpoints
+ * that stream").
  *
  * Not yet an endpoint: bundle, because many small files become members of
  * one tar stream whose commit and read-back are per bundle, not per file.

@@ -42,10 +42,7 @@
 
 #include "conf.h"
 #include "log.h"
-#include "queue.h"
-#include "xattr.h"
 #include "xfer.h"
-#include "xfer_endpoint.h"
 #include "xfer_url_int.h"
 #include "xfer_util.h"
 
@@ -732,6 +729,7 @@ int url__ep_stat(struct xfer_ep *ep, int dir, const char *name, struct stat *st)
 			if (!url__stopped(&ep->r))
 				xfer_logf(ep->r.ctx, LOG_LVL_WARN, "request %lld: cannot stat '%s': %s",
 					  (long long)ep->r.ctx->request_id, rel, why);
+			/* The driver's message names the errno: no such file, refused, or else. */
 			return url__stopped(&ep->r) ? EINTR : strstr(why, "HTTP 404") ? ENOENT :
 			       final ? EACCES : EIO;
 		}

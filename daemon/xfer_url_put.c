@@ -14,17 +14,14 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
-#include "xfer_endpoint.h"
 #include "xfer_url_int.h"
 #include "xfer_util.h"
 
@@ -196,7 +193,7 @@ static int _put_verify(struct url__run *r, const char *url, const char *rel,
  * below a URL ending in '/'.
  */
 int url__open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **epp,
-		      struct xfer_root *root, char *msg, size_t msglen)
+		   struct xfer_root *root, char *msg, size_t msglen)
 {
 	char why[XFER_TEXT_MAX], rel[XFER_PATH_MAX + 1];
 	struct url__run *r;
@@ -222,7 +219,7 @@ int url__open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfe
 	}
 	snprintf(root->name, sizeof(root->name), "%s", src->name);
 	if ((slash && url__ep_url(ep, root->dir, root->name, rel, sizeof(rel), ep->file_url,
-			      sizeof(ep->file_url)) < 0) ||
+				  sizeof(ep->file_url)) < 0) ||
 	    (!slash && url__url_for(r, r->proto == P_S3 ? r->s3_key : r->url, ep->file_url,
 				    sizeof(ep->file_url)) < 0)) {
 		snprintf(msg, msglen, "URL too long for %s", ctx->source);
@@ -277,7 +274,7 @@ void url__dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *st)
 
 /* PUT/STOR one file from sfd, then verify it by the server's word (xfer_endpoint.h). */
 int url__put(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
-		struct xfer_stream *out)
+	     struct xfer_stream *out)
 {
 	struct url__run *r = &ep->r;
 	struct url__meta m = { 0 };
