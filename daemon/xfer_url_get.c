@@ -457,12 +457,14 @@ static void _walk(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir 
 
 	while (*i < r->nents && !xfer_stopped(w->ctx)) {
 		const struct url__ent *e = &r->ents[*i];
-		const char *tail = e->rel + (pl ? pl + 1 : 0), *slash = strchr(tail, '/');
+		const char *tail, *slash;
 		char name[NAME_MAX + 1], drel[XFER_PATH_MAX];
 		struct stat st = { .st_mode = S_IFREG | 0644, .st_size = e->size > 0 ? e->size : 0 };
 
 		if (pl && (strncmp(e->rel, dir->rel, pl) != 0 || e->rel[pl] != '/'))
 			return;
+		tail = e->rel + (pl ? pl + 1 : 0);
+		slash = strchr(tail, '/');
 		if (!slash) {
 			(*i)++;
 			w->visit(w, dir, tail, e->rel, &st);
