@@ -18,7 +18,9 @@
  * Errors: an operation returns 0, or an errno value (or -1 with errno set
  * where it says so); where one operation takes several steps, *what names
  * the step that failed, and the driver writes the one message per entry
- * (xfer_fail: "WHAT 'REL': strerror").
+ * (xfer_fail: "WHAT 'REL': strerror"). fetch and put are the exception: a
+ * server's answer ("HTTP 403", a checksum it states) has no errno, so they
+ * give the text (struct xfer_stream) and the driver records it.
  *
  * Why these operations and not fewer: stat, list, open_read, open_write,
  * commit and remove are the core; open_source/open_dest/close bound an
@@ -31,14 +33,29 @@
  * SyncMode=batch makes many files durable with one sync; label because
  * lifecycle labels live on the source.
  *
- * Not yet endpoints (they keep their own run(), over the engine's shared
- * pieces): url, because libcurl pushes a download through its write
- * callback and pulls an upload through its read callback (open_read and
- * open_write over a descriptor would need a pipe and a thread per file, or
- * curl's pause interface), and its verification is the server's word (an
- * ETag, a size) rather than a read-back; bundle, because many small files
- * become members of one tar stream whose commit and read-back are per
- * bundle, not per file.
+ * Endpoints that stream: url (http(s), s3, ftp(s), sftp) moves bytes to or
+ * from a server, not a descriptor of ours, and libcurl pushes a download
+ * through its write callback and pulls an upload through its read
+ * callback. Rather than a pipe and a thread per file behind open_read and
+ * open_write, it has two operations of its own: fetch, which writes a
+ * remote file into the destination's temporary file through the engine's
+ * one write (and resumes a partial one, hence XFER_W_RESUME), and put,
+ * which sends the source's descriptor. Verification is the server's word
+ * (its sha256 or md5, an S3 ETag, a size): the driver records that token,
+ * and still reads a fetched file back from the local device. A server
+ * keeps no mtime of ours, so resuming to it compares the size only; it
+ * holds no symlinks (skipped); and its files go one at a time (one
+ * connection to a server; no copy threads). A listed tree's directory
+ * handles are the endpoint's indexes, never descriptors: the driver passes
+ * no source handle to a local dir_done. Every name a server lists is
+ * checked (no '..', no empty component, no control character) before it
+ * reaches the walk. A request has fetch on one side or put on the other,
+ * never both (a URL to a URL is refused before the driver runs). The driver
+ * keeps these paths in their own functions (xfer_pipeline.c, "endpoints
+ * that stream").
+ *
+ * Not yet an endpoint: bundle, because many small files become members of
+ * one tar stream whose commit and read-back are per bundle, not per file.
  *
  * Must never: follow a symbolic link inside a source tree, or run outside a
  * worker that has dropped to the owner's identity.
@@ -61,6 +78,8 @@ struct xfer_root {
 	int dir;                     /* a tree: the root's handle; a file: its directory's */
 	char name[NAME_MAX + 1];     /* a file: its name in dir; a tree: "" */
 	struct stat st;              /* the source: what it is (a tree or a regular file) */
+	int64_t skipped;             /* the source: entries its listing left out and reported
+					already (a server's unsafe names), counted skipped */
 };
 
 /* A file being written: a temporary name until commit puts it in place. */
@@ -75,8 +94,22 @@ struct xfer_wfile {
 
 #define XFER_W_VERIFY 1u             /* open_write: also open wf->vfd (the big-file path
 					reads back while it writes) */
+#define XFER_W_RESUME 2u             /* open_write: keep what an earlier attempt left under
+					the temporary name (fd read-write at offset 0) */
 #define XFER_C_DEFER 1u              /* commit: metadata and close only; batch_commit makes
 					it durable and puts it in place later */
+
+/* What fetch or put (an endpoint that streams) did with one file. */
+struct xfer_stream {
+	int64_t bytes;               /* the file's bytes (fetch: with a resumed prefix) */
+	char cks[CKSUM_HEX_MAX];     /* fetch: their checksum (ctx->algo), for the read-back */
+	char token[CKSUM_HEX_MAX];   /* what the server's word was checked by ("sha256:HEX",
+					"md5:HEX", "size:N"): the record's checksum */
+	char why[XFER_TEXT_MAX];     /* a failure: what went wrong, in the server's words */
+	int final;                   /* a failure a retry cannot help */
+	int keep;                    /* fetch failed: the temporary file holds a prefix the
+					next attempt resumes from (closed, not aborted) */
+};
 
 struct xfer_endpoint {
 	const char *name;
@@ -171,11 +204,40 @@ struct xfer_endpoint {
 	 */
 	int (*symlink)(struct xfer_ep *ep, int dir, const char *name, const char *target,
 		       const struct stat *st, const char **what);
+
+	/* ---- endpoints that stream (url) ---- */
+	/*
+	 * A source whose files come from a server (set: used instead of
+	 * open_read). The driver asks stat for dir/name first (what the file
+	 * is now: the listing has only names and sizes) and opens the
+	 * destination's temporary file with XFER_W_RESUME; fetch writes the
+	 * file's bytes to fd through xfer_engine_write, resuming after what
+	 * an earlier attempt left there when the server still describes the
+	 * file as it did then, and checks them against what the server says
+	 * (its sha256 or md5, else the size). 0 with out->bytes, cks and
+	 * token; or -1 with out->why, final and keep. Stopped: -1, keep set,
+	 * not recorded.
+	 */
+	int (*fetch)(struct xfer_ep *ep, int dir, const char *name, int fd, struct xfer_stream *out);
+	/*
+	 * A destination that sends each file to a server (set: used instead
+	 * of open_write, commit and readback). Send cur->st_size bytes from
+	 * sfd (the source as opened, at offset 0) as dir/name, each read
+	 * charged through xfer_engine_write(ctx, -1, ...), then verify it by
+	 * what the server says. 0 with out->bytes and out->token, or -1 with
+	 * out->why (the server's answer: it has no errno) and out->final (a
+	 * retry cannot help); the driver records it. Stopped: -1, not
+	 * recorded.
+	 */
+	int (*put)(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
+		   struct xfer_stream *out);
 };
 
 /* The endpoints of POSIX trees (xfer_local.c): local, and null (reads, stores nothing). */
 extern const struct xfer_endpoint xfer_ep_local;
 extern const struct xfer_endpoint xfer_ep_null;
+/* The url endpoint (xfer_url*.c): http(s), s3, ftp(s) and sftp, either side. */
+extern const struct xfer_endpoint xfer_ep_url;
 
 /*
  * The engine's driver (xfer_pipeline.c): do the request in ctx from src to

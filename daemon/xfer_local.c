@@ -240,6 +240,30 @@ static void _dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *
 	close(dir);
 }
 
+/*
+ * XFER_W_RESUME: what an earlier attempt of this request left under the
+ * temporary name is kept, if it is a plain file of ours alone.
+ */
+static int _open_resume(struct xfer_wfile *wf, const char **what)
+{
+	struct stat st;
+
+	wf->fd = openat(wf->dir, wf->tmp, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+			0600);
+	if (wf->fd < 0) {
+		*what = "cannot create a temporary file for";
+		return errno;
+	}
+	if (fstat(wf->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
+	    st.st_nlink != 1) {
+		close(wf->fd);
+		wf->fd = -1;
+		*what = "the temporary file is not a plain file of yours (remove it) for";
+		return EPERM;
+	}
+	return 0;
+}
+
 static int _open_write(struct xfer_ep *ep, struct xfer_wfile *wf, unsigned flags,
 		       const char **what)
 {
@@ -250,6 +274,8 @@ static int _open_write(struct xfer_ep *ep, struct xfer_wfile *wf, unsigned flags
 		*what = "name too long";
 		return ENAMETOOLONG;
 	}
+	if (flags & XFER_W_RESUME)
+		return _open_resume(wf, what);
 	wf->fd = durable_create(wf->dir, wf->tmp, O_WRONLY);
 	if (wf->fd < 0) {
 		*what = "cannot create destination";
@@ -290,7 +316,8 @@ static int _commit(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd, const str
 	wf->vfd = -1;
 	if (fchmod(fd, cur->st_mode & 07777) < 0 || futimens(fd, ts) < 0)
 		e = errno;
-	xfer_copy_xattrs(sfd, fd, ep->ctx->xattr_ns);
+	if (sfd >= 0)
+		xfer_copy_xattrs(sfd, fd, ep->ctx->xattr_ns);
 	if (e) {
 		_abort(ep, wf);
 		return e;

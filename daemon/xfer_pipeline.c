@@ -12,7 +12,9 @@
  * reported, in one record, and with keep=no its source removed. Symlinks
  * are recreated as symlinks and read back; directories get their mode and
  * times once their entries are in place. Then the verdict: every file
- * counted was verified or kept, or the request is redone.
+ * counted was verified or kept, or the request is redone. A file to or
+ * from a server (an endpoint that streams: put, fetch) is sent or fetched
+ * by its endpoint instead and verified by the server's word.
  *
  * The copy threads and SyncMode=batch are xfer_pipeline_pool.c.
  */
@@ -49,8 +51,10 @@ int pipe__resume_ok(struct pipe__run *r, int ddir, const char *name, const char 
 	}
 	if (r->dst->discards || w != XFER_WANT_KEPT)
 		return 0;
+	/* A server keeps no mtime of ours (put): its size says it is still there. */
 	if (r->dst->stat(r->dep, ddir, name, &dst) == 0 && S_ISREG(dst.st_mode) &&
-	    dst.st_size == st->st_size && xfer_ns(&dst.st_mtim) == xfer_ns(&st->st_mtim)) {
+	    dst.st_size == st->st_size &&
+	    (r->dst->put || xfer_ns(&dst.st_mtim) == xfer_ns(&st->st_mtim))) {
 		xfer_tally_add(&r->t, &r->t.kept);
 		return 1;
 	}
@@ -79,6 +83,20 @@ void pipe__report(struct pipe__run *r, int sdir, const char *sname, const char *
 	_remove_source(r, sdir, sname, rel);
 }
 
+/* The source file as listed, for reading; -1 after reporting why. */
+static int _open_source_file(struct pipe__run *r, int sdir, const char *sname, const char *rel,
+			     const struct stat *st, struct stat *cur)
+{
+	int sfd = r->src->open_read(r->sep, sdir, sname, st, cur), e;
+
+	if (sfd < 0) {
+		e = errno;
+		xfer_fail(&r->t, rel, e, e == EAGAIN ? "source changed while walking" :
+			  "cannot open source");
+	}
+	return sfd;
+}
+
 int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, const char *sname,
 		   const char *rel, const struct stat *st, struct xfer_wfile *wf, int big,
 		   unsigned cflags, char *cks, char *got)
@@ -87,13 +105,8 @@ int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, con
 	struct stat cur;
 	int sfd, e;
 
-	sfd = r->src->open_read(r->sep, sdir, sname, st, &cur);
-	if (sfd < 0) {
-		e = errno;
-		xfer_fail(&r->t, rel, e, e == EAGAIN ? "source changed while walking" :
-			  "cannot open source");
+	if ((sfd = _open_source_file(r, sdir, sname, rel, st, &cur)) < 0)
 		return -1;
-	}
 	if ((e = r->dst->open_write(r->dep, wf, big ? XFER_W_VERIFY : 0, &what)) != 0) {
 		close(sfd);
 		xfer_fail(&r->t, rel, e, what);
@@ -125,6 +138,93 @@ int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, con
 	return 0;
 }
 
+/* ---- endpoints that stream (url) ---- */
+
+/*
+ * One regular file to a destination that streams (dst->put): the endpoint
+ * sends the source as opened here and verifies it by the server's word,
+ * which is what the record carries on both sides. Each upload shows while
+ * it runs (XR_ITEM_START), as a big copy does.
+ */
+static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir,
+		      const char *name, const char *rel, const struct stat *st)
+{
+	struct xfer_stream out = { 0 };
+	int64_t started = (int64_t)time(NULL);
+	struct stat cur;
+	int sfd, e;
+
+	if (pipe__resume_ok(r, ddir, name, rel, st))
+		return;
+	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim),
+		  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
+	if ((sfd = _open_source_file(r, sdir, sname, rel, st, &cur)) < 0)
+		return;
+	e = r->dst->put(r->dep, ddir, name, sfd, &cur, &out) < 0 ? -1 : 0;
+	if (!e && (fstat(sfd, &cur) < 0 || cur.st_size != out.bytes ||
+		   xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)))
+		e = EAGAIN;
+	close(sfd);
+	if (e == EAGAIN)
+		xfer_fail(&r->t, rel, e, "source changed during copy");
+	else if (e && !xfer_stopped(r->ctx))
+		xfer_failf(&r->t, rel, out.final, "%s", out.why);
+	else if (!e)
+		pipe__report(r, sdir, sname, rel, st, out.bytes, started, out.token, out.token);
+}
+
+/*
+ * One regular file from a source that streams (src->fetch): asked about
+ * first (the listing has names and sizes only: the resume decision and the
+ * record use what the server says now), fetched into a temporary file that
+ * keeps a partial download across attempts, then made durable and read back
+ * like any copy. The record carries the server's word (out.token).
+ */
+static void _fetch_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
+			const char *sname, int ddir, const char *name, const char *rel)
+{
+	struct xfer_wfile wf = { .dir = ddir, .name = name, .fd = -1, .vfd = -1 };
+	const char *what = "cannot create destination";
+	struct xfer_stream out = { 0 };
+	int64_t started = (int64_t)time(NULL);
+	char got[CKSUM_HEX_MAX];
+	struct stat st;
+	int e;
+
+	if ((e = r->src->stat(r->sep, sdir, sname, &st)) != 0) {
+		if (e != EINTR)
+			xfer_fail(&r->t, rel, e, "cannot stat");
+		return;
+	}
+	if (pipe__resume_ok(r, ddir, name, rel, &st))
+		return;
+	xfer_emit(r->ctx, XR_ITEM_START, 0, st.st_size, xfer_ns(&st.st_mtim),
+		  (int64_t)(st.st_mode & 07777), NULL, rel, "file");
+	if ((e = r->dst->open_write(r->dep, &wf, XFER_W_RESUME, &what)) != 0) {
+		xfer_fail(&r->t, rel, e, what);
+		return;
+	}
+	if (r->src->fetch(r->sep, sdir, sname, wf.fd, &out) < 0) {
+		if (out.keep)
+			close(wf.fd);	/* the next attempt resumes from it */
+		else
+			r->dst->abort(r->dep, &wf);
+		if (!xfer_stopped(r->ctx))
+			xfer_failf(&r->t, rel, out.final, "%s", out.why);
+		return;
+	}
+	wf.total = out.bytes;
+	if ((e = r->dst->commit(r->dep, &wf, -1, &st, 0)) == 0)
+		e = r->dst->readback(r->dep, tb, ddir, name, wf.total, got);
+	if (!e && strcmp(got, out.cks) != 0)
+		e = EIO;
+	if (e && e != EINTR)
+		xfer_fail(&r->t, rel, e, e == EIO ? "checksum mismatch after copy of" :
+			  "cannot store");
+	if (!e)
+		pipe__report(r, sdir, sname, rel, &st, wf.total, started, out.token, out.token);
+}
+
 /*
  * One regular file: temporary file, data, metadata, fsync, rename, then
  * read back and compare; reported in one record once all of that holds. For
@@ -139,6 +239,13 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 	int big = !r->dst->discards && st->st_size >= XFER_BIG_MIN, e;
 	int64_t started = (int64_t)time(NULL);
 
+	if (r->dst->put || r->src->fetch) {
+		if (r->dst->put)
+			_put_file(r, sdir, sname, ddir, name, rel, st);
+		else
+			_fetch_file(r, tb, sdir, sname, ddir, name, rel);
+		return;
+	}
 	if (pipe__resume_ok(r, ddir, name, rel, st))
 		return;
 	/* Small files are reported once, when verified; a big one shows while it runs. */
@@ -169,6 +276,12 @@ static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *n
 	const char *what = "cannot create symlink";
 	int e;
 
+	if (!r->dst->symlink) {
+		/* A server holds no symlinks (url): counted skipped by _count. */
+		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, "symlink skipped: only "
+			  "regular files and directories are uploaded");
+		return;
+	}
 	if (xfer_engine_want(r->ctx, rel, -1, -1) == XFER_WANT_OTHER)
 		return;
 	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim), 0, NULL, rel,
@@ -218,8 +331,8 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 				   "socket" : "device";
 		char msg[256];
 
-		snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories and "
-			 "symlinks are copied", kind);
+		snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories%s are "
+			 "copied", kind, r->dst->symlink ? " and symlinks" : "");
 		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, msg);
 	}
 	return 0;
@@ -259,7 +372,8 @@ static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_w
 	(void)dir;
 	(void)name;
 	pipe__batch_end(r, &ld->b);
-	r->dst->dir_done(r->dep, ld->ddir, sub->fd, sub->st);
+	/* A source that streams has no descriptors: its handles are its own. */
+	r->dst->dir_done(r->dep, ld->ddir, r->src->fetch ? -1 : sub->fd, sub->st);
 	free(ld);
 }
 
@@ -293,7 +407,8 @@ static void _count(struct pipe__run *r, struct xfer_root *sroot)
 	struct xfer_walk w;
 	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, NULL };
 
-	xfer_count_init(&w, &c, &r->t, 0);
+	xfer_count_init(&w, &c, &r->t, !r->dst->symlink);
+	r->t.skipped += sroot->skipped;
 	r->src->list(r->sep, &w, &top);
 }
 
@@ -306,7 +421,10 @@ static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, &root };
 
 	root.b.ddir = root.ddir;
-	pipe__pool_start(r);
+	/* To or from a server: one file, one connection at a time; the endpoint's state
+	   is the walker's. */
+	if (!r->dst->put && !r->src->fetch)
+		pipe__pool_start(r);
 	r->src->list(r->sep, &w, &top);
 	pipe__batch_end(r, &root.b);
 	r->dst->dir_done(r->dep, root.ddir, -1, &sroot->st);

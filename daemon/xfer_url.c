@@ -8,13 +8,15 @@
  * The one exception is the site's S3CredentialsFile, read by xfer_url_prepare()
  * before the worker drops root.
  *
- * This file: credentials, the request's setup, the options every libcurl
- * handle shares, and the run. stage_in (the source is a URL, ending in '/'
- * for a tree: WebDAV PROPFIND, S3 ListObjectsV2, FTP/SFTP directory
- * listings) is xfer_url_get.c, stage_out and archive to a URL are
- * xfer_url_put.c, listings and response headers xfer_url_parse.c. Failure
- * accounting, the resume decision, the local walk, writes and read-back are
- * the engine's (xfer_engine.h).
+ * The url endpoint of the engine (xfer_endpoint.h): its driver
+ * (xfer_pipeline.c) owns the walk, the decisions per file, the durable
+ * write of local files, failures, records and the verdict; this endpoint
+ * only asks servers. This file: credentials, the request's setup, the
+ * options every libcurl handle shares, what both sides share (directory
+ * handles, stat). The source side (stage_in from a URL, ending in '/' for
+ * a tree: WebDAV PROPFIND, S3 ListObjectsV2, FTP/SFTP directory listings)
+ * is xfer_url_get.c, the destination side (stage_out and archive to a URL)
+ * xfer_url_put.c, listings and response headers xfer_url_parse.c.
  *
  * Must never: write credentials to a record, the log or the database (URLs
  * with a password are refused before this runs); follow a symlink on the
@@ -29,6 +31,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +42,6 @@
 
 #include "conf.h"
 #include "log.h"
-#include "queue.h"
-#include "xattr.h"
 #include "xfer.h"
 #include "xfer_url_int.h"
 #include "xfer_util.h"
@@ -160,18 +161,6 @@ void xfer_url_prepare(struct xfer_ctx *ctx)
 int url__stopped(struct url__run *r)
 {
 	return r->ctx->stop && *r->ctx->stop;
-}
-
-int url__finish(struct url__run *r, int result, const char *msg)
-{
-	xfer_finish(r->ctx, result, msg);
-	xfer_tally_destroy(&r->t);
-	free(r->buf);
-	for (size_t i = 0; i < r->nents; i++)
-		free(r->ents[i].rel);
-	free(r->ents);
-	memset(&r->creds, 0, sizeof(r->creds));
-	return result;
 }
 
 /* A name from a server or a tree: no '..', no '.', no empty component, no control char. */
@@ -648,38 +637,139 @@ static int _setup(struct url__run *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* Not yet an endpoint of xfer_pipeline.c: its own loop over curl transfers (xfer_endpoint.h). */
+/* ---- the endpoint: what both sides share ---- */
+
+int url__why(struct xfer_stream *out, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(out->why, sizeof(out->why), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int url__ep_add_dir(struct xfer_ep *ep, const char *rel)
+{
+	char *d = strdup(rel);
+
+	if (!d || xfer_grow((void **)&ep->dirs, ep->ndirs, &ep->capdirs, sizeof(*ep->dirs),
+			    16) < 0) {
+		free(d);
+		return -1;
+	}
+	ep->dirs[ep->ndirs] = d;
+	return (int)ep->ndirs++;
+}
+
+int url__ep_new(struct xfer_ctx *ctx, const char *url, struct xfer_ep **epp, char *msg,
+		size_t msglen)
+{
+	struct xfer_ep *ep = calloc(1, sizeof(*ep));
+
+	*epp = ep;
+	if (!ep || !(ep->esc = curl_easy_init()) || url__ep_add_dir(ep, "") < 0) {
+		snprintf(msg, msglen, "out of memory");
+		return XFER_RETRYABLE;
+	}
+	ep->mdir = -1;
+	ep->r.ctx = ctx;
+	ep->r.url = url;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		snprintf(msg, msglen, "out of memory");
+		return XFER_RETRYABLE;
+	}
+	return _setup(&ep->r, msg, msglen) < 0 ? XFER_FINAL : XFER_OK;
+}
+
+void url__ep_close(struct xfer_ep *ep, struct xfer_root *root)
+{
+	root->dir = -1;
+	for (size_t i = 0; i < ep->ndirs; i++)
+		free(ep->dirs[i]);
+	free(ep->dirs);
+	for (size_t i = 0; i < ep->r.nents; i++)
+		free(ep->r.ents[i].rel);
+	free(ep->r.ents);
+	free(ep->r.buf);
+	curl_easy_cleanup(ep->esc);
+	memset(&ep->r.creds, 0, sizeof(ep->r.creds));
+	free(ep);
+}
+
+int url__ep_url(struct xfer_ep *ep, int dir, const char *name, char *rel, size_t rellen,
+		char *url, size_t urllen)
+{
+	if (dir < 0 || (size_t)dir >= ep->ndirs ||
+	    snprintf(rel, rellen, "%s%s", ep->dirs[dir], name) >= (int)rellen)
+		return -1;
+	if (ep->file_url[0])
+		return snprintf(url, urllen, "%s", ep->file_url) >= (int)urllen ? -1 : 0;
+	return url__remote_url(&ep->r, ep->esc, rel, url, urllen);
+}
+
+/*
+ * What the server says dir/name is now (HEAD, asked once per file: fetch
+ * uses the answer). A size it does not state is 0, an mtime it does not
+ * state is the time of asking, so that no earlier attempt matches it. The
+ * server's own words go to the log; the driver gets an errno.
+ */
+int url__ep_stat(struct xfer_ep *ep, int dir, const char *name, struct stat *st)
+{
+	char rel[XFER_PATH_MAX + 1], url[XFER_PATH_MAX * 2], why[XFER_TEXT_MAX];
+	struct url__meta *m = &ep->m;
+	int final;
+
+	if (ep->mdir != dir || strcmp(ep->mname, name) != 0) {
+		ep->mdir = -1;
+		if (url__ep_url(ep, dir, name, rel, sizeof(rel), url, sizeof(url)) < 0 ||
+		    snprintf(ep->mname, sizeof(ep->mname), "%s", name) >= (int)sizeof(ep->mname))
+			return ENAMETOOLONG;
+		if (url__stat_remote(&ep->r, url, m, &final, why, sizeof(why)) < 0) {
+			if (!url__stopped(&ep->r))
+				xfer_logf(ep->r.ctx, LOG_LVL_WARN, "request %lld: cannot stat '%s': %s",
+					  (long long)ep->r.ctx->request_id, rel, why);
+			/* The driver's message names the errno: no such file, refused, or else. */
+			return url__stopped(&ep->r) ? EINTR : strstr(why, "HTTP 404") ? ENOENT :
+			       final ? EACCES : EIO;
+		}
+		ep->mdir = dir;
+	}
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFREG | 0644;
+	st->st_size = m->size < 0 ? 0 : m->size;
+	st->st_mtim.tv_sec = m->mtime >= 0 ? m->mtime : time(NULL);
+	st->st_atim = st->st_mtim;
+	return 0;
+}
+
+/*
+ * A URL to a local path or a local path to a URL, through the engine's
+ * driver (xfer_pipeline.c) with the url endpoint on the remote side.
+ */
 static int _run_url(struct xfer_ctx *ctx)
 {
-	struct url__run r;
-	char msg[XFER_TEXT_MAX], err[XFER_TEXT_MAX];
-	int upload, rc;
+	int upload = strcmp(ctx->action, "stage_in") != 0;
+	const char *url = upload ? ctx->dest : ctx->source;
 
-	memset(&r, 0, sizeof(r));
-	r.ctx = ctx;
-	xfer_tally_init(&r.t, ctx);
 	if (strcmp(ctx->action, "label") == 0)
-		return url__finish(&r, XFER_FINAL, "label requests take a local path, not a URL");
-	upload = strcmp(ctx->action, "stage_in") != 0;
-	r.url = upload ? ctx->dest : ctx->source;
-	if (!r.url || !strstr(r.url, "://") || (upload && strstr(ctx->source, "://")) ||
+		return xfer_finish(ctx, XFER_FINAL, "label requests take a local path, not a URL");
+	if (!url || !strstr(url, "://") || (upload && strstr(ctx->source, "://")) ||
 	    (!upload && ctx->dest && strstr(ctx->dest, "://")))
-		return url__finish(&r, XFER_FINAL, "the url backend moves between one URL and one "
+		return xfer_finish(ctx, XFER_FINAL, "the url backend moves between one URL and one "
 				   "local path");
-	r.buf = malloc(URL_CHUNK);
-	if (!r.buf || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		return url__finish(&r, XFER_RETRYABLE, "out of memory");
-	if (_setup(&r, err, sizeof(err)) < 0)
-		return url__finish(&r, XFER_FINAL, err);
-	rc = upload ? url__stage_out(&r) : url__stage_in(&r);
-	if (rc >= 0)
-		return rc;	/* finished already */
-	if (url__stopped(&r))
-		return url__finish(&r, XFER_INTERRUPTED, "interrupted; will be resumed");
-	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
-	rc = xfer_tally_verdict(&r.t, 1, "the tree", msg, sizeof(msg));
-	return url__finish(&r, rc, rc == XFER_OK ? NULL : msg);
+	if (upload)
+		return xfer_pipeline_run(ctx, &xfer_ep_local, &xfer_ep_url);
+	return xfer_pipeline_run(ctx, &xfer_ep_url, &xfer_ep_local);
 }
+
+const struct xfer_endpoint xfer_ep_url = {
+	.name = "url",
+	.open_source = url__open_source, .open_dest = url__open_dest, .close = url__ep_close,
+	.list = url__list, .stat = url__ep_stat,
+	.mkdir = url__mkdir, .dir_done = url__dir_done,
+	.fetch = url__fetch, .put = url__put,
+};
 
 static const char *const _schemes[] = { "http", "https", "s3", "ftp", "ftps", "sftp", NULL };
 

@@ -1,16 +1,18 @@
 /*
- * xfer_url_get.c - the url endpoint's downloads (stage_in from a URL).
+ * xfer_url_get.c - the url endpoint as a source (stage_in from a URL),
+ * driven by the engine (xfer_pipeline.c): the listing of a remote tree
+ * handed to the walk callbacks, and the download of one file into the
+ * destination's temporary file.
  *
- * Each file is written to a temporary name in its destination directory
- * (opened with O_NOFOLLOW relative to its parent), checked against the
- * server's checksum or size, fsynced, read back and renamed. A partial
- * temporary file is resumed (HTTP Range, FTP REST, SFTP offset) when the
- * server still describes the file as it did when the partial download began
- * (validator kept in an xattr); a stopped download keeps its partial file
- * for the next attempt.
+ * A download is checked against the server's checksum or size here; the
+ * driver then makes the file durable, reads it back and renames it. A
+ * partial temporary file is resumed (HTTP Range, FTP REST, SFTP offset)
+ * when the server still describes the file as it did when the partial
+ * download began (its validator kept in an xattr of the temporary file); a
+ * stopped download keeps its partial file for the next attempt.
  *
  * Must never: accept a server-supplied name with '..', '/' at its start or
- * control characters (url__safe_rel), or write through a symlink locally.
+ * control characters (url__safe_rel, applied by every listing).
  */
 #include "config.h"
 
@@ -26,19 +28,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "durable.h"
 #include "log.h"
 #include "xfer_url_int.h"
 #include "xfer_util.h"
 
 #define PARTIAL_XATTR "user.stagehand-partial"
 
-/* Where a download goes and how far an earlier attempt got. */
+/* A download: where it goes and how far an earlier attempt got. */
 struct _dl {
-	const char *url, *name, *rel;
-	int ddir, fd;
+	const char *url, *rel;
+	int fd;                      /* the destination's temporary file (the driver's) */
 	const struct url__meta *m;
-	char tmp[NAME_MAX + 1];
 	int64_t off;                 /* bytes kept from a partial file */
 };
 
@@ -86,39 +86,23 @@ static size_t _write(char *b, size_t sz, size_t nm, void *p)
 }
 
 /*
- * The temporary file, and the offset to resume at: a partial file of an
- * earlier attempt is kept only if the server still describes the file as it
- * did then, and it is ours, plain and alone. 0, or -1 after reporting why.
+ * The offset to resume at: what an earlier attempt left in the temporary
+ * file is kept only if the server still describes the file as it did then.
+ * 0, or -1 with out->why.
  */
-static int _dl_open(struct url__run *r, struct _dl *d)
+static int _dl_resume_at(struct _dl *d, struct xfer_stream *out)
 {
 	const struct url__meta *m = d->m;
 	char validator[256], old[256];
 	struct stat st;
 	ssize_t vl;
-	int e;
 
-	if (durable_tmpname(d->tmp, sizeof(d->tmp), d->name, r->ctx->request_id) < 0) {
-		xfer_failf(&r->t, d->rel, 1, "name too long: '%s'", d->rel);
-		return -1;
-	}
 	if (snprintf(validator, sizeof(validator), "%s|%lld|%lld", m->etag, (long long)m->size,
 		     (long long)m->mtime) >= (int)sizeof(validator))
 		validator[0] = '\0';
-	d->fd = openat(d->ddir, d->tmp, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
-	if (d->fd < 0) {
-		e = errno;
-		xfer_failf(&r->t, d->rel, e == EACCES || e == ELOOP || e == ENOENT || e == EPERM,
-			   "cannot create a temporary file for '%s': %s", d->rel, strerror(e));
-		return -1;
-	}
-	if (fstat(d->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
-	    st.st_nlink != 1) {
-		close(d->fd);
-		xfer_failf(&r->t, d->rel, 1, "temporary file %s for '%s' is not a plain file of "
-			   "yours: remove it", d->tmp, d->rel);
-		return -1;
-	}
+	if (fstat(d->fd, &st) < 0)
+		return url__why(out, "cannot stat the temporary file for '%s': %s", d->rel,
+				strerror(errno));
 	vl = fgetxattr(d->fd, PARTIAL_XATTR, old, sizeof(old) - 1);
 	if (vl > 0)
 		old[vl] = '\0';
@@ -129,14 +113,9 @@ static int _dl_open(struct url__run *r, struct _dl *d)
 		d->off = st.st_size;
 	if (!d->off && (ftruncate(d->fd, 0) < 0 ||
 			(validator[0] && fsetxattr(d->fd, PARTIAL_XATTR, validator, strlen(validator),
-						   0) < 0 && errno != ENOTSUP))) {
-		e = errno;
-		close(d->fd);
-		unlinkat(d->ddir, d->tmp, 0);
-		xfer_failf(&r->t, d->rel, 0, "cannot prepare temporary file for '%s': %s", d->rel,
-			   strerror(e));
-		return -1;
-	}
+						   0) < 0 && errno != ENOTSUP)))
+		return url__why(out, "cannot prepare temporary file for '%s': %s", d->rel,
+				strerror(errno));
 	return 0;
 }
 
@@ -182,18 +161,18 @@ static int _sink_start(struct url__run *r, struct _dl *d, struct _sink *s)
 }
 
 /*
- * The transfer itself, into s (resuming at d->off). 0; or -1 after
- * reporting the failure, or silently when stopped (the partial file is
- * kept for the next attempt when it can resume).
+ * The transfer itself, into s (resuming at d->off). 0; or -1 with out->why
+ * (out->keep: the partial file is worth resuming; stopped: always).
  */
-static int _dl_body(struct url__run *r, struct _dl *d, struct _sink *s)
+static int _dl_body(struct url__run *r, struct _dl *d, struct _sink *s, struct xfer_stream *out)
 {
 	char why[XFER_TEXT_MAX];
 	struct curl_slist *hdrs;
 	CURL *c;
 	CURLcode rc;
-	int final = 0, tries = 0, k;
+	int tries = 0, k;
 
+	out->keep = 1;
 again:
 	k = _sink_start(r, d, s);
 	if (k > 0) {
@@ -203,25 +182,16 @@ again:
 		}
 		k = _sink_start(r, d, s);
 	}
-	if (k < 0) {
-		close(d->fd);
-		xfer_failf(&r->t, d->rel, 0, "out of memory");
-		return -1;
-	}
+	if (k < 0)
+		return url__why(out, "out of memory");
 	if (lseek(d->fd, d->off, SEEK_SET) < 0) {
-		int e = errno;
-
 		_sink_abort(s);
-		close(d->fd);
-		xfer_failf(&r->t, d->rel, 0, "seek in temporary file: %s", strerror(e));
-		return -1;
+		return url__why(out, "seek in temporary file: %s", strerror(errno));
 	}
 	c = url__easy(r, d->url, &hdrs);
 	if (!c) {
 		_sink_abort(s);
-		close(d->fd);
-		xfer_failf(&r->t, d->rel, 0, "out of memory");
-		return -1;
+		return url__why(out, "out of memory");
 	}
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, _write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
@@ -235,7 +205,6 @@ again:
 	_sink_abort(s);
 	if (url__stopped(r)) {
 		url__easy_done(c, hdrs);
-		close(d->fd);
 		return -1;
 	}
 	if (d->off > 0 && tries++ == 0 && (rc == CURLE_RANGE_ERROR ||
@@ -251,135 +220,78 @@ again:
 	if (s->werr)
 		snprintf(why, sizeof(why), "writing the temporary file: %s", strerror(s->werr));
 	else if (c)
-		final = url__describe(r, c, rc, why, sizeof(why));
+		out->final = url__describe(r, c, rc, why, sizeof(why));
 	else
 		snprintf(why, sizeof(why), "cannot truncate the temporary file");
 	if (c)
 		url__easy_done(c, hdrs);
-	close(d->fd);
-	if (final)
-		unlinkat(d->ddir, d->tmp, 0);
-	xfer_failf(&r->t, d->rel, final, "download of '%s' failed: %s", d->rel, why);
-	return -1;
+	out->keep = !out->final;
+	return url__why(out, "download of '%s' failed: %s", d->rel, why);
 }
 
 /*
  * Check what arrived against the strongest thing the server told us: its
- * sha256 or md5, else the size. token gets what was compared ("sha256:…",
- * "md5:…", "size:N"). 0, or -1 after reporting the mismatch.
+ * sha256 or md5, else the size. out->token gets what was compared
+ * ("sha256:…", "md5:…", "size:N"), out->cks the site's checksum of the
+ * data. 0, or -1 with the mismatch in out->why.
  */
-static int _dl_check(struct url__run *r, struct _dl *d, struct _sink *s, char *cks, char *token)
+static int _dl_check(struct _dl *d, struct _sink *s, struct xfer_stream *out)
 {
 	const struct url__meta *m = d->m;
-	char md5[CKSUM_HEX_MAX], sha[CKSUM_HEX_MAX], why[XFER_TEXT_MAX];
-	int64_t got = d->off + s->got;
+	char md5[CKSUM_HEX_MAX], sha[CKSUM_HEX_MAX];
 
-	cksum_final(&s->ck, cks);
+	out->bytes = d->off + s->got;
+	out->keep = 0;
+	cksum_final(&s->ck, out->cks);
 	md5[0] = sha[0] = '\0';
 	if (s->want_md5)
 		cksum_final(&s->md5, md5);
 	if (s->want_sha)
 		cksum_final(&s->sha, sha);
-	why[0] = '\0';
-	if (m->size >= 0 && got != m->size)
-		snprintf(why, sizeof(why), "size mismatch for '%s': the server announced %lld bytes, "
-			 "%lld arrived", d->rel, (long long)m->size, (long long)got);
-	else if (m->sha256[0] && strcmp(m->sha256, cksum_hex(sha)) != 0)
-		snprintf(why, sizeof(why), "checksum mismatch for '%s': sha256 from the %s is %s, "
-			 "the data received has %s", d->rel, m->how, m->sha256, cksum_hex(sha));
-	else if (!m->sha256[0] && m->md5[0] && strcmp(m->md5, cksum_hex(md5)) != 0)
-		snprintf(why, sizeof(why), "checksum mismatch for '%s': md5 from the %s is %s, "
-			 "the data received has %s", d->rel, m->how, m->md5, cksum_hex(md5));
-	if (why[0]) {
-		close(d->fd);
-		unlinkat(d->ddir, d->tmp, 0);
-		xfer_failf(&r->t, d->rel, 0, "%s", why);
-		return -1;
-	}
+	if (m->size >= 0 && out->bytes != m->size)
+		return url__why(out, "size mismatch for '%s': the server announced %lld bytes, %lld "
+				"arrived", d->rel, (long long)m->size, (long long)out->bytes);
+	if (m->sha256[0] && strcmp(m->sha256, cksum_hex(sha)) != 0)
+		return url__why(out, "checksum mismatch for '%s': sha256 from the %s is %s, the "
+				"data received has %s", d->rel, m->how, m->sha256, cksum_hex(sha));
+	if (!m->sha256[0] && m->md5[0] && strcmp(m->md5, cksum_hex(md5)) != 0)
+		return url__why(out, "checksum mismatch for '%s': md5 from the %s is %s, the data "
+				"received has %s", d->rel, m->how, m->md5, cksum_hex(md5));
 	if (m->sha256[0])
-		snprintf(token, CKSUM_HEX_MAX, "%s", sha);
+		snprintf(out->token, sizeof(out->token), "%s", sha);
 	else if (m->md5[0])
-		snprintf(token, CKSUM_HEX_MAX, "%s", md5);
+		snprintf(out->token, sizeof(out->token), "%s", md5);
 	else
-		snprintf(token, CKSUM_HEX_MAX, "size:%lld", (long long)got);
+		snprintf(out->token, sizeof(out->token), "size:%lld", (long long)out->bytes);
 	return 0;
 }
 
-/* Metadata, fsync, read back from the device and compare, rename. 0 or an errno. */
-static int _dl_store(struct url__run *r, struct _dl *d, const char *cks)
+/* Download dir/name into fd, checked by the server's word (xfer_endpoint.h). */
+int url__fetch(struct xfer_ep *ep, int dir, const char *name, int fd, struct xfer_stream *out)
 {
-	struct xfer_buf tb = { r->buf, URL_CHUNK };
-	char got[CKSUM_HEX_MAX];
-	int e = 0;
-
-	fremovexattr(d->fd, PARTIAL_XATTR);
-	if (fchmod(d->fd, 0644) < 0)
-		e = errno;
-	if (!e && d->m->mtime >= 0) {
-		struct timespec ts[2] = { { d->m->mtime, 0 }, { d->m->mtime, 0 } };
-
-		if (futimens(d->fd, ts) < 0)
-			e = errno;
-	}
-	if (!e && fsync(d->fd) < 0)
-		e = errno;
-	if (!e)
-		e = xfer_engine_readback(r->ctx, &tb, d->fd, XFER_S_NOPACE, NULL, got);
-	if (!e && strcmp(got, cks) != 0)
-		e = EIO;
-	if (e) {
-		close(d->fd);
-		if (e != EINTR)
-			unlinkat(d->ddir, d->tmp, 0);
-		return e;
-	}
-	return durable_commit(d->ddir, d->tmp, d->name, d->fd, 0);
-}
-
-/*
- * Fetch url into ddir/name (rel names it in records). m: what the server
- * said about it. Verification: sha256 or md5 from the server when given,
- * else the size.
- */
-static void _fetch(struct url__run *r, const char *url, int ddir, const char *name,
-		   const char *rel, const struct url__meta *m)
-{
-	struct _dl d = { .url = url, .name = name, .rel = rel, .ddir = ddir, .fd = -1, .m = m };
-	int64_t mtime_ns = m->mtime >= 0 ? m->mtime * 1000000000LL : -1;
-	int64_t started = (int64_t)time(NULL);
-	char cks[CKSUM_HEX_MAX], token[CKSUM_HEX_MAX];
+	struct url__run *r = &ep->r;
+	char rel[XFER_PATH_MAX + 1], url[XFER_PATH_MAX * 2];
+	struct _dl d = { url, rel, fd, &ep->m, 0 };
 	struct _sink s;
-	struct stat st;
+	struct stat cur;
 	int e;
 
-	/* Resume set: verified by an earlier attempt and unchanged on both sides. */
-	if (xfer_engine_want(r->ctx, rel, m->size, mtime_ns) == XFER_WANT_KEPT &&
-	    fstatat(ddir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	    st.st_size == m->size) {
-		xfer_tally_add(&r->t, &r->t.kept);
-		return;
+	/* What the server said when the driver asked (stat), or asked now. */
+	if ((e = url__ep_stat(ep, dir, name, &cur)) != 0 ||
+	    url__ep_url(ep, dir, name, rel, sizeof(rel), url, sizeof(url)) < 0) {
+		out->final = e != EIO;
+		return url__why(out, "cannot stat '%s': %s", name, strerror(e ? e : ENAMETOOLONG));
 	}
-	xfer_emit(r->ctx, XR_ITEM_START, 0, m->size >= 0 ? m->size : 0, mtime_ns < 0 ? 0 : mtime_ns,
-		  0644, NULL, rel, "file");
-	if (_dl_open(r, &d) < 0 || _dl_body(r, &d, &s) < 0 || _dl_check(r, &d, &s, cks, token) < 0)
-		return;
-	e = _dl_store(r, &d, cks);
-	if (e) {
-		if (e != EINTR)
-			xfer_failf(&r->t, rel, 0, "storing '%s' failed: %s", rel,
-				   e == EIO ? "the data read back differs from the data received" :
-				   strerror(e));
-		return;
-	}
-	/* Both records carry what the verification compared: "sha256:…", "md5:…", "size:N". */
-	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, token, rel, NULL);
+	if (_dl_resume_at(&d, out) < 0 || _dl_body(r, &d, &s, out) < 0 || _dl_check(&d, &s, out) < 0)
+		return -1;
+	fremovexattr(fd, PARTIAL_XATTR);
 	xfer_logf(r->ctx, LOG_LVL_INFO, "request %lld: '%s' verified by %s (%s)",
 		  (long long)r->ctx->request_id, rel,
-		  m->sha256[0] || m->md5[0] ? m->how : "size", token);
-	xfer_emit(r->ctx, XR_ITEM_DONE, 0, d.off + s.got, started, (int64_t)time(NULL), token, rel,
-		  "file");
-	xfer_tally_add(&r->t, &r->t.verified);
+		  ep->m.sha256[0] || ep->m.md5[0] ? ep->m.how : "size", out->token);
+	return 0;
 }
+
+/* ---- the remote side of a request ---- */
 
 /* The file's name: the URL's last path component, decoded; 0 or -1 with msg. */
 static int _leaf_name(struct url__run *r, char *base, size_t baselen, char *msg, size_t msglen)
@@ -409,48 +321,28 @@ static int _leaf_name(struct url__run *r, char *base, size_t baselen, char *msg,
 	return 0;
 }
 
-/* One remote file: dest names the copy, or an existing directory to put it in. */
-static int _get_one(struct url__run *r)
+/* One remote file: what the server says it is (a failure is the request's). */
+static int _open_file(struct xfer_ep *ep, struct xfer_root *root, char *msg, size_t msglen)
 {
-	struct xfer_ctx *ctx = r->ctx;
-	char msg[XFER_TEXT_MAX], url[XFER_PATH_MAX * 2], base[NAME_MAX + 1], dir[XFER_PATH_MAX];
-	const char *leaf = base;
-	struct url__meta m;
-	struct stat dst;
-	int final = 0, droot;
+	struct url__run *r = &ep->r;
+	char why[XFER_TEXT_MAX];
+	int final = 0;
 
-	if (url__url_for(r, r->proto == P_S3 ? r->s3_key : r->url, url, sizeof(url)) < 0)
-		return url__finish(r, XFER_FINAL, "URL too long");
-	if (url__stat_remote(r, url, &m, &final, msg, sizeof(msg)) < 0) {
-		char full[XFER_TEXT_MAX];
-
-		snprintf(full, sizeof(full), "cannot stat %.300s: %.600s", r->url, msg);
-		return url__finish(r, final ? XFER_FINAL : XFER_RETRYABLE, full);
+	if (url__url_for(r, r->proto == P_S3 ? r->s3_key : r->url, ep->file_url,
+			 sizeof(ep->file_url)) < 0) {
+		snprintf(msg, msglen, "URL too long");
+		return XFER_FINAL;
 	}
-	xfer_emit(ctx, XR_TOTALS, 0, 1, m.size >= 0 ? m.size : 0, 0, NULL, NULL, NULL);
-	r->t.files = 1;
-	if (_leaf_name(r, base, sizeof(base), msg, sizeof(msg)) < 0)
-		return url__finish(r, XFER_FINAL, msg);
-	if (stat(ctx->dest, &dst) == 0 && S_ISDIR(dst.st_mode)) {
-		droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	} else {
-		const char *db = strrchr(ctx->dest, '/');
-
-		if (xfer_mkparents(ctx->dest, msg, sizeof(msg)) < 0)
-			return url__finish(r, XFER_FINAL, msg);
-		snprintf(dir, sizeof(dir), "%.*s", db == ctx->dest ? 1 : (int)(db - ctx->dest),
-			 ctx->dest);
-		droot = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		leaf = db + 1;
+	if (url__stat_remote(r, ep->file_url, &ep->m, &final, why, sizeof(why)) < 0) {
+		snprintf(msg, msglen, "cannot stat %.300s: %.600s", r->url, why);
+		return final ? XFER_FINAL : XFER_RETRYABLE;
 	}
-	if (droot < 0) {
-		snprintf(msg, sizeof(msg), "cannot open destination directory for %s: %s",
-			 ctx->dest, strerror(errno));
-		return url__finish(r, XFER_FINAL, msg);
-	}
-	_fetch(r, url, droot, leaf, leaf, &m);
-	close(droot);
-	return -1;
+	if (_leaf_name(r, root->name, sizeof(root->name), msg, msglen) < 0)
+		return XFER_FINAL;
+	/* The driver asks again (stat): the answer just given. */
+	ep->mdir = root->dir;
+	snprintf(ep->mname, sizeof(ep->mname), "%s", root->name);
+	return url__ep_stat(ep, root->dir, root->name, &root->st) ? XFER_RETRYABLE : XFER_OK;
 }
 
 static int _ent_cmp(const void *a, const void *b)
@@ -458,86 +350,141 @@ static int _ent_cmp(const void *a, const void *b)
 	return strcmp(((const struct url__ent *)a)->rel, ((const struct url__ent *)b)->rel);
 }
 
-/* Each listed file: asked about, then fetched below droot. */
-static void _get_ents(struct url__run *r, CURL *esc, int droot)
+/*
+ * A remote tree: its listing, sorted, so that the entries below any
+ * directory are contiguous (the walk, url__list). A directory holds no
+ * times of the server's: UTIME_OMIT leaves the local one's.
+ */
+static int _open_tree(struct xfer_ep *ep, struct xfer_root *root, char *msg, size_t msglen)
 {
-	char msg[XFER_TEXT_MAX], url[XFER_PATH_MAX * 2];
-	int final = 0;
-
-	for (size_t i = 0; i < r->nents && !url__stopped(r); i++) {
-		const char *rel = r->ents[i].rel, *slash = strrchr(rel, '/');
-		struct url__meta m;
-		int pfd;
-
-		if (url__remote_url(r, esc, rel, url, sizeof(url)) < 0) {
-			xfer_failf(&r->t, rel, 1, "URL too long for '%s'", rel);
-			continue;
-		}
-		if (url__stat_remote(r, url, &m, &final, msg, sizeof(msg)) < 0) {
-			if (!url__stopped(r))
-				xfer_failf(&r->t, rel, final, "cannot stat '%s': %s", rel, msg);
-			continue;
-		}
-		pfd = xfer_open_dir(droot, rel, slash ? (size_t)(slash - rel) : 0, 0755);
-		if (pfd < 0) {
-			xfer_failf(&r->t, rel, errno == ELOOP || errno == EACCES || errno == ENOTDIR,
-				   "cannot create the directory of '%s': %s", rel, strerror(errno));
-			continue;
-		}
-		_fetch(r, url, pfd, slash ? slash + 1 : rel, rel, &m);
-		close(pfd);
-	}
-}
-
-/* A remote tree: listed, then each file fetched. */
-static int _get_tree(struct url__run *r)
-{
-	struct xfer_ctx *ctx = r->ctx;
-	char msg[XFER_TEXT_MAX];
-	int final = 0, droot, rc;
-	CURL *esc;
+	struct url__run *r = &ep->r;
+	char why[XFER_TEXT_MAX];
+	int final = 0, rc;
 
 	if (r->proto == P_S3)
-		rc = url__list_s3(r, &final, msg, sizeof(msg));
+		rc = url__list_s3(r, &final, why, sizeof(why));
 	else if (r->proto == P_HTTP)
-		rc = url__list_dav(r, r->url, "", 0, &final, msg, sizeof(msg));
+		rc = url__list_dav(r, r->url, "", 0, &final, why, sizeof(why));
 	else
-		rc = url__list_ls(r, r->url, "", 0, &final, msg, sizeof(msg));
+		rc = url__list_ls(r, r->url, "", 0, &final, why, sizeof(why));
 	if (rc < 0) {
-		char full[XFER_TEXT_MAX];
-
-		snprintf(full, sizeof(full), "cannot list %.300s: %.600s", r->url, msg);
-		return url__finish(r, final ? XFER_FINAL : XFER_RETRYABLE, full);
+		snprintf(msg, msglen, "cannot list %.300s: %.600s", r->url, why);
+		return final ? XFER_FINAL : XFER_RETRYABLE;
 	}
 	qsort(r->ents, r->nents, sizeof(*r->ents), _ent_cmp);
-	r->t.files = (int64_t)r->nents;
-	for (size_t i = 0; i < r->nents; i++)
-		r->t.bytes += r->ents[i].size > 0 ? r->ents[i].size : 0;
-	xfer_emit(ctx, XR_TOTALS, 0, r->t.files, r->t.bytes, r->t.skipped, NULL, NULL, NULL);
-	if (xfer_mkparents(ctx->dest, msg, sizeof(msg)) < 0)
-		return url__finish(r, XFER_FINAL, msg);
-	if (mkdir(ctx->dest, 0755) < 0 && errno != EEXIST) {
-		xfer_mkdir_why(ctx->dest, errno, msg, sizeof(msg));
-		return url__finish(r, XFER_FINAL, msg);
-	}
-	droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	esc = curl_easy_init();
-	if (droot < 0 || !esc) {
-		snprintf(msg, sizeof(msg), "cannot open destination directory %s: %s", ctx->dest,
-			 strerror(errno));
-		if (droot >= 0)
-			close(droot);
-		curl_easy_cleanup(esc);
-		return url__finish(r, XFER_FINAL, msg);
-	}
-	_get_ents(r, esc, droot);
-	curl_easy_cleanup(esc);
-	fsync(droot);
-	close(droot);
-	return -1;
+	root->st.st_mode = S_IFDIR | 0755;
+	root->st.st_atim.tv_nsec = root->st.st_mtim.tv_nsec = UTIME_OMIT;
+	root->skipped = r->skipped;
+	return XFER_OK;
 }
 
-int url__stage_in(struct url__run *r)
+int url__open_source(struct xfer_ctx *ctx, struct xfer_ep **epp, struct xfer_root *root,
+		     char *msg, size_t msglen)
 {
-	return r->url[strlen(r->url) - 1] == '/' ? _get_tree(r) : _get_one(r);
+	int rc = url__ep_new(ctx, ctx->source, epp, msg, msglen);
+	struct xfer_ep *ep = *epp;
+
+	if (rc != XFER_OK)
+		return rc;
+	root->dir = 0;
+	ep->r.buf = malloc(URL_CHUNK);
+	if (!ep->r.buf) {
+		snprintf(msg, msglen, "out of memory");
+		return XFER_RETRYABLE;
+	}
+	if (ep->r.url[strlen(ep->r.url) - 1] == '/')
+		return _open_tree(ep, root, msg, msglen);
+	return _open_file(ep, root, msg, msglen);
+}
+
+/* ---- the walk of a listed tree ---- */
+
+/* The entries below drel ("a/b") from *i on are left out. */
+static void _skip_below(const struct url__run *r, const char *drel, size_t *i)
+{
+	size_t n = strlen(drel);
+
+	while (*i < r->nents && strncmp(r->ents[*i].rel, drel, n) == 0 && r->ents[*i].rel[n] == '/')
+		(*i)++;
+}
+
+/*
+ * A directory of the walk, name in dir (its relpath drel): visited, then
+ * entered and walked as the local walk does (xfer_walk_tree), with a
+ * directory handle of the endpoint's.
+ */
+static void _walk(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir *dir,
+		  size_t *i);
+
+static void _walk_sub(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir *dir,
+		      const char *name, const char *drel, size_t *i)
+{
+	struct stat st = { .st_mode = S_IFDIR | 0755 };
+	struct xfer_walk_dir sub = { -1, drel, dir->depth + 1, &st, NULL };
+	char hrel[XFER_PATH_MAX + 1];
+
+	st.st_atim.tv_nsec = st.st_mtim.tv_nsec = UTIME_OMIT;
+	if (w->visit(w, dir, name, drel, &st) != 1) {
+		_skip_below(&ep->r, drel, i);
+		return;
+	}
+	if (dir->depth >= XFER_WALK_DEPTH) {
+		w->fail(w, drel, ELOOP, "tree deeper than 256 levels at");
+		_skip_below(&ep->r, drel, i);
+		return;
+	}
+	snprintf(hrel, sizeof(hrel), "%s/", drel);	/* drel is shorter than XFER_PATH_MAX */
+	if ((sub.fd = url__ep_add_dir(ep, hrel)) < 0) {
+		w->fail(w, drel, ENOMEM, "cannot open source directory");
+		_skip_below(&ep->r, drel, i);
+		return;
+	}
+	if (w->enter && w->enter(w, dir, &sub, name) < 0) {
+		_skip_below(&ep->r, drel, i);
+		return;
+	}
+	_walk(ep, w, &sub, i);
+	if (w->leave)
+		w->leave(w, dir, &sub, name);
+}
+
+/* The entries of dir: ents[*i] on, as long as they are below dir->rel. */
+static void _walk(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir *dir,
+		  size_t *i)
+{
+	const struct url__run *r = &ep->r;
+	size_t pl = strlen(dir->rel);
+
+	while (*i < r->nents && !xfer_stopped(w->ctx)) {
+		const struct url__ent *e = &r->ents[*i];
+		const char *tail, *slash;
+		char name[NAME_MAX + 1], drel[XFER_PATH_MAX];
+		struct stat st = { .st_mode = S_IFREG | 0644, .st_size = e->size > 0 ? e->size : 0 };
+
+		if (pl && (strncmp(e->rel, dir->rel, pl) != 0 || e->rel[pl] != '/'))
+			return;
+		tail = e->rel + (pl ? pl + 1 : 0);
+		slash = strchr(tail, '/');
+		if (!slash) {
+			(*i)++;
+			w->visit(w, dir, tail, e->rel, &st);
+			continue;
+		}
+		/* url__safe_rel: every component is 1 to NAME_MAX bytes */
+		snprintf(name, sizeof(name), "%.*s", (int)(slash - tail), tail);
+		snprintf(drel, sizeof(drel), "%.*s", (int)(slash - e->rel), e->rel);
+		_walk_sub(ep, w, dir, name, drel, i);
+	}
+}
+
+/* A listed tree through the walk callbacks (xfer_endpoint.h list), from the root. */
+void url__list(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir *root)
+{
+	size_t i = 0;
+
+	/* The handles of an earlier walk are no longer in use: the driver walks once at a time. */
+	while (ep->ndirs > 1)
+		free(ep->dirs[--ep->ndirs]);
+	ep->mdir = -1;
+	_walk(ep, w, root, &i);
 }

@@ -2,7 +2,8 @@
  * xfer_url_int.h - private to the url endpoint (xfer_url.c, xfer_url_get.c,
  * xfer_url_put.c, xfer_url_parse.c).
  *
- * Owns: the state of one URL transfer and the helpers both files share.
+ * Owns: the endpoint's state for one request and the helpers its files
+ * share.
  * Must never: be included outside the url backend.
  */
 #ifndef STAGEHAND_XFER_URL_INT_H
@@ -14,12 +15,13 @@
 
 #include "checksum.h"
 #include "xfer.h"
+#include "xfer_endpoint.h"
 #include "xfer_engine.h"
 
 /* Remote listings (WebDAV, FTP/SFTP) recurse at most this deep: each level is
    a request to a server that may answer with a loop. */
 #define MAX_DEPTH 64
-#define URL_CHUNK (1u << 20)         /* url__run's buffer */
+#define URL_CHUNK (1u << 20)         /* url__run's buffer (a source: hashing a partial file) */
 #define HAVE_SIGV4 (LIBCURL_VERSION_NUM >= 0x074b00)	/* CURLOPT_AWS_SIGV4: 7.75 */
 
 enum url__proto { P_HTTP, P_S3, P_FTP, P_SFTP };
@@ -61,10 +63,23 @@ struct url__run {
 	char netrc[PATH_MAX];        /* "" = none */
 	char sshkey[PATH_MAX], known_hosts[PATH_MAX];
 	char *buf;                   /* URL_CHUNK bytes */
-	struct xfer_tally t;         /* counts and failures */
 	char curl_err[CURL_ERROR_SIZE];
-	struct url__ent *ents;
+	struct url__ent *ents;       /* a listed tree's files (sorted by rel) */
 	size_t nents, capents;
+	int64_t skipped;             /* names the listing left out (reported as it went) */
+};
+
+/* The url endpoint opened for one request (xfer_endpoint.h), as a source or a destination. */
+struct xfer_ep {
+	struct url__run r;
+	CURL *esc;                   /* escapes names into URLs */
+	char **dirs;                 /* a directory handle indexes this: its relpath ("", "a/b/") */
+	size_t ndirs, capdirs;
+	char file_url[XFER_PATH_MAX * 2]; /* a single file: its URL; "" for a tree */
+	/* the last file stat asked the server about (fetch uses what it said) */
+	int mdir;                    /* its directory handle; -1: none */
+	char mname[NAME_MAX + 1];
+	struct url__meta m;
 };
 
 struct url__hctx {
@@ -74,8 +89,24 @@ struct url__hctx {
 
 /* ---- xfer_url.c ---- */
 int url__stopped(struct url__run *r);
-/* Emit the result, release the run; returns result. */
-int url__finish(struct url__run *r, int result, const char *msg);
+/*
+ * A new endpoint for url, the remote side of ctx's request (*epp is set
+ * even on failure: close releases it): its scheme, the user's credentials
+ * (read as the user) or the site's. XFER_OK, or the request's result with
+ * msg.
+ */
+int url__ep_new(struct xfer_ctx *ctx, const char *url, struct xfer_ep **epp, char *msg,
+		size_t msglen);
+/* A new directory handle for rel ("" or ending in '/'); -1 when out of memory. */
+int url__ep_add_dir(struct xfer_ep *ep, const char *rel);
+/* The URL of dir/name (a tree) or of the single file, rel its relpath; 0 or -1. */
+int url__ep_url(struct xfer_ep *ep, int dir, const char *name, char *rel, size_t rellen,
+		char *url, size_t urllen);
+/* A failure of fetch or put in the server's words (out->why, truncated like any record); -1. */
+int url__why(struct xfer_stream *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Either side's close, stat (xfer_endpoint.h). */
+void url__ep_close(struct xfer_ep *ep, struct xfer_root *root);
+int url__ep_stat(struct xfer_ep *ep, int dir, const char *name, struct stat *st);
 /* The request URL for rel (already escaped) under the remote root; 0 or -1 (too long). */
 int url__url_for(struct url__run *r, const char *root_rel, char *out, size_t outlen);
 /* The URL of relpath rel (escaped here) below the remote root; 0 or -1 (too long). */
@@ -93,9 +124,19 @@ void url__easy_done(CURL *c, struct curl_slist *hdrs);
 /* Message for a failed call; returns 1 when a retry cannot help. */
 int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t outlen);
 
-/* ---- xfer_url_get.c, xfer_url_put.c: the transfers; -1 when the request goes on ---- */
-int url__stage_in(struct url__run *r);
-int url__stage_out(struct url__run *r);
+/* ---- xfer_url_get.c: the source (stage_in) ---- */
+int url__open_source(struct xfer_ctx *ctx, struct xfer_ep **epp, struct xfer_root *root,
+		     char *msg, size_t msglen);
+void url__list(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir *root);
+int url__fetch(struct xfer_ep *ep, int dir, const char *name, int fd, struct xfer_stream *out);
+
+/* ---- xfer_url_put.c: the destination (stage_out, archive) ---- */
+int url__open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **epp,
+		   struct xfer_root *root, char *msg, size_t msglen);
+int url__mkdir(struct xfer_ep *ep, int dir, const char *name, int *sub);
+void url__dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *st);
+int url__put(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
+	     struct xfer_stream *out);
 
 /* ---- xfer_url_parse.c ---- */
 /* CURLOPT_HEADERFUNCTION filling a struct url__hctx's meta. */

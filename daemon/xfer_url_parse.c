@@ -227,7 +227,7 @@ static void _dropped(struct url__run *r, size_t n)
 	snprintf(why, sizeof(why), "%zu listing entr%s without a usable name (missing, or "
 		 "%d bytes or longer) skipped", n, n == 1 ? "y" : "ies", URLX_NAME_MAX);
 	xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unusable name)", why);
-	r->t.skipped += (int64_t)n;
+	r->skipped += (int64_t)n;
 }
 
 /* "%2F" back to "/" in place. */
@@ -307,7 +307,7 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 				xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
 					  "object name with '..', an empty component or a control "
 					  "character skipped");
-				r->t.skipped++;
+				r->skipped++;
 				continue;
 			}
 			if (url__add_ent(r, key + plen, lx.items[i].size < 0 ? 0 :
@@ -416,7 +416,7 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
 				  "a name with '..', an empty component or a control character "
 				  "was skipped");
-			r->t.skipped++;
+			r->skipped++;
 			continue;
 		}
 		if (is_dir) {
@@ -490,14 +490,14 @@ int url__list_ls(struct url__run *r, const char *dirurl, const char *prefix, int
 				 "are fetched", f);
 			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, prefix[0] ? prefix : ".",
 				  msg);
-			r->t.skipped++;
+			r->skipped++;
 			continue;
 		}
 		if (snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", f) >=
 		    (int)sizeof(rel) || !url__safe_rel(rel) || strchr(f, '/')) {
 			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
 				  "a name with '..', '/' or a control character was skipped");
-			r->t.skipped++;
+			r->skipped++;
 			continue;
 		}
 		if (line[0] == 'd') {

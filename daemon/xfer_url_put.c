@@ -1,22 +1,24 @@
 /*
- * xfer_url_put.c - the url endpoint's uploads (stage_out and archive to a
- * URL): one PUT/STOR per file of the local source (WebDAV collections are
- * created with MKCOL, FTP/SFTP directories by the upload), verified by the
- * S3 ETag (MD5 of what was sent) or by the size the server reports
- * afterwards. The local source is walked by the engine: no symlink is
- * followed, and symlinks and special files are skipped.
+ * xfer_url_put.c - the url endpoint as a destination (stage_out and archive
+ * to a URL), driven by the engine (xfer_pipeline.c): one PUT/STOR per file
+ * (WebDAV collections are created with MKCOL, FTP/SFTP directories by the
+ * upload), verified by the S3 ETag (MD5 of what was sent) or by the size
+ * the server reports afterwards. The walk of the local source, the resume
+ * decision, failure accounting, records, keep=no and labels are the
+ * driver's.
+ *
+ * A name from the local walk is percent-encoded into the URL, never spliced
+ * in raw.
  */
 #include "config.h"
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -52,7 +54,7 @@ static size_t _read(char *b, size_t sz, size_t nm, void *p)
 	return (size_t)n;
 }
 
-/* WebDAV: MKCOL url (ending in '/'); an existing collection is fine. */
+/* WebDAV: MKCOL url (ending in '/'); an existing collection is fine. 0, or an HTTP code. */
 static int _mkcol(struct url__run *r, const char *url, char *err, size_t errlen)
 {
 	struct curl_slist *hdrs;
@@ -79,7 +81,7 @@ static int _mkcol(struct url__run *r, const char *url, char *err, size_t errlen)
 	if (code == 201 || code == 405 || code == 200 || code == 204)
 		return 0;
 	snprintf(err, errlen, "MKCOL answered HTTP %ld", code);
-	return -1;
+	return code > 0 && code < 1000 ? (int)code : -1;
 }
 
 /* MKCOL every collection from the server root down to url's path (inclusive). */
@@ -100,35 +102,31 @@ static int _mkcol_path(struct url__run *r, const char *url, char *err, size_t er
 			continue;
 		keep = buf[i + 1];
 		buf[i + 1] = '\0';
-		if (_mkcol(r, buf, err, errlen) < 0)
+		if (_mkcol(r, buf, err, errlen) != 0)
 			return -1;
 		buf[i + 1] = keep;
 	}
 	return 0;
 }
 
-
 /*
  * Send the open source s->fd to url; m gets what the server said in its
- * answer, md5h "md5:HEX" of what was sent. 0, or -1 after reporting the
- * failure (or silently when stopped).
+ * answer, md5h "md5:HEX" of what was sent. 0, or -1 with out->why.
  */
 static int _put_send(struct url__run *r, struct _source *s, const char *url, const char *rel,
-		     const struct stat *cur, struct url__meta *m, char *md5h)
+		     const struct stat *cur, struct url__meta *m, char *md5h, struct xfer_stream *out)
 {
 	struct url__hctx h = { r, m };
 	struct curl_slist *hdrs;
 	char why[XFER_TEXT_MAX];
 	CURL *c;
 	CURLcode rc;
-	int final = 0;
 
 	m->size = m->mtime = -1;
 	c = cksum_init(&s->md5, CKSUM_MD5) == 0 ? url__easy(r, url, &hdrs) : NULL;
 	if (!c) {
 		cksum_abort(&s->md5);
-		xfer_failf(&r->t, rel, 0, "out of memory");
-		return -1;
+		return url__why(out, "out of memory");
 	}
 	curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 	curl_easy_setopt(c, CURLOPT_READFUNCTION, _read);
@@ -140,17 +138,12 @@ static int _put_send(struct url__run *r, struct _source *s, const char *url, con
 	rc = curl_easy_perform(c);
 	if (rc != CURLE_OK) {
 		cksum_abort(&s->md5);
-		if (url__stopped(r)) {
-			url__easy_done(c, hdrs);
-			return -1;
-		}
 		if (s->rerr)
 			snprintf(why, sizeof(why), "reading the source: %s", strerror(s->rerr));
 		else
-			final = url__describe(r, c, rc, why, sizeof(why));
+			out->final = url__describe(r, c, rc, why, sizeof(why));
 		url__easy_done(c, hdrs);
-		xfer_failf(&r->t, rel, final, "upload of '%s' failed: %s", rel, why);
-		return -1;
+		return url__why(out, "upload of '%s' failed: %s", rel, why);
 	}
 	url__easy_done(c, hdrs);
 	cksum_final(&s->md5, md5h);
@@ -159,250 +152,146 @@ static int _put_send(struct url__run *r, struct _source *s, const char *url, con
 
 /*
  * Verify an upload: the S3 ETag is the MD5 of what arrived; otherwise ask
- * the server for the size (and an md5 when it states one). token gets what
- * was compared. 0, or -1 after reporting the mismatch.
+ * the server for the size (and an md5 when it states one). out->token gets
+ * what was compared. 0, or -1 with out->why.
  */
 static int _put_verify(struct url__run *r, const char *url, const char *rel,
-		       const struct url__meta *m, int64_t sent, const char *md5, char *token)
+		       const struct url__meta *m, const char *md5, struct xfer_stream *out)
 {
 	struct url__meta after;
 	char why[XFER_TEXT_MAX];
 	int final = 0;
 
 	if (r->proto == P_S3 && m->md5[0]) {
-		if (strcmp(m->md5, md5) != 0) {
-			xfer_failf(&r->t, rel, 0, "checksum mismatch after upload of '%s': S3 ETag "
-				   "%s, md5 of the data sent %s", rel, m->md5, md5);
-			return -1;
-		}
-		snprintf(token, CKSUM_HEX_MAX, "md5:%s", md5);
+		if (strcmp(m->md5, md5) != 0)
+			return url__why(out, "checksum mismatch after upload of '%s': S3 ETag %s, md5 "
+				    "of the data sent %s", rel, m->md5, md5);
+		snprintf(out->token, sizeof(out->token), "md5:%s", md5);
 		return 0;
 	}
-	if (url__stat_remote(r, url, &after, &final, why, sizeof(why)) < 0) {
-		xfer_failf(&r->t, rel, 0, "cannot check '%s' after the upload: %s", rel, why);
-		return -1;
-	}
-	if (after.size != sent) {
-		xfer_failf(&r->t, rel, 0, "size mismatch after upload of '%s': sent %lld bytes, the "
-			   "server has %lld", rel, (long long)sent, (long long)after.size);
-		return -1;
-	}
+	if (url__stat_remote(r, url, &after, &final, why, sizeof(why)) < 0)
+		return url__why(out, "cannot check '%s' after the upload: %s", rel, why);
+	if (after.size != out->bytes)
+		return url__why(out, "size mismatch after upload of '%s': sent %lld bytes, the server "
+			    "has %lld", rel, (long long)out->bytes, (long long)after.size);
 	/* A server that states a checksum: md5 we can compare. */
-	if (after.md5[0] && !after.sha256[0] && strcmp(after.md5, md5) != 0) {
-		xfer_failf(&r->t, rel, 0, "checksum mismatch after upload of '%s': %s says md5 %s, "
-			   "sent %s", rel, after.how, after.md5, md5);
-		return -1;
-	}
+	if (after.md5[0] && !after.sha256[0] && strcmp(after.md5, md5) != 0)
+		return url__why(out, "checksum mismatch after upload of '%s': %s says md5 %s, sent %s",
+			    rel, after.how, after.md5, md5);
 	if (after.md5[0] && !after.sha256[0])
-		snprintf(token, CKSUM_HEX_MAX, "md5:%s", md5);
+		snprintf(out->token, sizeof(out->token), "md5:%s", md5);
 	else
-		snprintf(token, CKSUM_HEX_MAX, "size:%lld", (long long)sent);
+		snprintf(out->token, sizeof(out->token), "size:%lld", (long long)out->bytes);
 	return 0;
 }
 
-/* PUT/STOR one local file (opened relative to sdir) to url, then verify it. */
-static void _put(struct url__run *r, int sdir, const char *sname, const char *url,
-		 const char *rel, const struct stat *st)
+/* ---- the endpoint ---- */
+
+/*
+ * The remote side: a tree goes to a URL ending in '/' (WebDAV: its
+ * collections made); a file to the URL as given, or under its own name
+ * below a URL ending in '/'.
+ */
+int url__open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **epp,
+		   struct xfer_root *root, char *msg, size_t msglen)
 {
-	struct url__meta m = { 0 }, after;
-	struct _source s;
-	struct stat cur;
-	char md5h[CKSUM_HEX_MAX], token[CKSUM_HEX_MAX], why[XFER_TEXT_MAX];
-	int64_t started = (int64_t)time(NULL);
-	int final = 0;
-
-	if (xfer_engine_want(r->ctx, rel, st->st_size, xfer_ns(&st->st_mtim)) == XFER_WANT_KEPT &&
-	    url__stat_remote(r, url, &after, &final, why, sizeof(why)) == 0 &&
-	    after.size == st->st_size) {
-		xfer_tally_add(&r->t, &r->t.kept);
-		return;
-	}
-	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim),
-		  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
-	memset(&s, 0, sizeof(s));
-	s.r = r;
-	s.fd = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (s.fd < 0) {
-		xfer_failf(&r->t, rel, errno == EACCES || errno == ENOENT || errno == ELOOP,
-			   "cannot open source '%s': %s", rel, strerror(errno));
-		return;
-	}
-	if (fstat(s.fd, &cur) < 0 || !S_ISREG(cur.st_mode) || cur.st_ino != st->st_ino) {
-		close(s.fd);
-		xfer_failf(&r->t, rel, 0, "source '%s' changed while walking", rel);
-		return;
-	}
-	fcntl(s.fd, F_SETFL, fcntl(s.fd, F_GETFL) & ~O_NONBLOCK);
-	if (_put_send(r, &s, url, rel, &cur, &m, md5h) < 0) {
-		close(s.fd);
-		return;
-	}
-	if (fstat(s.fd, &cur) < 0 || cur.st_size != s.sent ||
-	    xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)) {
-		close(s.fd);
-		xfer_failf(&r->t, rel, 0, "source '%s' changed during the upload: will be redone", rel);
-		return;
-	}
-	close(s.fd);
-	/* md5h is "md5:HEX": the hex is compared. */
-	if (_put_verify(r, url, rel, &m, s.sent, md5h + 4, token) < 0)
-		return;
-	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, token, rel, NULL);
-	xfer_logf(r->ctx, LOG_LVL_INFO, "request %lld: '%s' uploaded, verified by %s",
-		  (long long)r->ctx->request_id, rel, token);
-	xfer_emit(r->ctx, XR_ITEM_DONE, 0, s.sent, started, (int64_t)time(NULL), token, rel, "file");
-	xfer_tally_add(&r->t, &r->t.verified);
-	xfer_engine_remove_source(r->ctx, sdir, sname, rel);
-}
-
-/* ---- the walk of the local tree ---- */
-
-struct _putw {
+	char why[XFER_TEXT_MAX], rel[XFER_PATH_MAX + 1];
 	struct url__run *r;
-	CURL *esc;
-};
+	struct xfer_ep *ep;
+	int rc, slash;
 
-static int _put_visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *name,
-		      const char *rel, const struct stat *st)
-{
-	struct _putw *pw = w->arg;
-	struct url__run *r = pw->r;
-	char url[XFER_PATH_MAX * 2], why[XFER_TEXT_MAX];
-
-	if (S_ISREG(st->st_mode)) {
-		if (url__remote_url(r, pw->esc, rel, url, sizeof(url)) < 0)
-			xfer_failf(&r->t, rel, 1, "URL too long for '%s'", rel);
-		else
-			_put(r, dir->fd, name, url, rel, st);
-	} else if (S_ISDIR(st->st_mode) && xfer_excluded(r->ctx, rel)) {
-		/* exempt= inside the tree: not uploaded, not removed */
-		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, XFER_EXCLUDE_REASON);
-	} else if (S_ISDIR(st->st_mode)) {
-		char d[XFER_PATH_MAX + 1];
-
-		if (r->proto != P_HTTP)
-			return 1;
-		snprintf(d, sizeof(d), "%s/", rel);
-		if (url__remote_url(r, pw->esc, d, url, sizeof(url)) < 0)
-			snprintf(why, sizeof(why), "URL too long");
-		else if (_mkcol(r, url, why, sizeof(why)) == 0)
-			return 1;
-		xfer_failf(&r->t, rel, 0, "cannot create collection '%s': %s", rel, why);
-	} else {
-		char msg[256];
-
-		snprintf(msg, sizeof(msg), "%s skipped: only regular files and directories are "
-			 "uploaded", S_ISLNK(st->st_mode) ? "symlink" : "special file");
-		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, msg);
+	if ((rc = url__ep_new(ctx, ctx->dest, epp, msg, msglen)) != XFER_OK)
+		return rc;
+	ep = *epp;
+	r = &ep->r;
+	root->dir = 0;
+	slash = r->url[strlen(r->url) - 1] == '/';
+	if (S_ISDIR(src->st.st_mode) && !slash) {
+		snprintf(msg, msglen, "a directory goes to a URL ending in '/' (the remote "
+			 "directory or prefix)");
+		return XFER_FINAL;
 	}
-	return 0;
-}
-
-static void _put_fail(struct xfer_walk *w, const char *rel, int err, const char *what)
-{
-	struct _putw *pw = w->arg;
-
-	xfer_fail(&pw->r->t, rel, err, what);
-}
-
-/* A local tree to a URL ending in '/'. -1 when the request goes on, else the result. */
-static int _put_tree(struct url__run *r, CURL *esc, int sroot)
-{
-	struct _putw pw = { r, esc };
-	struct xfer_walk w = { .ctx = r->ctx, .arg = &pw, .visit = _put_visit, .fail = _put_fail };
-	struct xfer_walk_dir root = { sroot, "", 0, NULL, NULL };
-	char msg[XFER_TEXT_MAX], full[XFER_TEXT_MAX];
-
-	fcntl(sroot, F_SETFL, fcntl(sroot, F_GETFL) & ~O_NONBLOCK);
-	if (r->url[strlen(r->url) - 1] != '/')
-		return url__finish(r, XFER_FINAL, "a directory goes to a URL ending in '/' (the "
-				   "remote directory or prefix)");
-	xfer_count_tree(&r->t, sroot, 1);
-	xfer_emit(r->ctx, XR_TOTALS, 0, r->t.files, r->t.bytes, r->t.skipped, NULL, NULL, NULL);
-	if (r->proto == P_HTTP && _mkcol_path(r, r->url, msg, sizeof(msg)) < 0) {
-		snprintf(full, sizeof(full), "cannot create the collection %.300s: %.600s", r->url,
-			 msg);
-		return url__finish(r, XFER_RETRYABLE, full);
+	if (S_ISDIR(src->st.st_mode)) {
+		if (r->proto != P_HTTP || _mkcol_path(r, r->url, why, sizeof(why)) == 0)
+			return XFER_OK;
+		snprintf(msg, msglen, "cannot create the collection %.300s: %.600s", r->url, why);
+		return XFER_RETRYABLE;
 	}
-	xfer_walk_tree(&w, &root);
-	return -1;
-}
-
-/* A single local file to a URL (ending in '/': the file keeps its name). */
-static int _put_one(struct url__run *r, CURL *esc, const struct stat *st)
-{
-	struct xfer_ctx *ctx = r->ctx;
-	const char *sb = strrchr(ctx->source, '/');
-	char sdir[XFER_PATH_MAX], name[NAME_MAX + 1], leafurl[XFER_PATH_MAX * 2];
-	char msg[XFER_TEXT_MAX];
-	struct stat st2;
-	int sparent;
-
-	snprintf(name, sizeof(name), "%s", sb ? sb + 1 : ctx->source);
-	snprintf(sdir, sizeof(sdir), "%.*s", sb == ctx->source ? 1 : (int)(sb - ctx->source),
-		 ctx->source);
-	sparent = open(sdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	xfer_emit(ctx, XR_TOTALS, 0, 1, st->st_size, 0, NULL, NULL, NULL);
-	r->t.files = 1;
-	if (r->url[strlen(r->url) - 1] == '/') {
-		if (url__remote_url(r, esc, name, leafurl, sizeof(leafurl)) < 0)
-			leafurl[0] = '\0';
-	} else if (url__url_for(r, r->proto == P_S3 ? r->s3_key : r->url, leafurl,
-				sizeof(leafurl)) < 0) {
-		leafurl[0] = '\0';
-	}
-	if (sparent < 0 || !leafurl[0]) {
-		snprintf(msg, sizeof(msg), "cannot open the directory of %s, or URL too long",
-			 ctx->source);
-		if (sparent >= 0)
-			close(sparent);
-		return url__finish(r, XFER_FINAL, msg);
+	snprintf(root->name, sizeof(root->name), "%s", src->name);
+	if ((slash && url__ep_url(ep, root->dir, root->name, rel, sizeof(rel), ep->file_url,
+				  sizeof(ep->file_url)) < 0) ||
+	    (!slash && url__url_for(r, r->proto == P_S3 ? r->s3_key : r->url, ep->file_url,
+				    sizeof(ep->file_url)) < 0)) {
+		snprintf(msg, msglen, "URL too long for %s", ctx->source);
+		return XFER_FINAL;
 	}
 	if (r->proto == P_HTTP) {
 		char parent[XFER_PATH_MAX * 2];
 		char *ls;
 
-		snprintf(parent, sizeof(parent), "%s", leafurl);
+		snprintf(parent, sizeof(parent), "%s", ep->file_url);
 		ls = strrchr(parent, '/');
 		if (ls && ls > strstr(parent, "://") + 2) {
 			ls[1] = '\0';
-			if (_mkcol_path(r, parent, msg, sizeof(msg)) < 0)
-				xfer_logf(ctx, LOG_LVL_DEBUG, "MKCOL of the parent: %s", msg);
+			if (_mkcol_path(r, parent, why, sizeof(why)) < 0)
+				xfer_logf(ctx, LOG_LVL_DEBUG, "MKCOL of the parent: %s", why);
 		}
 	}
-	if (fstatat(sparent, name, &st2, AT_SYMLINK_NOFOLLOW) < 0 || st2.st_ino != st->st_ino)
-		xfer_failf(&r->t, name, 0, "source '%s' changed while walking", name);
-	else
-		_put(r, sparent, name, leafurl, name, &st2);
-	close(sparent);
-	return -1;
+	return XFER_OK;
 }
 
-int url__stage_out(struct url__run *r)
+/* A collection for WebDAV (MKCOL); ftp and sftp make directories as they upload. */
+int url__mkdir(struct xfer_ep *ep, int dir, const char *name, int *sub)
 {
-	struct xfer_ctx *ctx = r->ctx;
-	char msg[XFER_TEXT_MAX];
-	struct stat st;
-	int sroot, rc;
-	CURL *esc;
+	char rel[XFER_PATH_MAX + 1], url[XFER_PATH_MAX * 2], why[XFER_TEXT_MAX] = "URL too long";
+	size_t n;
+	int code = -1;
 
-	sroot = xfer_open_source(ctx, &st, msg, sizeof(msg));
-	if (sroot < 0)
-		return url__finish(r, XFER_FINAL, msg);
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-		close(sroot);
-		snprintf(msg, sizeof(msg), "source %s is neither a file nor a directory", ctx->source);
-		return url__finish(r, XFER_FINAL, msg);
+	/* One byte kept for the '/' that makes rel a directory's. */
+	if (url__ep_url(ep, dir, name, rel, sizeof(rel) - 1, url, sizeof(url)) < 0)
+		return ENAMETOOLONG;
+	n = strlen(rel);
+	rel[n] = '/';
+	rel[n + 1] = '\0';
+	if (ep->r.proto == P_HTTP && (url__remote_url(&ep->r, ep->esc, rel, url, sizeof(url)) < 0 ||
+				      (code = _mkcol(&ep->r, url, why, sizeof(why))) != 0)) {
+		xfer_logf(ep->r.ctx, LOG_LVL_WARN, "request %lld: cannot create collection '%s': %s",
+			  (long long)ep->r.ctx->request_id, rel, why);
+		return code == 401 || code == 403 ? EACCES : code == 507 ? ENOSPC : EIO;
 	}
-	esc = curl_easy_init();
-	if (!esc) {
-		close(sroot);
-		return url__finish(r, XFER_RETRYABLE, "out of memory");
+	*sub = url__ep_add_dir(ep, rel);
+	return *sub < 0 ? ENOMEM : 0;
+}
+
+/* A collection needs nothing once its members are in place. */
+void url__dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *st)
+{
+	(void)ep;
+	(void)dir;
+	(void)sdir;
+	(void)st;
+}
+
+/* PUT/STOR one file from sfd, then verify it by the server's word (xfer_endpoint.h). */
+int url__put(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
+	     struct xfer_stream *out)
+{
+	struct url__run *r = &ep->r;
+	struct url__meta m = { 0 };
+	struct _source s = { .r = r, .fd = sfd };
+	char rel[XFER_PATH_MAX + 1], url[XFER_PATH_MAX * 2], md5h[CKSUM_HEX_MAX];
+
+	if (url__ep_url(ep, dir, name, rel, sizeof(rel), url, sizeof(url)) < 0) {
+		out->final = 1;
+		return url__why(out, "URL too long for '%s'", name);
 	}
-	rc = S_ISDIR(st.st_mode) ? _put_tree(r, esc, sroot) : _put_one(r, esc, &st);
-	curl_easy_cleanup(esc);
-	if (rc < 0 && !url__stopped(r) && !r->t.failures && strcmp(ctx->action, "archive") == 0)
-		xfer_label_all(r->ctx, sroot, "archived", r->ctx->dest);
-	close(sroot);
-	return rc;
+	if (_put_send(r, &s, url, rel, cur, &m, md5h, out) < 0)
+		return -1;
+	out->bytes = s.sent;
+	/* md5h is "md5:HEX": the hex is compared. */
+	if (_put_verify(r, url, rel, &m, md5h + 4, out) < 0)
+		return -1;
+	xfer_logf(r->ctx, LOG_LVL_INFO, "request %lld: '%s' uploaded, verified by %s",
+		  (long long)r->ctx->request_id, rel, out->token);
+	return 0;
 }

@@ -1,10 +1,11 @@
 /*
- * test_url.c - the url backend's parsers: S3 and WebDAV listings (expat),
- * checksum headers, names from
- * servers, backend choice by scheme, and its stagehand.conf keys.
+ * test_url.c - the url endpoint's parsers: S3 and WebDAV listings (expat),
+ * checksum headers, names from servers, the walk of a listed tree,
+ * backend choice by scheme, and its stagehand.conf keys.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,99 @@ static void _test_listings(void)
 	free(doc);
 }
 
+/* ---- the walk of a listed tree (url__list) ---- */
+
+struct _trace {
+	struct xfer_ep *ep;
+	char s[1024];
+	char url[256];               /* what the url of "sp ace" came out as */
+	int fails;
+};
+
+static void _tr(struct _trace *t, const char *what, const char *rel)
+{
+	size_t n = strlen(t->s);
+
+	snprintf(t->s + n, sizeof(t->s) - n, "%s%s:%s", n ? " " : "", what, rel);
+}
+
+static int _tv(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *name, const char *rel,
+	       const struct stat *st)
+{
+	struct _trace *t = w->arg;
+	char r2[XFER_PATH_MAX + 1];
+
+	if (strlen(rel) < 64)
+		_tr(t, S_ISDIR(st->st_mode) ? "d" : "f", rel);
+	if (strcmp(name, "sp ace") == 0)
+		url__ep_url(t->ep, dir->fd, name, r2, sizeof(r2), t->url, sizeof(t->url));
+	return S_ISDIR(st->st_mode) && strcmp(name, "skip") != 0;
+}
+
+static int _te(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_walk_dir *sub,
+	       const char *name)
+{
+	(void)dir;
+	(void)name;
+	if (strlen(sub->rel) < 64)
+		_tr(w->arg, "in", sub->rel);
+	return 0;
+}
+
+static void _tl(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_walk_dir *sub,
+		const char *name)
+{
+	(void)dir;
+	(void)name;
+	if (strlen(sub->rel) < 64)
+		_tr(w->arg, "out", sub->rel);
+}
+
+static void _tf(struct xfer_walk *w, const char *rel, int err, const char *what)
+{
+	(void)rel;
+	(void)what;
+	((struct _trace *)w->arg)->fails += err == ELOOP;
+}
+
+static void _test_walk(void)
+{
+	static const char *const ents[] = { "a.txt", "d-1", "d/e/sp ace", "d/skip/x", "d/x", "z" };
+	struct xfer_ctx ctx;
+	struct xfer_ep *ep = calloc(1, sizeof(*ep));
+	struct _trace t = { ep, "", "", 0 };
+	struct xfer_walk w = { &ctx, &t, _tv, _te, _tl, _tf };
+	struct xfer_walk_dir root = { 0, "", 0, NULL, NULL };
+	char deep[XFER_WALK_DEPTH * 2 + 16] = "";	/* "a/" 257 times, then "f" */
+
+	memset(&ctx, 0, sizeof(ctx));
+	ep->r.proto = P_HTTP;
+	ep->r.url = "http://h/base/";
+	ep->esc = curl_easy_init();
+	url__ep_add_dir(ep, "");
+	for (size_t i = 0; i < sizeof(ents) / sizeof(ents[0]); i++)
+		url__add_ent(&ep->r, ents[i], 1);
+	url__list(ep, &w, &root);
+	ok(strcmp(t.s, "f:a.txt f:d-1 d:d in:d d:d/e in:d/e f:d/e/sp ace out:d/e d:d/skip "
+		   "f:d/x out:d f:z") == 0, "a sorted listing walks as a tree: %s", t.s);
+	ok(strcmp(t.url, "http://h/base/d/e/sp%20ace") == 0, "a directory handle names its "
+	   "URL, each component escaped: %s", t.url);
+	/* a listing deeper than the walk's limit: the part below it is left out, and said */
+	for (int i = 0; i <= XFER_WALK_DEPTH; i++)
+		memcpy(deep + 2 * i, "a/", 2);
+	deep[2 * (XFER_WALK_DEPTH + 1)] = 'f';
+	for (size_t i = 0; i < ep->r.nents; i++)
+		free(ep->r.ents[i].rel);
+	ep->r.nents = 0;
+	url__add_ent(&ep->r, deep, 1);
+	t.s[0] = '\0';
+	url__list(ep, &w, &root);
+	ok(t.fails == 1 && !strstr(t.s, "f:"), "a tree deeper than %d levels fails once there",
+	   XFER_WALK_DEPTH);
+	ok(ep->ndirs == XFER_WALK_DEPTH + 1, "one handle per directory walked (%zu)", ep->ndirs);
+	url__ep_close(ep, &(struct xfer_root){ .dir = 0 });
+}
+
 int main(void)
 {
 	char err[256];
@@ -110,6 +204,7 @@ int main(void)
 	struct url__meta m;
 	struct conf *c;
 	_test_listings();
+	_test_walk();
 	memset(&r, 0, sizeof(r));
 	r.proto = P_S3;
 	memset(&m, 0, sizeof(m));
