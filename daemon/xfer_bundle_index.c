@@ -24,7 +24,7 @@
 #define INDEX_TMP ".index.jsonl.tmp"
 #define JOURNAL_MAX (1LL << 32)
 
-int bundle__write(struct bundle__run *r, int fd, const void *p, size_t n)
+int bundle__write(struct xfer_ep *r, int fd, const void *p, size_t n)
 {
 	int e = xfer_engine_write(r->ctx, fd, p, n, -1);
 
@@ -35,7 +35,7 @@ int bundle__write(struct bundle__run *r, int fd, const void *p, size_t n)
 	return 0;
 }
 
-int bundle__cksum(struct bundle__run *r, int fd, char *cks, int64_t *len)
+int bundle__cksum(struct xfer_ep *r, int fd, char *cks, int64_t *len)
 {
 	struct xfer_buf tb = { r->buf, BUNDLE_CHUNK };
 
@@ -86,7 +86,7 @@ struct bundle__rec *bundle__find(struct bundle__vec *v, const char *rel)
 	return NULL;
 }
 
-struct bundle__bmeta *bundle__meta(struct bundle__run *r, int num)
+struct bundle__bmeta *bundle__meta(struct xfer_ep *r, int num)
 {
 	for (size_t i = 0; i < r->nbm; i++)
 		if (r->bm[i].num == num)
@@ -94,7 +94,7 @@ struct bundle__bmeta *bundle__meta(struct bundle__run *r, int num)
 	return NULL;
 }
 
-struct bundle__bmeta *bundle__meta_add(struct bundle__run *r, int num)
+struct bundle__bmeta *bundle__meta_add(struct xfer_ep *r, int num)
 {
 	struct bundle__bmeta *b = bundle__meta(r, num);
 
@@ -136,7 +136,7 @@ char *bundle__bundle_line(const struct bundle__bmeta *b)
 	return bundle_bundle_line(b->num, b->size, b->cks, b->members);
 }
 
-static char *_header_line(struct bundle__run *r)
+static char *_header_line(struct xfer_ep *r)
 {
 	struct bundle_header h = {
 		.algo = r->ctx->algo, .source = r->ctx->source, .dest = r->ctx->dest,
@@ -148,7 +148,7 @@ static char *_header_line(struct bundle__run *r)
 }
 
 /* Append text to the journal and make it durable. */
-int bundle__journal(struct bundle__run *r, const char *text)
+int bundle__journal(struct xfer_ep *r, const char *text)
 {
 	if (r->jfd < 0) {
 		r->jfd = openat(r->bdir, JOURNAL_NAME, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW |
@@ -169,7 +169,7 @@ int bundle__journal(struct bundle__run *r, const char *text)
 	return 0;
 }
 
-void bundle__load_journal(struct bundle__run *r)
+void bundle__load_journal(struct xfer_ep *r)
 {
 	struct stat st;
 	int fd, from_index = 0;
@@ -251,7 +251,7 @@ void bundle__load_journal(struct bundle__run *r)
 }
 
 /* Verify each listed bundle; drop records of bundles that are not intact. */
-void bundle__check_kept(struct bundle__run *r)
+void bundle__check_kept(struct xfer_ep *r)
 {
 	for (size_t i = 0; i < r->nbm && !xfer_stopped(r->ctx); i++) {
 		struct bundle__bmeta *b = &r->bm[i];
@@ -307,7 +307,7 @@ void bundle__check_kept(struct bundle__run *r)
 }
 
 /* Remove what the bundle folder holds besides kept bundles and the journal. */
-void bundle__sweep(struct bundle__run *r, int only_unreferenced)
+void bundle__sweep(struct xfer_ep *r, int only_unreferenced)
 {
 	int fd = dup(r->bdir);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -343,7 +343,7 @@ void bundle__sweep(struct bundle__run *r, int only_unreferenced)
 			r->next_bundle = r->bm[i].num;
 }
 
-int bundle__write_index(struct bundle__run *r, char *msg, size_t msglen)
+int bundle__write_index(struct xfer_ep *r, char *msg, size_t msglen)
 {
 	struct bundle__vec out = { 0 };
 	char *h = _header_line(r), want[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX];
