@@ -149,33 +149,22 @@ static void _babort(struct xfer_ep *r)
 /* The journal lines of bundle b and its members: a new string, or NULL. */
 static char *_bundle_text(struct xfer_ep *r, const struct bundle__bmeta *b)
 {
-	size_t cap = 4096, used = 0;
-	char *text = malloc(cap);
+	char *text = NULL;
+	size_t len;
+	FILE *f = open_memstream(&text, &len);
+	int ok = f != NULL;
 
-	for (size_t i = 0; text && i <= r->mem.n; i++) {
+	for (size_t i = 0; ok && i <= r->mem.n; i++) {
 		char *l = i == 0 ? bundle__bundle_line(b) : bundle__rec_line(&r->mem.v[i - 1]);
-		size_t ll = l ? strlen(l) : 0;
 
-		if (!l) {
-			free(text);
-			return NULL;
-		}
-		if (used + ll + 1 > cap) {
-			char *n;
-
-			while (used + ll + 1 > cap)
-				cap *= 2;
-			n = realloc(text, cap);
-			if (!n) {
-				free(l);
-				free(text);
-				return NULL;
-			}
-			text = n;
-		}
-		memcpy(text + used, l, ll + 1);
-		used += ll;
+		ok = l && fputs(l, f) >= 0;
 		free(l);
+	}
+	if (f && fclose(f) != 0)
+		ok = 0;
+	if (!ok) {
+		free(text);
+		return NULL;
 	}
 	return text;
 }
@@ -533,7 +522,6 @@ static int _kept(struct xfer_ep *r, int dir, const char *name, const char *rel,
 {
 	struct bundle__rec *j = bundle__find(&r->jr, rel), *x;
 	struct stat cur;
-	char *rel2, *tgt;
 	int fd;
 
 	if (!j || j->type != (target ? E_LINK : E_FILE) || j->size != (target ? 0 : st->st_size) ||
@@ -546,24 +534,22 @@ static int _kept(struct xfer_ep *r, int dir, const char *name, const char *rel,
 	     !S_ISREG(cur.st_mode) || cur.st_size != st->st_size ||
 	     xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)))
 		return 0;
-	x = NULL;
-	rel2 = strdup(j->rel);
-	tgt = j->target ? strdup(j->target) : NULL;
-	if (rel2 && (!j->target || tgt)) {
-		pthread_mutex_lock(&r->mu);
-		if ((x = bundle__push(&r->src)) != NULL) {
-			*x = *j;
-			x->rel = rel2;
-			x->target = tgt;
-			x->done = 1;
+	pthread_mutex_lock(&r->mu);
+	if ((x = bundle__push(&r->src)) != NULL) {
+		*x = *j;
+		x->done = 1;
+		x->rel = strdup(j->rel);
+		x->target = j->target ? strdup(j->target) : NULL;
+		if (!x->rel || (j->target && !x->target)) {
+			free(x->rel);
+			free(x->target);
+			r->src.n--;
+			x = NULL;
 		}
-		pthread_mutex_unlock(&r->mu);
 	}
-	if (!x) {
-		free(rel2);
-		free(tgt);
+	pthread_mutex_unlock(&r->mu);
+	if (!x)
 		return 0;	/* out of memory: archived again */
-	}
 	j->done = 1;	/* superseded by x in the index */
 	snprintf(cks, CKSUM_HEX_MAX, "%s", j->cks);
 	return 1;

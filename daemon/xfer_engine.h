@@ -15,8 +15,8 @@
  * The driver that puts these together for a request is xfer_pipeline.c; the
  * sides it moves data between are endpoints (xfer_endpoint.h) that keep only
  * what is their own: how to list, open, read, write and make durable on
- * their side. The local and null backends are that driver; url and bundle
- * still drive these pieces from their own run().
+ * their side. The local, null and bundle backends are that driver; url
+ * still drives these pieces from its own run().
  *
  * Must never: follow a symbolic link inside a source tree (every entry is
  * opened with openat(O_NOFOLLOW) from its parent's descriptor), or run

@@ -386,3 +386,33 @@ def test_kill9_resumes_at_bundle_granularity(make_daemon, job, base_dir, stageha
     p = restore(stagehand_bin, dest, "--to", to)
     assert p.returncode == 0, p.stderr
     assert tree_digest(to) == job["digest"]
+
+
+def test_keep_no_removes_sources_once_bundled(daemon, base_dir, stagehand_bin):
+    """keep=no: every archived file leaves scratch, and the archive restores the tree."""
+    rnd = random.Random(2402)
+    src = owned_dir(os.path.join(base_dir, "shtest", "keepno"), "shtest")
+    for i in range(1200):
+        sub = os.path.join(src, f"d{i % 12:02d}", "deep" if i % 3 == 0 else "")
+        os.makedirs(sub, exist_ok=True)
+        with open(os.path.join(sub, f"f{i:05d}"), "wb") as f:
+            f.write(rnd.randbytes(rnd.randrange(0, 4096)))
+    with open(os.path.join(src, "d05", "large.dat"), "wb") as f:
+        f.write(rnd.randbytes(LARGE))
+    os.symlink("d00/f00000", os.path.join(src, "link"))
+    chown_tree(src, "shtest")
+    digest = tree_digest(src)
+    dest = os.path.join(base_dir, "shtest", "archive", "keepno")
+    r = daemon.api.wait(daemon.api.submit("archive", src, dest, as_user="shtest",
+                                          options={"backend": "bundle", "keep": False})["id"],
+                        timeout=120)
+    assert r["state"] == "done" and r["files_done"] == r["files_total"] == 1201, r
+    left = [os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs]
+    assert left == [os.path.join(src, "link")], left[:10]
+    _, bundles, entries = _index(os.path.join(dest, ".stagehand-bundles"))
+    assert bundles and {e["path"] for e in entries if e["type"] == "file"} == set(digest)
+    assert os.path.getsize(os.path.join(dest, "d05", "large.dat")) == LARGE
+    to = os.path.join(_user_tmp(base_dir, "restore-keepno"), "r")
+    p = restore(stagehand_bin, dest, "--to", to)
+    assert p.returncode == 0, p.stderr
+    assert tree_digest(to) == digest and os.readlink(os.path.join(to, "link")) == "d00/f00000"
