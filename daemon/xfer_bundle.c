@@ -198,7 +198,7 @@ static int _journal_members(struct xfer_ep *r, const struct bundle__bmeta *b)
 static int _group_commit(struct xfer_ep *r, const char **what)
 {
 	static const char zero[TAR_END_BYTES];
-	char want[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX], bn[32];
+	char want[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX], bn[BUNDLE_NAME_SIZE];
 	int64_t len = 0;
 	int e = xfer_stopped(r->ctx) ? EINTR : r->bfd < 0 ? (r->spoiled ? r->spoiled : EIO) : 0;
 	struct bundle__bmeta *b;
@@ -209,7 +209,7 @@ static int _group_commit(struct xfer_ep *r, const char **what)
 		_mem_clear(r);
 		return e;
 	}
-	bundle__name(bn, sizeof(bn), r->bnum);
+	bundle_name(bn, r->bnum);
 	e = _bput(r, zero, sizeof(zero));
 	if (!e)
 		e = _bflush(r);

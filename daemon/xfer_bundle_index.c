@@ -108,14 +108,6 @@ struct bundle__bmeta *bundle__meta_add(struct xfer_ep *r, int num)
 	return b;
 }
 
-void bundle__name(char *out, size_t len, int num)
-{
-	char bn[BUNDLE_NAME_SIZE];
-
-	bundle_name(bn, num);
-	snprintf(out, len, "%s", bn);
-}
-
 /* One index/journal line for a record; new string with '\n', or NULL. */
 char *bundle__rec_line(const struct bundle__rec *e)
 {
@@ -255,11 +247,11 @@ void bundle__check_kept(struct xfer_ep *r)
 {
 	for (size_t i = 0; i < r->nbm && !xfer_stopped(r->ctx); i++) {
 		struct bundle__bmeta *b = &r->bm[i];
-		char bn[32], got[CKSUM_HEX_MAX];
+		char bn[BUNDLE_NAME_SIZE], got[CKSUM_HEX_MAX];
 		int64_t members = 0, len = 0;
 		int fd;
 
-		bundle__name(bn, sizeof(bn), b->num);
+		bundle_name(bn, b->num);
 		for (size_t k = 0; k < r->jr.n; k++)
 			members += r->jr.v[k].bundle == b->num;
 		fd = openat(r->bdir, bn, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

@@ -101,7 +101,6 @@ int bundle__cmp_rel(const void *a, const void *b);
 struct bundle__rec *bundle__find(struct bundle__vec *v, const char *rel);
 struct bundle__bmeta *bundle__meta(struct xfer_ep *r, int num);
 struct bundle__bmeta *bundle__meta_add(struct xfer_ep *r, int num);
-void bundle__name(char *out, size_t len, int num);
 /* Index lines: new strings ending in '\n' (the caller frees them), or NULL. */
 char *bundle__rec_line(const struct bundle__rec *e);
 char *bundle__bundle_line(const struct bundle__bmeta *b);
