@@ -686,7 +686,7 @@ static int _finish(struct xfer_ep *r, char *msg, size_t msglen)
 		r->next_bundle--;
 	}
 	_mem_clear(r);
-	qsort(r->src.v, r->src.n, sizeof(r->src.v[0]), bundle__cmp_rel);
+	bundle__sort(&r->src);
 	return bundle__write_index(r, msg, msglen) < 0 ? XFER_RETRYABLE : XFER_OK;
 }
 

@@ -60,12 +60,18 @@ void bundle__vec_free(struct bundle__vec *v)
 	memset(v, 0, sizeof(*v));
 }
 
-int bundle__cmp_rel(const void *a, const void *b)
+static int _cmp_rel(const void *a, const void *b)
 {
 	const struct bundle__rec *x = a, *y = b;
 	int c = strcmp(x->rel, y->rel);
 
 	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+void bundle__sort(struct bundle__vec *v)
+{
+	if (v->n)	/* an empty vector's v->v is NULL, which qsort must not get */
+		qsort(v->v, v->n, sizeof(v->v[0]), _cmp_rel);
 }
 
 struct bundle__rec *bundle__find(struct bundle__vec *v, const char *rel)
@@ -284,7 +290,7 @@ void bundle__check_kept(struct xfer_ep *r)
 			r->jr.v[w++] = *x;
 		}
 		r->jr.n = w;
-		qsort(r->jr.v, r->jr.n, sizeof(r->jr.v[0]), bundle__cmp_rel);
+		bundle__sort(&r->jr);
 		w = 0;
 		for (size_t k = 0; k < r->jr.n; k++) {
 			if (k + 1 < r->jr.n && strcmp(r->jr.v[k].rel, r->jr.v[k + 1].rel) == 0) {
@@ -370,7 +376,7 @@ int bundle__write_index(struct xfer_ep *r, char *msg, size_t msglen)
 		snprintf(msg, msglen, "out of memory writing the index");
 		return -1;
 	}
-	qsort(out.v, out.n, sizeof(out.v[0]), bundle__cmp_rel);
+	bundle__sort(&out);
 	for (size_t i = 0; i < out.n; i++) {
 		struct bundle__bmeta *b = out.v[i].bundle ? bundle__meta(r, out.v[i].bundle) : NULL;
 

@@ -95,8 +95,8 @@ struct xfer_ep {
    when out of memory. */
 struct bundle__rec *bundle__push(struct bundle__vec *v);
 void bundle__vec_free(struct bundle__vec *v);
-/* qsort order: by relpath, then journal line. */
-int bundle__cmp_rel(const void *a, const void *b);
+/* Sort by relpath, then journal line. */
+void bundle__sort(struct bundle__vec *v);
 /* Lookups return borrowed pointers into the run's arrays (NULL: none, or no memory). */
 struct bundle__rec *bundle__find(struct bundle__vec *v, const char *rel);
 struct bundle__bmeta *bundle__meta(struct xfer_ep *r, int num);
