@@ -432,12 +432,14 @@ static void _dir_done(struct xfer_ep *r, int dir, int sdir, const struct stat *s
 
 	pthread_mutex_lock(&r->mu);
 	d = &r->dirs[dir];
+	fd = d->fd;
+	if (fd < 0 && dir)	/* made on the way to a deeper plain file, or never */
+		fd = xfer_open_dir(r->droot, d->rel, strlen(d->rel), 0);
 	if (dir && (x = bundle__push(&r->src)) != NULL)
 		*x = (struct bundle__rec){ .rel = d->rel, .type = E_DIR, .mode = st->st_mode & 07777,
 					   .mtime_ns = xfer_ns(&st->st_mtim), .done = 1 };
 	else
 		free(d->rel);
-	fd = d->fd;
 	d->rel = NULL;
 	d->fd = -1;
 	if (!dir)

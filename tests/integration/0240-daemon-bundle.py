@@ -398,8 +398,9 @@ def test_keep_no_removes_sources_once_bundled(daemon, base_dir, stagehand_bin):
         os.makedirs(sub, exist_ok=True)
         with open(os.path.join(sub, f"f{i:05d}"), "wb") as f:
             f.write(rnd.randbytes(rnd.randrange(0, 4096)))
-    with open(os.path.join(src, "d05", "large.dat"), "wb") as f:
+    with open(os.path.join(src, "d03", "deep", "large.dat"), "wb") as f:
         f.write(rnd.randbytes(LARGE))
+    os.chmod(os.path.join(src, "d03"), 0o750)
     os.symlink("d00/f00000", os.path.join(src, "link"))
     chown_tree(src, "shtest")
     digest = tree_digest(src)
@@ -413,7 +414,14 @@ def test_keep_no_removes_sources_once_bundled(daemon, base_dir, stagehand_bin):
     assert left == [os.path.join(src, "link")], left[:10]
     _, bundles, entries = _index(os.path.join(dest, ".stagehand-bundles"))
     assert bundles and {e["path"] for e in entries if e["type"] == "file"} == set(digest)
-    assert os.path.getsize(os.path.join(dest, "d05", "large.dat")) == LARGE
+    assert os.path.getsize(os.path.join(dest, "d03", "deep", "large.dat")) == LARGE
+    # Directories made for a large file get the source's mode and mtime, as listed.
+    dirs = {e["path"]: e for e in entries if e["type"] == "dir"}
+    for rel in ("d03", "d03/deep"):
+        st = os.stat(os.path.join(dest, rel))
+        assert (stat.S_IMODE(st.st_mode), st.st_mtime_ns) == \
+            (dirs[rel]["mode"], dirs[rel]["mtime_ns"]), rel
+    assert dirs["d03"]["mode"] == 0o750 and not os.path.exists(os.path.join(dest, "d04"))
     to = os.path.join(_user_tmp(base_dir, "restore-keepno"), "r")
     p = restore(stagehand_bin, dest, "--to", to)
     assert p.returncode == 0, p.stderr
