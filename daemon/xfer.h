@@ -5,11 +5,11 @@
  * "bundle"; URL backends add a row with their schemes), the record protocol a worker
  * streams to the daemon over its socket, the shared bandwidth token bucket
  * (xfer_bucket.c), and the resume set (files verified by an earlier attempt).
- * A backend is what a worker runs for a request. "local" and "null" are the
- * engine's driver (xfer_pipeline.c) between two endpoints (xfer_endpoint.h:
- * small operations on one side of a transfer); "url" and "bundle" still run
- * their own loop over the engine's shared pieces (xfer_engine.h: the walk,
- * the write path, verification, the resume decision, failure accounting).
+ * A backend is what a worker runs for a request: every one ("local",
+ * "null", "bundle", "url") is the engine's driver (xfer_pipeline.c) between
+ * two endpoints (xfer_endpoint.h: small operations on one side of a
+ * transfer), over the engine's shared pieces (xfer_engine.h: the walk, the
+ * write path, verification, the resume decision, failure accounting).
  *
  * Must never: run in the daemon process with root's identity on user paths
  * (backends run only inside a worker that has dropped to the owner), or touch
@@ -123,7 +123,7 @@ struct xfer_backend {
 	const char *const *schemes;  /* URL schemes served, NULL-terminated; NULL = paths */
 	/*
 	 * Do the whole request; emit records; return enum xfer_result. For
-	 * local and null: xfer_pipeline_run with their endpoints, nothing more.
+	 * Every backend: xfer_pipeline_run with its endpoints.
 	 */
 	int (*run)(struct xfer_ctx *ctx);
 };
@@ -149,8 +149,9 @@ void xfer_url_prepare(struct xfer_ctx *ctx);
 
 /*
  * Backend "bundle" (xfer_bundle.c): archive requests for trees of many small
- * files become tar bundles plus an index in DEST/XFER_BUNDLE_DIR; anything
- * else is handed to the local backend. Its parameters are set in the daemon
+ * files become tar bundles plus an index in DEST/XFER_BUNDLE_DIR (the
+ * endpoint xfer_ep_bundle); anything else is stored by the local endpoint.
+ * Its parameters are set in the daemon
  * process (from ArchiveBundle/Bundle* in stagehand.conf) and inherited by
  * the forked workers.
  */

@@ -1,13 +1,17 @@
 /*
- * xfer_bundle.c - the "bundle" backend: archive copies of trees of many small
- * files as tar bundles plus an index.
+ * xfer_bundle.c - the "bundle" endpoint: archive copies of trees of many
+ * small files as tar bundles plus an index. A destination of the engine's
+ * driver (xfer_pipeline.c), which owns the walk, the per-file decisions,
+ * failure accounting, progress, keep=no and the verdict; what is here is
+ * only the bundle's own: appending members to the open tar stream, closing
+ * a bundle (durable, read back, journalled), the index, and resume by the
+ * journal.
  *
  * Runs only inside a worker that already has the owner's uid, gid and groups,
- * and only for archive requests (anything else goes to the local backend).
- * The source tree is walked as the local backend walks it (openat with
- * O_NOFOLLOW from the parent's fd; FIFOs, sockets and devices skipped with a
- * reason). When the tree holds at least BundleMinFiles regular files smaller
- * than BundleFileMax, the archive destination DEST gets:
+ * and only for archive requests (anything else goes to the local endpoint).
+ * When the source is a tree holding at least BundleMinFiles regular files
+ * smaller than BundleFileMax (or its archive was bundled before), the
+ * archive destination DEST gets:
  *
  *   DEST/.stagehand-bundles/bundle-000001.tar …  small files and symlinks,
  *                                                POSIX pax tar (common/tar.h),
@@ -29,11 +33,12 @@
  * closed with the two end-of-archive blocks, fsynced, read back from disk
  * (its pages dropped first) and its checksum compared before it is renamed
  * into place; each member's checksum is taken from the bytes written. Only
- * then are its members appended to the journal (index.jsonl.part, fsynced),
- * reported done to the daemon and, with keep=no, removed from scratch.
- * Large files follow the local backend's temp + fsync + rename + read-back.
- * At the end the index is written from the journal (temp, fsync, rename,
- * read back) and the source is labelled archived.
+ * then are its members appended to the journal (index.jsonl.part, fsynced)
+ * and the driver reports them (and, with keep=no, removes their sources).
+ * Larger files are the local endpoint's (temporary file, fsync, rename,
+ * read back), in directories made only when such a file goes there; each is
+ * journalled once the driver verified it. At the end the index is written
+ * from the journal (temp, fsync, rename, read back).
  *
  * Resume at bundle granularity: a new attempt reads the journal (or the
  * index of a finished attempt), re-reads every bundle it lists and keeps
@@ -41,13 +46,7 @@
  * source is unchanged are not packed again. Anything else in the bundle
  * folder (temporary files, unlisted or damaged bundles) is removed.
  *
- * The walk, the durable write, read-back and failure accounting are the
- * engine's (xfer_engine.h, common/durable.h); the journal and the index are
- * xfer_bundle_index.c.
- *
- * Audit: one record per member (the daemon's item and audit rows), path_dst
- * being the member's logical place DEST/relpath; the index says in which
- * bundle and at which offset it lives. Each bundle is logged once.
+ * The journal and the index are xfer_bundle_index.c.
  */
 #include "config.h"
 
@@ -58,15 +57,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "durable.h"
 #include "log.h"
-#include "queue.h"
 #include "tar.h"
-#include "xattr.h"
 #include "xfer_bundle_int.h"
+#include "xfer_endpoint.h"
 #include "xfer_util.h"
 
 static struct xfer_bundle_params _params = {
@@ -78,128 +75,9 @@ void xfer_bundle_configure(const struct xfer_bundle_params *p)
 	_params = *p;
 }
 
-/* ---- pass 1: walk the source into r->src (the engine's walk) ---- */
+/* ---- the open bundle ---- */
 
-static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *name,
-		  const char *rel, const struct stat *st)
-{
-	struct bundle__run *r = w->arg;
-	struct bundle__rec *e = bundle__push(&r->src);
-
-	if (!e)
-		return 0;
-	if (dir->depth == 0 && strcmp(name, BUNDLE_DIR) == 0) {
-		e->type = E_SPECIAL;
-		e->rel = strdup(name);
-		e->err = -1;	/* reserved name */
-		return 0;
-	}
-	e->rel = strdup(rel);
-	e->size = st->st_size;
-	e->mtime_ns = xfer_ns(&st->st_mtim);
-	e->mode = st->st_mode & 07777;
-	e->ino = st->st_ino;
-	if (S_ISREG(st->st_mode)) {
-		e->type = E_FILE;
-		r->t.files++;
-		r->t.bytes += st->st_size;
-		if ((uint64_t)st->st_size < r->p.file_max)
-			r->small++;
-	} else if (S_ISLNK(st->st_mode)) {
-		char t[PATH_MAX];
-		ssize_t n = readlinkat(dir->fd, name, t, sizeof(t) - 1);
-
-		if (n < 0) {
-			e->type = E_ERROR;
-			e->err = errno;
-			return 0;
-		}
-		t[n] = '\0';
-		e->type = E_LINK;
-		e->size = 0;
-		e->target = strdup(t);
-	} else if (S_ISDIR(st->st_mode)) {
-		e->type = E_DIR;
-		e->size = 0;
-		if (!xfer_excluded(r->ctx, rel))
-			return 1;
-		/* exempt= inside the tree: not archived, not removed */
-		e->type = E_SPECIAL;
-		e->err = -2;
-		r->t.skipped++;
-	} else {
-		e->type = E_SPECIAL;
-		e->err = S_ISFIFO(st->st_mode) ? 1 : S_ISSOCK(st->st_mode) ? 2 : 3;
-		r->t.skipped++;
-	}
-	return 0;
-}
-
-/* Failures are reported once the endpoint knows it bundles this tree. */
-static void _walk_fail(struct xfer_walk *w, const char *rel, int err, const char *what)
-{
-	struct bundle__run *r = w->arg;
-	struct bundle__rec *e = r->src.n ? &r->src.v[r->src.n - 1] : NULL;
-
-	/* A directory that cannot be entered: its own record says why. */
-	if (e && e->type == E_DIR && e->rel && strcmp(e->rel, rel) == 0 &&
-	    strcmp(what, "cannot read directory") != 0) {
-		e->type = E_ERROR;
-		e->err = err;
-		return;
-	}
-	e = bundle__push(&r->src);
-	if (e) {
-		e->type = E_ERROR;
-		e->err = err;
-		e->rel = strdup(rel);
-	}
-}
-
-static void _walk(struct bundle__run *r)
-{
-	struct xfer_walk w = { .ctx = r->ctx, .arg = r, .visit = _visit, .fail = _walk_fail };
-	struct xfer_walk_dir root = { r->sroot, "", 0, NULL, NULL };
-
-	xfer_walk_tree(&w, &root);
-}
-
-/* ---- parent directories by relpath, never through a symlink ---- */
-
-static int _open_under(int root, const char *dir, int create)
-{
-	return xfer_open_dir(root, dir, strlen(dir), create ? 0700 : 0);
-}
-
-static int _parent(struct bundle__run *r, const char *rel, const char **leaf, int dest)
-{
-	const char *slash = strrchr(rel, '/');
-	size_t dl = slash ? (size_t)(slash - rel) : 0;
-	char **cache = dest ? &r->dp_rel : &r->sp_rel;
-	int *cfd = dest ? &r->dp_fd : &r->sp_fd;
-	char *dir;
-
-	*leaf = slash ? slash + 1 : rel;
-	if (*cache && strlen(*cache) == dl && strncmp(*cache, rel, dl) == 0)
-		return *cfd;
-	if (*cfd >= 0)
-		close(*cfd);
-	free(*cache);
-	*cache = NULL;
-	*cfd = -1;
-	dir = strndup(rel, dl);
-	if (!dir)
-		return -1;
-	*cfd = _open_under(dest ? r->droot : r->sroot, dir, dest);
-	if (*cfd < 0) {
-		free(dir);
-		return -1;
-	}
-	*cache = dir;
-	return *cfd;
-}
-
-static int _bflush(struct bundle__run *r)
+static int _bflush(struct xfer_ep *r)
 {
 	if (r->blen && bundle__write(r, r->bfd, r->buf, r->blen) < 0)
 		return errno;
@@ -207,7 +85,7 @@ static int _bflush(struct bundle__run *r)
 	return 0;
 }
 
-static int _bput(struct bundle__run *r, const void *data, size_t len)
+static int _bput(struct xfer_ep *r, const void *data, size_t len)
 {
 	const char *p = data;
 
@@ -230,8 +108,16 @@ static int _bput(struct bundle__run *r, const void *data, size_t len)
 	return 0;
 }
 
-static int _bopen(struct bundle__run *r)
+/* Members that will not be in a bundle. */
+static void _mem_clear(struct xfer_ep *r)
 {
+	bundle__vec_free(&r->mem);
+	r->spoiled = 0;
+}
+
+static int _bopen(struct xfer_ep *r)
+{
+	_mem_clear(r);
 	r->bnum = ++r->next_bundle;
 	snprintf(r->btmp, sizeof(r->btmp), ".bundle-%06d.tar.stagehand-%lld", r->bnum,
 		 (long long)r->ctx->request_id);
@@ -246,11 +132,10 @@ static int _bopen(struct bundle__run *r)
 	}
 	r->boff = 0;
 	r->blen = 0;
-	r->nbmem = 0;
 	return 0;
 }
 
-static void _babort(struct bundle__run *r)
+static void _babort(struct xfer_ep *r)
 {
 	if (r->bfd < 0)
 		return;
@@ -261,69 +146,70 @@ static void _babort(struct bundle__run *r)
 	r->blen = 0;
 }
 
-static void _remove_source(struct bundle__run *r, const struct bundle__rec *e)
-{
-	const char *leaf = e->rel;
-	int pfd;
-
-	if (r->ctx->keep || e->type != E_FILE)
-		return;
-	pfd = _parent(r, e->rel, &leaf, 0);
-	xfer_engine_remove_source(r->ctx, pfd, leaf, e->rel);
-}
-
 /* The journal lines of bundle b and its members: a new string, or NULL. */
-static char *_bundle_text(struct bundle__run *r, const struct bundle__bmeta *b)
+static char *_bundle_text(struct xfer_ep *r, const struct bundle__bmeta *b)
 {
-	size_t cap = 4096, used = 0;
-	char *text = malloc(cap);
+	char *text = NULL;
+	size_t len;
+	FILE *f = open_memstream(&text, &len);
+	int ok = f != NULL;
 
-	for (size_t i = 0; text && i <= r->nbmem; i++) {
-		char *l = i == 0 ? bundle__bundle_line(b) : bundle__rec_line(&r->src.v[r->bmem[i - 1]]);
-		size_t ll = l ? strlen(l) : 0;
+	for (size_t i = 0; ok && i <= r->mem.n; i++) {
+		char *l = i == 0 ? bundle__bundle_line(b) : bundle__rec_line(&r->mem.v[i - 1]);
 
-		if (!l) {
-			free(text);
-			return NULL;
-		}
-		if (used + ll + 1 > cap) {
-			char *n;
-
-			while (used + ll + 1 > cap)
-				cap *= 2;
-			n = realloc(text, cap);
-			if (!n) {
-				free(l);
-				free(text);
-				return NULL;
-			}
-			text = n;
-		}
-		memcpy(text + used, l, ll + 1);
-		used += ll;
+		ok = l && fputs(l, f) >= 0;
 		free(l);
+	}
+	if (f && fclose(f) != 0)
+		ok = 0;
+	if (!ok) {
+		free(text);
+		return NULL;
 	}
 	return text;
 }
 
-/* Close, verify, rename, journal and report the open bundle. */
-static void _bclose(struct bundle__run *r)
+/* The members now in a journalled bundle join what the index lists; 0 or an errno. */
+static int _journal_members(struct xfer_ep *r, const struct bundle__bmeta *b)
+{
+	char *text = _bundle_text(r, b);
+	int e = text ? 0 : ENOMEM;
+
+	pthread_mutex_lock(&r->mu);
+	if (!e && bundle__journal(r, text) < 0)
+		e = errno;
+	for (size_t i = 0; !e && i < r->mem.n; i++) {
+		struct bundle__rec *x = bundle__push(&r->src);
+
+		if (!x) {
+			e = ENOMEM;	/* the journal has it: a retry keeps the bundle */
+			break;
+		}
+		*x = r->mem.v[i];
+		x->done = 1;
+		r->mem.v[i].rel = r->mem.v[i].target = NULL;	/* moved */
+	}
+	pthread_mutex_unlock(&r->mu);
+	free(text);
+	return e;
+}
+
+/* Close, verify, rename and journal the open bundle (xfer_endpoint.h: group_commit). */
+static int _group_commit(struct xfer_ep *r, const char **what)
 {
 	static const char zero[TAR_END_BYTES];
-	char want[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX], bn[32];
+	char want[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX], bn[BUNDLE_NAME_SIZE];
 	int64_t len = 0;
-	int e = 0;
+	int e = xfer_stopped(r->ctx) ? EINTR : r->bfd < 0 ? (r->spoiled ? r->spoiled : EIO) : 0;
 	struct bundle__bmeta *b;
-	char *text;
 
-	if (r->bfd < 0)
-		return;
-	if (r->nbmem == 0) {
+	*what = "cannot write bundle for";
+	if (e) {
 		_babort(r);
-		r->next_bundle--;
-		return;
+		_mem_clear(r);
+		return e;
 	}
-	bundle__name(bn, sizeof(bn), r->bnum);
+	bundle_name(bn, r->bnum);
 	e = _bput(r, zero, sizeof(zero));
 	if (!e)
 		e = _bflush(r);
@@ -344,65 +230,38 @@ static void _bclose(struct bundle__run *r)
 		e = ENOMEM;
 	if (e) {
 		unlinkat(r->bdir, r->btmp, 0);
-		for (size_t i = 0; i < r->nbmem; i++)
-			if (e != EINTR)
-				xfer_fail(&r->t, r->src.v[r->bmem[i]].rel, e, e == EIO ?
-					   "bundle checksum mismatch after writing; member" :
-					   "cannot write bundle for");
-		r->nbmem = 0;
-		return;
+		_mem_clear(r);
+		if (e == EIO)
+			*what = "bundle checksum mismatch after writing; member";
+		return e;
 	}
 	b->size = len;
-	b->members = (int64_t)r->nbmem;
+	b->members = (int64_t)r->mem.n;
 	b->kept = 1;
 	snprintf(b->cks, sizeof(b->cks), "%s", got);
 	/* The journal learns of the bundle and its members in one fsynced write. */
-	text = _bundle_text(r, b);
-	if (!text || bundle__journal(r, text) < 0) {
-		int err = text ? errno : ENOMEM;
-
-		free(text);
-		for (size_t i = 0; i < r->nbmem; i++)
-			xfer_fail(&r->t, r->src.v[r->bmem[i]].rel, err, "cannot record bundle member");
-		r->nbmem = 0;
-		return;
+	if ((e = _journal_members(r, b)) != 0) {
+		*what = "cannot record bundle member";
+		_mem_clear(r);
+		return e;
 	}
-	free(text);
 	xfer_logf(r->ctx, LOG_LVL_INFO, "request %lld: %s/%s/%s verified: %zu members, %lld bytes, %s",
-		  (long long)r->ctx->request_id, r->ctx->dest, BUNDLE_DIR, bn, r->nbmem,
+		  (long long)r->ctx->request_id, r->ctx->dest, BUNDLE_DIR, bn, r->mem.n,
 		  (long long)len, got);
-	for (size_t i = 0; i < r->nbmem; i++) {
-		struct bundle__rec *m = &r->src.v[r->bmem[i]];
-
-		m->done = 1;
-		xfer_emit(r->ctx, XR_ITEM_DONE, 0, m->size, (int64_t)time(NULL), (int64_t)time(NULL),
-			  m->type == E_FILE ? m->cks : NULL, m->rel, m->type == E_FILE ? "file" : "symlink");
-		if (m->type == E_FILE) {
-			r->t.verified++;
-			_remove_source(r, m);
-		}
-	}
-	r->nbmem = 0;
+	_mem_clear(r);
+	return 0;
 }
 
-/* Read one small file whole into r->fbuf; 0 or an errno. */
-static int _read_small(struct bundle__run *r, struct bundle__rec *e)
+/* Read all of a small file (as walked in st) into r->fbuf; 0 or an errno. */
+static int _read_small(struct xfer_ep *r, int fd, const struct stat *st)
 {
-	const char *leaf;
-	int pfd = _parent(r, e->rel, &leaf, 0), fd, err = 0;
-	struct stat st;
+	struct stat cur;
 	size_t got = 0;
+	int err = 0;
 
-	if (pfd < 0)
-		return errno;
-	fd = openat(pfd, leaf, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != e->ino ||
-	    st.st_size != e->size || xfer_ns(&st.st_mtim) != e->mtime_ns) {
-		close(fd);
+	if (fstat(fd, &cur) < 0 || cur.st_size != st->st_size ||
+	    xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim))
 		return EAGAIN;
-	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	for (;;) {
 		ssize_t n = read(fd, r->fbuf + got, r->p.file_max - got);
@@ -420,427 +279,434 @@ static int _read_small(struct bundle__run *r, struct bundle__rec *e)
 			break;
 	}
 	/* Changed while read: other size, or a newer mtime. */
-	if (!err && (got != (size_t)e->size || fstat(fd, &st) < 0 || xfer_ns(&st.st_mtim) != e->mtime_ns))
+	if (!err && (got != (size_t)st->st_size || fstat(fd, &cur) < 0 ||
+		     xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)))
 		err = EAGAIN;
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-	close(fd);
 	return err;
 }
 
-static void _pack(struct bundle__run *r, size_t idx)
+static struct tar_member _member(const struct xfer_ep *r, const char *rel, const struct stat *st,
+				 const char *target)
 {
-	struct bundle__rec *e = &r->src.v[idx];
-	struct tar_member m = {
-		.path = e->rel, .linkname = e->type == E_LINK ? e->target : NULL,
-		.type = e->type == E_LINK ? TAR_SYMLINK : TAR_REG,
-		.size = e->type == E_FILE ? (uint64_t)e->size : 0, .mode = e->mode,
-		.uid = (uint32_t)r->ctx->uid, .gid = (uint32_t)getgid(), .mtime_ns = e->mtime_ns,
+	return (struct tar_member){
+		.path = rel, .linkname = target, .type = target ? TAR_SYMLINK : TAR_REG,
+		.size = target ? 0 : (uint64_t)st->st_size, .mode = st->st_mode & 07777,
+		.uid = (uint32_t)r->ctx->uid, .gid = (uint32_t)getgid(),
+		.mtime_ns = xfer_ns(&st->st_mtim),
 	};
+}
+
+static int _group_want(struct xfer_ep *r, const char *rel, const struct stat *st,
+		       const char *target)
+{
+	struct tar_member m = _member(r, rel, st, target);
+	uint64_t need = tar_header_size(&m) + m.size + tar_pad(m.size);
+
+	if (!target && (uint64_t)st->st_size >= r->p.file_max)
+		return XFER_G_FILE;
+	if (r->mem.n && (r->spoiled || r->boff + need + TAR_END_BYTES > r->p.bundle_size))
+		return XFER_G_FULL;
+	return XFER_G_ADD;
+}
+
+/* Header, data and padding of one member; 0 or the errno of the write. */
+static int _put_member(struct xfer_ep *r, const struct tar_member *m, const char *hdr,
+		       size_t hl, struct bundle__rec *e)
+{
+	static const char pad[TAR_BLOCK];
+	int rc = _bput(r, hdr, hl);
+
+	e->offset = (int64_t)r->boff;
+	if (!rc && m->size)
+		rc = _bput(r, r->fbuf, m->size);
+	if (!rc)
+		rc = _bput(r, pad, tar_pad(m->size));
+	return rc;
+}
+
+static int _group_add(struct xfer_ep *r, const char *rel, int sfd, const struct stat *st,
+		      const char *target, char *cks, const char **what)
+{
+	struct tar_member m = _member(r, rel, st, target);
 	char hdr[3 * TAR_BLOCK + 2 * TAR_NAME_MAX + 512], err[256];
 	size_t hl = tar_header_size(&m);
-	uint64_t need = hl + m.size + tar_pad(m.size);
+	struct bundle__rec *e;
+	struct cksum ck;
 	int rc;
 
-	xfer_emit(r->ctx, XR_ITEM_START, 0, (int64_t)m.size, e->mtime_ns, e->mode, NULL, e->rel,
-		  e->type == E_FILE ? "file" : "symlink");
+	*what = "cannot write bundle for";
 	if (!hl) {
-		xfer_fail(&r->t, e->rel, ENAMETOOLONG, "name too long for a bundle");
-		return;
+		*what = "name too long for a bundle";
+		return ENAMETOOLONG;
 	}
-	if (r->bfd >= 0 && r->nbmem && r->boff + need + TAR_END_BYTES > r->p.bundle_size)
-		_bclose(r);
 	if (r->bfd < 0 && (rc = _bopen(r)) != 0) {
-		xfer_fail(&r->t, e->rel, rc, "cannot create bundle for");
-		return;
+		*what = "cannot create bundle for";
+		return rc;
 	}
-	if (e->type == E_FILE) {
-		struct cksum ck;
-
-		rc = _read_small(r, e);
-		if (rc) {
-			xfer_fail(&r->t, e->rel, rc, rc == EAGAIN ? "source changed during copy" :
-				   "cannot read source");
-			return;
-		}
-		if (cksum_init(&ck, r->ctx->algo) < 0) {
-			xfer_fail(&r->t, e->rel, ENOMEM, "cannot checksum");
-			return;
-		}
-		cksum_update(&ck, r->fbuf, (size_t)e->size);
-		cksum_final(&ck, e->cks);
+	cks[0] = '\0';
+	if (!target && (rc = _read_small(r, sfd, st)) != 0) {
+		*what = rc == EAGAIN ? "source changed during copy" : "cannot read source";
+		return rc;
+	}
+	if (!target && cksum_init(&ck, r->ctx->algo) < 0) {
+		*what = "cannot checksum";
+		return ENOMEM;
+	}
+	if (!target) {
+		cksum_update(&ck, r->fbuf, m.size);
+		cksum_final(&ck, cks);
 	}
 	if (!tar_header_encode(&m, hdr, sizeof(hdr), err, sizeof(err))) {
-		xfer_fail(&r->t, e->rel, ENAMETOOLONG, "name cannot be stored in a bundle");
-		return;
+		*what = "name cannot be stored in a bundle";
+		return ENAMETOOLONG;
 	}
-	if ((rc = _bput(r, hdr, hl)) != 0)
-		goto fail;
-	e->offset = (int64_t)r->boff;
-	e->bundle = r->bnum;
-	if (m.size && (rc = _bput(r, r->fbuf, m.size)) != 0)
-		goto fail;
-	memset(hdr, 0, TAR_BLOCK);
-	if ((rc = _bput(r, hdr, tar_pad(m.size))) != 0)
-		goto fail;
-	if (xfer_grow((void **)&r->bmem, r->nbmem, &r->capbmem, sizeof(*r->bmem), 1024) < 0) {
-		rc = ENOMEM;
-		goto fail;
+	if (!(e = bundle__push(&r->mem)))
+		return ENOMEM;
+	*e = (struct bundle__rec){ .rel = strdup(rel), .target = target ? strdup(target) : NULL,
+				   .type = target ? E_LINK : E_FILE, .size = (int64_t)m.size,
+				   .mtime_ns = m.mtime_ns, .mode = m.mode, .bundle = r->bnum };
+	snprintf(e->cks, sizeof(e->cks), "%s", cks);
+	rc = !e->rel || (target && !e->target) ? ENOMEM : _put_member(r, &m, hdr, hl, e);
+	if (rc) {
+		free(e->rel);
+		free(e->target);
+		r->mem.n--;
 	}
-	r->bmem[r->nbmem++] = idx;
-	if (e->type == E_FILE)
-		xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, e->cks, e->rel, NULL);
-	return;
-fail:
-	/* A write error spoils the whole open bundle. */
-	xfer_fail(&r->t, e->rel, rc, "cannot write bundle for");
-	for (size_t i = 0; i < r->nbmem; i++)
-		xfer_fail(&r->t, r->src.v[r->bmem[i]].rel, rc, "cannot write bundle for");
-	r->nbmem = 0;
-	_babort(r);
+	if (rc && rc != ENOMEM) {
+		/* A write error spoils the whole open bundle. */
+		r->spoiled = rc;
+		_babort(r);
+	}
+	return rc;
 }
 
-/* The source of a large file and its temporary file; 0, or -1 after reporting why. */
-static int _plain_open(struct bundle__run *r, struct bundle__rec *e, int *sfd, int *dp,
-		       const char **dleaf, char *tmp, size_t tmplen)
-{
-	const char *sleaf;
-	int sp = _parent(r, e->rel, &sleaf, 0), dfd, err;
-	struct stat st;
+/* ---- directories: a handle is an index; made only when a plain file goes there ---- */
 
-	if (sp < 0) {
-		xfer_fail(&r->t, e->rel, errno, "cannot open source directory of");
-		return -1;
+/* The descriptor of directory handle h (made when create): -1 with errno set. */
+static int _fd(struct xfer_ep *r, int h, int create)
+{
+	int fd = -1, e = EBADF;
+
+	pthread_mutex_lock(&r->mu);
+	if (h >= 0 && (size_t)h < r->ndirs && r->dirs[h].rel) {
+		fd = r->dirs[h].fd;
+		if (fd < 0)
+			fd = r->dirs[h].fd = xfer_open_dir(r->droot, r->dirs[h].rel,
+							    strlen(r->dirs[h].rel),
+							    create ? 0700 : 0);
+		e = errno;
 	}
-	*sfd = openat(sp, sleaf, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (*sfd < 0) {
-		xfer_fail(&r->t, e->rel, errno, "cannot open source");
-		return -1;
-	}
-	if (fstat(*sfd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_ino != e->ino) {
-		close(*sfd);
-		xfer_fail(&r->t, e->rel, EAGAIN, "source changed while walking");
-		return -1;
-	}
-	fcntl(*sfd, F_SETFL, fcntl(*sfd, F_GETFL) & ~O_NONBLOCK);
-	*dp = _parent(r, e->rel, dleaf, 1);
-	if (*dp < 0) {
-		err = errno;
-		close(*sfd);
-		xfer_fail(&r->t, e->rel, err, "cannot create destination directory for");
-		return -1;
-	}
-	if (snprintf(tmp, tmplen, ".stagehand-%lld-%lld", (long long)r->ctx->request_id,
-		     (long long)e->ino) >= (int)tmplen) {
-		close(*sfd);
-		xfer_fail(&r->t, e->rel, ENAMETOOLONG, "name too long");
-		return -1;
-	}
-	dfd = durable_create(*dp, tmp, O_RDWR);
-	if (dfd < 0) {
-		err = errno;
-		close(*sfd);
-		xfer_fail(&r->t, e->rel, err, "cannot create destination");
-		return -1;
-	}
-	return dfd;
+	pthread_mutex_unlock(&r->mu);
+	errno = e;
+	return fd;
 }
 
-/* ---- large files: copied alone, durable and read back as the engine does ---- */
-
-static void _copy_plain(struct bundle__run *r, struct bundle__rec *e)
+static int _mkdir(struct xfer_ep *r, int dir, const char *name, int *sub)
 {
-	struct xfer_buf tb = { r->buf, BUNDLE_CHUNK };
-	const char *dleaf;
-	char tmp[NAME_MAX + 1], want[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX];
-	struct stat st;
-	int64_t off = 0, len = 0;
-	int sfd, dp, dfd, err;
-	char *line;
+	int e = 0;
 
-	xfer_emit(r->ctx, XR_ITEM_START, 0, e->size, e->mtime_ns, e->mode, NULL, e->rel, "file");
-	dfd = _plain_open(r, e, &sfd, &dp, &dleaf, tmp, sizeof(tmp));
-	if (dfd < 0)
-		return;
-	posix_fadvise(sfd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	err = xfer_engine_stream(r->ctx, &tb, sfd, dfd, -1, 0, &off, want);
-	if (!err && (off != e->size || fstat(sfd, &st) < 0 || xfer_ns(&st.st_mtim) != e->mtime_ns))
-		err = EAGAIN;
-	if (!err) {
-		struct timespec ts[2] = { st.st_atim, st.st_mtim };
-
-		if (fchmod(dfd, e->mode) < 0 || futimens(dfd, ts) < 0 || fsync(dfd) < 0)
-			err = errno;
-	}
-	if (!err)
-		err = bundle__cksum(r, dfd, got, &len);
-	if (!err && (strcmp(got, want) != 0 || len != e->size))
-		err = EIO;
-	posix_fadvise(sfd, 0, 0, POSIX_FADV_DONTNEED);
-	close(sfd);
-	if (err) {
-		close(dfd);
-		unlinkat(dp, tmp, 0);
+	pthread_mutex_lock(&r->mu);
+	if (xfer_grow((void **)&r->dirs, r->ndirs, &r->capdirs, sizeof(*r->dirs), 64) < 0) {
+		e = ENOMEM;
 	} else {
-		err = durable_commit(dp, tmp, dleaf, dfd, DURABLE_DIRSYNC);
+		const char *up = r->dirs[dir].rel;
+		struct bundle__dir *d = &r->dirs[r->ndirs];
+
+		d->fd = -1;
+		if (asprintf(&d->rel, "%s%s%s", up, *up ? "/" : "", name) < 0)
+			e = ENOMEM;
+		else
+			*sub = (int)r->ndirs++;
 	}
-	if (err) {
-		if (err != EINTR)
-			xfer_fail(&r->t, e->rel, err, err == EAGAIN ? "source changed during copy" :
-				  err == EIO ? "checksum mismatch after copy of" : "copy failed");
-		return;
-	}
-	snprintf(e->cks, sizeof(e->cks), "%s", got);
-	e->bundle = 0;
-	xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, want, e->rel, NULL);
-	line = bundle__rec_line(e);
-	if (!line || bundle__journal(r, line) < 0) {
-		free(line);
-		xfer_fail(&r->t, e->rel, errno ? errno : ENOMEM, "cannot record");
-		return;
-	}
-	free(line);
-	e->done = 1;
-	xfer_emit(r->ctx, XR_ITEM_DONE, 0, e->size, (int64_t)time(NULL), (int64_t)time(NULL), got,
-		  e->rel, "file");
-	r->t.verified++;
-	_remove_source(r, e);
+	pthread_mutex_unlock(&r->mu);
+	return e;
 }
 
-static int _try_keep(struct bundle__run *r, struct bundle__rec *e)
+/* The index lists the directory; if it was made, the local endpoint finishes it. */
+static void _dir_done(struct xfer_ep *r, int dir, int sdir, const struct stat *st)
 {
-	struct bundle__rec *j = bundle__find(&r->jr, e->rel);
+	struct bundle__dir *d;
+	struct bundle__rec *x = NULL;
+	int fd;
 
-	if (!j || j->type != e->type || j->size != e->size || j->mtime_ns != e->mtime_ns ||
-	    j->mode != e->mode)
-		return 0;
-	if (e->type == E_LINK && strcmp(j->target, e->target) != 0)
-		return 0;
-	if (e->type == E_FILE && !j->bundle) {
-		const char *leaf;
-		int dp = _parent(r, e->rel, &leaf, 1);
-		struct stat st;
+	pthread_mutex_lock(&r->mu);
+	d = &r->dirs[dir];
+	fd = d->fd;
+	if (fd < 0 && dir)	/* made on the way to a deeper plain file, or never */
+		fd = xfer_open_dir(r->droot, d->rel, strlen(d->rel), 0);
+	if (dir && (x = bundle__push(&r->src)) != NULL)
+		*x = (struct bundle__rec){ .rel = d->rel, .type = E_DIR, .mode = st->st_mode & 07777,
+					   .mtime_ns = xfer_ns(&st->st_mtim), .done = 1 };
+	else
+		free(d->rel);
+	d->rel = NULL;
+	d->fd = -1;
+	if (!dir)
+		r->droot = -1;
+	pthread_mutex_unlock(&r->mu);
+	if (fd >= 0)
+		xfer_ep_local.dir_done(r->loc, fd, sdir, st);
+}
 
-		if (dp < 0 || fstatat(dp, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(st.st_mode) || st.st_size != e->size || xfer_ns(&st.st_mtim) != e->mtime_ns)
-			return 0;
+/* ---- plain files: the local endpoint's, in the directory a handle names ---- */
+
+static int _open_write(struct xfer_ep *r, struct xfer_wfile *wf, unsigned flags,
+		       const char **what)
+{
+	int h = wf->dir, e;
+
+	if ((wf->dir = _fd(r, h, 1)) < 0) {
+		e = errno;
+		*what = "cannot create destination directory for";
+	} else {
+		e = xfer_ep_local.open_write(r->loc, wf, flags, what);
 	}
-	e->bundle = j->bundle;
-	e->offset = j->offset;
-	snprintf(e->cks, sizeof(e->cks), "%s", j->cks);
-	e->done = 1;
-	j->done = 1;	/* superseded by e in the index */
-	if (e->type == E_FILE)
-		r->t.kept++;
-	if (e->type != E_FILE ||
-	    xfer_engine_want(r->ctx, e->rel, e->size, e->mtime_ns) != XFER_WANT_KEPT) {
-		/* Verified on disk, but the daemon has no record of it yet. */
-		xfer_emit(r->ctx, XR_ITEM_START, 0, e->size, e->mtime_ns, e->mode, NULL, e->rel,
-			  e->type == E_FILE ? "file" : "symlink");
-		if (e->type == E_FILE)
-			xfer_emit(r->ctx, XR_ITEM_COPIED, 0, 0, 0, 0, e->cks, e->rel, NULL);
-		xfer_emit(r->ctx, XR_ITEM_DONE, 0, e->size, (int64_t)time(NULL), (int64_t)time(NULL),
-			  e->type == E_FILE ? e->cks : NULL, e->rel, e->type == E_FILE ? "file" : "symlink");
+	wf->dir = h;
+	return e;
+}
+
+static int _commit(struct xfer_ep *r, struct xfer_wfile *wf, int sfd, const struct stat *cur,
+		   unsigned flags)
+{
+	int h = wf->dir, e;
+
+	wf->dir = _fd(r, h, 0);
+	e = xfer_ep_local.commit(r->loc, wf, sfd, cur, flags);
+	wf->dir = h;
+	return e;
+}
+
+static void _abort(struct xfer_ep *r, struct xfer_wfile *wf)
+{
+	int h = wf->dir;
+
+	wf->dir = _fd(r, h, 0);
+	xfer_ep_local.abort(r->loc, wf);
+	wf->dir = h;
+}
+
+static int _readback(struct xfer_ep *r, const struct xfer_buf *tb, int dir, const char *name,
+		     int64_t expect, char *cks)
+{
+	return xfer_ep_local.readback(r->loc, tb, _fd(r, dir, 0), name, expect, cks);
+}
+
+/* A plain file verified by the driver: journalled, then listed in the index. */
+static int _record(struct xfer_ep *r, const char *rel, const struct stat *st, const char *cks)
+{
+	struct bundle__rec e = { .rel = strdup(rel), .type = E_FILE, .size = st->st_size,
+				 .mtime_ns = xfer_ns(&st->st_mtim), .mode = st->st_mode & 07777,
+				 .done = 1 };
+	char *line;
+	struct bundle__rec *x;
+	int err = 0;
+
+	snprintf(e.cks, sizeof(e.cks), "%s", cks);
+	line = e.rel ? bundle__rec_line(&e) : NULL;
+	pthread_mutex_lock(&r->mu);
+	if (!line || bundle__journal(r, line) < 0)
+		err = line ? errno : ENOMEM;
+	else if (!(x = bundle__push(&r->src)))
+		err = ENOMEM;
+	else
+		*x = e, e.rel = NULL;
+	pthread_mutex_unlock(&r->mu);
+	free(line);
+	free(e.rel);
+	return err;
+}
+
+/* ---- resume: the journal's record of an earlier attempt ---- */
+
+static int _kept(struct xfer_ep *r, int dir, const char *name, const char *rel,
+		 const struct stat *st, const char *target, char *cks)
+{
+	struct bundle__rec *j = bundle__find(&r->jr, rel), *x;
+	struct stat cur;
+	int fd;
+
+	if (!j || j->type != (target ? E_LINK : E_FILE) || j->size != (target ? 0 : st->st_size) ||
+	    j->mtime_ns != xfer_ns(&st->st_mtim) || j->mode != (st->st_mode & 07777u))
+		return 0;
+	if (target && (!j->target || strcmp(j->target, target) != 0))
+		return 0;
+	if (!target && !j->bundle &&
+	    ((fd = _fd(r, dir, 0)) < 0 || fstatat(fd, name, &cur, AT_SYMLINK_NOFOLLOW) < 0 ||
+	     !S_ISREG(cur.st_mode) || cur.st_size != st->st_size ||
+	     xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)))
+		return 0;
+	pthread_mutex_lock(&r->mu);
+	if ((x = bundle__push(&r->src)) != NULL) {
+		*x = *j;
+		x->done = 1;
+		x->rel = strdup(j->rel);
+		x->target = j->target ? strdup(j->target) : NULL;
+		if (!x->rel || (j->target && !x->target)) {
+			free(x->rel);
+			free(x->target);
+			r->src.n--;
+			x = NULL;
+		}
 	}
-	if (e->type == E_FILE)
-		_remove_source(r, e);
+	pthread_mutex_unlock(&r->mu);
+	if (!x)
+		return 0;	/* out of memory: archived again */
+	j->done = 1;	/* superseded by x in the index */
+	snprintf(cks, CKSUM_HEX_MAX, "%s", j->cks);
 	return 1;
 }
 
-/* Directories of the destination take the source's modes and times, deepest first. */
-static void _dir_times(struct bundle__run *r)
+/* ---- the request ---- */
+
+static int _open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **ep,
+		      struct xfer_root *root, char *msg, size_t msglen)
 {
-	for (size_t i = r->src.n; i-- > 0;) {
-		struct bundle__rec *e = &r->src.v[i];
-		int fd;
+	struct xfer_ep *r = calloc(1, sizeof(*r));
+	struct stat bst;
+	int rc;
 
-		if (e->type != E_DIR)
-			continue;
-		fd = _open_under(r->droot, e->rel, 0);
-		if (fd >= 0) {
-			struct timespec ts[2] = { { 0, UTIME_OMIT },
-						  { (time_t)(e->mtime_ns / 1000000000LL),
-						    (long)(e->mtime_ns % 1000000000LL) } };
-
-			fchmod(fd, e->mode);
-			fsync(fd);
-			futimens(fd, ts);
-			close(fd);
-		}
+	*ep = r;
+	if (!r) {
+		snprintf(msg, msglen, "out of memory");
+		return XFER_RETRYABLE;
 	}
+	*r = (struct xfer_ep){ .ctx = ctx, .p = _params, .tree = S_ISDIR(src->st.st_mode),
+			       .droot = -1, .bdir = -1, .jfd = -1, .bfd = -1 };
+	pthread_mutex_init(&r->mu, NULL);
+	rc = xfer_ep_local.open_dest(ctx, src, &r->loc, root, msg, msglen);
+	if (rc != XFER_OK || !r->tree)
+		return rc;
+	/* Once bundled, an archive stays bundled. */
+	r->had_bundles = fstatat(root->dir, BUNDLE_DIR, &bst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			 S_ISDIR(bst.st_mode);
+	if (xfer_grow((void **)&r->dirs, 0, &r->capdirs, sizeof(*r->dirs), 64) < 0 ||
+	    !(r->dirs[0].rel = strdup(""))) {
+		snprintf(msg, msglen, "out of memory");
+		return XFER_RETRYABLE;
+	}
+	r->droot = r->dirs[0].fd = root->dir;
+	r->ndirs = 1;
+	root->dir = 0;
+	return XFER_OK;
 }
 
-static void _cleanup(struct bundle__run *r)
+static void _close(struct xfer_ep *r, struct xfer_root *root)
 {
 	_babort(r);
-	if (r->sp_fd >= 0)
-		close(r->sp_fd);
-	if (r->dp_fd >= 0)
-		close(r->dp_fd);
+	for (size_t i = 0; i < r->ndirs; i++) {
+		if (r->dirs[i].fd >= 0)
+			close(r->dirs[i].fd);
+		free(r->dirs[i].rel);
+	}
 	if (r->jfd >= 0)
 		close(r->jfd);
 	if (r->bdir >= 0)
 		close(r->bdir);
-	if (r->droot >= 0)
-		close(r->droot);
-	if (r->sroot >= 0)
-		close(r->sroot);
-	free(r->sp_rel);
-	free(r->dp_rel);
 	bundle__vec_free(&r->src);
 	bundle__vec_free(&r->jr);
+	bundle__vec_free(&r->mem);
+	free(r->dirs);
 	free(r->bm);
-	free(r->bmem);
 	free(r->buf);
 	free(r->fbuf);
-	xfer_tally_destroy(&r->t);
-}
-
-static int _finish(struct bundle__run *r, int result, const char *msg)
-{
-	xfer_finish(r->ctx, result, msg);
-	_cleanup(r);
-	return result;
-}
-
-/* What the walk found that is not archived: failures, skips; -1 when the tree cannot be. */
-static int _report_walk(struct bundle__run *r, char *msg, size_t msglen)
-{
-	for (size_t i = 0; i < r->src.n; i++) {
-		struct bundle__rec *e = &r->src.v[i];
-
-		if (e->type == E_ERROR) {
-			xfer_fail(&r->t, e->rel ? e->rel : "?", e->err, "cannot read");
-		} else if (e->type == E_SPECIAL && e->err == -1) {
-			snprintf(msg, msglen, "the source holds its own '%s' at the top, where a "
-				 "bundled archive keeps its index: rename it, or archive this tree with "
-				 "ArchiveBundle=no", BUNDLE_DIR);
-			return -1;
-		} else if (e->type == E_SPECIAL && e->err == -2) {
-			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, e->rel, XFER_EXCLUDE_REASON);
-		} else if (e->type == E_SPECIAL) {
-			snprintf(msg, msglen, "%s skipped: only regular files, directories and "
-				 "symlinks are archived", e->err == 1 ? "FIFO" : e->err == 2 ? "socket" :
-				 "device");
-			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, e->rel, msg);
-		}
+	pthread_mutex_destroy(&r->mu);
+	if (r->loc) {
+		if (r->ndirs)
+			root->dir = -1;	/* a handle of ours, its descriptor closed above */
+		xfer_ep_local.close(r->loc, root);
 	}
-	return 0;
+	free(r);
 }
 
-/* The destination and its bundle folder, as the owner; -1 with errno and msg. */
-static int _open_dest(struct bundle__run *r, char *msg, size_t msglen)
+static void _survey(struct xfer_ep *r, const char *rel, const struct stat *st)
 {
-	const char *dest = r->ctx->dest;
-
-	if (xfer_mkparents(dest, msg, msglen) < 0) {
-		errno = EACCES;
-		return -1;
+	if (strcmp(rel, BUNDLE_DIR) == 0)
+		r->reserved = 1;
+	if (S_ISREG(st->st_mode)) {
+		r->files++;
+		r->small += (uint64_t)st->st_size < r->p.file_max;
 	}
-	r->droot = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (r->droot < 0 && errno == ENOENT && mkdir(dest, 0700) == 0)
-		r->droot = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (r->droot >= 0 && mkdirat(r->droot, BUNDLE_DIR, 0700) < 0 && errno != EEXIST)
-		r->bdir = -1;
-	else if (r->droot >= 0)
-		r->bdir = openat(r->droot, BUNDLE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (r->droot < 0 || r->bdir < 0) {
-		int e = errno;
-
-		snprintf(msg, msglen, "cannot create archive directory %s/%s: %s (its parent "
-			 "must exist and be writable by you)", dest, BUNDLE_DIR, strerror(e));
-		errno = e;
-		return -1;
-	}
-	return 0;
 }
 
-/* Resume, then pack or copy every file and symlink, then the index. */
-static int _archive(struct bundle__run *r, const struct stat *st)
+/* The bundle folder, as the owner; -1 with msg. */
+static int _open_bdir(struct xfer_ep *r, char *msg, size_t msglen)
+{
+	int e;
+
+	if (mkdirat(r->droot, BUNDLE_DIR, 0700) == 0 || errno == EEXIST)
+		r->bdir = openat(r->droot, BUNDLE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+				 O_CLOEXEC);
+	if (r->bdir >= 0)
+		return 0;
+	e = errno;
+	snprintf(msg, msglen, "cannot create archive directory %s/%s: %s (its parent must "
+		 "exist and be writable by you)", r->ctx->dest, BUNDLE_DIR, strerror(e));
+	errno = e;
+	return -1;
+}
+
+/* A tree of few small files is the local endpoint's; else resume, then bundle. */
+static int _plan(struct xfer_ep *r, const struct xfer_endpoint **use, char *msg, size_t msglen)
 {
 	struct xfer_ctx *ctx = r->ctx;
-	char msg[XFER_TEXT_MAX];
-	int rc;
 
+	*use = &xfer_ep_local;
+	if (!r->tree || (r->small < r->p.min_files && !r->had_bundles))
+		return XFER_OK;
+	if (r->reserved) {
+		snprintf(msg, msglen, "the source holds its own '%s' at the top, where a bundled "
+			 "archive keeps its index: rename it, or archive this tree with "
+			 "ArchiveBundle=no", BUNDLE_DIR);
+		return XFER_FINAL;
+	}
+	r->buf = malloc(BUNDLE_CHUNK);
+	r->fbuf = malloc(r->p.file_max ? r->p.file_max : 1);
+	if (!r->buf || !r->fbuf) {
+		snprintf(msg, msglen, "out of memory");
+		return XFER_RETRYABLE;
+	}
+	xfer_logf(ctx, LOG_LVL_INFO, "request %lld: bundling %lld files (%lld smaller than %llu "
+		  "bytes) of %s into %s/%s", (long long)ctx->request_id, (long long)r->files,
+		  (long long)r->small, (unsigned long long)r->p.file_max, ctx->source, ctx->dest,
+		  BUNDLE_DIR);
+	if (_open_bdir(r, msg, msglen) < 0)
+		return errno == ENOSPC || errno == EIO ? XFER_RETRYABLE : XFER_FINAL;
 	/* Resume: what an earlier attempt verified stays. */
 	bundle__load_journal(r);
 	bundle__check_kept(r);
 	bundle__sweep(r, 0);
-	for (size_t i = 0; i < r->src.n && !xfer_stopped(ctx); i++) {
-		struct bundle__rec *e = &r->src.v[i];
-
-		if (e->type != E_FILE && e->type != E_LINK)
-			continue;
-		if (_try_keep(r, e))
-			continue;
-		if (e->type == E_LINK || (uint64_t)e->size < r->p.file_max)
-			_pack(r, i);
-		else
-			_copy_plain(r, e);
-	}
-	if (!xfer_stopped(ctx))
-		_bclose(r);
-	if (xfer_stopped(ctx))
-		return _finish(r, XFER_INTERRUPTED, "interrupted; will be resumed");
-	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
-	if (bundle__write_index(r, msg, sizeof(msg)) < 0)
-		return _finish(r, XFER_RETRYABLE, msg);
-	_dir_times(r);
-	{
-		struct timespec ts[2] = { st->st_atim, st->st_mtim };
-
-		fchmod(r->droot, st->st_mode & 07777);
-		fsync(r->droot);
-		futimens(r->droot, ts);
-	}
-	rc = xfer_tally_verdict(&r->t, 1, "the source tree", msg, sizeof(msg));
-	if (rc != XFER_OK)
-		return _finish(r, rc, msg);
-	xfer_label_all(ctx, r->sroot, "archived", ctx->dest);
-	return _finish(r, XFER_OK, NULL);
+	*use = &xfer_ep_bundle;
+	return XFER_OK;
 }
 
-/* Not yet an endpoint of xfer_pipeline.c: it packs and indexes in its own loop (xfer_endpoint.h). */
+/* The index, from everything archived or kept (sorted: the index and its lookups). */
+static int _finish(struct xfer_ep *r, char *msg, size_t msglen)
+{
+	if (r->bfd >= 0) {
+		_babort(r);	/* opened, but no member was added */
+		r->next_bundle--;
+	}
+	_mem_clear(r);
+	bundle__sort(&r->src);
+	return bundle__write_index(r, msg, msglen) < 0 ? XFER_RETRYABLE : XFER_OK;
+}
+
+/* Only a destination; symlinks always go into bundles, so it makes none itself. */
+const struct xfer_endpoint xfer_ep_bundle = {
+	.name = "bundle",
+	.open_dest = _open_dest, .close = _close,
+	.mkdir = _mkdir, .dir_done = _dir_done, .open_write = _open_write, .commit = _commit,
+	.abort = _abort, .readback = _readback,
+	.survey = _survey, .plan = _plan, .kept = _kept, .group_want = _group_want,
+	.group_add = _group_add, .group_commit = _group_commit, .record = _record,
+	.finish = _finish,
+};
+
 static int _run_bundle(struct xfer_ctx *ctx)
 {
-	struct bundle__run r = { .ctx = ctx, .p = _params, .sroot = -1, .droot = -1, .bdir = -1,
-				 .jfd = -1, .sp_fd = -1, .dp_fd = -1, .bfd = -1 };
-	char msg[XFER_TEXT_MAX], p[XFER_PATH_MAX];
-	struct stat st, bst;
-	int had_bundles = 0;
-
-	if (strcmp(ctx->action, "archive") != 0)
-		return xfer_backend_local.run(ctx);
-	xfer_tally_init(&r.t, ctx);
-	r.sroot = xfer_open_source(ctx, &st, msg, sizeof(msg));
-	if (r.sroot < 0)
-		return _finish(&r, errno == ENOMEM || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
-	if (!S_ISDIR(st.st_mode)) {
-		_cleanup(&r);	/* not a tree: nothing to bundle */
-		return xfer_backend_local.run(ctx);
-	}
-	if (snprintf(p, sizeof(p), "%s/%s", ctx->dest, BUNDLE_DIR) < (int)sizeof(p) &&
-	    lstat(p, &bst) == 0 && S_ISDIR(bst.st_mode))
-		had_bundles = 1;	/* once bundled, an archive stays bundled */
-	_walk(&r);
-	if (r.small < r.p.min_files && !had_bundles) {
-		_cleanup(&r);
-		return xfer_backend_local.run(ctx);
-	}
-	r.buf = malloc(BUNDLE_CHUNK);
-	r.fbuf = malloc(r.p.file_max ? r.p.file_max : 1);
-	if (!r.buf || !r.fbuf)
-		return _finish(&r, XFER_RETRYABLE, "out of memory");
-	qsort(r.src.v, r.src.n, sizeof(r.src.v[0]), bundle__cmp_rel);
-	xfer_emit(ctx, XR_TOTALS, 0, r.t.files, r.t.bytes, r.t.skipped, NULL, NULL, NULL);
-	if (_report_walk(&r, msg, sizeof(msg)) < 0)
-		return _finish(&r, XFER_FINAL, msg);
-	xfer_logf(ctx, LOG_LVL_INFO, "request %lld: bundling %lld files (%lld smaller than %llu "
-		  "bytes) of %s into %s/%s", (long long)ctx->request_id, (long long)r.t.files,
-		  (long long)r.small, (unsigned long long)r.p.file_max, ctx->source, ctx->dest,
-		  BUNDLE_DIR);
-	if (_open_dest(&r, msg, sizeof(msg)) < 0)
-		return _finish(&r, errno == ENOSPC || errno == EIO ? XFER_RETRYABLE : XFER_FINAL, msg);
-	return _archive(&r, &st);
+	return xfer_pipeline_run(ctx, &xfer_ep_local, strcmp(ctx->action, "archive") == 0 ?
+				 &xfer_ep_bundle : &xfer_ep_local);
 }
 
 const struct xfer_backend xfer_backend_bundle = { "bundle", NULL, _run_bundle };

@@ -24,7 +24,7 @@
 #define INDEX_TMP ".index.jsonl.tmp"
 #define JOURNAL_MAX (1LL << 32)
 
-int bundle__write(struct bundle__run *r, int fd, const void *p, size_t n)
+int bundle__write(struct xfer_ep *r, int fd, const void *p, size_t n)
 {
 	int e = xfer_engine_write(r->ctx, fd, p, n, -1);
 
@@ -35,7 +35,7 @@ int bundle__write(struct bundle__run *r, int fd, const void *p, size_t n)
 	return 0;
 }
 
-int bundle__cksum(struct bundle__run *r, int fd, char *cks, int64_t *len)
+int bundle__cksum(struct xfer_ep *r, int fd, char *cks, int64_t *len)
 {
 	struct xfer_buf tb = { r->buf, BUNDLE_CHUNK };
 
@@ -60,12 +60,18 @@ void bundle__vec_free(struct bundle__vec *v)
 	memset(v, 0, sizeof(*v));
 }
 
-int bundle__cmp_rel(const void *a, const void *b)
+static int _cmp_rel(const void *a, const void *b)
 {
 	const struct bundle__rec *x = a, *y = b;
 	int c = strcmp(x->rel, y->rel);
 
 	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+void bundle__sort(struct bundle__vec *v)
+{
+	if (v->n)	/* an empty vector's v->v is NULL, which qsort must not get */
+		qsort(v->v, v->n, sizeof(v->v[0]), _cmp_rel);
 }
 
 struct bundle__rec *bundle__find(struct bundle__vec *v, const char *rel)
@@ -86,7 +92,7 @@ struct bundle__rec *bundle__find(struct bundle__vec *v, const char *rel)
 	return NULL;
 }
 
-struct bundle__bmeta *bundle__meta(struct bundle__run *r, int num)
+struct bundle__bmeta *bundle__meta(struct xfer_ep *r, int num)
 {
 	for (size_t i = 0; i < r->nbm; i++)
 		if (r->bm[i].num == num)
@@ -94,7 +100,7 @@ struct bundle__bmeta *bundle__meta(struct bundle__run *r, int num)
 	return NULL;
 }
 
-struct bundle__bmeta *bundle__meta_add(struct bundle__run *r, int num)
+struct bundle__bmeta *bundle__meta_add(struct xfer_ep *r, int num)
 {
 	struct bundle__bmeta *b = bundle__meta(r, num);
 
@@ -106,14 +112,6 @@ struct bundle__bmeta *bundle__meta_add(struct bundle__run *r, int num)
 	memset(b, 0, sizeof(*b));
 	b->num = num;
 	return b;
-}
-
-void bundle__name(char *out, size_t len, int num)
-{
-	char bn[BUNDLE_NAME_SIZE];
-
-	bundle_name(bn, num);
-	snprintf(out, len, "%s", bn);
 }
 
 /* One index/journal line for a record; new string with '\n', or NULL. */
@@ -136,7 +134,7 @@ char *bundle__bundle_line(const struct bundle__bmeta *b)
 	return bundle_bundle_line(b->num, b->size, b->cks, b->members);
 }
 
-static char *_header_line(struct bundle__run *r)
+static char *_header_line(struct xfer_ep *r)
 {
 	struct bundle_header h = {
 		.algo = r->ctx->algo, .source = r->ctx->source, .dest = r->ctx->dest,
@@ -148,7 +146,7 @@ static char *_header_line(struct bundle__run *r)
 }
 
 /* Append text to the journal and make it durable. */
-int bundle__journal(struct bundle__run *r, const char *text)
+int bundle__journal(struct xfer_ep *r, const char *text)
 {
 	if (r->jfd < 0) {
 		r->jfd = openat(r->bdir, JOURNAL_NAME, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW |
@@ -169,7 +167,7 @@ int bundle__journal(struct bundle__run *r, const char *text)
 	return 0;
 }
 
-void bundle__load_journal(struct bundle__run *r)
+void bundle__load_journal(struct xfer_ep *r)
 {
 	struct stat st;
 	int fd, from_index = 0;
@@ -251,15 +249,15 @@ void bundle__load_journal(struct bundle__run *r)
 }
 
 /* Verify each listed bundle; drop records of bundles that are not intact. */
-void bundle__check_kept(struct bundle__run *r)
+void bundle__check_kept(struct xfer_ep *r)
 {
 	for (size_t i = 0; i < r->nbm && !xfer_stopped(r->ctx); i++) {
 		struct bundle__bmeta *b = &r->bm[i];
-		char bn[32], got[CKSUM_HEX_MAX];
+		char bn[BUNDLE_NAME_SIZE], got[CKSUM_HEX_MAX];
 		int64_t members = 0, len = 0;
 		int fd;
 
-		bundle__name(bn, sizeof(bn), b->num);
+		bundle_name(bn, b->num);
 		for (size_t k = 0; k < r->jr.n; k++)
 			members += r->jr.v[k].bundle == b->num;
 		fd = openat(r->bdir, bn, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -292,7 +290,7 @@ void bundle__check_kept(struct bundle__run *r)
 			r->jr.v[w++] = *x;
 		}
 		r->jr.n = w;
-		qsort(r->jr.v, r->jr.n, sizeof(r->jr.v[0]), bundle__cmp_rel);
+		bundle__sort(&r->jr);
 		w = 0;
 		for (size_t k = 0; k < r->jr.n; k++) {
 			if (k + 1 < r->jr.n && strcmp(r->jr.v[k].rel, r->jr.v[k + 1].rel) == 0) {
@@ -307,7 +305,7 @@ void bundle__check_kept(struct bundle__run *r)
 }
 
 /* Remove what the bundle folder holds besides kept bundles and the journal. */
-void bundle__sweep(struct bundle__run *r, int only_unreferenced)
+void bundle__sweep(struct xfer_ep *r, int only_unreferenced)
 {
 	int fd = dup(r->bdir);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -343,7 +341,7 @@ void bundle__sweep(struct bundle__run *r, int only_unreferenced)
 			r->next_bundle = r->bm[i].num;
 }
 
-int bundle__write_index(struct bundle__run *r, char *msg, size_t msglen)
+int bundle__write_index(struct xfer_ep *r, char *msg, size_t msglen)
 {
 	struct bundle__vec out = { 0 };
 	char *h = _header_line(r), want[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX];
@@ -378,7 +376,7 @@ int bundle__write_index(struct bundle__run *r, char *msg, size_t msglen)
 		snprintf(msg, msglen, "out of memory writing the index");
 		return -1;
 	}
-	qsort(out.v, out.n, sizeof(out.v[0]), bundle__cmp_rel);
+	bundle__sort(&out);
 	for (size_t i = 0; i < out.n; i++) {
 		struct bundle__bmeta *b = out.v[i].bundle ? bundle__meta(r, out.v[i].bundle) : NULL;
 

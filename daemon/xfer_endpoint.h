@@ -54,8 +54,20 @@
  * keeps these paths in their own functions (xfer_pipeline.c, "endpoints
  * that stream").
  *
- * Not yet an endpoint: bundle, because many small files become members of
- * one tar stream whose commit and read-back are per bundle, not per file.
+ * Endpoints that group files (bundle): many small files become members of
+ * one tar stream whose durable write and read-back are per bundle, not per
+ * file. Such a destination sees the listing while the driver counts it
+ * (survey) and then says how the request is stored (plan: grouped, or file
+ * by file through another endpoint). A grouping run asks it, for each
+ * regular file and symlink, whether an earlier attempt kept it (kept),
+ * whether it goes into the open group (group_want), appends it there
+ * (group_add) and, when the group is full or the walk ends, has the whole
+ * group made durable, read back and recorded at once (group_commit); only
+ * then does the driver report its members. A group's members share one
+ * outcome, since one read-back verifies them all; a member that cannot be
+ * added fails alone at group_add. Files the destination keeps out of groups
+ * take the ordinary path (open_write ... readback), and the endpoint notes
+ * each once verified (record); its own catalogue is written last (finish).
  *
  * Must never: follow a symbolic link inside a source tree, or run outside a
  * worker that has dropped to the owner's identity.
@@ -231,13 +243,64 @@ struct xfer_endpoint {
 	 */
 	int (*put)(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
 		   struct xfer_stream *out);
+
+	/* ---- endpoints that group files (bundle) ---- */
+	/*
+	 * Every entry of the source's listing, while the driver counts it
+	 * (before plan); rel has no '/' at the top of the tree.
+	 */
+	void (*survey)(struct xfer_ep *ep, const char *rel, const struct stat *st);
+	/*
+	 * How this request is stored: *use gets this endpoint (it groups) or
+	 * another that stores it file by file (the driver then closes ep and
+	 * opens that one). XFER_OK, or the request's result with msg. NULL: the
+	 * endpoint never groups.
+	 */
+	int (*plan)(struct xfer_ep *ep, const struct xfer_endpoint **use, char *msg,
+		    size_t msglen);
+	/*
+	 * Resume, for each regular file and symlink (target: its target, else
+	 * NULL) of a grouping run: 1 when the endpoint's own record says an
+	 * earlier attempt stored and verified it as it is now (cks gets its
+	 * checksum), else 0.
+	 */
+	int (*kept)(struct xfer_ep *ep, int dir, const char *name, const char *rel,
+		    const struct stat *st, const char *target, char *cks);
+	/*
+	 * XFER_G_FILE: stored file by file (never for a symlink); XFER_G_ADD:
+	 * into the open group; XFER_G_FULL: into a group, once the open one is
+	 * committed.
+	 */
+	int (*group_want)(struct xfer_ep *ep, const char *rel, const struct stat *st,
+			  const char *target);
+	/*
+	 * Append rel to the open group: the data of sfd (a regular file: all
+	 * of it, as walked in st) or the symlink target. cks gets the member's
+	 * checksum. 0, or an errno with *what (EAGAIN: the source changed).
+	 */
+	int (*group_add)(struct xfer_ep *ep, const char *rel, int sfd, const struct stat *st,
+			 const char *target, char *cks, const char **what);
+	/*
+	 * Make the open group durable, read it back, verify and record it:
+	 * 0 for every member added since the last commit, or one errno with
+	 * *what for all of them (EINTR: stopped, the group given up).
+	 */
+	int (*group_commit)(struct xfer_ep *ep, const char **what);
+	/* A file stored file by file was verified (cks): note it. 0 or an errno. */
+	int (*record)(struct xfer_ep *ep, const char *rel, const struct stat *st, const char *cks);
+	/* Every entry is in place: the endpoint's own catalogue. XFER_OK, or a result with msg. */
+	int (*finish)(struct xfer_ep *ep, char *msg, size_t msglen);
 };
+
+enum { XFER_G_FILE = 0, XFER_G_ADD, XFER_G_FULL };
 
 /* The endpoints of POSIX trees (xfer_local.c): local, and null (reads, stores nothing). */
 extern const struct xfer_endpoint xfer_ep_local;
 extern const struct xfer_endpoint xfer_ep_null;
 /* The url endpoint (xfer_url*.c): http(s), s3, ftp(s) and sftp, either side. */
 extern const struct xfer_endpoint xfer_ep_url;
+/* Archive trees of many small files as tar bundles and an index (xfer_bundle.c). */
+extern const struct xfer_endpoint xfer_ep_bundle;
 
 /*
  * The engine's driver (xfer_pipeline.c): do the request in ctx from src to

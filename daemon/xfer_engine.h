@@ -15,8 +15,8 @@
  * The driver that puts these together for a request is xfer_pipeline.c; the
  * sides it moves data between are endpoints (xfer_endpoint.h) that keep only
  * what is their own: how to list, open, read, write and make durable on
- * their side. The local, null and url backends are that driver; bundle
- * still drives these pieces from its own run().
+ * their side. The local, null, url and bundle backends are all endpoints of
+ * that driver.
  *
  * Must never: follow a symbolic link inside a source tree (every entry is
  * opened with openat(O_NOFOLLOW) from its parent's descriptor), or run

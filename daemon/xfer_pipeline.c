@@ -16,7 +16,8 @@
  * from a server (an endpoint that streams: put, fetch) is sent or fetched
  * by its endpoint instead and verified by the server's word.
  *
- * The copy threads and SyncMode=batch are xfer_pipeline_pool.c.
+ * The copy threads and SyncMode=batch are xfer_pipeline_pool.c; a
+ * destination that groups files (bundle) is xfer_pipeline_group.c.
  */
 #include "config.h"
 
@@ -49,7 +50,8 @@ int pipe__resume_ok(struct pipe__run *r, int ddir, const char *name, const char 
 		xfer_tally_add(&r->t, &r->t.kept);
 		return 1;
 	}
-	if (r->dst->discards || w != XFER_WANT_KEPT)
+	/* A grouping run's resume is the destination's own record (kept). */
+	if (r->dst->discards || r->g.on || w != XFER_WANT_KEPT)
 		return 0;
 	/* A server keeps no mtime of ours (put): its size says it is still there. */
 	if (r->dst->stat(r->dep, ddir, name, &dst) == 0 && S_ISREG(dst.st_mode) &&
@@ -62,7 +64,7 @@ int pipe__resume_ok(struct pipe__run *r, int ddir, const char *name, const char 
 }
 
 /* keep=no: an archive's source file goes once its copy was verified; a failure is a warning. */
-static void _remove_source(struct pipe__run *r, int sdir, const char *sname, const char *rel)
+void pipe__remove_source(struct pipe__run *r, int sdir, const char *sname, const char *rel)
 {
 	int e;
 
@@ -80,7 +82,7 @@ void pipe__report(struct pipe__run *r, int sdir, const char *sname, const char *
 	xfer_emit_file(r->ctx, rel, total, xfer_ns(&st->st_mtim), (int)(st->st_mode & 07777),
 		       started, (int64_t)time(NULL), cks, got);
 	xfer_tally_add(&r->t, &r->t.verified);
-	_remove_source(r, sdir, sname, rel);
+	pipe__remove_source(r, sdir, sname, rel);
 }
 
 /* The source file as listed, for reading; -1 after reporting why. */
@@ -266,6 +268,10 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 		xfer_fail(&r->t, rel, EIO, "checksum mismatch after copy of");
 		return;
 	}
+	if (r->dst->record && (e = r->dst->record(r->dep, rel, st, got)) != 0) {
+		xfer_fail(&r->t, rel, e, "cannot record");
+		return;
+	}
 	pipe__report(r, sdir, sname, rel, st, wf.total, started, cks, got);
 }
 
@@ -314,6 +320,9 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 	struct _ldir *ld = dir->data;
 
 	pipe__batch_maybe_flush(r, &ld->b);
+	if (r->g.on && (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) &&
+	    pipe__group_visit(r, dir->fd, ld->ddir, name, rel, st))
+		return 0;
 	if (S_ISREG(st->st_mode) && pipe__batchable(r, st)) {
 		pipe__batch_add(r, &ld->b, dir->fd, ld->ddir, name, rel, st);
 	} else if (S_ISREG(st->st_mode)) {
@@ -371,6 +380,9 @@ static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_w
 
 	(void)dir;
 	(void)name;
+	/* keep=no removes a member's source through sub, which the walk ends now. */
+	if (r->g.on && !r->ctx->keep)
+		pipe__group_flush(r);
 	pipe__batch_end(r, &ld->b);
 	/* A source that streams has no descriptors: its handles are its own. */
 	r->dst->dir_done(r->dep, ld->ddir, r->src->fetch ? -1 : sub->fd, sub->st);
@@ -391,6 +403,7 @@ static int _finish(struct pipe__run *r, struct xfer_root *sroot, struct xfer_roo
 {
 	xfer_finish(r->ctx, result, msg);
 	pipe__pool_stop(r);
+	free(r->g.p);
 	if (r->dep)
 		r->dst->close(r->dep, droot);
 	if (r->sep)
@@ -400,16 +413,28 @@ static int _finish(struct pipe__run *r, struct xfer_root *sroot, struct xfer_roo
 	return result;
 }
 
-/* Pass 1 of a tree: what the source's listing holds (XR_TOTALS). */
-static void _count(struct pipe__run *r, struct xfer_root *sroot)
+void pipe__count(struct pipe__run *r, struct xfer_root *sroot, int tree, struct xfer_walk *w)
+{
+	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, NULL };
+
+	if (tree)
+		r->src->list(r->sep, w, &top);
+	else
+		r->t.files = 1, r->t.bytes = sroot->st.st_size;
+	xfer_emit(r->ctx, XR_TOTALS, 0, r->t.files, r->t.bytes, r->t.skipped, NULL, NULL, NULL);
+}
+
+/* Count the source, then open the destination. */
+static int _open_dest(struct pipe__run *r, struct xfer_root *sroot, struct xfer_root *droot,
+		      int tree, char *msg, size_t msglen)
 {
 	struct xfer_count c;
 	struct xfer_walk w;
-	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, NULL };
 
 	xfer_count_init(&w, &c, &r->t, !r->dst->symlink);
 	r->t.skipped += sroot->skipped;
-	r->src->list(r->sep, &w, &top);
+	pipe__count(r, sroot, tree, &w);
+	return r->dst->open_dest(r->ctx, sroot, &r->dep, droot, msg, msglen);
 }
 
 /* A tree: walk the source and copy; the root's metadata last. */
@@ -426,6 +451,8 @@ static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	if (!r->dst->put && !r->src->fetch)
 		pipe__pool_start(r);
 	r->src->list(r->sep, &w, &top);
+	if (r->g.on)
+		pipe__group_flush(r);
 	pipe__batch_end(r, &root.b);
 	r->dst->dir_done(r->dep, root.ddir, -1, &sroot->st);
 	droot->dir = -1;
@@ -472,12 +499,9 @@ int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
 		snprintf(msg, sizeof(msg), "source %s is neither a file nor a directory", ctx->source);
 		return _finish(&r, &sroot, &droot, XFER_FINAL, msg);
 	}
-	if (tree)
-		_count(&r, &sroot);
-	else
-		r.t.files = 1, r.t.bytes = sroot.st.st_size;
-	xfer_emit(ctx, XR_TOTALS, 0, r.t.files, r.t.bytes, r.t.skipped, NULL, NULL, NULL);
-	if ((rc = dst->open_dest(ctx, &sroot, &r.dep, &droot, msg, sizeof(msg))) != XFER_OK)
+	rc = dst->plan ? pipe__group_open(&r, &sroot, &droot, tree, msg, sizeof(msg)) :
+	     _open_dest(&r, &sroot, &droot, tree, msg, sizeof(msg));
+	if (rc != XFER_OK)
 		return _finish(&r, &sroot, &droot, rc, msg);
 	if (tree)
 		_run_tree(&r, &sroot, &droot);
@@ -487,7 +511,9 @@ int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
 		return _finish(&r, &sroot, &droot, XFER_INTERRUPTED, "interrupted; will be redone");
 	/* Every file was verified as it was copied; the final check is the count. */
 	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
-	if (!r.t.failures && !dst->discards && !ctx->shard && src->label &&
+	if (r.g.on && (rc = r.dst->finish(r.dep, msg, sizeof(msg))) != XFER_OK)
+		return _finish(&r, &sroot, &droot, rc, msg);
+	if (!r.t.failures && !r.dst->discards && !ctx->shard && src->label &&
 	    strcmp(ctx->action, "archive") == 0)
 		src->label(r.sep, &sroot, "archived", ctx->dest);
 	rc = xfer_tally_verdict(&r.t, tree, "the source tree", msg, sizeof(msg));

@@ -1,7 +1,8 @@
 /*
  * xfer_pipeline_int.h - private to the engine's driver (xfer_pipeline.c: a
  * request, its walk and the copy of one entry; xfer_pipeline_pool.c: the copy
- * threads and SyncMode=batch).
+ * threads and SyncMode=batch; xfer_pipeline_group.c: destinations that group
+ * files).
  *
  * Must never: be included outside the driver; endpoints see only
  * xfer_endpoint.h.
@@ -42,6 +43,13 @@ struct pipe__batch {
 
 struct pipe__task;
 
+/* A grouping destination's open group: its members in the order they were added. */
+struct pipe__group {
+	int on;                      /* plan said this request groups */
+	struct pipe__pend *p;        /* sdir, name, rel, st, cks, started of each */
+	size_t n, cap;
+};
+
 struct pipe__run {
 	struct xfer_ctx *ctx;
 	const struct xfer_endpoint *src, *dst;
@@ -56,6 +64,7 @@ struct pipe__run {
 	struct pipe__task *head, *tail;
 	int pending;                 /* queued + being copied */
 	int quit;
+	struct pipe__group g;        /* xfer_pipeline_group.c */
 };
 
 /* ---- xfer_pipeline.c ---- */
@@ -79,6 +88,24 @@ void pipe__report(struct pipe__run *r, int sdir, const char *sname, const char *
 int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, const char *sname,
 		   const char *rel, const struct stat *st, struct xfer_wfile *wf, int big,
 		   unsigned cflags, char *cks, char *got);
+
+/* keep=no: an archive's verified source file goes (a failure is a warning). */
+void pipe__remove_source(struct pipe__run *r, int sdir, const char *sname, const char *rel);
+/* Pass 1 (XR_TOTALS): what the source's listing holds; a tree through w. */
+void pipe__count(struct pipe__run *r, struct xfer_root *sroot, int tree, struct xfer_walk *w);
+
+/* ---- xfer_pipeline_group.c ---- */
+/*
+ * Open a grouping destination, count the source with its survey and follow
+ * its plan (r->g.on, or r->dst replaced). XFER_OK, or a result with msg.
+ */
+int pipe__group_open(struct pipe__run *r, struct xfer_root *sroot, struct xfer_root *droot,
+		     int tree, char *msg, size_t msglen);
+/* A regular file or symlink of a grouping run: 1 when done with here (kept, grouped, failed). */
+int pipe__group_visit(struct pipe__run *r, int sdir, int ddir, const char *name,
+		      const char *rel, const struct stat *st);
+/* Commit the open group and report its members. */
+void pipe__group_flush(struct pipe__run *r);
 
 /* ---- xfer_pipeline_pool.c ---- */
 void pipe__pool_start(struct pipe__run *r);

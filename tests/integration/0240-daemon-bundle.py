@@ -6,7 +6,8 @@ of 5,000 small files, 3 larger ones, a symlink and a FIFO after a job-end
 event with a plan. Then, as the owner: restore one file, restore the whole
 tree through the scratch directory's location label, detect a damaged
 bundle, refuse hostile indexes and a symlink planted at the destination,
-and resume an archive at bundle granularity. About 20 s.
+resume an archive at bundle granularity, and archive with keep=no (every
+source removed only once bundled). About 25 s.
 """
 import hashlib
 import json
@@ -386,3 +387,44 @@ def test_kill9_resumes_at_bundle_granularity(make_daemon, job, base_dir, stageha
     p = restore(stagehand_bin, dest, "--to", to)
     assert p.returncode == 0, p.stderr
     assert tree_digest(to) == job["digest"]
+
+
+def test_keep_no_removes_sources_once_bundled(daemon, base_dir, stagehand_bin):
+    """keep=no: every archived file leaves scratch, and the archive restores the tree."""
+    rnd = random.Random(2402)
+    src = owned_dir(os.path.join(base_dir, "shtest", "keepno"), "shtest")
+    for i in range(1200):
+        sub = os.path.join(src, f"d{i % 12:02d}", "deep" if i % 3 == 0 else "")
+        os.makedirs(sub, exist_ok=True)
+        with open(os.path.join(sub, f"f{i:05d}"), "wb") as f:
+            f.write(rnd.randbytes(rnd.randrange(0, 4096)))
+    with open(os.path.join(src, "d03", "deep", "large.dat"), "wb") as f:
+        f.write(rnd.randbytes(LARGE))
+    os.chmod(os.path.join(src, "d03"), 0o750)
+    os.symlink("d00/f00000", os.path.join(src, "link"))
+    chown_tree(src, "shtest")
+    digest = tree_digest(src)
+    dest = os.path.join(_user_tmp(base_dir, "archive-keepno"), "keepno")
+    r = daemon.api.wait(daemon.api.submit("archive", src, dest, as_user="shtest",
+                                          options={"backend": "bundle", "keep": False})["id"],
+                        timeout=120)
+    # The first attempt: a bundle open while a large file is copied stays intact.
+    assert r["state"] == "done" and r["attempts"] == 1, f"{r}\n{daemon.log_tail()}"
+    assert r["files_done"] == r["files_total"] == 1201, \
+        f"{r}\n{daemon.log_tail()}"
+    left = [os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs]
+    assert left == [os.path.join(src, "link")], left[:10]
+    _, bundles, entries = _index(os.path.join(dest, ".stagehand-bundles"))
+    assert bundles and {e["path"] for e in entries if e["type"] == "file"} == set(digest)
+    assert os.path.getsize(os.path.join(dest, "d03", "deep", "large.dat")) == LARGE
+    # Directories made for a large file get the source's mode and mtime, as listed.
+    dirs = {e["path"]: e for e in entries if e["type"] == "dir"}
+    for rel in ("d03", "d03/deep"):
+        st = os.stat(os.path.join(dest, rel))
+        assert (stat.S_IMODE(st.st_mode), st.st_mtime_ns) == \
+            (dirs[rel]["mode"], dirs[rel]["mtime_ns"]), rel
+    assert dirs["d03"]["mode"] == 0o750 and not os.path.exists(os.path.join(dest, "d04"))
+    to = os.path.join(_user_tmp(base_dir, "restore-keepno"), "r")
+    p = restore(stagehand_bin, dest, "--to", to)
+    assert p.returncode == 0, p.stderr
+    assert tree_digest(to) == digest and os.readlink(os.path.join(to, "link")) == "d00/f00000"
