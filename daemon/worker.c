@@ -11,10 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +21,7 @@
 #include "metrics.h"
 #include "userdir.h"
 #include "worker.h"
+#include "worker_int.h"
 #include "xattr.h"
 #include "xfer.h"
 #include "xfer_range.h"
@@ -112,168 +111,6 @@ void worker_pool_destroy(struct worker_pool *p)
 	}
 	free(p->w);
 	free(p);
-}
-
-/* ---- the worker process ---- */
-
-static volatile sig_atomic_t _stop;
-
-static void _on_term(int sig)
-{
-	(void)sig;
-	_stop = 1;
-}
-
-static int _ioprio_idle(void)
-{
-	/* IOPRIO_WHO_PROCESS = 1, IOPRIO_CLASS_IDLE = 3, class shift 13. */
-	return (int)syscall(SYS_ioprio_set, 1, 0, 3 << 13);
-}
-
-int worker_become(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
-{
-	uid_t ru, eu, su;
-	gid_t rg, eg, sg;
-
-	if (setgroups((size_t)ngroups, groups) < 0 || setresgid(gid, gid, gid) < 0 ||
-	    setresuid(uid, uid, uid) < 0 || getresuid(&ru, &eu, &su) < 0 ||
-	    getresgid(&rg, &eg, &sg) < 0 || ru != uid || eu != uid || su != uid ||
-	    rg != gid || eg != gid || sg != gid || (uid != 0 && setuid(0) == 0))
-		return -1;
-	return 0;
-}
-
-void worker_groups(uid_t uid, gid_t gid, gid_t *groups, int *ngroups)
-{
-	struct passwd pw, *pwp = NULL;
-	char pwbuf[4096];
-
-	if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp) != 0 || !pwp ||
-	    getgrouplist(pwp->pw_name, gid, groups, ngroups) < 0) {
-		groups[0] = gid;
-		*ngroups = 1;
-	}
-}
-
-/*
- * Before a stage-in of a local path copies anything: count its source, as the
- * owner, against budget (the bytes left of its job's burst buffer, pool.h;
- * -1 = no limit). Over it: report the totals (the daemon words the error,
- * pool_over_capacity) and fail for good, with nothing written. Errors are
- * left to the copy, which reports them in its own words.
- */
-static int _preflight(struct xfer_ctx *ctx, int64_t budget)
-{
-	struct xfer_tally t;
-	struct stat st;
-	int fd;
-
-	if (budget < 0 || strcmp(ctx->action, "stage_in") || ctx->source[0] != '/')
-		return 0;
-	fd = open(ctx->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return 0;
-	memset(&t, 0, sizeof(t));
-	pthread_mutex_init(&t.mu, NULL);
-	t.ctx = ctx;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return 0;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		xfer_count_tree(&t, dup(fd), 0);
-	} else if (S_ISREG(st.st_mode)) {
-		t.files = 1;
-		t.bytes = st.st_size;
-	}
-	close(fd);
-	if (t.bytes <= budget)
-		return 0;
-	xfer_emit(ctx, XR_TOTALS, 0, t.files, t.bytes, t.skipped, NULL, NULL, NULL);
-	xfer_emit(ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL,
-		  "stage-in larger than the job's burst buffer");
-	return 1;
-}
-
-static void _child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
-		   const gid_t *groups, int ngroups, struct xfer_done_ent *done,
-		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
-		   int idle, struct xfer_bucket *yb, char *const *exclude, int64_t budget)
-{
-	struct sigaction sa;
-	struct xfer_ctx ctx;
-	sigset_t all;
-	char msg[256];
-
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.chan = chan;
-	/* Signals: defaults, but SIGTERM asks for a clean stop. */
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (int s = 1; s < NSIG; s++)
-		sigaction(s, &sa, NULL);
-	sa.sa_handler = _on_term;
-	sigaction(SIGTERM, &sa, NULL);
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	/* Nothing of the daemon's stays open: database, sockets, other workers. */
-	if (chan != 3) {
-		dup2(chan, 3);
-		close(chan);
-		ctx.chan = chan = 3;
-	}
-	syscall(SYS_close_range, 4, ~0U, 0);
-	if (idle)
-		_ioprio_idle();
-	/* The request as the site-file step (root) and the transfer (the user) see it. */
-	ctx.conf = d->conf;
-	ctx.request_id = r->id;
-	ctx.uid = r->uid;
-	ctx.action = r->action;
-	ctx.source = r->source;
-	ctx.dest = r->dest;
-	if (be == &xfer_backend_url)
-		xfer_url_prepare(&ctx);	/* site files only root reads; still root here */
-	if (worker_become(r->uid, r->gid, groups, ngroups) < 0) {
-		snprintf(msg, sizeof(msg), "worker could not switch to uid %u gid %u: %s",
-			 (unsigned)r->uid, (unsigned)r->gid, strerror(errno));
-		xfer_emit(&ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL, msg);
-		_exit(1);
-	}
-	/* Credentials changed: set the parent-death signal now (a uid change clears it). */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(1);
-	umask(077);
-	ctx.job_id = r->job_id;
-	ctx.keep = keep;
-	ctx.algo = algo;
-	ctx.bucket = yb ? yb : d->bucket;
-	ctx.xattr_ns = conf_xattr_prefix(d->conf);
-	ctx.label_via_daemon = d->conf->xattr_ns == CONF_XATTR_TRUSTED;
-	ctx.done = done;
-	ctx.ndone = ndone;
-	ctx.stop = &_stop;
-	ctx.sync_batch = d->conf->sync_batch;
-	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;
-	ctx.exclude = (const char *const *)exclude;
-	{
-		/* Directive paths: no symlink followed below options.beneath. This
-		   child exits after the run: opts is not freed. */
-		json_t *opts = json_loads(r->options, 0, NULL);
-
-		ctx.beneath = json_string_value(json_object_get(opts, "beneath"));
-		ctx.line = (int)json_integer_value(json_object_get(opts, "line"));
-		ctx.label_policy = json_string_value(json_object_get(opts, "policy"));
-	}
-	if (_preflight(&ctx, budget))
-		_exit(0);
-	/* Files movers copied in byte ranges are finished before the walk keeps them. */
-	xfer_range_finish(&ctx, done, ndone);
-	be->run(&ctx);
-	_exit(0);
 }
 
 /* ---- daemon side ---- */
@@ -674,7 +511,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		_child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
+		worker__child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
 		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude, budget);
 	}
 	close(sv[1]);

@@ -1,0 +1,30 @@
+/*
+ * worker_int.h - private to the worker pool (worker.c, the daemon's side;
+ * worker_child.c, the worker process).
+ */
+#ifndef STAGEHAND_WORKER_INT_H
+#define STAGEHAND_WORKER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+#include "queue.h"
+#include "xfer.h"
+
+/*
+ * The worker process, after the fork: become the request's owner, run the
+ * backend on it and _exit. chan is its end of the record socket; parent the
+ * daemon's pid (the child exits if it is already gone); done/ndone the
+ * resume set; yb the worker's own bucket (NULL: the daemon's); exclude the
+ * directories left out; budget the stage-in's room in its job's burst
+ * buffer (-1: no limit). Never returns.
+ */
+void worker__child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
+		   const gid_t *groups, int ngroups, struct xfer_done_ent *done, size_t ndone,
+		   const struct xfer_backend *be, enum cksum_algo algo, int keep, int idle,
+		   struct xfer_bucket *yb, char *const *exclude, int64_t budget)
+	__attribute__((noreturn));
+
+#endif /* STAGEHAND_WORKER_INT_H */
