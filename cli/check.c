@@ -225,6 +225,11 @@ static json_t *_file_json(const char *file, const struct dsl_plan *p)
 	return o;
 }
 
+/*
+ * Long (~120 lines) on purpose: the subcommand from arguments to exit code,
+ * straight down (options, scripts, the site's configuration, each script's
+ * report, the summary).
+ */
 int cmd_check(int argc, char **argv)
 {
 	struct check_opts o = { false, false, NULL, CONF_SUBMIT_HOLD };

@@ -431,6 +431,10 @@ static void _submit_usage(FILE *fp)
 		COMMON_HELP);
 }
 
+/*
+ * Long (~115 lines) on purpose: the subcommand from arguments to exit code,
+ * straight down; most of it is the option table and its checks.
+ */
 int cmd_submit(int argc, char **argv)
 {
 	static const struct option lo[] = {

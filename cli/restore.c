@@ -559,6 +559,11 @@ static int _open_bundle(struct _restore *r, int bi)
 	return b->fd;
 }
 
+/*
+ * Long (~100 lines) on purpose: the four passes of a bundled restore in the
+ * order the safety of the result needs them (directories, files, symlinks
+ * last, directory modes and times deepest first), over one selection.
+ */
 static void _restore_bundled(struct _restore *r)
 {
 	int *hits = calloc((size_t)r->nfiles + 1, sizeof(int));
@@ -812,6 +817,11 @@ static char *_normalise_file(const char *f)
 	return s;
 }
 
+/*
+ * Long (~155 lines) on purpose: the subcommand from arguments to exit code,
+ * straight down (options, the index, the selection, the restore, the
+ * report); the restore itself is in its own functions.
+ */
 int cmd_restore(int argc, char **argv)
 {
 	static const struct option lo[] = {

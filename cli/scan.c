@@ -494,6 +494,11 @@ static int _by_path(const void *a, const void *b)
 	return strcmp(((const struct scan_tree *)a)->path, ((const struct scan_tree *)b)->path);
 }
 
+/*
+ * Long (~135 lines) on purpose: the subcommand from arguments to exit code,
+ * straight down; most of it is the option table and the checks of option
+ * combinations, each with its own message.
+ */
 int cmd_scan(int argc, char **argv)
 {
 	enum { O_JSON = 1, O_ALL, O_OLDER, O_NS, O_LIST, O_PRINT0, O_PURGE, O_YES, O_CONFIG };

@@ -396,6 +396,11 @@ static int _grow(char **buf, size_t *cap, size_t need)
 }
 
 /* Read the response into resp. 0, or a dclient_fail with err. */
+/*
+ * Long (~115 lines) on purpose: one bounded read loop over a hostile peer's
+ * bytes (header, then a length-delimited or closed body, each against the
+ * deadline and the size limit); one loop keeps every bound in sight.
+ */
 static int _read_resp(int fd, const struct dclient_target *t, long long deadline,
 		      int timeout_ms, size_t max_body, struct dclient_resp *resp,
 		      char *err, size_t errlen)

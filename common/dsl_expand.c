@@ -49,6 +49,11 @@ static int _put(struct _buf *b, const char *s, size_t n, bool slash_to_underscor
 	return 0;
 }
 
+/*
+ * Long (~110 lines) on purpose: the expansion and then every check of its
+ * result (URL left alone, control characters, '..', normalisation, room)
+ * in one place, so that no caller gets an unchecked path.
+ */
 int dsl_expand(const char *tmpl, const struct dsl_expand_ctx *ctx,
 	       char *out, size_t outlen, char *err, size_t errlen)
 {

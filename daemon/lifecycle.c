@@ -202,6 +202,11 @@ static int _bad_exclude(const json_t *v, const char *action, char *err, size_t e
 	return 0;
 }
 
+/*
+ * Long (~150 lines) on purpose: the site's rules for a new request, one
+ * check after another, each with its own message; kept in one list so that
+ * a rule cannot be skipped by a path through helper functions.
+ */
 int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr,
 			    char *err, size_t errlen)
 {
@@ -626,6 +631,11 @@ static int _label_skipped(struct daemon *d, const struct queue_job *j, const cha
 	return rc;
 }
 
+/*
+ * Long (~170 lines) on purpose: a job's end, read top to bottom (its
+ * record, the requeue and end-state rules, then each action of the plan into
+ * its request), so that the order of those decisions is visible in one place.
+ */
 static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
 			    char *err, size_t errlen)
 {

@@ -294,6 +294,10 @@ static void _loop(struct daemon *d)
 	}
 }
 
+/*
+ * Long (~150 lines) on purpose: straight-line startup, the loop, and the
+ * teardown mirroring the startup, readable in one screenful order.
+ */
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {

@@ -394,6 +394,12 @@ int worker_pool_busy_after_job(const struct worker_pool *p)
 	return n;
 }
 
+/*
+ * Long (~150 lines) on purpose: the claim of one request, straight down
+ * (options, backend, groups, the user's directory, the resume set, the
+ * bucket, the socket pair, the fork); each step fails the request in its
+ * own words, and split up the steps would pass a dozen locals around.
+ */
 int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 {
 	struct daemon *d = p->d;

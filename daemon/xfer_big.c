@@ -235,6 +235,11 @@ static int _write_chunk(struct _big *b, int64_t i)
 	return 0;
 }
 
+/*
+ * Long (~115 lines) on purpose: the pipeline's set-up, run and tear-down in
+ * one place (buffers, checksums, reader thread, preallocation, the writer
+ * loop, the join), so that every early exit releases what was set up.
+ */
 int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size, int sample,
 		  int64_t *total, char cks_src[CKSUM_HEX_MAX], char cks_dst[CKSUM_HEX_MAX])
 {
