@@ -63,7 +63,7 @@ static void _test_listings(void)
 		"<D:collection/></D:resourcetype><D:getcontentlength>junk</D:getcontentlength>"
 		"</D:prop></D:propstat></D:response></D:multistatus>";
 	struct urlx_listing l;
-	char err[256], *doc;
+	char err[256] = "", *doc;
 	size_t n;
 
 	ok(_parse(URLX_S3, s3, &l, err) == 0, "S3 listing parsed (%s)", err);
