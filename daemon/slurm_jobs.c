@@ -221,7 +221,7 @@ int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_
 	       -1 : 0;
 }
 
-static int _cmp_u32(const void *a, const void *b)
+int sjob_id_cmp(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
@@ -239,7 +239,7 @@ static int _running_ids(const job_info_msg_t *msg, uint32_t **ids, size_t *nids)
 	for (uint32_t i = 0; i < msg->record_count; i++)
 		if ((msg->job_array[i].job_state & JOB_STATE_BASE) == JOB_RUNNING)
 			v[k++] = msg->job_array[i].job_id;
-	qsort(v, k, sizeof(*v), _cmp_u32);
+	qsort(v, k, sizeof(*v), sjob_id_cmp);
 	*ids = v;
 	*nids = k;
 	return 0;

@@ -86,6 +86,9 @@ int sjob_list(struct sjob **out, size_t *n, char *err, size_t errlen);
  * module maps them to file systems by prefix against the configured roots.
  */
 int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_t errlen);
+/* qsort/bsearch order of job ids (uint32_t), as run_ids is sorted. */
+int sjob_id_cmp(const void *a, const void *b);
+
 /*
  * sjob_list_ex, asking slurmctld only for a table changed since *since
  * (0: always the table). Returns 0 with the lists and *since set to the

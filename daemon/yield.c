@@ -17,6 +17,7 @@
 #include "pace.h"
 #include "queue.h"
 #include "queue_shards.h"
+#include "slurm_jobs.h"
 #include "worker.h"
 #include "xfer.h"
 #include "yield.h"
@@ -155,13 +156,6 @@ static int _listed(char *const *running, const char *p)
 	return 0;
 }
 
-static int _cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Does a table from table_time say the entry's job no longer runs? */
 static int _ended_unseen(const struct yield_start *e, const uint32_t *ids, size_t nids,
 			 time_t table_time)
@@ -170,7 +164,7 @@ static int _ended_unseen(const struct yield_start *e, const uint32_t *ids, size_
 
 	if (!ids || e->seen || table_time <= e->event_time || e->job <= 0 || e->job > UINT32_MAX)
 		return 0;
-	return !bsearch(&id, ids, nids, sizeof(*ids), _cmp_u32);
+	return !bsearch(&id, ids, nids, sizeof(*ids), sjob_id_cmp);
 }
 
 size_t yield_starts_watch(struct yield_starts *t, char *const *running, const uint32_t *ids,
