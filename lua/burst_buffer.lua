@@ -7,14 +7,20 @@ stagehand_dsl.lua and stagehand_bb.lua (docs/admin-guide.md, "Burst-buffer
 mode"); keep JobSubmitPlugins=lua with job_submit.lua too, which records
 each job's plan.
 
-Which hook runs where, and what 22.05 passes: docs/burst-buffer-slurm.md.
+One script for every Slurm release from 22.05 on. Which hook runs where,
+what each release passes and what changed in 24.05 (the required test_data_in
+and test_data_out hooks, polled every PollInterval):
+docs/burst-buffer-slurm.md. Since 23.02 most hooks also get uid, gid and a
+read-only job_info table after the arguments below; stagehand does not need
+them (the daemon takes the job's identity from slurmctld), so they are
+left in "...".
 ]]
 local here = (debug.getinfo(1, "S").source or ""):match("^@(.*/)") or "./"
 local stagehand = dofile(here .. "stagehand.lua")
 local function ok() return slurm.SUCCESS end
 
 -- In slurmctld, locks held: read the script, answer at once.
-function slurm_bb_job_process(job_script)
+function slurm_bb_job_process(job_script, ...)
 	return stagehand.bb_job_process(job_script)
 end
 
@@ -24,11 +30,11 @@ function slurm_bb_pools()
 	return stagehand.bb_pools()
 end
 
-function slurm_bb_paths(job_id, job_script, path_file)
+function slurm_bb_paths(job_id, job_script, path_file, ...)
 	return ok()
 end
 
-function slurm_bb_real_size(job_id)
+function slurm_bb_real_size(job_id, ...)
 	return ok()
 end
 
@@ -37,26 +43,38 @@ function slurm_bb_get_status(...)
 end
 
 -- In slurmscriptd, asynchronously: hand the work to stagehandd.
-function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
+function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script, ...)
 	return stagehand.bb_setup(job_id, pool, bb_size)
 end
 
-function slurm_bb_data_in(job_id, job_script)
+-- Up to 23.11: waits for the verified stage-in. 24.05 and later: checks
+-- the daemon has it and returns; slurm_bb_test_data_in is polled.
+function slurm_bb_data_in(job_id, job_script, ...)
 	return stagehand.bb_data_in(job_id)
 end
 
-function slurm_bb_pre_run(job_id, job_script)
+-- 24.05 and later, every PollInterval: BUSY until the inputs are verified.
+function slurm_bb_test_data_in(job_id, job_script, ...)
+	return stagehand.bb_test_data_in(job_id)
+end
+
+function slurm_bb_pre_run(job_id, job_script, ...)
 	return ok()
 end
 
-function slurm_bb_post_run(job_id, job_script)
+function slurm_bb_post_run(job_id, job_script, ...)
 	return ok()
 end
 
-function slurm_bb_data_out(job_id, job_script)
+-- As data_in, for the archives and stage-outs after the job.
+function slurm_bb_data_out(job_id, job_script, ...)
 	return stagehand.bb_data_out(job_id)
 end
 
-function slurm_bb_job_teardown(job_id, job_script, hurry)
+function slurm_bb_test_data_out(job_id, job_script, ...)
+	return stagehand.bb_test_data_out(job_id)
+end
+
+function slurm_bb_job_teardown(job_id, job_script, hurry, ...)
 	return stagehand.bb_teardown(job_id, job_script, hurry)
 end

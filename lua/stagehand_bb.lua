@@ -14,8 +14,17 @@ docs/burst-buffer-slurm.md. In short:
     slurmscriptd, asynchronously: they hand the work to stagehandd through
     `stagehand bb CALL JOB` (the CLI over the daemon's UNIX socket). setup
     and teardown return as soon as the daemon has the job (setup passes the
-    size Slurm reserved, which the stage-in must fit); data_in and
-    data_out wait for the daemon's verified result, as Slurm expects.
+    size Slurm reserved, which the stage-in must fit).
+  * Up to 23.11, data_in and data_out wait for the daemon's verified
+    result, as those releases expect. From 24.05 on (the slurm table has
+    SLURM_BB_BUSY), data_in and data_out only check that the daemon has the
+    stage and return; slurmctld then polls test_data_in / test_data_out
+    every PollInterval, which ask once and answer BUSY until the transfers
+    are verified. One script serves both: the release is read from the
+    slurm table when a hook runs.
+  * A daemon that is restarting must not fail a job: setup and teardown
+    keep asking it for DAEMON_WAIT seconds, and a poll that cannot reach it
+    answers BUSY (StageInTimeout / StageOutTimeout bound that).
 The CLI is $STAGEHAND_CLI in slurmctld's environment, else `stagehand` on
 its PATH. The job's plan comes from the record job_submit (stagehand.lua)
 put in admin_comment: a bb site runs JobSubmitPlugins=lua too.
@@ -29,9 +38,13 @@ local M, SITE = ...
 local format, tostring, tonumber, type, pcall = string.format, tostring, tonumber, type, pcall
 
 local CLI = os.getenv("STAGEHAND_CLI") or "stagehand"
--- How long data_in / data_out wait for the daemon at most; Slurm's
--- StageInTimeout / StageOutTimeout (burst_buffer.conf) cut them off first.
+-- How long data_in / data_out wait for the daemon at most (up to 23.11);
+-- Slurm's StageInTimeout / StageOutTimeout (burst_buffer.conf) cut them off
+-- first.
 local WAIT_SECONDS = 7 * 86400
+-- How long setup and teardown keep asking a daemon that does not answer (a
+-- restart): under Slurm's OtherTimeout (burst_buffer.conf, default 300 s).
+local DAEMON_WAIT = 240
 -- Largest script job_process reads (the #DATA block is at its top).
 local MAX_SCRIPT = 4 * 1024 * 1024
 
@@ -42,8 +55,9 @@ local function _shell_quote(s)
 	return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
--- Run `stagehand bb CALL JOB`; the last line says ok or error (Lua 5.1's
--- popen cannot give the exit status).
+-- Run `stagehand bb CALL JOB`; the last line says ok, busy (--poll) or
+-- error (Lua 5.1's popen cannot give the exit status). Returns the hook's
+-- answer; a busy answer is slurm.SUCCESS with "busy" as a third value.
 local function _client(call, job_id, extra)
 	local id = tonumber(job_id)
 	if not id or id < 1 or id ~= math.floor(id) or id > 4294967295 then
@@ -63,6 +77,11 @@ local function _client(call, job_id, extra)
 	if last and last:find("^stagehand%-bb: ok: ") then
 		M.log("log_verbose", "stagehand: job %d: bb %s: %s", id, call, (last:gsub("^stagehand%-bb: ok: ", "")))
 		return _ok()
+	end
+	if last and last:find("^stagehand%-bb: busy: ") then
+		local msg = last:gsub("^stagehand%-bb: busy: ", "")
+		M.log("log_debug", "stagehand: job %d: bb %s: %s", id, call, msg)
+		return _ok(), msg, "busy"
 	end
 	local msg = last and last:gsub("^stagehand%-bb: error: ", "") or
 		format("%s bb %s %d gave no answer (%s)", CLI, call, id, out:sub(1, 300))
@@ -175,12 +194,46 @@ local function _setup_args(pool, bb_size)
 end
 
 function M.bb_setup(job_id, pool, bb_size)
-	return _client("setup", job_id, _setup_args(pool, bb_size))
+	return _client("setup", job_id, _setup_args(pool, bb_size) .. " --wait " .. DAEMON_WAIT)
 end
-function M.bb_data_in(job_id) return _client("data-in", job_id, " --wait " .. WAIT_SECONDS) end
-function M.bb_data_out(job_id) return _client("data-out", job_id, " --wait " .. WAIT_SECONDS) end
+
+-- Does this Slurm poll test_data_in / test_data_out (24.05 and later)?
+-- Those releases put SLURM_BB_BUSY in the slurm table; 22.05 and 23.x
+-- do not, and never call the test hooks.
+function M.bb_polled()
+	return type(slurm) == "table" and slurm.SLURM_BB_BUSY ~= nil
+end
+
+-- data_in / data_out: up to 23.11, wait for the verified result. From
+-- 24.05 on, only check that the daemon has the stage under way (or done)
+-- and return; a daemon that does not answer is fine here, test_* asks
+-- again. A failure already known is reported at once.
+local function _start(call, job_id)
+	if not M.bb_polled() then
+		return _client(call, job_id, " --wait " .. WAIT_SECONDS)
+	end
+	local rc, msg, busy = _client(call, job_id, " --poll")
+	if busy then return rc end
+	return rc, msg
+end
+
+-- test_data_in / test_data_out: ask once; BUSY keeps the job where it is
+-- and Slurm asks again after PollInterval.
+local function _test(call, job_id)
+	local rc, msg, busy = _client(call, job_id, " --poll")
+	if busy then
+		return rc, slurm.SLURM_BB_BUSY or "BUSY"
+	end
+	return rc, msg
+end
+
+function M.bb_data_in(job_id) return _start("data-in", job_id) end
+function M.bb_data_out(job_id) return _start("data-out", job_id) end
+function M.bb_test_data_in(job_id) return _test("data-in", job_id) end
+function M.bb_test_data_out(job_id) return _test("data-out", job_id) end
 function M.bb_teardown(job_id, job_script, hurry)
-	return _client("teardown", job_id, (hurry == true or hurry == "true") and " --hurry" or "")
+	return _client("teardown", job_id, ((hurry == true or hurry == "true") and " --hurry" or "") ..
+		" --wait " .. DAEMON_WAIT)
 end
 
 M.bb_job_process = _guard("slurm_bb_job_process", M.bb_job_process)
@@ -188,4 +241,6 @@ M.bb_pools = _guard("slurm_bb_pools", M.bb_pools)
 M.bb_setup = _guard("slurm_bb_setup", M.bb_setup)
 M.bb_data_in = _guard("slurm_bb_data_in", M.bb_data_in)
 M.bb_data_out = _guard("slurm_bb_data_out", M.bb_data_out)
+M.bb_test_data_in = _guard("slurm_bb_test_data_in", M.bb_test_data_in)
+M.bb_test_data_out = _guard("slurm_bb_test_data_out", M.bb_test_data_out)
 M.bb_teardown = _guard("slurm_bb_job_teardown", M.bb_teardown)
