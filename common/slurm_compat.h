@@ -37,6 +37,15 @@
  *   23.11  hostlist_t became the struct itself: slurm_hostlist_create()
  *          returns hostlist_t *, where earlier releases' hostlist_t was
  *          already the pointer. Use slurm_hostlist_ptr_t.
+ *   24.11  slurm_get_errno() is gone: libslurm leaves its error code in
+ *          errno, as it already did alongside the function. Use
+ *          slurm_errno_now().
+ *   26.05  (the release with sluids: slurm.h defines
+ *          SLURM_STEP_ID_INITIALIZER) slurm_load_job() and slurm_kill_job()
+ *          take a slurm_step_id_t, and a submit response carries the job id
+ *          in step_id.job_id. Use slurm_compat_load_job(),
+ *          slurm_compat_kill_job() and slurm_compat_submitted_id(), which
+ *          take and give plain job ids on every release.
  *
  * Must never: hold code that is not about a release difference, or pull in
  * Slurm's private headers (src/...): only what libslurm-dev installs.
@@ -63,6 +72,34 @@
 typedef hostlist_t *slurm_hostlist_ptr_t;
 #else
 typedef hostlist_t slurm_hostlist_ptr_t;
+#endif
+
+/* The error of the last failed libslurm call. */
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#include <errno.h>
+#define slurm_errno_now() (errno)
+#else
+#define slurm_errno_now() slurm_get_errno()
+#endif
+
+/* One job by its plain id, and the id a batch submission got. */
+#ifdef SLURM_STEP_ID_INITIALIZER
+static inline slurm_step_id_t slurm_compat_job_step_id(uint32_t job_id)
+{
+	slurm_step_id_t id = SLURM_STEP_ID_INITIALIZER;
+
+	id.job_id = job_id;
+	return id;
+}
+#define slurm_compat_load_job(resp, job_id, flags) \
+	slurm_load_job((resp), slurm_compat_job_step_id(job_id), (flags))
+#define slurm_compat_kill_job(job_id, sig, flags) \
+	slurm_kill_job(slurm_compat_job_step_id(job_id), (sig), (flags))
+#define slurm_compat_submitted_id(resp) ((resp)->step_id.job_id)
+#else
+#define slurm_compat_load_job(resp, job_id, flags) slurm_load_job((resp), (job_id), (flags))
+#define slurm_compat_kill_job(job_id, sig, flags) slurm_kill_job((job_id), (sig), (flags))
+#define slurm_compat_submitted_id(resp) ((resp)->job_id)
 #endif
 
 #endif /* STAGEHAND_SLURM_COMPAT_H */

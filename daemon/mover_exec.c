@@ -11,8 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
 
 #include "executor.h"
 #include "log.h"
@@ -20,6 +18,7 @@
 #include "pool.h"
 #include "mover_plan.h"
 #include "queue_shards.h"
+#include "slurm_compat.h"
 #include "slurm_jobs.h"
 #include "worker.h"
 #include "xfer.h"
@@ -414,10 +413,10 @@ static int _submit(struct daemon *d, const struct queue_request *r, int idx, int
 	jd.requeue = 0;
 	if (slurm_submit_batch_job(&jd, &resp) != SLURM_SUCCESS) {
 		snprintf(err, errlen, "slurm_submit_batch_job (partition %s, uid %u): %s",
-			 c->mover_partition, (unsigned)r->uid, slurm_strerror(slurm_get_errno()));
+			 c->mover_partition, (unsigned)r->uid, slurm_strerror(slurm_errno_now()));
 		return -1;
 	}
-	*job = resp->job_id;
+	*job = slurm_compat_submitted_id(resp);
 	slurm_free_submit_response_response_msg(resp);
 	return 0;
 }
@@ -428,8 +427,8 @@ static int _job_alive(int64_t job, char *how, size_t howlen)
 	job_info_msg_t *msg = NULL;
 	int alive;
 
-	if (slurm_load_job(&msg, (uint32_t)job, SHOW_ALL) != SLURM_SUCCESS) {
-		if (slurm_get_errno() == ESLURM_INVALID_JOB_ID) {
+	if (slurm_compat_load_job(&msg, (uint32_t)job, SHOW_ALL) != SLURM_SUCCESS) {
+		if (slurm_errno_now() == ESLURM_INVALID_JOB_ID) {
 			snprintf(how, howlen, "is no longer known to slurmctld");
 			return 0;
 		}
@@ -461,11 +460,11 @@ static void _kill_jobs(struct daemon *d, int64_t req, const struct queue_shard *
 	for (int i = 0; i < n; i++) {
 		if (s[i].state != QSH_SUBMITTED || !s[i].slurm_job)
 			continue;
-		if (slurm_kill_job((uint32_t)s[i].slurm_job, SIGKILL, 0) != SLURM_SUCCESS &&
-		    slurm_get_errno() != ESLURM_ALREADY_DONE &&
-		    slurm_get_errno() != ESLURM_INVALID_JOB_ID)
+		if (slurm_compat_kill_job((uint32_t)s[i].slurm_job, SIGKILL, 0) != SLURM_SUCCESS &&
+		    slurm_errno_now() != ESLURM_ALREADY_DONE &&
+		    slurm_errno_now() != ESLURM_INVALID_JOB_ID)
 			log_warn("request %lld: cannot cancel mover job %lld: %s", (long long)req,
-				 (long long)s[i].slurm_job, slurm_strerror(slurm_get_errno()));
+				 (long long)s[i].slurm_job, slurm_strerror(slurm_errno_now()));
 		else
 			log_info("request %lld: mover job %lld (shard %d) cancelled: %s",
 				 (long long)req, (long long)s[i].slurm_job, s[i].idx, why);

@@ -34,7 +34,7 @@ void sjob_fini(void)
 
 static void _err_slurm(char *err, size_t errlen, const char *what, uint32_t job_id)
 {
-	int e = slurm_get_errno();
+	int e = slurm_errno_now();
 
 	if (job_id)
 		snprintf(err, errlen, "%s job %u: %s", what, job_id, slurm_strerror(e));
@@ -264,7 +264,7 @@ int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running
 	}
 	if (slurm_load_jobs(*since, &msg, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
 		/* slurmctld answers this without packing a single job. */
-		if (*since && slurm_get_errno() == SLURM_NO_CHANGE_IN_DATA)
+		if (*since && slurm_errno_now() == SLURM_NO_CHANGE_IN_DATA)
 			return 1;
 		_err_slurm(err, errlen, "cannot list jobs from slurmctld", 0);
 		return -1;
@@ -349,7 +349,7 @@ int sjob_set_status(uint32_t job_id, const char *text, char *err, size_t errlen)
 	char *buf;
 	int rc;
 
-	if (slurm_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
+	if (slurm_compat_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
 		_err_slurm(err, errlen, "cannot read the admin comment of", job_id);
 		return -1;
 	}
@@ -403,7 +403,7 @@ int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *meta_ad
 	d.job_id_str = id;
 	d.admin_comment = buf;
 	if (slurm_update_job(&d) != SLURM_SUCCESS) {
-		int e = slurm_get_errno();
+		int e = slurm_errno_now();
 
 		snprintf(err, errlen, "cannot split task %s off its array: %s", id, slurm_strerror(e));
 		free(buf);
@@ -420,8 +420,8 @@ int sjob_get(uint32_t job_id, struct sjob *out, char *err, size_t errlen)
 	int rc = 1;
 
 	memset(out, 0, sizeof(*out));
-	if (slurm_load_job(&msg, job_id, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
-		if (slurm_get_errno() == ESLURM_INVALID_JOB_ID)
+	if (slurm_compat_load_job(&msg, job_id, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
+		if (slurm_errno_now() == ESLURM_INVALID_JOB_ID)
 			return 1;
 		_err_slurm(err, errlen, "cannot read", job_id);
 		return -1;

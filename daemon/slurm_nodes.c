@@ -137,7 +137,7 @@ static void _node_addr(const char *name, char *out, size_t outlen)
 				_nodes_at = now;
 			} else {
 				log_warn("job events: slurm_load_node: %s",
-					 slurm_strerror(slurm_get_errno()));
+					 slurm_strerror(slurm_errno_now()));
 			}
 		}
 		for (uint32_t i = 0; _nodes && i < _nodes->record_count; i++) {
@@ -212,8 +212,8 @@ static void *_lookup(void *arg)
 	char nodes[256] = "", err[256] = "";
 	enum snodes_verdict kind = SNODES_NO;
 
-	if (slurm_load_job(&msg, job, SHOW_ALL) != SLURM_SUCCESS) {
-		int e = slurm_get_errno();
+	if (slurm_compat_load_job(&msg, job, SHOW_ALL) != SLURM_SUCCESS) {
+		int e = slurm_errno_now();
 
 		if (e == ESLURM_INVALID_JOB_ID) {
 			kind = SNODES_NOJOB;

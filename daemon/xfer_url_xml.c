@@ -255,8 +255,13 @@ int urlx_parse(enum urlx_kind kind, const char *buf, size_t len, struct urlx_lis
 	XML_SetStartDoctypeDeclHandler(x.p, _doctype);
 	st = XML_Parse(x.p, buf, (int)len, XML_TRUE);
 	if (st != XML_STATUS_OK || x.oom) {
+#ifdef HAVE_XML_GETCURRENTLINENUMBER64
+		unsigned long line = (unsigned long)XML_GetCurrentLineNumber64(x.p);
+		unsigned long col = (unsigned long)XML_GetCurrentColumnNumber64(x.p);
+#else
 		unsigned long line = (unsigned long)XML_GetCurrentLineNumber(x.p);
 		unsigned long col = (unsigned long)XML_GetCurrentColumnNumber(x.p);
+#endif
 
 		if (x.oom)
 			snprintf(err, errlen, "out of memory reading the listing");

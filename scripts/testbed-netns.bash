@@ -74,9 +74,9 @@ node_addr() {
 # slurmctld can be reached: the service namespace of a multi-node bed.
 slurm() {
 	if [[ $MODE == multi ]]; then
-		nsenter --net="/run/netns/$SVC_NS" -- "$@"
+		nsenter --net="/run/netns/$SVC_NS" -- "${RUN_IN[@]}" "$@"
 	else
-		"$@"
+		"${RUN_IN[@]}" "$@"
 	fi
 }
 
@@ -127,14 +127,23 @@ start_holder() {
 	# nsenter, unshare, bash and sleep exec one another: one process. The
 	# hostname, the tmpfs over run/ and the node's spool are set up inside.
 	# shellcheck disable=SC2016
+	# In a release bed ($7: the Slurm root, seen from here) the node's
+	# mounts are made at the root's paths as well, and the holder lives
+	# chrooted in it, so that whatever enters the node with nsenter -r runs
+	# that release.
 	setsid nsenter --net="/run/netns/$ns" -- unshare --uts --mount --propagation slave -- \
 		/bin/bash -c 'set -e
 			echo "$1" >/proc/sys/kernel/hostname
 			mount -t tmpfs -o mode=0755,size=4m "stagehand-testbed-$1-run" "$2"
 			mount --bind "$3" "$4"
+			if [[ -n $7 ]]; then
+				mount -t tmpfs -o mode=0755,size=4m "stagehand-testbed-$1-run" "$7$2"
+				mount --bind "$3" "$7$4"
+			fi
 			echo $$ >"$5"
+			[[ -z $7 ]] || exec chroot "$7" /bin/bash -c "exec -a \"stagehand-testbed-node $6 $1\" sleep infinity"
 			exec -a "stagehand-testbed-node $6 $1" sleep infinity' \
-		holder "$node" "$RUNDIR" "$NODEDIR/$node/stagehand-spool" "$SH_SPOOL" "$pidf" "$TB_DIR" \
+		holder "$node" "$RUNDIR" "$NODEDIR/$node/stagehand-spool" "$SH_SPOOL" "$pidf" "$TB_DIR" "$RP" \
 		</dev/null >>"$LOGDIR/holder-$node.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	for ((i = 0; i < 50; i++)); do
 		holder_pid "$node" >/dev/null && return 0
@@ -255,17 +264,20 @@ cmd_exec() {
 	if [[ $MODE != multi ]]; then
 		[[ $target == svc || $target == "$NODE" ]] ||
 			die "the one-node bed has 'svc' and '$NODE' (both this host), not '$target'"
-		exec env SLURM_CONF="$CONF" "$@"
+		exec "${RUN_IN[@]}" env SLURM_CONF="$CONF" "$@"
 	fi
 	case $target in
 	svc | "$SVC_NS")
 		ns_exists "$SVC_NS" || die "the service namespace $SVC_NS does not exist: run '$PROG up --nodes N'"
-		exec nsenter --net="/run/netns/$SVC_NS" -- env SLURM_CONF="$CONF" "$@"
+		exec nsenter --net="/run/netns/$SVC_NS" -- "${RUN_IN[@]}" env SLURM_CONF="$CONF" "$@"
 		;;
 	esac
 	node=${target#"$NETNS_PREFIX"}
 	printf '%s\n' "${NODES[@]}" | grep -qxF "$node" ||
 		die "no compute node '$target' in this bed (nodes: ${NODES[*]}; or svc)"
 	pid=$(holder_pid "$node") || die "compute node $node is not up (no holder process): run '$PROG up'"
-	exec nsenter -t "$pid" -n -u -m --wd="$PWD" -- env SLURM_CONF="$CONF" "$@"
+	# The holder's root (a release bed's root) and this directory in it.
+	local wd=$PWD
+	[[ -d $RP$wd ]] || wd=/
+	exec nsenter -t "$pid" -n -u -m -r -W "$wd" -- env SLURM_CONF="$CONF" "$@"
 }

@@ -9,8 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <slurm/slurm.h>
-#include <slurm/slurm_errno.h>
+#include "slurm_compat.h"
 
 int main(int argc, char **argv)
 {
@@ -39,10 +38,10 @@ int main(int argc, char **argv)
 		jd.priority = 0;	/* held by its user, as sbatch --hold */
 		if (slurm_submit_batch_job(&jd, &resp) != SLURM_SUCCESS) {
 			fprintf(stderr, "ctld-submit: job %ld of %ld: %s\n", i + 1, n,
-				slurm_strerror(slurm_get_errno()));
+				slurm_strerror(slurm_errno_now()));
 			return 1;
 		}
-		printf("%u\n", resp->job_id);
+		printf("%u\n", slurm_compat_submitted_id(resp));
 		slurm_free_submit_response_response_msg(resp);
 	}
 	slurm_fini();
