@@ -43,9 +43,10 @@
  *   26.05  (the release with sluids: slurm.h defines
  *          SLURM_STEP_ID_INITIALIZER) slurm_load_job() and slurm_kill_job()
  *          take a slurm_step_id_t, and a submit response carries the job id
- *          in step_id.job_id. Use slurm_compat_load_job(),
- *          slurm_compat_kill_job() and slurm_compat_submitted_id(), which
- *          take and give plain job ids on every release.
+ *          in step_id.job_id, as does a job descriptor for an update.
+ *          Use slurm_compat_load_job(), slurm_compat_kill_job(),
+ *          slurm_compat_submitted_id() and slurm_compat_desc_job_id(),
+ *          which take and give plain job ids on every release.
  *
  * Must never: hold code that is not about a release difference, or pull in
  * Slurm's private headers (src/...): only what libslurm-dev installs.
@@ -96,10 +97,13 @@ static inline slurm_step_id_t slurm_compat_job_step_id(uint32_t job_id)
 #define slurm_compat_kill_job(job_id, sig, flags) \
 	slurm_kill_job(slurm_compat_job_step_id(job_id), (sig), (flags))
 #define slurm_compat_submitted_id(resp) ((resp)->step_id.job_id)
+/* The job a job_desc_msg_t (slurm_update_job) names, as an lvalue. */
+#define slurm_compat_desc_job_id(desc) ((desc)->step_id.job_id)
 #else
 #define slurm_compat_load_job(resp, job_id, flags) slurm_load_job((resp), (job_id), (flags))
 #define slurm_compat_kill_job(job_id, sig, flags) slurm_kill_job((job_id), (sig), (flags))
 #define slurm_compat_submitted_id(resp) ((resp)->job_id)
+#define slurm_compat_desc_job_id(desc) ((desc)->job_id)
 #endif
 
 #endif /* STAGEHAND_SLURM_COMPAT_H */

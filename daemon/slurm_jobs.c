@@ -336,7 +336,7 @@ const char *sjob_state_name(uint32_t state)
 static int _update(job_desc_msg_t *d, const char *what, char *err, size_t errlen)
 {
 	if (slurm_update_job(d) != SLURM_SUCCESS) {
-		_err_slurm(err, errlen, what, d->job_id);
+		_err_slurm(err, errlen, what, slurm_compat_desc_job_id(d));
 		return -1;
 	}
 	return 0;
@@ -369,7 +369,7 @@ int sjob_set_status(uint32_t job_id, const char *text, char *err, size_t errlen)
 		return -1;
 	}
 	slurm_init_job_desc_msg(&d);
-	d.job_id = job_id;
+	slurm_compat_desc_job_id(&d) = job_id;
 	d.admin_comment = buf;
 	rc = _update(&d, "cannot set the status of", err, errlen);
 	free(buf);
@@ -381,7 +381,7 @@ int sjob_release(uint32_t job_id, char *err, size_t errlen)
 	job_desc_msg_t d;
 
 	slurm_init_job_desc_msg(&d);
-	d.job_id = job_id;
+	slurm_compat_desc_job_id(&d) = job_id;
 	d.priority = INFINITE;
 	return _update(&d, "cannot release", err, errlen);
 }
