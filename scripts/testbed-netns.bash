@@ -279,5 +279,5 @@ cmd_exec() {
 	# The holder's root (a release bed's root) and this directory in it.
 	local wd=$PWD
 	[[ -d $RP$wd ]] || wd=/
-	exec nsenter -t "$pid" -n -u -m -r -W "$wd" -- env SLURM_CONF="$CONF" "$@"
+	exec nsenter -t "$pid" -n -u -m -r --wdns="$wd" -- env SLURM_CONF="$CONF" "$@"
 }
