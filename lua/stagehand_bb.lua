@@ -213,7 +213,8 @@ local function _start(call, job_id)
 		return _client(call, job_id, " --wait " .. WAIT_SECONDS)
 	end
 	local rc, msg, busy = _client(call, job_id, " --poll")
-	if busy then return rc end
+	-- (Slurm 24.11 fails a hook whose second value is nil, not a string.)
+	if busy or msg == nil then return rc end
 	return rc, msg
 end
 
@@ -224,6 +225,7 @@ local function _test(call, job_id)
 	if busy then
 		return rc, slurm.SLURM_BB_BUSY or "BUSY"
 	end
+	if msg == nil then return rc end
 	return rc, msg
 end
 

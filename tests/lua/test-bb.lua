@@ -103,6 +103,11 @@ answer("stagehand-bb: ok: inputs staged for job 8")
 rc, msg = slurm_bb_test_data_in("8", "/x/script", "1000", "1000", {})
 is(rc, slurm.SUCCESS, "24.11: test_data_in staged: SUCCESS")
 ok(msg ~= "BUSY", "24.11: test_data_in staged: not BUSY", msg)
+-- Slurm 24.11 fails a hook whose second value is not a string: none at all.
+is(select("#", slurm_bb_test_data_in("8", "/x/script", "1000", "1000", {})), 1,
+	"24.11: test_data_in staged: one value (no nil second value)")
+is(select("#", slurm_bb_data_in("8", "/x/script", "1000", "1000", {})), 1,
+	"24.11: data_in staged: one value")
 answer("stagehand-bb: error: stage-in failed: /archive/x: Permission denied (EACCES)")
 rc, msg = slurm_bb_test_data_in("8", "/x/script", "1000", "1000", {})
 is(rc, slurm.ERROR, "24.11: test_data_in failed: ERROR (Slurm holds the job)")
