@@ -133,8 +133,9 @@ EOF
 	J=$j
 	submit -d "$WD" --dependency=afterburstbuffer:"$J" --wrap "touch $WD/dep-started"
 	D=$j
-	# (24.05 and later report it from the polled hook, slurm_bb_test_data_out.)
-	wait_for 120 eval '[[ "$(state_reason "$J")" =~ ^"STAGE_OUT burst_buffer/lua: slurm_bb_"(test_)?"data_out: stagehand: archive of".*failed ]]'
+	# 24.05 and later report it from the polled hook, slurm_bb_test_data_out;
+	# 26.05 words it "JobHeldAdmin: slurm_bb_test_data_out failed: ...".
+	wait_for 120 eval '[[ "$(state_reason "$J")" =~ ^"STAGE_OUT burst_buffer/lua: "("JobHeldAdmin: ")?"slurm_bb_"(test_)?"data_out"(" failed")?": stagehand: archive of".*failed ]]'
 	scontrol show job "$J" | grep -E 'JobState|Reason|Comment'
 	reason=$(squeue -h -t all -j "$J" -o %r)
 	[[ $reason =~ "stagehand retry $J" ]]
