@@ -247,6 +247,7 @@ static int _scan_plugstack(struct doctor *dr, const char *file, int depth, const
 			dr->have_plugin = 1;
 			doctor_add(dr, "plugstack", DOC_OK, NULL, "%s:%d: %s %s with %d argument%s",
 				   file, lineno, av[0], so, ac - 2, ac - 2 == 1 ? "" : "s");
+			doctor_check_release(dr, so);
 		}
 	}
 	fclose(fp);

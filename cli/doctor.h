@@ -54,4 +54,17 @@ void doctor_check_scratch(struct doctor *dr);
    settings against stagehand.conf. */
 void doctor_check_lua(struct doctor *dr);
 
+/*
+ * doctor_run.c: run argv (PATH searched, env as given) with stdin
+ * /dev/null; returns what it printed on stdout and stderr, at most max
+ * bytes, NUL-terminated (new, the caller frees), or NULL with err filled:
+ * it could not start, or it ran past timeout_ms (*timed_out set; killed).
+ */
+char *doctor_capture(char *const argv[], char *const env[], int timeout_ms, size_t max,
+		     int *timed_out, char *err, size_t errlen);
+
+/* doctor_release.c: the Slurm release the plugin at so was built for,
+   against the slurmd on this node (a plugin loads only in its own release). */
+void doctor_check_release(struct doctor *dr, const char *so);
+
 #endif

@@ -87,22 +87,15 @@ static const char _driver[] =
 static char *_run(const struct doctor *dr, char *err, size_t errlen)
 {
 	char env_script[PATH_MAX + 32], env_conf[PATH_MAX + 32], *argv[] = { (char *)dr->lua_bin, "-e", (char *)_driver, NULL };
-	char **env = NULL, *buf = NULL;
-	size_t n = 0, len = 0;
-	posix_spawn_file_actions_t fa;
-	int p[2], status = 0, rc;
-	pid_t pid;
-	long long deadline;
-	struct timespec ts;
+	char **env = NULL, *out, why[512];
+	size_t n = 0;
+	int timed_out;
 
 	for (char **e = environ; *e; e++)
 		n++;
 	env = calloc(n + 3, sizeof(*env));
-	buf = malloc(LUA_MAX_OUT + 1);
-	if (!env || !buf || pipe2(p, O_CLOEXEC) < 0) {
+	if (!env) {
 		snprintf(err, errlen, "cannot start %.200s: %s", dr->lua_bin, strerror(errno));
-		free(env);
-		free(buf);
 		return NULL;
 	}
 	snprintf(env_script, sizeof(env_script), "STAGEHAND_DOCTOR_SCRIPT=%s", dr->lua_script);
@@ -114,53 +107,15 @@ static char *_run(const struct doctor *dr, char *err, size_t errlen)
 	env[n++] = env_script;
 	if (!getenv("STAGEHAND_CONF"))
 		env[n++] = env_conf;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
-	rc = posix_spawnp(&pid, dr->lua_bin, &fa, NULL, argv, env);
-	posix_spawn_file_actions_destroy(&fa);
+	out = doctor_capture(argv, env, LUA_TIMEOUT_MS, LUA_MAX_OUT, &timed_out, why, sizeof(why));
 	free(env);
-	close(p[1]);
-	if (rc != 0) {
-		snprintf(err, errlen, "cannot run %.200s: %s (install lua5.1, the Lua Debian's Slurm "
-			 "links, or name another with --lua)", dr->lua_bin, strerror(rc));
-		close(p[0]);
-		free(buf);
-		return NULL;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000 + LUA_TIMEOUT_MS;
-	for (;;) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		long long now;
-		ssize_t got;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) == 0) {
-			kill(pid, SIGKILL);
-			snprintf(err, errlen, "%.200s did not finish loading %.300s within %d s (slurmctld "
-				 "would stall the same way)", dr->lua_bin, dr->lua_script,
-				 LUA_TIMEOUT_MS / 1000);
-			len = (size_t)-1;
-			break;
-		}
-		got = read(p[0], buf + len, LUA_MAX_OUT - len);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0 || (len += (size_t)got) >= LUA_MAX_OUT)
-			break;
-	}
-	close(p[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (len == (size_t)-1) {
-		free(buf);
-		return NULL;
-	}
-	buf[len] = '\0';
-	return buf;
+	if (!out && timed_out)
+		snprintf(err, errlen, "%.200s did not finish loading %.300s within %d s (slurmctld "
+			 "would stall the same way)", dr->lua_bin, dr->lua_script, LUA_TIMEOUT_MS / 1000);
+	else if (!out)
+		snprintf(err, errlen, "%.300s (install lua5.1, the Lua Debian's Slurm links, or name "
+			 "another with --lua)", why);
+	return out;
 }
 
 /* Key names the doctor can render from stagehand.conf. Legacy: the SITE field. */

@@ -57,6 +57,11 @@
 
 SPANK_PLUGIN(stagehand, 1);
 
+/* The Slurm release this plugin is built for, as 'stagehand doctor' reads
+   it from the file (cli/doctor_release.c). */
+__attribute__((used)) const char stagehand_built_for_slurm[] =
+	"stagehand-built-for-slurm=" STAGEHAND_SLURM_RELEASE;
+
 #define PFX "stagehand: "
 
 /* Budget for the job-start event: a late one is useless, and the job waits. */

@@ -52,7 +52,7 @@ passes() {
 	doctor
 	[ "$status" -eq 0 ]
 	echo "$out" | jq -e '.ok == true' >/dev/null
-	for c in config slurm.conf plugstack daemon munge xattr scratch site; do
+	for c in config slurm.conf plugstack slurm-release daemon munge xattr scratch site; do
 		echo "$out" | jq -e --arg c "$c" '[.checks[] | select(.check == $c and .status == "ok")] | length > 0' >/dev/null
 	done
 	echo "$out" | jq -e '.checks[] | select(.check == "daemon") | .message | test("TCP \\+ MUNGE")' >/dev/null
@@ -100,6 +100,21 @@ passes() {
 	sed -i "/stagehand\\.so/ s#scratch=[^ ]*#scratch=/elsewhere#" "$ETC/plugstack.conf"
 	doctor
 	fails plugstack "scratch=/elsewhere is not one of"
+}
+
+@test "slurm-release: a plugin built for another Slurm release than this slurmd fails, with the release of each" {
+	local so rel
+	so=$(awk '$2 ~ /\/stagehand\.so$/ { print $2; exit }' "$ETC/plugstack.conf")
+	rel=$(slurmd -V | awk '{ split($2, v, "."); print v[1] "." v[2] }')
+	# The bed's plugin says the release of the slurmd it runs with.
+	doctor
+	echo "$out" | jq -e --arg r "$rel" '.checks[] | select(.check == "slurm-release" and .status == "ok") | .message | test("built for Slurm " + $r)' >/dev/null
+	# The same plugin, marked as built for 21.08.
+	cp "$so" "$BATS_TEST_TMPDIR/stagehand.so"
+	perl -pi -e 's/stagehand-built-for-slurm=\d\d\.\d\d/stagehand-built-for-slurm=21.08/' "$BATS_TEST_TMPDIR/stagehand.so"
+	sed -i "s#[^ ]*/stagehand\.so#$BATS_TEST_TMPDIR/stagehand.so#" "$ETC/plugstack.conf"
+	doctor
+	fails slurm-release "built for Slurm 21\\.08 but slurmd here is $rel"
 }
 
 @test "daemon: stopped stagehandd fails over the plugstack's TCP target and over the UNIX socket" {
