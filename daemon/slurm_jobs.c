@@ -147,13 +147,26 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	j->restarts = ji->restart_cnt;
 	j->requeue = (ji->job_state & (JOB_REQUEUE | JOB_REQUEUE_HOLD |
 				       JOB_REQUEUE_FED | JOB_SPECIAL_EXIT)) != 0;
-	if (ji->array_job_id && ji->array_task_id == NO_VAL && ji->array_task_str)
-		j->array_tasks = strdup(ji->array_task_str);
+	if (ji->array_job_id && ji->array_task_id == NO_VAL && ji->array_task_str) {
+		uint32_t only[2];
+
+		/*
+		 * A pending array record with one task left is that task: it
+		 * runs under this record's id. 26.05 keeps such a record as
+		 * "ID_[T%N]" after the task is updated, where earlier releases
+		 * made it the task, so splitting it off would never happen.
+		 */
+		if (sjob_array_tasks(ji->array_task_str, only, 2) == 1)
+			j->array_task_id = only[0];
+		else if (!(j->array_tasks = strdup(ji->array_task_str))) {
+			sjob_clear(j);
+			return -1;
+		}
+	}
 	j->batch_host = _dup(ji->batch_host);
 	if ((ji->name && !j->name) || (ji->work_dir && !j->work_dir) ||
 	    (plan && !j->plan_json) || (ji->admin_comment && !j->admin_comment) ||
-	    (ji->array_job_id && ji->array_task_id == NO_VAL && ji->array_task_str &&
-	     !j->array_tasks) || (ji->batch_host && !j->batch_host)) {
+	    (ji->batch_host && !j->batch_host)) {
 		sjob_clear(j);
 		return -1;
 	}
