@@ -8,7 +8,9 @@
 #   * a failed archive shows in scontrol show job (state STAGE_OUT, reason)
 #     and in 'stagehand status';
 #   * the user's own --comment is never touched; staged inputs are labelled
-#     'purge' at teardown.
+#     'purge' at teardown;
+#   * a stagehandd restart while Slurm sets a job up does not fail it: the
+#     hook asks again until the daemon is back.
 # Skipped on a hold-mode bed (tests/integration/expected-skips).
 
 bats_require_minimum_version 1.5.0
@@ -21,9 +23,12 @@ setup() {
 }
 
 teardown() {
-	local j
+	local j pid
 	for j in "${JOBS[@]}"; do scancel --hurry "$j" 2>/dev/null || true; done
 	cancel_jobs "${JOBS[@]}"
+	# A test that stopped the daemon and failed before starting it again.
+	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid" 2>/dev/null) || pid=""
+	[[ -n $pid && -d /proc/$pid ]] || "$TESTBED" restart stagehandd >/dev/null || true
 	if [[ -f $BATS_TEST_TMPDIR/stagehand.conf.orig ]]; then
 		cp -p "$BATS_TEST_TMPDIR/stagehand.conf.orig" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf"
 		reload_daemon || true
@@ -151,6 +156,27 @@ EOF
 	# An admin ends it (docs/burst-buffer-slurm.md): then the dependent runs.
 	scancel --hurry "$J"
 	wait_job_state "$J" COMPLETED 60
+}
+
+@test "bb: a job set up while stagehandd is down waits for it and runs once it is back (not held)" {
+	local pid
+	write_archive_job
+	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")
+	kill -TERM "$pid"
+	wait_for 40 test ! -d "/proc/$pid"
+	submit -d "$WD" "$WD/job.sh"
+	J=$j
+	# Slurm has called setup, and the hook is asking the stopped daemon again
+	# and again: the job is still pending, not held.
+	wait_for 60 pgrep -f "bb setup $J "
+	sleep 3
+	[[ "$(state_reason "$J")" == PENDING* ]]
+	[[ "$(state_reason "$J")" != *Held* ]]
+	"$TESTBED" restart stagehandd >/dev/null
+	wait_job_state "$J" COMPLETED 180
+	cmp "$WD/in.dat" "$WD/results/in.dat"
+	wait_for 60 test -f "$STAGEHAND_TESTBED_ARCHIVE/shtest/$J/results/in.dat"
+	cmp "$WD/in.dat" "$STAGEHAND_TESTBED_ARCHIVE/shtest/$J/results/in.dat"
 }
 
 @test "bb: a bad #DATA line is refused at submit, with its line number" {
