@@ -201,9 +201,16 @@ EOF
 }
 
 @test "daemon killed with SIGKILL during stage-in: after restart the job starts with verified inputs" {
-	user_file shtest "$WD/big/a.bin" 400
-	user_file shtest "$WD/big/b.bin" 400
+	user_file shtest "$WD/big/a.bin" 16
+	user_file shtest "$WD/big/b.bin" 16
 	want=$(cat "$WD"/big/*.bin | sha256sum | cut -d' ' -f1)
+	# The stage-in is held in flight on purpose, not by its size: the worker
+	# stalls in its open of b.bin (a.bin may be copied already), so the
+	# daemon dies mid-transfer on any machine.
+	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/big/b.bin" stagehandd shtest; }
+	STALLER=$STALL_PID
+	read -r -t 10 ready <&"${STALL[0]}"
+	[ "$ready" = ready ]
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt
@@ -212,11 +219,21 @@ cat in/*.bin | sha256sum | cut -d' ' -f1 > got.sha
 EOF
 	# Stage into the job's working dir (to=in): it lies under ScratchRoots.
 	submit -d "$WD" "$WD/job.sh"
+	read -r -t 60 worker <&"${STALL[0]}"
+	[[ $worker =~ ^[0-9]+$ ]]
+	[ "$(stat -c %U "/proc/$worker")" = shtest ]
 	wait_for 60 comment_matches "$j" "staging"
 	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")
 	kill -KILL "$pid"
-	sleep 1
+	wait_for 10 eval '[[ ! -e /proc/$pid ]]'
 	[ "$(job_state "$j")" = PENDING ]
+	# Let the open through: the worker went with the daemon (parent-death
+	# signal) and copies nothing more.
+	kill "$STALLER"
+	wait "$STALLER" || true
+	STALLER=
+	wait_for 10 eval '[[ ! -e /proc/$worker ]]'
+	[ ! -e "$WD/in/b.bin" ]
 	"$TESTBED" up >/dev/null
 	wait_job_state "$j" COMPLETED 180
 	[ "$(cat "$WD/got.sha")" = "$want" ]
