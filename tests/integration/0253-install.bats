@@ -51,7 +51,10 @@ print: ; @echo \$($1)" 2>/dev/null
 		grep -qF "$sysconfdir/stagehand/stagehand.conf" "$DEST$mandir/$page"
 		run ! grep -q '@sysconfdir@' "$DEST$mandir/$page"
 		if [ "$sysconfdir" != /etc ]; then
-			run ! grep -qF "/etc/stagehand/stagehand.conf" "$DEST$mandir/$page"
+			# No /etc/stagehand/stagehand.conf but inside the configured one
+			# (/usr/local/etc/stagehand/stagehand.conf contains it).
+			rest=$(sed "s|$sysconfdir/stagehand/stagehand\.conf||g" "$DEST$mandir/$page")
+			run ! grep -qF "/etc/stagehand/stagehand.conf" <<<"$rest"
 		fi
 	done
 	grep -qF "SlurmConf" "$DEST$mandir/man5/stagehand.conf.5"
