@@ -5,6 +5,8 @@
 # (tests/integration/0600-lifecycle.bats covers one held job across a
 # slurmctld restart, the daemon down at job end, and SIGKILL during stage-in.)
 
+bats_require_minimum_version 1.5.0
+
 load ../integration/helpers
 load faults
 
@@ -107,7 +109,7 @@ EOF
 cmp "\$STAGEHAND_INPUT_DIR/input.dat" $WD/src/input.dat && echo same > results/r.txt
 EOF
 	daemon_stop
-	[ ! -S "$STAGEHAND_SOCKET" ] || ! curl -sf --max-time 2 --unix-socket "$STAGEHAND_SOCKET" http://x/v1/health
+	[ ! -S "$STAGEHAND_SOCKET" ] || run ! curl -sf --max-time 2 --unix-socket "$STAGEHAND_SOCKET" http://x/v1/health
 	local ids=() k
 	for k in 1 2 3; do
 		submit -d "$WD" "$WD/job.sh"

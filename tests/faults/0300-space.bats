@@ -4,6 +4,8 @@
 # daemon's state database on a full filesystem. Small tmpfs mounts stand in
 # for the full filesystems (unmounted at teardown).
 
+bats_require_minimum_version 1.5.0
+
 load ../integration/helpers
 load faults
 
@@ -86,7 +88,7 @@ EOF
 	no_final_file "$FULL/$j" large.bin
 	[ -z "$(find "$FULL" -name '.*.stagehand-*')" ]
 	# Not labelled archived, and the source is untouched.
-	! label_is "$WD/results" archived
+	run ! label_is "$WD/results" archived
 	[ -f "$WD/results/large.bin" ]
 	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$j"
 	echo "$output"

@@ -4,6 +4,8 @@
 # shtest's own rights may be read or written, and every refusal must say
 # what was refused and why (sbatch message, job Comment, request status).
 
+bats_require_minimum_version 1.5.0
+
 load ../integration/helpers
 load faults
 
@@ -79,7 +81,7 @@ EOF
 		[ ! -e "$WD/ran.txt" ]
 		[ -z "$(ls -A "$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input" 2>/dev/null)" ]
 	done
-	! leaked
+	run ! leaked
 }
 
 @test "#DATA writing into another user's directories (stage_in to=, archive to=): refused with 'Permission denied'" {
@@ -147,11 +149,11 @@ EOF
 	api -u shtest POST "/v1/requests/$id2/cancel"
 	[ "$API_STATUS" = 403 ]
 	api -u shtest GET "/v1/requests?all=1"
-	[ "$API_STATUS" = 403 ] || ! jq -e --arg id "$id2" '.requests[] | select((.id | tostring) == $id)' <<<"$API_BODY" >/dev/null
+	[ "$API_STATUS" = 403 ] || run ! jq -e --arg id "$id2" '.requests[] | select((.id | tostring) == $id)' <<<"$API_BODY" >/dev/null
 	# Only root or an admin may report a job's end.
 	api -u shtest POST /v1/jobs/1/end '{"state":"COMPLETED","exit_code":0}'
 	[ "$API_STATUS" = 403 ]
-	! leaked
+	run ! leaked
 	[ -z "$(find "$D" -type f 2>/dev/null)" ]
 }
 
@@ -186,8 +188,8 @@ echo ran > ran2.txt
 EOF
 	submit -d "$WD" "$WD/job2.sh"
 	wait_for 60 comment_matches "$j" "stage-in failed.*Permission denied"
-	! leaked
-	! grep -rqsF root: "$STAGEHAND_TESTBED_SCRATCH/shtest" "$STAGEHAND_TESTBED_ARCHIVE/shtest"
+	run ! leaked
+	run ! grep -rqsF root: "$STAGEHAND_TESTBED_SCRATCH/shtest" "$STAGEHAND_TESTBED_ARCHIVE/shtest"
 }
 
 @test "a stage-in destination that is a symlink into shtest2's directory: refused, nothing written there" {

@@ -8,6 +8,8 @@
 # STAGEHAND_RACE_ATTEMPTS (default 10000): minimum swap iterations.
 # STAGEHAND_RACE_TRANSFERS (default 20): minimum transfers under attack.
 
+bats_require_minimum_version 1.5.0
+
 load ../integration/helpers
 load faults
 
@@ -106,8 +108,12 @@ EOF
 	ATTACK_PID=
 	attempts=$(cat "$WD/.attempts")
 	# Never read: no copy of the secret or of /etc/shadow anywhere shtest can read.
-	! runuser -u shtest -- grep -rlsF "$SECRET_MARK" "$WD" "$STAGEHAND_TESTBED_SCRATCH/shtest" "$STAGEHAND_TESTBED_ARCHIVE"
-	! grep -rqsE '^root:' "$WD/out"
+	# (grep's output, not its status: as shtest it meets unreadable directories,
+	# and exits 2 for them even when it finds the marker elsewhere.)
+	found=$(runuser -u shtest -- grep -rlsF "$SECRET_MARK" "$WD" "$STAGEHAND_TESTBED_SCRATCH/shtest" "$STAGEHAND_TESTBED_ARCHIVE" || true)
+	printf '%s\n' "$found"
+	[ -z "$found" ]
+	run ! grep -rqsE '^root:' "$WD/out"
 	# Every regular file in the copies is one of the tree's own.
 	find "$WD/out" -type f ! -name '.*.stagehand-*' -print0 | xargs -0 -r cat | sort -u >"$BATS_TEST_TMPDIR/seen"
 	(cd "$WD/tree" && find . -type f -print0 | xargs -0 cat; find "$WD/tree" -name '*.real' -type f -print0 | xargs -0 -r cat) | sort -u >"$BATS_TEST_TMPDIR/allowed"

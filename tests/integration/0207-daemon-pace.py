@@ -9,6 +9,7 @@ and let it finish once the writer stops. Its state is in /metrics,
 """
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -77,19 +78,32 @@ def test_archive_held_while_others_write_then_finishes(daemon, layout):
         time.sleep(0.05)
     assert _metrics(daemon)["stagehand_pace_filesystems"] == 1, daemon.log_tail()
     assert "paced by the adaptive scavenger" in daemon.log_tail(200)
-    # Others' load: 256 MiB of direct writes on the same file system.
+    # Others' load: direct writes on the same file system (256 MiB, over and
+    # over into one file) until the archive is seen held. A fixed amount
+    # made this a race with the disk's speed: the hold needs the archive's
+    # first write (which tells the pace thread its device: until then it is
+    # paced without a probe, seen up to 0.19 s after "paced" under load),
+    # then a few 10 ms steps and a /metrics sample, and 256 MiB took 0.15 to
+    # 0.2 s here; a faster disk finished before the hold could be seen.
     noise = os.path.join(layout["scratch"], "noise")
-    w = subprocess.Popen(["dd", "if=/dev/zero", f"of={noise}", "bs=1M", "count=256",
-                          "oflag=direct", "status=none"])
+    w = subprocess.Popen(["sh", "-c", 'while :; do dd if=/dev/zero of="$1" bs=1M count=256 '
+                          'oflag=direct conv=notrunc status=none || exit 1; done', "sh", noise],
+                         start_new_session=True)
     held = 0
-    while w.poll() is None:
-        held = max(held, _metrics(daemon)["stagehand_pace_held"])
-        time.sleep(0.02)
-    os.unlink(noise)
+    try:
+        end = time.monotonic() + 60
+        while not held and time.monotonic() < end:
+            assert w.poll() is None, "the writer stopped: %s" % w.returncode
+            held = _metrics(daemon)["stagehand_pace_held"]
+            time.sleep(0.02)
+    finally:
+        os.killpg(w.pid, signal.SIGTERM)
+        w.wait()
+        os.unlink(noise)
+    assert held == 1, "the archive was never seen held while others wrote (60 s)"
     m1 = _metrics(daemon)
     assert m1["stagehand_pace_backoffs_total"] > m0["stagehand_pace_backoffs_total"], \
         (m0, m1, daemon.log_tail())
-    assert held == 1, "the archive was never seen held while dd wrote"
     r = daemon.api.wait(req["id"], timeout=180)
     assert r["state"] == "done", r
     assert r["bytes_done"] == 3 * 48 * MIB

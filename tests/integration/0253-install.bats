@@ -5,6 +5,8 @@
 # SlurmConf= when SLURM_CONF is not in its environment (the unit starts it
 # without one): it then releases a held job on the real test bed.
 
+bats_require_minimum_version 1.5.0
+
 load helpers
 load ../faults/faults
 
@@ -47,9 +49,12 @@ print: ; @echo \$($1)" 2>/dev/null
 	for page in man8/stagehandd.8 man1/stagehand.1 man5/stagehand.conf.5; do
 		echo "$page"
 		grep -qF "$sysconfdir/stagehand/stagehand.conf" "$DEST$mandir/$page"
-		! grep -q '@sysconfdir@' "$DEST$mandir/$page"
+		run ! grep -q '@sysconfdir@' "$DEST$mandir/$page"
 		if [ "$sysconfdir" != /etc ]; then
-			! grep -qF "/etc/stagehand/stagehand.conf" "$DEST$mandir/$page"
+			# No /etc/stagehand/stagehand.conf but inside the configured one
+			# (/usr/local/etc/stagehand/stagehand.conf contains it).
+			rest=$(sed "s|$sysconfdir/stagehand/stagehand\.conf||g" "$DEST$mandir/$page")
+			run ! grep -qF "/etc/stagehand/stagehand.conf" <<<"$rest"
 		fi
 	done
 	grep -qF "SlurmConf" "$DEST$mandir/man5/stagehand.conf.5"

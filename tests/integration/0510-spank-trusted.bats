@@ -9,6 +9,8 @@
 # the caller's own settings. Needs the SPANK plugin and the daemon built in
 # the tree the test bed runs.
 
+bats_require_minimum_version 1.5.0
+
 load helpers
 
 # The plugstack.conf line with the stagehand plugin, if any.
@@ -114,7 +116,8 @@ EOF
 	wait_job_state "$j" COMPLETED 60
 	# The owner could neither set nor read them.
 	[ "$(cat "$WD/user-set")" = refused ]
-	! grep -q stagehand "$WD/user-get"
+	cat "$WD/user-get"
+	run ! grep -q stagehand "$WD/user-get"
 	# After the end the daemon archives and flips the same namespace.
 	wait_for 40 tlabel_is "$WD/results/run" archived
 	loc=$(tlabel "$WD/results/run" location)

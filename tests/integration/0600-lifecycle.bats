@@ -38,9 +38,11 @@ setup() {
 	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
 	WD=$(user_workdir)
 	JOBS=()
+	STALLER=
 }
 
 teardown() {
+	[[ -z ${STALLER:-} ]] || kill "$STALLER" 2>/dev/null || true
 	cancel_jobs "${JOBS[@]}"
 }
 
@@ -199,9 +201,16 @@ EOF
 }
 
 @test "daemon killed with SIGKILL during stage-in: after restart the job starts with verified inputs" {
-	user_file shtest "$WD/big/a.bin" 400
-	user_file shtest "$WD/big/b.bin" 400
+	user_file shtest "$WD/big/a.bin" 16
+	user_file shtest "$WD/big/b.bin" 16
 	want=$(cat "$WD"/big/*.bin | sha256sum | cut -d' ' -f1)
+	# The stage-in is held in flight on purpose, not by its size: the worker
+	# stalls in its open of b.bin (a.bin may be copied already), so the
+	# daemon dies mid-transfer on any machine.
+	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/big/b.bin" stagehandd shtest; }
+	STALLER=$STALL_PID
+	read -r -t 10 ready <&"${STALL[0]}"
+	[ "$ready" = ready ]
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt
@@ -210,11 +219,21 @@ cat in/*.bin | sha256sum | cut -d' ' -f1 > got.sha
 EOF
 	# Stage into the job's working dir (to=in): it lies under ScratchRoots.
 	submit -d "$WD" "$WD/job.sh"
+	read -r -t 60 worker <&"${STALL[0]}"
+	[[ $worker =~ ^[0-9]+$ ]]
+	[ "$(stat -c %U "/proc/$worker")" = shtest ]
 	wait_for 60 comment_matches "$j" "staging"
 	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")
 	kill -KILL "$pid"
-	sleep 1
+	wait_for 10 eval '[[ ! -e /proc/$pid ]]'
 	[ "$(job_state "$j")" = PENDING ]
+	# Let the open through: the worker went with the daemon (parent-death
+	# signal) and copies nothing more.
+	kill "$STALLER"
+	wait "$STALLER" || true
+	STALLER=
+	wait_for 10 eval '[[ ! -e /proc/$worker ]]'
+	[ ! -e "$WD/in/b.bin" ]
 	"$TESTBED" up >/dev/null
 	wait_job_state "$j" COMPLETED 180
 	[ "$(cat "$WD/got.sha")" = "$want" ]
@@ -238,21 +257,47 @@ EOF
 	[ ! -e "$WD2/ran.txt" ]
 }
 
+# requests_all JOB STATE: the job has requests, and every one is in STATE.
+requests_all() {
+	curl -sf --max-time 5 --unix-socket "$STAGEHAND_SOCKET" "http://x/v1/requests?job=$1&all=1" |
+		jq -e --arg st "$2" '.requests | length > 0 and all(.state == $st)' >/dev/null
+}
+
 @test "scancel of a held job cancels its transfers" {
 	install -d -o shtest -g shtest "$WD/many"
-	runuser -u shtest -- bash -c "cd '$WD/many' && for i in \$(seq 1 4000); do echo \$i > f\$i; done"
-	user_file shtest "$WD/many/big.bin" 600
+	runuser -u shtest -- bash -c "cd '$WD/many' && for i in \$(seq 1 20); do echo \$i > f\$i; done"
+	# The transfer is held in flight on purpose, not by its size: the daemon's
+	# worker (its child, dropped to shtest) stalls in its first open of the
+	# source until released, so scancel meets a running transfer on any machine.
+	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/many" stagehandd shtest; }
+	STALLER=$STALL_PID
+	read -r -t 10 ready <&"${STALL[0]}"
+	[ "$ready" = ready ]
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #DATA stage_in=$WD/many to=in
 echo ran > ran.txt
 EOF
 	submit -d "$WD" "$WD/job.sh"
+	read -r -t 60 worker <&"${STALL[0]}"
+	[[ $worker =~ ^[0-9]+$ ]]
+	[ "$(stat -c %U "/proc/$worker")" = shtest ]
 	wait_for 60 comment_matches "$j" "staging"
+	wait_for 30 requests_all "$j" running
+	# The held process is the request's transfer worker, by the daemon's word.
+	rid=$(curl -sf --unix-socket "$STAGEHAND_SOCKET" "http://x/v1/requests?job=$j&all=1" | jq -r '.requests[0].id')
+	wait_for 10 grep -q "request $rid: worker $worker started" "$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
 	scancel "$j"
-	# The daemon notices and cancels the job's request.
-	wait_for 30 bash -c "curl -sf --max-time 5 --unix-socket '$STAGEHAND_SOCKET' 'http://x/v1/requests?job=$j&all=1' |
-		jq -e '.requests | length > 0 and all(.state == \"cancelled\")' >/dev/null"
+	# The daemon notices and cancels the job's request, while its worker is
+	# still held in the source's open.
+	wait_for 30 requests_all "$j" cancelled
+	[ -e "/proc/$worker" ]
+	# Let it through: the worker stops, and the request stays cancelled.
+	kill "$STALLER"
+	wait "$STALLER" || true
+	STALLER=
+	wait_for 30 eval '[[ ! -e /proc/$worker ]]'
+	requests_all "$j" cancelled
 	[ ! -e "$WD/ran.txt" ]
 }
 

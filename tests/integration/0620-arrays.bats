@@ -6,6 +6,8 @@
 # under ARCHIVE/USER/ARRAYID_TASK. Needs 'scripts/testbed up' with the Lua
 # hook, the SPANK plugin and stagehandd (all built in this tree).
 
+bats_require_minimum_version 1.5.0
+
 load helpers
 
 setup() {
@@ -36,7 +38,7 @@ all_tasks_done() {
 	local t
 	t=$(tasks "$1")
 	[[ $(wc -l <<<"$t") -eq $2 ]] || return 1
-	! grep -qvE ' (COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|OUT_OF_MEMORY)$' <<<"$t"
+	[[ -z $(grep -vE ' (COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|OUT_OF_MEMORY)$' <<<"$t") ]]
 }
 
 # task_field A TASK FIELD: one field of one task's record ('scontrol show job'
@@ -130,7 +132,7 @@ EOF
 	done
 	[ "$(find "${dirs[@]}" -name ref.db | wc -l)" -eq 1 ]
 	# %a expanded everywhere: no request names NO_VAL (4294967294).
-	! grep -q 4294967294 <<<"$st"
+	run ! grep -q 4294967294 <<<"$st"
 	# One archive request per task.
 	[ "$(grep -cE " archive .*$WD/res-[1-8] -> .*/${A}_[1-8]/res-[1-8]\$" <<<"$st")" -eq 8 ]
 }

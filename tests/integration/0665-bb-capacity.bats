@@ -100,8 +100,8 @@ EOS
 	echo "$output"
 	# (its own lines; the paths hold the test's name)
 	grep "^job $J: stage-in ready" <<<"$output"
-	! grep "^job .*waiting" <<<"$output"
 	[[ $output =~ archive\ +done ]]
+	run ! grep "^job .*waiting" <<<"$output"
 }
 
 @test "bb: pools: free space comes from the file system when PoolCapacity is larger than the disk" {

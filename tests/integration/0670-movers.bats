@@ -101,7 +101,7 @@ wait_req() {
 	if ! wait_for "$timeout" eval '[[ $(req_state) == '"$want"' ]]'; then
 		echo "request $RID: $(db "SELECT state, error FROM requests WHERE id=$RID")" >&2
 		db "SELECT * FROM shards WHERE request_id=$RID" >&2
-		grep "request $RID[: ]" "$LOG" | tail -n 30 >&2
+		grep "request ${RID}[: ]" "$LOG" | tail -n 30 >&2
 		return 1
 	fi
 }

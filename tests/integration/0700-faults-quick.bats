@@ -3,6 +3,8 @@
 # SIGKILLs during a stage-in, the state database filling up, a short symlink
 # race, and the hostile paths that matter most. About a minute on the test bed.
 
+bats_require_minimum_version 1.5.0
+
 load helpers
 load ../faults/faults
 
@@ -106,7 +108,7 @@ PY
 	attempts=$(cat "$WD/.attempts")
 	echo "attempts: $attempts"
 	((attempts >= 2000))
-	! leaked
+	run ! leaked
 	[ "$(ls -A "$P2")" = secret.txt ]
 }
 
@@ -146,5 +148,5 @@ EOF
 	wait_job_state "$jt" COMPLETED 60
 	[ -L "$WD/in/shadow" ] && [ -L "$WD/in/secret" ] && [ ! -e "$WD/in/fifo" ]
 	[ "$(cat "$WD/in/real.txt")" = ok ]
-	! leaked
+	run ! leaked
 }

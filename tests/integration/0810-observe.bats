@@ -8,6 +8,8 @@
 # series, no user paths); etc/grafana-dashboard.json asks only for series
 # the daemon exports; 'stagehand audit' shows a user their own moves only.
 
+bats_require_minimum_version 1.5.0
+
 load helpers
 load ../faults/faults
 
@@ -105,14 +107,14 @@ prom_is() {
 	grep -qx "STAGEHAND_FILES=3" "$REC/notice-$r1"
 	grep -qx "STAGEHAND_SOURCE=$src1" "$REC/notice-$r1"
 	# Nothing of the daemon's own environment.
-	! grep -E '^(STAGEHAND_SOCKET|SLURM_CONF|HOME|NOTIFY_SOCKET)=' "$REC/notice-$r1"
+	run ! grep -E '^(STAGEHAND_SOCKET|SLURM_CONF|HOME|NOTIFY_SOCKET)=' "$REC/notice-$r1"
 	grep -qx "STAGEHAND_STATE=failed" "$REC/notice-$r3"
 	grep -q "^STAGEHAND_ERROR=..*" "$REC/notice-$r3"
 	grep -qx "STAGEHAND_USER=shtest2" "$REC/notice-$r2"
 	# shtest2's hangs: killed at NotifyTimeout, and the log says so.
 	wait_for 30 grep -q "NotifyCommand for request $r2 (job $j2) ran longer than NotifyTimeout=4 s: killed" \
 		"$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
-	! pgrep -f "$BATS_TEST_TMPDIR/record" >/dev/null
+	run ! pgrep -f "$BATS_TEST_TMPDIR/record"
 	# Once each, also across a restart.
 	daemon_stop
 	daemon_start
@@ -150,8 +152,8 @@ prom_is() {
 	grep -q "^stagehand_filesystem_bytes_written_total{filesystem=\"$STAGEHAND_TESTBED_ARCHIVE\"} [1-9]" "$m"
 	grep -q "^stagehand_filesystem_bytes_read_total{filesystem=\"$STAGEHAND_TESTBED_SCRATCH\"} [1-9]" "$m"
 	# No user path: neither the work directories nor anything below the roots.
-	! grep -F "$WD_shtest" "$m"
-	! grep -E "\"$STAGEHAND_TESTBED_SCRATCH/|\"$STAGEHAND_TESTBED_ARCHIVE/" "$m"
+	run ! grep -F "$WD_shtest" "$m"
+	run ! grep -E "\"$STAGEHAND_TESTBED_SCRATCH/|\"$STAGEHAND_TESTBED_ARCHIVE/" "$m"
 	# The exposition format, as Prometheus' own tool reads it.
 	promtool check metrics <"$m"
 	# Read-only, one path.
@@ -184,7 +186,7 @@ EOF
 	curl -sf "http://$METRICS/metrics" >"$m"
 	h=$(printf shtest2 | sha256sum | cut -c1-16)
 	grep -qx "stagehand_user_bytes_moved_total{user=\"$h\"} $want" "$m"
-	! grep -q 'user="shtest' "$m"
+	run ! grep -q 'user="shtest' "$m"
 }
 
 @test "stagehand audit: per job, user and file, CSV and JSON; shtest sees only shtest's, cannot ask for shtest2's; root sees both" {
