@@ -221,7 +221,10 @@ static int _after(const struct queue_request *r, void *arg)
 {
 	struct after *a = arg;
 
-	if (!strcmp(r->action, "stage_in"))
+	/* Not the job's after-job transfers: its stage-in, and the 'purge'
+	   label of its inputs that teardown asks for. */
+	if (!strcmp(r->action, "stage_in") ||
+	    (!strcmp(r->action, "label") && strstr(r->options, "\"purge\"")))
 		return 0;
 	a->total++;
 	if (r->state == QS_DONE || r->state == QS_CANCELLED)
@@ -288,6 +291,20 @@ static int _uses_input_dir(const char *plan)
 	return uses;
 }
 
+/* Does slurmctld list the job as pending (not ended, not cancelled)? */
+static int _still_pending(int64_t job)
+{
+	struct sjob j;
+	char err[256];
+	int pending;
+
+	if (sjob_get((uint32_t)job, &j, err, sizeof(err)) != 0)
+		return 0;
+	pending = !strcmp(sjob_state_name(j.state), "PENDING");
+	sjob_clear(&j);
+	return pending;
+}
+
 /* teardown: label SCRATCH/USER/JOB/input 'purge' (as the owner); the site's purge removes it. */
 static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
 {
@@ -300,6 +317,20 @@ static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_re
 	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) != 0 || !qj) {
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "nothing");
+		queue_job_free(qj);
+		return;
+	}
+	/*
+	 * A job still pending is torn down by a restarted slurmctld (24.05 and
+	 * later), which sets it up and stages it in again next: its stage-in
+	 * goes on, nothing is labelled, and its inputs keep their pool space,
+	 * which Slurm reserves again at that setup.
+	 */
+	if (_still_pending(job)) {
+		log_info("job %lld: teardown of a job still pending (slurmctld restarted?): its "
+			 "stage-in goes on", (long long)job);
+		out->status = 200;
+		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "pending");
 		queue_job_free(qj);
 		return;
 	}

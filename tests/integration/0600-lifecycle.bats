@@ -17,8 +17,8 @@
 #     job stays held by Slurm with stagehand's message in SystemComment, and
 #     the user's way out is a new job: the retry part is hold mode only;
 #   * daemon down at job end: skipped in bb mode; the daemon is also down at
-#     submit there, and Slurm's setup hook needs it (the job waits in setup:
-#     a different test, not this one);
+#     submit there, and Slurm's setup hook waits for it (0650's "a job set up
+#     while stagehandd is down" checks that instead);
 #   * slurmctld restarted while a job waits: skipped in bb mode; it checks
 #     the hold marker in slurmctld's saved state and a retry that releases
 #     the hold, neither of which exists in bb mode.

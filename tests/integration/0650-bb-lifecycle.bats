@@ -24,6 +24,7 @@ setup() {
 
 teardown() {
 	local j pid
+	[[ -z ${STALLER:-} ]] || kill "$STALLER" 2>/dev/null || true
 	for j in "${JOBS[@]}"; do scancel --hurry "$j" 2>/dev/null || true; done
 	cancel_jobs "${JOBS[@]}"
 	# A test that stopped the daemon and failed before starting it again.
@@ -177,6 +178,48 @@ EOF
 	cmp "$WD/in.dat" "$WD/results/in.dat"
 	wait_for 60 test -f "$STAGEHAND_TESTBED_ARCHIVE/shtest/$J/results/in.dat"
 	cmp "$WD/in.dat" "$STAGEHAND_TESTBED_ARCHIVE/shtest/$J/results/in.dat"
+}
+
+# job_requests JOB: the daemon's requests of JOB (JSON array).
+job_requests() {
+	curl -sf --max-time 5 --unix-socket "$STAGEHAND_SOCKET" "http://x/v1/requests?job=$1&all=1" | jq -c '.requests'
+}
+
+@test "bb: slurmctld restarted during a stage-in: the stage-in goes on and nothing is copied twice" {
+	local worker rid
+	install -d -o shtest -g shtest "$WD/src"
+	runuser -u shtest -- bash -c "cd '$WD/src' && for i in \$(seq 1 20); do echo \$i > f\$i; done"
+	# The stage-in is held in flight on purpose: its worker (the daemon's
+	# child, as shtest) stalls in its first open of the source.
+	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/src" stagehandd shtest; }
+	STALLER=$STALL_PID
+	read -r -t 10 ready <&"${STALL[0]}"
+	[ "$ready" = ready ]
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA stage_in=$WD/src
+ls "\$STAGEHAND_INPUT_DIR/src" | wc -l > $WD/seen
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	J=$j
+	read -r -t 60 worker <&"${STALL[0]}"
+	[[ $worker =~ ^[0-9]+$ ]]
+	rid=$(job_requests "$J" | jq -r '.[0].id')
+	[ "$(job_requests "$J" | jq -r '.[0].state')" = running ]
+	# slurmctld goes down and comes back while the stage-in is in flight:
+	# Slurm sets the job up again and asks data_in (or test_data_in) anew.
+	"$TESTBED" restart slurmctld >/dev/null
+	sleep 5
+	[[ "$(state_reason "$J")" == PENDING* ]]
+	kill "$STALLER"
+	wait "$STALLER" || true
+	STALLER=
+	wait_job_state "$J" COMPLETED 180
+	[ "$(cat "$WD/seen")" = 20 ]
+	# One stage-in request, done once: the restart cost no second copy.
+	job_requests "$J" | jq -e --argjson r "$rid" 'map(select(.action == "stage_in")) | length == 1 and .[0].id == $r and .[0].state == "done"' >/dev/null
+	[ "$(grep -c "request $rid: worker [0-9]* started" "$STAGEHAND_TESTBED_LOGDIR/stagehandd.log")" -eq 1 ]
 }
 
 @test "bb: a bad #DATA line is refused at submit, with its line number" {
