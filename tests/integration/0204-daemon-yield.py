@@ -34,6 +34,19 @@ def _metric(daemon, name):
     return float(m.group(1))
 
 
+def _wait_metric(daemon, name, ok, timeout=10.0):
+    """Poll /metrics until ok(value of name); the yield state is refreshed
+    every 0.5 s, so this waits for the daemon to see it, however long that
+    takes on this machine, instead of a fixed sleep."""
+    end = time.monotonic() + timeout
+    while True:
+        v = _metric(daemon, name)
+        if ok(v):
+            return v
+        assert time.monotonic() < end, f"{name} is still {v} after {timeout} s"
+        time.sleep(0.05)
+
+
 def _tree(root, user, n=N_FILES, size=SIZE):
     os.makedirs(root, exist_ok=True)
     for i in range(n):
@@ -90,8 +103,7 @@ def test_archive_pauses_while_job_runs_and_resumes(daemon, layout):
     dest = os.path.join(layout["archive"], "shtest-job1")
     # A job runs in another directory of the same scratch file system.
     _busy(layout, os.path.join(layout["scratch"], "shtest2", "job2"))
-    time.sleep(1.0)
-    assert _metric(daemon, "stagehand_yield_busy_filesystems") >= 1
+    _wait_metric(daemon, "stagehand_yield_busy_filesystems", lambda v: v >= 1)
     req = daemon.api.submit("archive", src, dest, as_user="shtest")
     paused = _sample(daemon, req["id"], 3.0)
     assert all(b == 0 for _, b, _ in paused), f"bytes moved while a job ran: {paused}"
@@ -122,7 +134,7 @@ def test_stage_in_not_held(daemon, layout):
     # Stage-in feeds a job that waits for it: never held back, whatever runs.
     _busy(layout, os.path.join(layout["scratch"], "shtest2", "job2"))
     try:
-        time.sleep(1.0)
+        _wait_metric(daemon, "stagehand_yield_busy_filesystems", lambda v: v >= 1)
         dest = user_dir(layout["scratch"], "shtest", "job3", "input")
         req = daemon.api.submit("stage_in", src, dest, as_user="shtest")
         r = daemon.api.wait(req["id"], timeout=60)
@@ -136,13 +148,21 @@ def test_archive_workers_cap(daemon, layout):
     _busy(layout, os.path.join(layout["scratch"], "shtest2", "job2"))
     ids = []
     try:
-        time.sleep(1.0)
+        _wait_metric(daemon, "stagehand_yield_busy_filesystems", lambda v: v >= 1)
         for k in range(3):
             src = _tree(user_dir(layout["scratch"], "shtest", f"cap{k}", "out"), "shtest", n=4)
             ids.append(daemon.api.submit("archive", src,
                                          os.path.join(layout["archive"], f"cap{k}"),
                                          as_user="shtest")["id"])
-        time.sleep(1.5)
+        # Two claimed (held by the yield, so they stay running), the third
+        # left queued: wait for the claims, not for a fixed time.
+        end = time.monotonic() + 10
+        while True:
+            states = [daemon.api.request(i)["state"] for i in ids]
+            if states.count("running") >= 2 or time.monotonic() > end:
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)     # a claim loop or two more: the third must still wait
         states = [daemon.api.request(i)["state"] for i in ids]
         # Workers=3 but ArchiveWorkers=2: the third waits queued.
         assert states.count("running") == 2 and states.count("queued") == 1, states
@@ -160,7 +180,7 @@ def test_max_delay_trickles(make_daemon, layout, base_dir):
     with open(layout["probe"] + "-max", "w") as f:
         f.write(os.path.join(layout["scratch"], "busyjob") + "\n")
     try:
-        time.sleep(1.0)     # the yield state is refreshed every 0.5 s
+        _wait_metric(d, "stagehand_yield_busy_filesystems", lambda v: v >= 1)
         src = _tree(user_dir(layout["scratch"], "shtest", "max", "out"), "shtest", n=16,
                     size=64 << 10)
         req = d.api.submit("archive", src, os.path.join(layout["archive"], "max"),
@@ -213,7 +233,7 @@ def test_start_event_pauses_at_once_and_end_event_resumes(daemon, layout):
     _idle(layout)
     src = _tree(user_dir(layout["scratch"], "shtest", "js1", "results"), "shtest")
     dest = os.path.join(layout["archive"], "shtest-js1")
-    time.sleep(0.6)    # the probe's busy state is gone
+    _wait_metric(daemon, "stagehand_yield_busy_filesystems", lambda v: v == 0)
     req = daemon.api.submit("archive", src, dest, as_user="shtest")
     moving = _sample_dest(dest, 1.0)
     assert moving[-1][1] > moving[0][1], f"the archive did not move bytes: {moving[-5:]}"
