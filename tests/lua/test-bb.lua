@@ -21,18 +21,8 @@ while arg[i] do
 end
 local dir = assert(os.getenv("FAKE_BB_DIR"), "FAKE_BB_DIR not set")
 
-local n, failed = 0, 0
-local function ok(cond, name, detail)
-	n = n + 1
-	print(string.format("%s %d - %s", cond and "ok" or "not ok", n, name))
-	if not cond then
-		failed = failed + 1
-		if detail then print("#   " .. tostring(detail):gsub("\n", "\n#   ")) end
-	end
-end
-local function is(got, exp, name)
-	ok(got == exp, name, string.format("expected %s, got %s", tostring(exp), tostring(got)))
-end
+local T = require("tap")
+local ok, is = T.ok, T.is
 local function write(path, text)
 	local f = assert(io.open(path, "w"))
 	f:write(text)
@@ -139,5 +129,4 @@ rc, msg = slurm_bb_test_data_in("9; rm -rf /", "/x/script")
 is(rc, slurm.ERROR, "a job id that is not a number is refused")
 is(#calls(), 0, "... without running the CLI")
 
-print("1.." .. n)
-os.exit(failed == 0 and 0 or 1)
+T.done()

@@ -21,18 +21,8 @@ end
 slurm = stub.slurm
 local S = slurm
 
-local n, failed = 0, 0
-local function ok(cond, name, detail)
-	n = n + 1
-	print(string.format("%s %d - %s", cond and "ok" or "not ok", n, name))
-	if not cond then
-		failed = failed + 1
-		if detail then print("#   " .. tostring(detail):gsub("\n", "\n#   ")) end
-	end
-end
-local function is(got, exp, name)
-	ok(got == exp, name, string.format("expected %s, got %s", tostring(exp), tostring(got)))
-end
+local T = require("tap")
+local ok, is = T.ok, T.is
 
 local tmp = os.tmpname()
 local function write(path, text)
@@ -196,9 +186,4 @@ do
 	ok(stagehand == nil, "site script: the module adds no global")
 end
 
-print("1.." .. n)
-if failed > 0 then
-	print(string.format("# %d of %d tests failed", failed, n))
-	os.exit(1)
-end
-print(string.format("# all %d tests passed (%s)", n, _VERSION))
+T.done()

@@ -18,20 +18,8 @@ slurm = stub.slurm
 dofile(script_path)
 local S = slurm
 
-local n, failed = 0, 0
-local function ok(cond, name, detail)
-	n = n + 1
-	if cond then
-		print(string.format("ok %d - %s", n, name))
-	else
-		failed = failed + 1
-		print(string.format("not ok %d - %s", n, name))
-		if detail then print("#   " .. tostring(detail):gsub("\n", "\n#   ")) end
-	end
-end
-local function is(got, exp, name)
-	ok(got == exp, name, string.format("expected %s, got %s", tostring(exp), tostring(got)))
-end
+local T = require("tap")
+local ok, is = T.ok, T.is
 
 local PREFIX = "stagehand:v1:"
 local HELD = 2042
@@ -366,9 +354,4 @@ do
 	ok(mism == 0, "200 long leading blocks: every directive and near-miss found on its line", first)
 end
 
-print("1.." .. n)
-if failed > 0 then
-	print(string.format("# %d of %d tests failed (%s)", failed, n, _VERSION))
-	os.exit(1)
-end
-print(string.format("# all %d tests passed (%s)", n, _VERSION))
+T.done()
