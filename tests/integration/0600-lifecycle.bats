@@ -207,10 +207,7 @@ EOF
 	# The stage-in is held in flight on purpose, not by its size: the worker
 	# stalls in its open of b.bin (a.bin may be copied already), so the
 	# daemon dies mid-transfer on any machine.
-	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/big/b.bin" stagehandd shtest; }
-	STALLER=$STALL_PID
-	read -r -t 10 ready <&"${STALL[0]}"
-	[ "$ready" = ready ]
+	stall_worker_open "$WD/big/b.bin"
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt
@@ -269,10 +266,7 @@ requests_all() {
 	# The transfer is held in flight on purpose, not by its size: the daemon's
 	# worker (its child, dropped to shtest) stalls in its first open of the
 	# source until released, so scancel meets a running transfer on any machine.
-	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/many" stagehandd shtest; }
-	STALLER=$STALL_PID
-	read -r -t 10 ready <&"${STALL[0]}"
-	[ "$ready" = ready ]
+	stall_worker_open "$WD/many"
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #DATA stage_in=$WD/many to=in

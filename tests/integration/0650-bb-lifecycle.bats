@@ -191,10 +191,7 @@ job_requests() {
 	runuser -u shtest -- bash -c "cd '$WD/src' && for i in \$(seq 1 20); do echo \$i > f\$i; done"
 	# The stage-in is held in flight on purpose: its worker (the daemon's
 	# child, as shtest) stalls in its first open of the source.
-	coproc STALL { exec "$BATS_TEST_DIRNAME/stall-open" "$WD/src" stagehandd shtest; }
-	STALLER=$STALL_PID
-	read -r -t 10 ready <&"${STALL[0]}"
-	[ "$ready" = ready ]
+	stall_worker_open "$WD/src"
 	write_user_script shtest "$WD/job.sh" <<EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt

@@ -38,6 +38,9 @@
 #   job_node JOB                the node that runs (ran) JOB's batch script (BatchHost)
 #   node_spool NODE             NODE's stagehand spool directory, as seen from here
 #   on_node NODE CMD...         run CMD on compute node NODE (its namespaces; one-node: here)
+#   stall_worker_open PATH      hold the daemon's transfer worker (stagehandd as shtest) in its
+#                               first open of PATH (tests/integration/stall-open) until
+#                               'kill "$STALLER"'; the held pid can be read from "${STALL[0]}"
 #
 # Variables after testbed_env: SLURM_CONF, STAGEHAND_TESTBED_DIR, _SCRATCH, _ARCHIVE, _LOGDIR,
 # _NODE (first node), _NODES, _MODE (one|multi), _PARTITION, STAGEHAND_SOCKET, and on a
@@ -319,4 +322,12 @@ cancel_jobs() {
 		[[ -n $j ]] && scancel "$j" 2>/dev/null
 	done
 	return 0
+}
+
+stall_worker_open() {
+	local ready
+	coproc STALL { exec "$STAGEHAND_SRC_DIR/tests/integration/stall-open" "$1" stagehandd shtest; }
+	STALLER=$STALL_PID
+	read -r -t 10 ready <&"${STALL[0]}"
+	[ "$ready" = ready ] || _tb_fail "stall-open on $1 did not get ready (got '$ready')"
 }
