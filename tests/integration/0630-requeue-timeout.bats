@@ -14,10 +14,16 @@ setup() {
 	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
 	WD=$(user_workdir)
 	JOBS=()
+	NODE_DOWN=""
 }
 
 teardown() {
 	cancel_jobs "${JOBS[@]}"
+	# A node this test lost comes back for the tests that follow.
+	if [[ -n ${NODE_DOWN:-} ]]; then
+		"$TESTBED" up >/dev/null 2>&1
+		wait_for 180 node_back "$NODE_DOWN"
+	fi
 }
 
 status_as() {
@@ -100,41 +106,30 @@ EOF
 		"$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
 }
 
-@test "a node lost mid-job (slurmd killed): NODE_FAIL, requeued, archived once after the final run" {
-	# Opt-in: on the namespace bed, Slurm's relaunch of the requeued job
-	# sometimes fails at once on the node it is still cleaning up (the run
-	# ends FAILED, exit 1, before any script runs), which no hold or resume
-	# order here has fully avoided; alone it passes.
-	[[ ${STAGEHAND_TEST_NODE_LOSS:-0} == 1 ]] ||
-		skip "node loss is opt-in (STAGEHAND_TEST_NODE_LOSS=1): a Slurm relaunch race on the bed"
+@test "a node lost mid-job (slurmd, slurmstepd, job killed): NODE_FAIL, requeued, archived once after the final run" {
+	[[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]] ||
+		skip "one-node test bed: losing its only node would take down the service too"
 	requeue_script
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" RUNNING 60
 	wait_for 30 test -s "$WD/out/runs.txt"
 	node=$(job_node "$j")
-	if [[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]]; then
-		pidfile=$STAGEHAND_TESTBED_NODEDIR/$node/slurmd.pid
-	else
-		pidfile=$STAGEHAND_TESTBED_DIR/run/slurmd.pid
-	fi
-	pid=$(cat "$pidfile")
-	[ "$(cat "/proc/$pid/comm")" = slurmd ]
-	# Held (priority 0) it is not started again until its node is back: Slurm may
-	# otherwise relaunch it at once on the node it is still killing run 1 on, and
-	# that launch fails in Slurm itself ("Job already killed").
+	# Held (priority 0) it is not started again until its node is back.
 	scontrol hold "$j"
-	kill "$pid"
+	# The whole node goes at once (slurmd, the job's slurmstepd, the job
+	# itself), as a node that loses power: nothing of run 1 is left for the
+	# node to clean up when it comes back.
+	NODE_DOWN=$node
+	killed=$(lose_node "$node")
+	((killed >= 3))
 	# slurmctld gives up on the node after SlurmdTimeout (60 s on the bed) and
 	# requeues the job (batch jobs are requeued after a node failure).
 	wait_for 150 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
 	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
 	wait_for 30 eval '[[ "$(job_status "$j")" == *"NODE_FAIL"* ]]'
 	"$TESTBED" up >/dev/null 2>&1
-	node_back() {
-		scontrol update nodename="$node" state=resume >/dev/null 2>&1 || true
-		[[ "$(sinfo -h -n "$node" -o %T)" == idle ]]
-	}
-	wait_for 180 node_back
+	wait_for 180 node_back "$node"
+	NODE_DOWN=""
 	scontrol release "$j"
 	scontrol update jobid="$j" StartTime=now
 	wait_job_state "$j" COMPLETED 120

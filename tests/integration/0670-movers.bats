@@ -47,12 +47,6 @@ setup() {
 	STALLER=""
 }
 
-# Bring a killed node back for the tests that follow.
-node_back() {
-	scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
-	[[ "$(sinfo -h -n "$1" -o %T)" == idle ]]
-}
-
 teardown() {
 	[[ -z ${STALLER:-} ]] || kill "$STALLER" 2>/dev/null || true
 	[[ -z ${USERJOB:-} ]] || scancel "$USERJOB" 2>/dev/null || true
@@ -153,34 +147,50 @@ on_two_nodes() {
 
 @test "movers: a mover killed mid-shard: its shard runs again, nothing lost, nothing done twice" {
 	tree "$WD/t" 32 192
+	# The mover whose shard holds the tree's last file in walk order (depth
+	# first, each directory in readdir order, as find walks it) is held in
+	# its open of that file: it has verified the files before it and is
+	# surely alive when it is killed.
+	last=$(cd "$WD/t" && find . -type f -printf '%P\n' | tail -n1)
+	stall_mover_open "$WD/t/$last"
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m2"
-	# A mover that has verified part of its shard (at least 2 files) ...
-	first_done() {
-		db "SELECT count(*) FROM items i JOIN shard_files f ON f.request_id=i.request_id
-		    AND f.relpath=i.relpath WHERE i.request_id=$RID AND f.idx=0 AND i.state='done'"
-	}
-	wait_for 120 eval '[[ $(first_done) -ge 2 ]]'
-	job=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=0")
-	[[ $(db "SELECT state FROM shards WHERE request_id=$RID AND idx=0") == submitted ]]
-	pid=$(pgrep -u shtest -f "stagehand-mover .*--request $RID --shard 0\$")
+	read -r -t 120 pid <&"${STALL[0]}"
 	[[ $pid =~ ^[0-9]+$ ]]
-	# ... is killed before it finishes (SIGKILL: no chance to report anything).
+	idx=$(db "SELECT idx FROM shard_files WHERE request_id=$RID AND relpath='$last'")
+	[[ $idx =~ ^[0-9]+$ ]]
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--request $RID --shard $idx"
+	wait_for 30 eval '[[ -n $(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=$idx") ]]'
+	shard_done() {
+		db "SELECT count(*) FROM items i JOIN shard_files f ON f.request_id=i.request_id
+		    AND f.relpath=i.relpath WHERE i.request_id=$RID AND f.idx=$idx AND i.state='done'"
+	}
+	# ... has verified part of its shard (at least 2 files) ...
+	wait_for 120 eval '[[ $(shard_done) -ge 2 ]]'
+	job=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=$idx")
+	[[ $(db "SELECT state FROM shards WHERE request_id=$RID AND idx=$idx") == submitted ]]
+	# ... and is killed before it finishes (SIGKILL: no chance to report anything).
 	kill -KILL "$pid"
-	before=$(first_done)
+	before=$(shard_done)
+	kill "$STALLER"
 	wait_req done 240
-	grep -q "request $RID: shard 0: mover job $job ended FAILED on .* without reporting its result" "$LOG"
-	[ "$(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=0")" -eq 2 ]
+	grep -q "request $RID: shard $idx: mover job $job ended FAILED on .* without reporting its result" "$LOG"
+	[ "$(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=$idx")" -eq 2 ]
 	# The second mover took the verified files as done (resume set), not again.
-	grep -Eq "request $RID: shard 0: mover fetched [0-9]+ files, ([1-9][0-9]*) of them verified before" "$LOG"
-	again=$(sed -n "s/.*request $RID: shard 0: mover fetched [0-9]* files, \([0-9]*\) of them verified before.*/\1/p" "$LOG" | tail -n1)
+	grep -Eq "request $RID: shard $idx: mover fetched [0-9]+ files, ([1-9][0-9]*) of them verified before" "$LOG"
+	again=$(sed -n "s/.*request $RID: shard $idx: mover fetched [0-9]* files, \([0-9]*\) of them verified before.*/\1/p" "$LOG" | tail -n1)
 	[ "$again" -ge "$before" ]
 	check_archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m2"
 }
 
 @test "movers: cancelling the request cancels its mover jobs" {
 	tree "$WD/t" 32 192
+	# A mover is held in its open of the tree: it is running when the
+	# request is cancelled, however fast the copy would be.
+	stall_mover_open "$WD/t"
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m3"
-	wait_for 60 eval '[[ $(squeue -h -n stagehand-mover-$RID -t RUNNING -o %i | wc -l) -ge 1 ]]'
+	read -r -t 120 held <&"${STALL[0]}"
+	[[ $held =~ ^[0-9]+$ ]]
+	[ "$(squeue -h -n stagehand-mover-$RID -t RUNNING -o %i | wc -l)" -ge 1 ]
 	run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" cancel "r$RID"
 	wait_for 30 eval '[[ -z $(squeue -h -n stagehand-mover-$RID -o %i) ]]'
 	[ "$(req_state)" = cancelled ]
@@ -239,18 +249,21 @@ check_ranged() {
 @test "movers: a mover killed mid-range: the range is copied again, the file finished and counted once" {
 	ranged_conf
 	bigtree "$WD/r"
+	# The first mover to open the big file is held in that open: its range
+	# is surely unfinished when it is killed, however fast the copy would be.
+	stall_mover_open "$WD/r/d/big"
 	archive "$WD/r" "$STAGEHAND_TESTBED_ARCHIVE/shtest/r2"
-	wait_for 60 eval '[[ $(db "SELECT count(*) FROM shard_ranges WHERE request_id=$RID") -eq 3 ]]'
-	idx=$(db "SELECT idx FROM shard_ranges WHERE request_id=$RID AND relpath='d/big' AND off=0")
-	mover() { pgrep -u shtest -f "stagehand-mover .*--request $RID --shard $idx\$"; }
-	# Its mover is writing the range (the temporary file is there) ...
-	wait_for 60 eval '[[ -n $(mover) && -e $STAGEHAND_TESTBED_ARCHIVE/shtest/r2/d/.big.stagehand-$RID ]]'
-	sleep 2
-	pid=$(mover)
+	read -r -t 120 pid <&"${STALL[0]}"
+	[[ $pid =~ ^[0-9]+$ ]]
+	idx=$(tr '\0' ' ' <"/proc/$pid/cmdline" | sed -n "s/.*--request $RID --shard \([0-9]*\).*/\1/p")
+	[[ $idx =~ ^[0-9]+$ ]]
+	[ "$(db "SELECT count(*) FROM shard_ranges WHERE request_id=$RID AND idx=$idx AND relpath='d/big'")" -eq 1 ]
+	wait_for 30 eval '[[ -n $(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=$idx") ]]'
 	job=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=$idx")
 	# ... and has not finished it when it is killed (SIGKILL: it reports nothing).
 	[ "$(db "SELECT done FROM shard_ranges WHERE request_id=$RID AND idx=$idx")" -eq 0 ]
 	kill -KILL "$pid"
+	kill "$STALLER"
 	wait_req done 120
 	grep -q "request $RID: shard $idx: mover job $job ended FAILED on .* without reporting its result" "$LOG"
 	[ "$(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=$idx")" -eq 2 ]
@@ -351,30 +364,31 @@ lreq_state() {
 
 @test "movers: a mover node lost (slurmd, slurmstepd, mover killed): the shard goes to the other node" {
 	tree "$WD/t" 16 512
+	# The first mover to open the tree is held there, so its node is lost
+	# while the mover is surely alive, however fast the copy would be.
+	stall_mover_open "$WD/t"
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m4"
-	wait_for 60 eval '[[ $(db "SELECT state FROM shards WHERE request_id=$RID AND idx=0") == submitted ]]'
-	job=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=0")
-	wait_job_state "$job" RUNNING 60
+	read -r -t 120 held <&"${STALL[0]}"
+	[[ $held =~ ^[0-9]+$ ]]
+	idx=$(tr '\0' ' ' <"/proc/$held/cmdline" | sed -n 's/.*--shard \([0-9]*\).*/\1/p')
+	[[ $idx =~ ^[0-9]+$ ]]
+	wait_for 30 eval '[[ -n $(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=$idx") ]]'
+	job=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=$idx")
+	[[ $(job_state "$job") == RUNNING ]]
 	node=$(job_node "$job")
-	pid=$(cat "$STAGEHAND_TESTBED_NODEDIR/$node/slurmd.pid")
-	[ "$(cat "/proc/$pid/comm")" = slurmd ]
 	# The whole node goes at once: its slurmd, the job's slurmstepd (else it
-	# would report the mover's death at once) and the mover itself. The
-	# bed's namespace holder stays, so "scripts/testbed up" can bring it back.
-	uts=$(readlink "/proc/$pid/ns/uts")
-	victims=("$pid")
-	for p in $(pgrep -x slurmstepd) $(pgrep -u shtest -f "stagehand-mover .*--request $RID --shard 0\$"); do
-		[[ $(readlink "/proc/$p/ns/uts" 2>/dev/null) == "$uts" ]] && victims+=("$p")
-	done
-	((${#victims[@]} >= 3))
+	# would report the mover's death at once) and the held mover itself.
 	NODE_DOWN=$node
-	kill -KILL "${victims[@]}"
+	killed=$(lose_node "$node")
+	((killed >= 3))
+	wait_for 10 eval '[[ ! -e /proc/$held ]]'
+	kill "$STALLER"
 	# slurmctld declares the node down after SlurmdTimeout (60 s on the bed):
 	# the job ends NODE_FAIL and the daemon submits the shard again.
-	wait_for 200 eval '[[ $(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=0") -ge 2 ]]'
+	wait_for 200 eval '[[ $(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=$idx") -ge 2 ]]'
 	wait_req done 200
-	grep -q "request $RID: shard 0: mover job $job ended NODE_FAIL on $node without reporting its result" "$LOG"
-	job2=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=0")
+	grep -q "request $RID: shard $idx: mover job $job ended NODE_FAIL on $node without reporting its result" "$LOG"
+	job2=$(db "SELECT slurm_job FROM shards WHERE request_id=$RID AND idx=$idx")
 	[ "$job2" != "$job" ]
 	[ "$(job_node "$job2")" != "$node" ]
 	check_archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m4"

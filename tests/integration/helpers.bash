@@ -41,6 +41,9 @@
 #   stall_worker_open PATH      hold the daemon's transfer worker (stagehandd as shtest) in its
 #                               first open of PATH (tests/integration/stall-open) until
 #                               'kill "$STALLER"'; the held pid can be read from "${STALL[0]}"
+#   stall_mover_open PATH       the same for shtest's first mover process (stagehand-mover)
+#   lose_node NODE              SIGKILL everything in a compute node's namespace but its holder
+#   node_back NODE              true once NODE is idle again (with wait_for, after testbed up)
 #
 # Variables after testbed_env: SLURM_CONF, STAGEHAND_TESTBED_DIR, _SCRATCH, _ARCHIVE, _LOGDIR,
 # _NODE (first node), _NODES, _MODE (one|multi), _PARTITION, STAGEHAND_SOCKET, and on a
@@ -109,6 +112,38 @@ testbed_logs() {
 
 job_node() {
 	job_field "$1" BatchHost
+}
+
+# lose_node NODE: the whole compute node goes at once, as when it loses power:
+# its slurmd, every slurmstepd and every job process in its UTS namespace are
+# killed with SIGKILL. Only the bed's namespace holder stays, so
+# "scripts/testbed up" can bring the node back. A slurmstepd left alive
+# would report its job's end at once (no node failure), or keep the job's
+# cleanup going when the node returns. Prints how many were killed.
+lose_node() {
+	local node=$1 pid uts p n=0 holder
+	pid=$(cat "$STAGEHAND_TESTBED_NODEDIR/$node/slurmd.pid")
+	[[ "$(cat "/proc/$pid/comm")" == slurmd ]] || {
+		echo "lose_node: $node's slurmd.pid ($pid) is not a slurmd" >&2
+		return 1
+	}
+	holder=$(cat "$STAGEHAND_TESTBED_NODEDIR/$node/holder.pid")
+	uts=$(readlink "/proc/$pid/ns/uts")
+	local victims=()
+	for p in $(ls /proc | grep -E '^[0-9]+$'); do
+		[[ $p == "$holder" || $p == "$$" ]] && continue
+		[[ $(readlink "/proc/$p/ns/uts" 2>/dev/null) == "$uts" ]] && victims+=("$p")
+	done
+	kill -KILL "${victims[@]}" 2>/dev/null || true
+	n=${#victims[@]}
+	echo "$n"
+}
+
+# node_back NODE: succeeds once NODE is idle again (after "scripts/testbed
+# up" restarted its slurmd); use with wait_for.
+node_back() {
+	scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
+	[[ "$(sinfo -h -n "$1" -o %T)" == idle ]]
 }
 
 node_spool() {
@@ -324,10 +359,24 @@ cancel_jobs() {
 	return 0
 }
 
-stall_worker_open() {
+# stall_open PATH COMM USER: hold the first process named COMM, running as
+# USER, in its open of PATH (tests/integration/stall-open) until
+# 'kill "$STALLER"'; the held pid can be read from "${STALL[0]}". PATH may
+# be a file or a directory; any mount namespace (a node's too) sees the mark.
+stall_open() {
 	local ready
-	coproc STALL { exec "$STAGEHAND_SRC_DIR/tests/integration/stall-open" "$1" stagehandd shtest; }
+	coproc STALL { exec "$STAGEHAND_SRC_DIR/tests/integration/stall-open" "$1" "$2" "$3"; }
 	STALLER=$STALL_PID
 	read -r -t 10 ready <&"${STALL[0]}"
 	[ "$ready" = ready ] || _tb_fail "stall-open on $1 did not get ready (got '$ready')"
+}
+
+stall_worker_open() {
+	stall_open "$1" stagehandd shtest
+}
+
+# stall_mover_open PATH: hold shtest's first stagehand-mover (a mover job's
+# process, on whichever node) in its open of PATH.
+stall_mover_open() {
+	stall_open "$1" stagehand-mover shtest
 }
