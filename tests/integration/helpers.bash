@@ -130,8 +130,9 @@ lose_node() {
 	holder=$(cat "$STAGEHAND_TESTBED_NODEDIR/$node/holder.pid")
 	uts=$(readlink "/proc/$pid/ns/uts")
 	local victims=()
-	for p in $(ls /proc | grep -E '^[0-9]+$'); do
-		[[ $p == "$holder" || $p == "$$" ]] && continue
+	for p in /proc/[0-9]*; do
+		p=${p#/proc/}
+		[[ $p == "$holder" || $p == "$$" || $p == "$BASHPID" ]] && continue
 		[[ $(readlink "/proc/$p/ns/uts" 2>/dev/null) == "$uts" ]] && victims+=("$p")
 	done
 	kill -KILL "${victims[@]}" 2>/dev/null || true
