@@ -337,7 +337,14 @@ static int _yield_one(struct worker_pool *p, struct _worker *w, int64_t now_ms)
 	if (yield_request_affected(p->d, w->req)) {
 		if (!w->yield_since_ms)
 			w->yield_since_ms = now_ms;
-		if (c->yield_max_delay && now_ms - w->yield_since_ms >= (int64_t)c->yield_max_delay * 1000) {
+		/*
+		 * YieldMaxDelay lifts a held transfer to YieldTrickle only where
+		 * that is faster than what it has (0 is unlimited): a pause
+		 * (YieldBandwidth=0) trickles, a cap keeps its rate unless the
+		 * trickle is the larger.
+		 */
+		if (c->yield_max_delay && now_ms - w->yield_since_ms >= (int64_t)c->yield_max_delay * 1000 &&
+		    (c->yield_trickle == 0 || c->yield_trickle > c->yield_bandwidth)) {
 			mode = 3;
 			rate = c->yield_trickle;
 		} else if (c->yield_bandwidth == 0) {

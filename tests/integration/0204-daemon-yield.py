@@ -195,6 +195,40 @@ def test_max_delay_trickles(make_daemon, layout, base_dir):
         os.unlink(layout["probe"] + "-max")
 
 
+def test_max_delay_keeps_a_cap_faster_than_the_trickle(make_daemon, layout, base_dir):
+    # YieldMode=cap at 2 MiB/s with a slower trickle: YieldMaxDelay must not
+    # drop the held archive to the trickle. 8 MiB at 2 MiB/s take at least
+    # 4 s on any machine (the cap bounds the speed from above), so the
+    # request is surely still held when YieldMaxDelay (1 s) has passed.
+    probe = layout["probe"] + "-cap"
+    d = make_daemon("yield-cap", Workers=2, ArchiveWorkers=1,
+                    ScratchRoots=layout["scratch"], ArchiveRoot=layout["archive"],
+                    YieldProbe=probe, YieldMode="cap", YieldBandwidth="2M",
+                    YieldMaxDelay="1s", YieldTrickle="1M")
+    with open(probe, "w") as f:
+        f.write(os.path.join(layout["scratch"], "busyjob") + "\n")
+    try:
+        _wait_metric(d, "stagehand_yield_busy_filesystems", lambda v: v >= 1)
+        src = _tree(user_dir(layout["scratch"], "shtest", "cap", "out"), "shtest", n=8,
+                    size=1 << 20)
+        req = d.api.submit("archive", src, os.path.join(layout["archive"], "cap"),
+                           as_user="shtest")
+        rid = req["id"]
+        throttled = "request %d: archive throttled while jobs run" % rid
+        end = time.monotonic() + 20
+        while throttled not in d.log_tail(400):
+            assert time.monotonic() < end, d.log_tail(400)
+            time.sleep(0.1)
+        time.sleep(2.5)
+        assert d.api.request(rid)["state"] == "running"
+        r = d.api.wait(rid, timeout=60)
+        assert r["state"] == "done", r
+        log = d.log_tail(400)
+        assert "YieldMaxDelay reached" not in log, log
+    finally:
+        os.unlink(probe)
+
+
 def _dest_bytes(root):
     total = 0
     for dirpath, _, files in os.walk(root):
