@@ -38,7 +38,7 @@ static int _is_json(const struct dirent *d)
 static void _vectors(const char *dir)
 {
 	struct dirent **list;
-	char path[4400], err[512], hex[2 * CREDBIND_DIGEST_LEN + 1];
+	char path[4400], err[512] = "", hex[2 * CREDBIND_DIGEST_LEN + 1];
 	int n = scandir(dir, &list, _is_json, alphasort);
 
 	ok(n >= 4, "found %d bound-credential vectors in %s", n, dir);
@@ -95,7 +95,7 @@ static void _mismatch(void)
 {
 	static const char body[] = "{\"state\":\"COMPLETED\",\"exit_code\":0}";
 	const struct credbind_req rq = { "POST", "/v1/jobs/77/end?x=1", body, sizeof(body) - 1 };
-	char p[CREDBIND_PAYLOAD_MAX], p2[CREDBIND_PAYLOAD_MAX], err[512];
+	char p[CREDBIND_PAYLOAD_MAX], p2[CREDBIND_PAYLOAD_MAX], err[512] = "";
 	long long now = 1767225600;
 	char other_body[sizeof(body)];
 
