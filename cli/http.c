@@ -1,9 +1,12 @@
 /* http.c - see http.h. */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "http.h"
 
@@ -40,13 +43,55 @@ const struct dclient_target *http_dclient_target(const struct http *h)
 	return &h->t;
 }
 
+/*
+ * STAGEHAND_DUMP_REQUEST=FILE: write the request, credential included, to a
+ * new FILE (never an existing file or a link: root may run this in a
+ * directory others can write) instead of sending it. For the tests of
+ * bound credentials, which need a real credential that was never used.
+ * Always returns -1: nothing was sent, and err says where the bytes went.
+ */
+static int _dump(struct http *h, const char *file, const char *method, const char *path,
+		 const char *payload, char *err, size_t errlen)
+{
+	char *req = NULL;
+	size_t len = 0, off = 0;
+	int fd;
+
+	if (dclient_format_request(&h->t, method, path, payload, &req, &len, err, errlen) < 0)
+		return -1;
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	while (fd >= 0 && off < len) {
+		ssize_t w = write(fd, req + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	free(req);
+	if (fd < 0 || off < len || close(fd) < 0) {
+		snprintf(err, errlen, "STAGEHAND_DUMP_REQUEST: cannot write %s: %s", file,
+			 strerror(errno));
+		if (fd >= 0 && off < len)
+			close(fd);
+		return -1;
+	}
+	snprintf(err, errlen, "request %s %s for %s written to %s, not sent "
+		 "(STAGEHAND_DUMP_REQUEST)", method, path, h->t.label, file);
+	return -1;
+}
+
 /* One exchange; the body (NUL-terminated, possibly empty) goes to *out. */
 static int _perform(struct http *h, const char *method, const char *path,
 		    const char *payload, long *status, char **out,
 		    char *err, size_t errlen)
 {
 	struct dclient_resp r;
+	const char *dump = getenv("STAGEHAND_DUMP_REQUEST");
 
+	if (dump && *dump)
+		return _dump(h, dump, method, path, payload, err, errlen);
 	if (dclient_request(&h->t, method, path, payload, HTTP_TIMEOUT_MS, HTTP_MAX_RESPONSE,
 			    &r, err, errlen) < 0)
 		return -1;

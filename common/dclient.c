@@ -20,6 +20,7 @@
 #include <munge.h>
 
 #include "conf.h"
+#include "credbind.h"
 #include "dclient.h"
 
 #define HEAD_MAX 8192
@@ -342,20 +343,37 @@ static int _parse_head(char *head, int *status, long *clen, char *err, size_t er
 }
 
 /*
- * The request head; over TCP with a fresh MUNGE credential. Returns its
+ * The request head; over TCP with a fresh MUNGE credential whose payload
+ * binds it to method, path and body (common/credbind.h). Returns its
  * length, or a dclient_fail with err.
  */
 static int _head(const struct dclient_target *t, const char *method, const char *path,
-		 bool has_body, size_t blen, char *head, size_t cap, char *err, size_t errlen)
+		 const char *body, size_t blen, char *head, size_t cap, char *err, size_t errlen)
 {
 	char *cred = NULL;
 
+	if (strpbrk(path, " \r\n") || strpbrk(method, " \r\n") || path[0] != '/' ||
+	    !method[0]) {
+		snprintf(err, errlen, "request %s %.64s is malformed", method, path);
+		return DCLIENT_ERR_IO;
+	}
 	if (t->kind == DCLIENT_TCP) {
-		munge_err_t e = munge_encode(&cred, NULL, NULL, 0);
-		if (e != EMUNGE_SUCCESS) {
+		struct credbind_req rq = { .method = method, .target = path, .body = body,
+					   .body_len = blen };
+		char pl[CREDBIND_PAYLOAD_MAX], e[256];
+		int pn = credbind_payload(&rq, (long long)time(NULL), pl, sizeof(pl), e,
+					  sizeof(e));
+
+		if (pn < 0) {
+			snprintf(err, errlen, "cannot bind a MUNGE credential to the request "
+				 "for stagehandd at %s: %s", t->label, e);
+			return DCLIENT_ERR_AUTH;
+		}
+		munge_err_t me = munge_encode(&cred, NULL, pl, pn);
+		if (me != EMUNGE_SUCCESS) {
 			snprintf(err, errlen, "cannot make a MUNGE credential for stagehandd at "
 				 "%s: %s (is munged running on this host?)", t->label,
-				 munge_strerror(e));
+				 munge_strerror(me));
 			free(cred);
 			return DCLIENT_ERR_AUTH;
 		}
@@ -366,15 +384,42 @@ static int _head(const struct dclient_target *t, const char *method, const char 
 			 "Connection: close\r\n%s%s%s%s"
 			 "Content-Length: %zu\r\n\r\n",
 			 method, path, t->kind == DCLIENT_TCP ? t->host : "localhost",
-			 has_body ? "Content-Type: application/json\r\n" : "",
+			 body ? "Content-Type: application/json\r\n" : "",
 			 cred ? DCLIENT_MUNGE_HEADER ": " : "", cred ? cred : "",
 			 cred ? "\r\n" : "", blen);
 	free(cred);
-	if (n < 0 || (size_t)n >= cap || strpbrk(path, " \r\n") || strpbrk(method, " \r\n")) {
-		snprintf(err, errlen, "request %s %.64s is too long or malformed", method, path);
+	if (n < 0 || (size_t)n >= cap) {
+		snprintf(err, errlen, "request %s %.64s is too long", method, path);
 		return DCLIENT_ERR_IO;
 	}
 	return n;
+}
+
+int dclient_format_request(const struct dclient_target *t, const char *method,
+			   const char *path, const char *body, char **out, size_t *outlen,
+			   char *err, size_t errlen)
+{
+	char head[2048];
+	size_t blen = body ? strlen(body) : 0;
+	int n = _head(t, method, path, body, blen, head, sizeof(head), err, errlen);
+	char *buf;
+
+	*out = NULL;
+	*outlen = 0;
+	if (n < 0)
+		return n;
+	buf = malloc((size_t)n + blen + 1);
+	if (buf == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return DCLIENT_ERR_IO;
+	}
+	memcpy(buf, head, (size_t)n);
+	if (blen)
+		memcpy(buf + n, body, blen);
+	buf[(size_t)n + blen] = '\0';
+	*out = buf;
+	*outlen = (size_t)n + blen;
+	return 0;
 }
 
 /* Grow *buf to hold at least need bytes (doubling), up to limit. */
@@ -522,31 +567,31 @@ int dclient_request(const struct dclient_target *t, const char *method, const ch
 		    struct dclient_resp *resp, char *err, size_t errlen)
 {
 	long long deadline = dclient_now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
-	char head[2048];
-	size_t blen = body ? strlen(body) : 0;
+	char *req = NULL;
+	size_t len = 0;
 	int fd = -1, rc;
 
 	memset(resp, 0, sizeof(*resp));
 	if (max_body == 0)
 		max_body = DCLIENT_MAX_BODY;
-	int n = _head(t, method, path, body != NULL, blen, head, sizeof(head), err, errlen);
-	if (n < 0)
-		return n;
+	rc = dclient_format_request(t, method, path, body, &req, &len, err, errlen);
+	if (rc < 0)
+		return rc;
 	if (dclient_now_ms() >= deadline) {
 		snprintf(err, errlen, "timed out making a MUNGE credential for stagehandd at "
 			 "%s (is munged slow?)", t->label);
+		free(req);
 		return DCLIENT_ERR_TIMEOUT;
 	}
 	rc = t->kind == DCLIENT_TCP ? _connect_tcp(t, deadline, &fd, err, errlen)
 				    : _connect_unix(t, deadline, &fd, err, errlen);
-	if (rc < 0)
-		return rc;
-	rc = _write_all(fd, head, (size_t)n, deadline, t->label, err, errlen);
-	if (rc == 0 && blen)
-		rc = _write_all(fd, body, blen, deadline, t->label, err, errlen);
+	if (rc == 0)
+		rc = _write_all(fd, req, len, deadline, t->label, err, errlen);
+	free(req);
 	if (rc == 0)
 		rc = _read_resp(fd, t, deadline, timeout_ms, max_body, resp, err, errlen);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }
 

@@ -30,7 +30,13 @@
  * MUNGE: munge_encode() talks to the local munged; it is called once per
  * TCP request, before connecting, and a deadline that passed meanwhile ends
  * the request. A missing munged fails at once; a busy one is subject to
- * libmunge's own retries, which this code cannot cut short.
+ * libmunge's own retries, which this code cannot cut short. The
+ * credential's payload binds it to this one request: a SHA-256 of the
+ * method, path, query, body, the time and a random nonce (common/
+ * credbind.h has the canonical form; docs/security.md why). That digest is
+ * the reason this library, and so the plugin, links libcrypto: one
+ * EVP_sha256 per TCP request, no other OpenSSL state (OpenSSL pins itself
+ * in memory, so slurmstepd unloading the plugin leaves nothing dangling).
  *
  * Must never: block past the deadline (resolver aside), read more than the
  * caller's body limit, raise SIGPIPE, keep a descriptor open after
@@ -110,6 +116,19 @@ int dclient_find(struct dclient_target *t, const char *server, const char *socke
 int dclient_request(const struct dclient_target *t, const char *method, const char *path,
 		    const char *body, int timeout_ms, size_t max_body,
 		    struct dclient_resp *resp, char *err, size_t errlen);
+
+/*
+ * The exact bytes dclient_request would send to t for the same arguments:
+ * the request head (over TCP with a fresh credential bound to this request)
+ * and the body. For tests and diagnosis (the CLI's STAGEHAND_DUMP_REQUEST):
+ * over TCP the bytes hold a live credential of the caller, good for this
+ * one request until it expires. Returns 0 with *out (NUL-terminated,
+ * *outlen bytes before the NUL; owned by the caller: free) or a
+ * dclient_fail with err, *out then NULL.
+ */
+int dclient_format_request(const struct dclient_target *t, const char *method,
+			   const char *path, const char *body, char **out, size_t *outlen,
+			   char *err, size_t errlen);
 
 void dclient_resp_free(struct dclient_resp *resp);
 

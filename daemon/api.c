@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <munge.h>
 #include <netdb.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "api_cred.h"
 #include "api_private.h"
 #include "log.h"
 
@@ -50,6 +50,7 @@ struct api {
 	int unix_fd, tcp_fd;
 	char *unix_path;
 	struct MHD_Daemon *mu, *mt;
+	struct api_cred *cred;       /* TCP: bound MUNGE credentials and their replay cache */
 	pthread_mutex_t lock;        /* guards counts, conns, stop and the counters */
 	struct _uidcount counts[MAX_UIDS];
 	struct _conn *conns;         /* open connections, for the sweeper */
@@ -64,6 +65,8 @@ struct api {
 
 /* Per HTTP request (con_cls). */
 struct _req {
+	char *target;                /* the request target as sent (path?query), for credbind */
+	int started;                 /* the handler has seen this request once */
 	char *body;
 	size_t len, cap;
 	int too_big;
@@ -289,6 +292,7 @@ static void _completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		pthread_mutex_unlock(&a->lock);
 	}
 	if (r) {
+		free(r->target);
 		free(r->body);
 		free(r);
 		*con_cls = NULL;
@@ -338,26 +342,47 @@ static enum MHD_Result _fail(struct MHD_Connection *c, unsigned status, const ch
 		     status == MHD_HTTP_UNAUTHORIZED);
 }
 
-/* TCP: identity from a MUNGE credential. 0, or -1 with the reason in why. */
+/*
+ * libmicrohttpd hands the handler a decoded path and the query split into
+ * arguments; a bound credential covers the target as sent, which only this
+ * callback sees. Its result becomes the request's con_cls.
+ */
+static void *_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct _req *r = calloc(1, sizeof(*r));
+
+	(void)cls;
+	(void)c;
+	if (r)
+		r->target = strdup(uri);
+	return r;
+}
+
+/*
+ * TCP: identity from a MUNGE credential bound to this request (api_cred.h).
+ * Called once the whole body is in. 0, or the refusal's HTTP status with
+ * the reason in why.
+ */
 static int _munge_identity(struct api *a, struct MHD_Connection *c, struct _conn *k,
-			   char *why, size_t whylen)
+			   const char *method, const struct _req *r, char *why, size_t whylen)
 {
 	const char *cred = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Stagehand-Munge");
+	const union MHD_ConnectionInfo *ai =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	struct credbind_req rq = { .method = method, .target = r->target ? r->target : "",
+				   .body = r->body, .body_len = r->len };
+	char peer[NI_MAXHOST] = "?";
 	uid_t uid;
 	gid_t gid;
-	munge_err_t e;
+	int st;
 
-	if (!cred) {
-		snprintf(why, whylen, "TCP requests need a MUNGE credential in the "
-			 "X-Stagehand-Munge header (e.g. from 'munge -n')");
-		return -1;
-	}
-	/* munged checks the signature, expiry and replay; any failure is a refusal. */
-	e = munge_decode(cred, NULL, NULL, NULL, &uid, &gid);
-	if (e != EMUNGE_SUCCESS) {
-		snprintf(why, whylen, "MUNGE credential refused: %s", munge_strerror(e));
-		return -1;
-	}
+	if (ai && ai->client_addr)
+		getnameinfo(ai->client_addr, ai->client_addr->sa_family == AF_INET6 ?
+			    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+			    peer, sizeof(peer), NULL, 0, NI_NUMERICHOST);
+	st = api_cred_check(a->cred, cred, &rq, peer, &uid, &gid, why, whylen);
+	if (st)
+		return st;
 	if (!k->known) {
 		k->uid = uid;
 		k->gid = gid;
@@ -366,7 +391,7 @@ static int _munge_identity(struct api *a, struct MHD_Connection *c, struct _conn
 	} else if (k->uid != uid) {
 		snprintf(why, whylen, "MUNGE credential is for uid %u but this connection "
 			 "belongs to uid %u", (unsigned)uid, (unsigned)k->uid);
-		return -1;
+		return MHD_HTTP_UNAUTHORIZED;
 	}
 	return 0;
 }
@@ -385,19 +410,20 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 	size_t limit;
 	char why[512];
 	enum MHD_Result ret;
+	int st;
 
 	(void)version;
 	pthread_rwlock_rdlock(&d->conf_lock);
 	limit = d->conf->max_request_bytes;
 	pthread_rwlock_unlock(&d->conf_lock);
-	if (!r) {
+	if (!r || !r->started) {
 		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							     MHD_HTTP_HEADER_CONTENT_LENGTH);
 
-		r = calloc(1, sizeof(*r));
-		if (!r)
+		if (!r && !(r = calloc(1, sizeof(*r))))
 			return MHD_NO;
 		*con_cls = r;
+		r->started = 1;
 		if (cl && strtoull(cl, NULL, 10) > limit) {
 			snprintf(why, sizeof(why), "request body is %s bytes; the limit is %zu "
 				 "(MaxRequestBytes)", cl, limit);
@@ -434,8 +460,8 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 	k = si ? si->socket_context : NULL;
 	if (!k)
 		return _fail(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "connection state lost");
-	if (k->is_tcp && _munge_identity(a, c, k, why, sizeof(why)) < 0)
-		return _fail(c, MHD_HTTP_UNAUTHORIZED, why);
+	if (k->is_tcp && (st = _munge_identity(a, c, k, method, r, why, sizeof(why))) != 0)
+		return _fail(c, (unsigned)st, why);
 	if (!k->known)
 		return _fail(c, MHD_HTTP_FORBIDDEN, "cannot identify the caller (no peer credentials)");
 	if (k->over)
@@ -538,6 +564,12 @@ struct api *api_bind(struct daemon *d, char *err, size_t errlen)
 	}
 	a->d = d;
 	a->tcp_fd = -1;
+	a->cred = api_cred_new();
+	if (!a->cred) {
+		snprintf(err, errlen, "out of memory (or no random bytes for the replay cache)");
+		free(a);
+		return NULL;
+	}
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->wake, NULL);
 	a->unix_path = strdup(d->conf->socket_path);
@@ -626,6 +658,7 @@ static struct MHD_Daemon *_start(struct api *a, int fd, unsigned timeout, unsign
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
 				MHD_OPTION_NOTIFY_CONNECTION, _notify, a,
 				MHD_OPTION_NOTIFY_COMPLETED, _completed, a,
+				MHD_OPTION_URI_LOG_CALLBACK, _uri, a,
 				MHD_OPTION_END);
 }
 
@@ -685,6 +718,7 @@ void api_stop(struct api *a)
 	if (a->refused || a->cut)
 		log_info("api: %lu connection(s) refused over MaxConnectionsPerUser, %lu closed "
 			 "for sending no complete request in time", a->refused, a->cut);
+	api_cred_free(a->cred);
 	pthread_cond_destroy(&a->wake);
 	pthread_mutex_destroy(&a->lock);
 	free(a);

@@ -2,8 +2,9 @@
  * api.h - the HTTP/JSON API (docs/api.md) on libmicrohttpd.
  *
  * Owns: the listening sockets (UNIX socket bound here, mode 0666; optional
- * TCP), identifying every caller (SO_PEERCRED on the UNIX socket, a MUNGE
- * credential on TCP), per-user connection caps, body size caps, routing and
+ * TCP), identifying every caller (SO_PEERCRED on the UNIX socket, on TCP a
+ * MUNGE credential bound to its one request, checked by api_cred.c once the
+ * whole body is in), per-user connection caps, body size caps, routing and
  * JSON in and out. Runs in libmicrohttpd's own thread.
  *
  * Must never: take an identity from a request body, touch user files, or

@@ -32,7 +32,7 @@ FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer \
 DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.c $(SRC)/common/log.c \
 	$(SRC)/common/dsl_expand.c
 API_SRCS = $(SRC)/daemon/api_decode.c $(DSL_SRCS)
-DCLIENT_SRCS = $(SRC)/common/dclient.c $(SRC)/common/conf.c $(SRC)/common/conf_keys.c \
+DCLIENT_SRCS = $(SRC)/common/dclient.c $(SRC)/common/credbind.c $(SRC)/common/conf.c $(SRC)/common/conf_keys.c \
 	$(SRC)/common/log.c
 BUNDLE_SRCS = $(SRC)/common/bundle.c $(SRC)/common/checksum.c
 

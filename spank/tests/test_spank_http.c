@@ -10,12 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <munge.h>
 
 #include "fakesrv.h"
 #include "tests/tap.h"
+#include "credbind.h"
 #include "dclient.h"
 
 /* Open descriptors of this process. */
@@ -76,12 +78,26 @@ static int _tcp(const char *dir)
 	char *m = strstr(log, "munge: ");
 	ok(m != NULL, "TCP: X-Stagehand-Munge header present");
 	if (m) {
-		char cred[2048];
+		char cred[2048], why[512] = "";
 		uid_t uid = (uid_t)-1;
 		gid_t gid;
+		void *pl = NULL;
+		int plen = 0;
+		long long when = 0;
+		static const char body[] = "{\"state\":\"FAILED\"}";
+		struct credbind_req rq = { "POST", "/v1/jobs/5/end", body, sizeof(body) - 1 };
+
 		sscanf(m + 7, "%2047s", cred);
-		ok(munge_decode(cred, NULL, NULL, NULL, &uid, &gid) == EMUNGE_SUCCESS &&
+		ok(munge_decode(cred, NULL, &pl, &plen, &uid, &gid) == EMUNGE_SUCCESS &&
 		   uid == geteuid(), "TCP: the credential decodes to our uid (%ld)", (long)uid);
+		ok(credbind_check(pl, plen > 0 ? (size_t)plen : 0, &rq, (long long)time(NULL),
+				  &when, NULL, why, sizeof(why)) == CREDBIND_OK,
+		   "TCP: the credential is bound to the request sent (%s)", why);
+		rq.target = "/v1/jobs/6/end";
+		ok(credbind_check(pl, plen > 0 ? (size_t)plen : 0, &rq, (long long)time(NULL),
+				  &when, NULL, why, sizeof(why)) == CREDBIND_MISMATCH,
+		   "TCP: and to no other");
+		free(pl);
 	}
 	free(log);
 	fake_stop(&s);

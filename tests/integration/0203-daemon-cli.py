@@ -194,22 +194,26 @@ def test_server_option_authenticates_with_munge(stagehand_bin, tcp_daemon, test_
     assert json.loads(p.stdout)["uid"] == test_users["shtest2"].pw_uid
 
 
-def test_tcp_without_valid_credential_is_401(tcp_daemon):
+def test_tcp_without_valid_credential_is_refused(tcp_daemon):
+    """No credential, garbage, or a replay: 401; a valid credential not bound
+    to the request (a client older than bound credentials): 403."""
     import http.client
     import subprocess
-    cred = subprocess.run(["munge", "-n"], capture_output=True, text=True, check=True).stdout.strip()
-    cases = [({}, "none"), ({"X-Stagehand-Munge": "MUNGE:garbage:"}, "garbage"),
-             ({"X-Stagehand-Munge": cred}, "first use"), ({"X-Stagehand-Munge": cred}, "replay")]
-    for headers, what in cases:
+    from conftest import bound_cred
+    empty = subprocess.run(["munge", "-n"], capture_output=True, text=True, check=True).stdout.strip()
+    cred = bound_cred("GET", "/v1/health")
+    cases = [({}, "none", 401), ({"X-Stagehand-Munge": "MUNGE:garbage:"}, "garbage", 401),
+             ({"X-Stagehand-Munge": empty}, "not bound", 403),
+             ({"X-Stagehand-Munge": cred}, "first use", 200),
+             ({"X-Stagehand-Munge": cred}, "replay", 401)]
+    for headers, what, want in cases:
         c = http.client.HTTPConnection("127.0.0.1", tcp_daemon.port, timeout=10)
         c.request("GET", "/v1/health", headers=headers)
         r = c.getresponse()
         body = r.read()
         c.close()
-        if what == "first use":
-            assert r.status == 200, (what, r.status, body)
-        else:
-            assert r.status == 401, (what, r.status, body)
+        assert r.status == want, (what, r.status, body)
+        if want != 200:
             assert json.loads(body)["error"], body
 
 

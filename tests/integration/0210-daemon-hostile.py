@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import as_identity, owned_dir
+from conftest import as_identity, bound_cred, bound_payload, munge_cred, owned_dir
 
 A, B = "shtest", "shtest2"
 CAP = 4            # MaxConnectionsPerUser
@@ -113,21 +113,14 @@ def _timed(fn):
     return r, time.monotonic() - t0
 
 
-def _munge_cred(user):
-    pw = pwd.getpwnam(user)
-    r = subprocess.run(["munge", "-n"], capture_output=True, text=True, timeout=10,
-                       user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
-
-
 def _tcp_call(port, method, path, user=None, body=None, cred=None, timeout=10, source=None):
+    """One TCP request; with user, its credential is bound to it as dclient binds it."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
                                       source_address=(source, 0) if source else None)
     hdrs = {}
-    if user or cred:
-        hdrs["X-Stagehand-Munge"] = cred or _munge_cred(user)
     data = json.dumps(body).encode() if body is not None else None
+    if user or cred:
+        hdrs["X-Stagehand-Munge"] = cred or bound_cred(method, path, data or b"", user)
     if data is not None:
         hdrs["Content-Type"] = "application/json"
     try:
@@ -213,7 +206,7 @@ def test_munge_header_on_the_unix_socket_does_not_change_identity(daemon, a_job,
     """B presents A's valid MUNGE credential over the UNIX socket: still B."""
     if not _munge_ok():
         pytest.skip("munged is not running (munge -n fails)")
-    cred = _munge_cred(A)
+    cred = bound_cred("GET", "/v1/health", user=A)
     rid = a_job["req"]["id"]
     st, doc, text, _ = daemon.api.get(f"/v1/requests/{rid}", as_user=B,
                                       headers={"X-Stagehand-Munge": cred})
@@ -243,9 +236,9 @@ def test_tcp_identity_comes_from_munge_only(daemon, a_job, test_users):
     st, doc, text = _tcp_call(port, "GET", f"/v1/requests/{rid}", user=A)
     assert st == 200 and doc["id"] == rid, text
     # A credential is good once: replaying A's is refused.
-    cred = _munge_cred(A)
+    cred = bound_cred("GET", "/v1/health", user=A)
     assert _tcp_call(port, "GET", "/v1/health", cred=cred)[0] == 200
-    st, doc, text = _tcp_call(port, "GET", f"/v1/requests/{rid}", cred=cred)
+    st, doc, text = _tcp_call(port, "GET", "/v1/health", cred=cred)
     assert st == 401 and "replay" in text.lower(), text
 
 
@@ -259,7 +252,8 @@ def test_tcp_per_user_cap(daemon, test_users):
     try:
         for _ in range(CAP):
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            c.request("GET", "/v1/health", headers={"X-Stagehand-Munge": _munge_cred(B)})
+            c.request("GET", "/v1/health",
+                      headers={"X-Stagehand-Munge": bound_cred("GET", "/v1/health", user=B)})
             r = c.getresponse()
             r.read()
             assert r.status == 200
@@ -275,6 +269,111 @@ def test_tcp_per_user_cap(daemon, test_users):
     while _tcp_call(port, "GET", "/v1/health", user=B)[0] != 200:
         assert time.monotonic() < end, "B's TCP connection count never went down"
         time.sleep(0.2)
+
+
+# ---- bound credentials: a TCP credential is good for its own request only -------
+
+def _tcp_send(port, method, target, cred, parts=(), chunked=False, pause=0.0, timeout=10):
+    """Send METHOD TARGET with cred and a body in parts, pause seconds apart
+    (chunked, or with a Content-Length); returns (status, doc)."""
+    body = b"".join(parts)
+    head = f"{method} {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".encode()
+    if cred:
+        head += b"X-Stagehand-Munge: " + cred.encode() + b"\r\n"
+    if chunked:
+        head += b"Transfer-Encoding: chunked\r\n"
+    else:
+        head += b"Content-Length: %d\r\n" % len(body)
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(head + b"Content-Type: application/json\r\n\r\n")
+        for p in parts:
+            time.sleep(pause)
+            s.sendall(b"%x\r\n%s\r\n" % (len(p), p) if chunked else p)
+        if chunked:
+            s.sendall(b"0\r\n\r\n")
+        reply = _read_all(s, timeout)
+    finally:
+        s.close()
+    text = reply.split(b"\r\n\r\n", 1)[-1].decode("utf-8", "replace")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    return _status(reply), doc
+
+
+def test_tcp_credential_refused_for_any_other_request(daemon, test_users):
+    """B's credential made for GET /v1/health, sent with each field changed in
+    turn (a fresh credential each time: munged takes a credential once, even
+    one the digest then refuses): 403 naming the mismatch, and logged."""
+    if not _munge_ok():
+        pytest.skip("munged is not running (munge -n fails)")
+    port = daemon.tcp_port
+    for what, (method, target, body) in {
+            "method": ("POST", "/v1/health", b""),
+            "path": ("GET", "/v1/requests", b""),
+            "query": ("GET", "/v1/health?x=1", b""),
+            "percent-encoded path": ("GET", "/v1/%68ealth", b""),
+            "body": ("GET", "/v1/health", b"{}")}.items():
+        cred = bound_cred("GET", "/v1/health", user=B)
+        st, doc = _tcp_send(port, method, target, cred, [body] if body else [])
+        assert st == 403 and "made for another request" in doc["error"], (what, st, doc)
+    # The request it was made for: taken.
+    st, doc = _tcp_send(port, "GET", "/v1/health", bound_cred("GET", "/v1/health", user=B))
+    assert st == 200 and doc["uid"] == test_users[B].pw_uid, (st, doc)
+    assert "(uid %d) refused: the MUNGE credential was made for another request" % (
+        test_users[B].pw_uid) in daemon.log_tail(200), daemon.log_tail(20)
+
+
+def test_tcp_body_in_pieces_is_checked_whole(daemon, test_users):
+    """The digest covers the whole body, however it arrives: a bound POST sent
+    in chunks with pauses reaches the handler (its 400 is about the body, not
+    the credential); the same with one chunk changed is refused 403."""
+    if not _munge_ok():
+        pytest.skip("munged is not running (munge -n fails)")
+    port = daemon.tcp_port
+    parts = [b'{"action":"no-such-action",', b'"source":"/nonexistent/a",', b'"dest":"/x"}']
+    body = b"".join(parts)
+    for chunked in (True, False):
+        cred = bound_cred("POST", "/v1/requests", body, user=B)
+        st, doc = _tcp_send(port, "POST", "/v1/requests", cred, parts, chunked=chunked,
+                            pause=0.3)
+        assert st == 400 and "credential" not in doc["error"], (chunked, st, doc)
+        cred = bound_cred("POST", "/v1/requests", body, user=B)
+        bad = parts[:2] + [b'"dest":"/y"}']
+        st, doc = _tcp_send(port, "POST", "/v1/requests", cred, bad, chunked=chunked, pause=0.3)
+        assert st == 403 and "made for another request" in doc["error"], (chunked, st, doc)
+
+
+def test_tcp_same_request_twice_refused_the_second_time(daemon, test_users):
+    if not _munge_ok():
+        pytest.skip("munged is not running (munge -n fails)")
+    port = daemon.tcp_port
+    body = b'{"action":"no-such-action"}'
+    cred = bound_cred("POST", "/v1/requests", body, user=B)
+    st, doc = _tcp_send(port, "POST", "/v1/requests", cred, [body])
+    assert st == 400, (st, doc)
+    st, doc = _tcp_send(port, "POST", "/v1/requests", cred, [body])
+    assert st in (401, 403) and "replay" in doc["error"].lower(), (st, doc)
+
+
+def test_tcp_old_client_and_stale_time_refused(daemon, test_users):
+    """An empty payload (a client older than bound credentials) and a payload
+    whose time is outside the window: 403, each saying what to do."""
+    if not _munge_ok():
+        pytest.skip("munged is not running (munge -n fails)")
+    port = daemon.tcp_port
+    st, doc = _tcp_send(port, "GET", "/v1/health", munge_cred(B))
+    assert st == 403 and "older than this stagehandd" in doc["error"], (st, doc)
+    assert "install stagehand" in doc["error"] and "on every node" in doc["error"], doc
+    st, doc = _tcp_send(port, "GET", "/v1/health", munge_cred(B, "stagehand-doctor"))
+    assert st == 403 and "not a request digest" in doc["error"], (st, doc)
+    for skew, way in ((-400, "behind"), (400, "ahead of")):
+        cred = munge_cred(B, bound_payload("GET", "/v1/health", when=int(time.time()) + skew))
+        st, doc = _tcp_send(port, "GET", "/v1/health", cred)
+        assert st == 403 and f"{way} the daemon's clock, outside the 300 s window" in doc["error"], \
+            (skew, st, doc)
 
 
 # ---- size limits and garbage ----------------------------------------------------

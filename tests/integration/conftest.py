@@ -394,6 +394,57 @@ def chown_tree(root, user):
             os.chown(os.path.join(d, f), pw.pw_uid, pw.pw_gid, follow_symlinks=False)
 
 
+# ---- bound MUNGE credentials (common/credbind.h, docs/security.md) -------------
+
+CREDBIND_TAG = "stagehand-req-v1"
+
+
+def bound_payload(method, target, body=b"", when=None, nonce=None):
+    """The MUNGE payload that binds a credential to one TCP request: a second
+    writing of common/credbind.h's canonical form, held to the same vectors
+    (tests/vectors/credbind/) as the C code before any test uses it."""
+    if isinstance(body, str):
+        body = body.encode()
+    when = int(time.time()) if when is None else when
+    nonce = os.urandom(16).hex() if nonce is None else nonce
+    canon = b"\n".join([CREDBIND_TAG.encode(), method.encode(), target.encode(),
+                        str(when).encode(), nonce.encode(), str(len(body)).encode()])
+    canon += b"\n" + body
+    return f"{CREDBIND_TAG} {when} {nonce} {hashlib.sha256(canon).hexdigest()}"
+
+
+def _check_bound_payload_vectors():
+    vdir = os.path.join(REPO, "tests", "vectors", "credbind")
+    names = sorted(n for n in os.listdir(vdir) if n.endswith(".json"))
+    assert names, f"no vectors in {vdir}"
+    for n in names:
+        with open(os.path.join(vdir, n), encoding="utf-8") as f:
+            v = json.load(f)
+        got = bound_payload(v["method"], v["target"], v["body"], v["time"], v["nonce"])
+        assert got == v["payload"], (n, got, v["payload"])
+
+
+def munge_cred(user=None, payload=None):
+    """A MUNGE credential of user (None: root) carrying payload (None: empty,
+    as clients older than bound credentials send)."""
+    kw = {}
+    if user:
+        pw = pwd.getpwnam(user)
+        kw = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+    argv = ["munge", "-n"] if payload is None else ["munge", "-s", payload]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=10, **kw)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def bound_cred(method, target, body=b"", user=None, when=None):
+    """A credential of user bound to METHOD TARGET BODY, as dclient makes it."""
+    if not getattr(bound_cred, "checked", False):
+        _check_bound_payload_vectors()
+        bound_cred.checked = True
+    return munge_cred(user, bound_payload(method, target, body, when))
+
+
 def run_cli(binary, args, user=None, env=None, timeout=120):
     """Run the stagehand CLI (as user); returns CompletedProcess with text."""
     e = {"PATH": "/usr/bin:/bin", "LANG": "C"}
