@@ -180,8 +180,8 @@ static int _why(int dir, const char *comp, const char *path, int e, char *err, s
 		if (S_ISLNK(st.st_mode)) {
 			tl = readlinkat(dir, comp, target, sizeof(target) - 1);
 			target[tl > 0 ? tl : 0] = '\0';
-			_err(err, errlen, "'%s' in '%s' is a symbolic link (to '%s'); links are "
-			     "not followed", comp, path, target);
+			_err(err, errlen, "'%s' in '%s' is a symbolic link (to '%s')", comp, path,
+			     target);
 			return ELOOP;
 		}
 		if (e == ENOTDIR && !S_ISDIR(st.st_mode)) {
