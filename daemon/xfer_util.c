@@ -87,7 +87,7 @@ int xfer_open_beneath(const char *beneath, const char *path, int flags, char *wh
 		      size_t whylen)
 {
 	size_t bl = strlen(beneath);
-	const char *rel = path;
+	const char *rel = path;	/* below beneath: what the messages name */
 	char rwhy[XFER_TEXT_MAX / 2];
 	int cur, fd, e;
 
@@ -116,10 +116,10 @@ int xfer_open_beneath(const char *beneath, const char *path, int flags, char *wh
 	close(cur);
 	if (fd < 0) {
 		if (e == ELOOP)
-			snprintf(why, whylen, "%s: %s; stagehand does not follow links in #DATA "
-				 "directories: nothing is copied through it", path, rwhy);
+			snprintf(why, whylen, "%s; stagehand does not follow links in #DATA "
+				 "directories: nothing is copied through it", rwhy);
 		else
-			snprintf(why, whylen, "%s: %s", path, rwhy);
+			snprintf(why, whylen, "%s", rwhy);
 	}
 	errno = e;
 	return fd;

@@ -46,8 +46,9 @@ void xfer_mkdir_why(const char *path, int e, char *why, size_t whylen);
  * following a symbolic link in any component below beneath: beneath itself
  * is opened normally ("/" checks every component), the rest with
  * resolve_open (common/resolve.h), the last with flags. Returns a
- * descriptor the caller owns, or -1 with errno set and why naming path and
- * the component that failed and how (a symbolic link with its target).
+ * descriptor the caller owns, or -1 with errno set and why naming the
+ * component that failed, in path below beneath, and how (a symbolic link
+ * with its target).
  */
 int xfer_open_beneath(const char *beneath, const char *path, int flags, char *why,
 		      size_t whylen);
