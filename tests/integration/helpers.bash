@@ -162,11 +162,10 @@ run_as_user() {
 	shift
 	home=$(getent passwd "$user" | cut -d: -f6)
 	# The test harness's own STAGEHAND_* settings must not leak into jobs
-	# (sbatch exports the submitter's environment to the job); but
-	# STAGEHAND_RESOLVE (the path resolver's way) reaches the user's CLI.
+	# (sbatch exports the submitter's environment to the job).
 	local unset=() v
 	for v in $(compgen -e); do
-		[[ $v == STAGEHAND_* && $v != STAGEHAND_RESOLVE ]] && unset+=(-u "$v")
+		[[ $v == STAGEHAND_* ]] && unset+=(-u "$v")
 	done
 	runuser -u "$user" -- env "${unset[@]}" HOME="$home" USER="$user" LOGNAME="$user" SLURM_CONF="$SLURM_CONF" "$@"
 }
