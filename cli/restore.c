@@ -12,7 +12,7 @@
  * components, offsets inside the bundle and on a tar header), each member's
  * checksum is compared with the index before it is renamed into place, and
  * at the destination nothing is followed: directories are opened with
- * O_NOFOLLOW one component at a time, files are written to a temporary name
+ * resolve_open (common/resolve.h), files are written to a temporary name
  * with O_EXCL|O_NOFOLLOW, fsynced and renamed.
  *
  * ARCHIVED_PATH may also be the scratch directory that was archived: its
@@ -40,6 +40,7 @@
 #include "checksum.h"
 #include "commands.h"
 #include "durable.h"
+#include "resolve.h"
 #include "tar.h"
 #include "xattr.h"
 
@@ -123,40 +124,14 @@ static void _usage(FILE *fp)
 /* ---- destination side: nothing is followed ---- */
 
 /*
- * Open (creating with create) directory dir below root, one component at a
- * time with O_NOFOLLOW. -1 with errno (ELOOP/ENOTDIR for a symlink or file).
+ * Open (creating with create, mode 0700) directory dir below root with
+ * resolve_open: no link followed, '..' refused. -1 with errno (ELOOP for a
+ * symlink, ENOTDIR for a file).
  */
 static int _open_dir(int root, const char *dir, int create)
 {
-	char buf[BUNDLE_PATH_MAX];
-	int fd = dup(root);
-
-	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf)) {
-		close(fd);
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (char *s = buf, *e; fd >= 0 && *s; s = e) {
-		int nfd, err;
-
-		e = strchr(s, '/');
-		if (e)
-			*e++ = '\0';
-		else
-			e = s + strlen(s);
-		if (create && mkdirat(fd, s, 0700) < 0 && errno != EEXIST) {
-			err = errno;
-			close(fd);
-			errno = err;
-			return -1;
-		}
-		nfd = openat(fd, s, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		err = errno;
-		close(fd);
-		fd = nfd;
-		errno = err;
-	}
-	return fd;
+	return resolve_open(root, dir, O_RDONLY | O_DIRECTORY, 0700,
+			    create ? RESOLVE_OPEN_MKDIR : 0, NULL, 0);
 }
 
 /* Parent of rel at the destination (created); *leaf into rel. */

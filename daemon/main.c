@@ -32,6 +32,7 @@
 #include "mover_exec.h"
 #include "notify.h"
 #include "queue.h"
+#include "resolve.h"
 #include "sdnotify.h"
 #include "userdir.h"
 #include "worker.h"
@@ -415,9 +416,11 @@ int main(int argc, char **argv)
 		log_err("%s", err);
 		goto out_pid;
 	}
-	log_info("stagehandd %s started: socket %s%s%s, database %s, %d workers", PACKAGE_VERSION,
-		 d.conf->socket_path, d.conf->listen_host ? ", TCP " : "",
-		 d.conf->listen_host ? d.conf->listen_host : "", d.conf->state_db, d.conf->workers);
+	/* resolve_method: decided here, once, and inherited by every worker. */
+	log_info("stagehandd %s started: socket %s%s%s, database %s, %d workers, user paths "
+		 "resolved with %s", PACKAGE_VERSION, d.conf->socket_path,
+		 d.conf->listen_host ? ", TCP " : "", d.conf->listen_host ? d.conf->listen_host : "",
+		 d.conf->state_db, d.conf->workers, resolve_method());
 	_report(&status_fd, 1);
 	sdnotify_init();
 	sdnotify_ready(d.q);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "resolve.h"
 #include "xfer_engine.h"
 #include "xfer_util.h"
 
@@ -376,34 +377,14 @@ void xfer_count_tree(struct xfer_tally *t, int dirfd, int links_skipped)
 
 int xfer_open_dir(int root, const char *rel, size_t len, int mode)
 {
-	char comp[NAME_MAX + 1];
-	size_t at = 0;
-	int fd = dup(root);
+	char dir[PATH_MAX];
 
-	while (fd >= 0 && at < len) {
-		size_t n = strcspn(rel + at, "/");
-		int sub;
-
-		if (at + n > len)
-			n = len - at;
-		if (n > NAME_MAX) {
-			close(fd);
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		memcpy(comp, rel + at, n);
-		comp[n] = '\0';
-		at += n + 1;
-		if (mode && mkdirat(fd, comp, (mode_t)mode) < 0 && errno != EEXIST) {
-			int e = errno;
-
-			close(fd);
-			errno = e;
-			return -1;
-		}
-		sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(fd);
-		fd = sub;
+	if (len >= sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
 	}
-	return fd;
+	memcpy(dir, rel, len);
+	dir[len] = '\0';
+	return resolve_open(root, dir, O_RDONLY | O_DIRECTORY, (mode_t)mode,
+			    mode ? RESOLVE_OPEN_MKDIR : 0, NULL, 0);
 }

@@ -212,9 +212,9 @@ void xfer_count_init(struct xfer_walk *w, struct xfer_count *c, struct xfer_tall
 
 /*
  * Open the directory named by the first len bytes of rel (a relpath below
- * root; len 0: root itself), one component at a time, never through a
- * symlink, creating missing ones with mode when mode is not 0. A descriptor
- * the caller owns, or -1 with errno set.
+ * root; len 0: root itself) with resolve_open (common/resolve.h): never
+ * through a symlink, '..' refused, missing directories made with mode when
+ * mode is not 0. A descriptor the caller owns, or -1 with errno set.
  */
 int xfer_open_dir(int root, const char *rel, size_t len, int mode);
 

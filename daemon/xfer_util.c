@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "resolve.h"
 #include "xattr.h"
 #include "xfer_util.h"
 
@@ -82,33 +83,13 @@ int xfer_mkparents(const char *path, char *why, size_t whylen)
 	return 0;
 }
 
-/* Why openat(dfd, comp) failed with e: a symlink or a non-directory is named. */
-static void _beneath_why(int dfd, const char *comp, const char *path, int e, char *why,
-			 size_t whylen)
-{
-	struct stat st;
-	char target[256];
-	ssize_t tl;
-
-	if ((e == ELOOP || e == ENOTDIR) && fstatat(dfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISLNK(st.st_mode)) {
-		tl = readlinkat(dfd, comp, target, sizeof(target) - 1);
-		target[tl > 0 ? tl : 0] = '\0';
-		snprintf(why, whylen, "'%s' in %s is a symbolic link (to '%s'); stagehand does not "
-			 "follow links in #DATA directories: nothing is copied through it", comp, path,
-			 target);
-		return;
-	}
-	snprintf(why, whylen, "cannot open '%s' in %s: %s", comp, path, strerror(e));
-}
-
 int xfer_open_beneath(const char *beneath, const char *path, int flags, char *why,
 		      size_t whylen)
 {
 	size_t bl = strlen(beneath);
-	const char *p = path;
-	char comp[NAME_MAX + 1];
-	int cur, e;
+	const char *rel = path;	/* below beneath: what the messages name */
+	char rwhy[XFER_TEXT_MAX / 2];
+	int cur, fd, e;
 
 	while (bl > 1 && beneath[bl - 1] == '/')
 		bl--;
@@ -119,65 +100,29 @@ int xfer_open_beneath(const char *beneath, const char *path, int flags, char *wh
 		errno = EINVAL;
 		return -1;
 	}
-	cur = open(bl ? beneath : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cur = open(bl ? beneath : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cur < 0) {
 		e = errno;
 		snprintf(why, whylen, "cannot open %s: %s", bl ? beneath : "/", strerror(e));
 		errno = e;
 		return -1;
 	}
-	p += bl;
-	while (*p == '/')
-		p++;
-	if (!*p) {	/* path is beneath itself */
-		int fd = openat(cur, ".", flags | O_CLOEXEC);
-
-		e = errno;
-		close(cur);
-		errno = e;
-		if (fd < 0)
-			snprintf(why, whylen, "cannot open %s: %s", path, strerror(e));
-		return fd;
+	rel += bl;
+	while (*rel == '/')
+		rel++;
+	/* Below beneath, nothing is followed (common/resolve.h). */
+	fd = resolve_open(cur, rel, flags, 0, 0, rwhy, sizeof(rwhy));
+	e = errno;
+	close(cur);
+	if (fd < 0) {
+		if (e == ELOOP)
+			snprintf(why, whylen, "%s; stagehand does not follow links in #DATA "
+				 "directories: nothing is copied through it", rwhy);
+		else
+			snprintf(why, whylen, "%s", rwhy);
 	}
-	while (*p) {
-		size_t n = strcspn(p, "/");
-		int last, next;
-
-		if (n > NAME_MAX) {
-			snprintf(why, whylen, "a component of %s is longer than %d bytes", path,
-				 NAME_MAX);
-			close(cur);
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		p += n;
-		while (*p == '/')
-			p++;
-		last = *p == '\0';
-		if (strcmp(comp, ".") == 0 && !last)
-			continue;
-		if (strcmp(comp, "..") == 0) {
-			snprintf(why, whylen, "'..' in %s is not allowed", path);
-			close(cur);
-			errno = EINVAL;
-			return -1;
-		}
-		/* O_PATH: a directory the owner may search but not list is still crossed. */
-		next = last ? openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC)
-			    : openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (next < 0) {
-			e = errno;
-			_beneath_why(cur, comp, path, e, why, whylen);
-			close(cur);
-			errno = e;
-			return -1;
-		}
-		close(cur);
-		cur = next;
-	}
-	return cur;
+	errno = e;
+	return fd;
 }
 
 int xfer_open_source(const struct xfer_ctx *ctx, struct stat *st, char *msg, size_t msglen)

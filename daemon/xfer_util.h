@@ -43,11 +43,11 @@ void xfer_mkdir_why(const char *path, int e, char *why, size_t whylen);
 /*
  * Open path, which lies below the directory beneath (an absolute path the
  * site controls: a scratch root or the job's working directory), without
- * following a symbolic link in any component below beneath: every component
- * is opened with openat(O_NOFOLLOW) from the one before it, the last with
- * flags | O_NOFOLLOW. beneath itself is opened normally; beneath "/" checks
- * every component. Returns a descriptor the caller owns, or -1 with errno set
- * and why saying which component failed and how (a symbolic link is named,
+ * following a symbolic link in any component below beneath: beneath itself
+ * is opened normally ("/" checks every component), the rest with
+ * resolve_open (common/resolve.h), the last with flags. Returns a
+ * descriptor the caller owns, or -1 with errno set and why naming the
+ * component that failed, in path below beneath, and how (a symbolic link
  * with its target).
  */
 int xfer_open_beneath(const char *beneath, const char *path, int flags, char *why,

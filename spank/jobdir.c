@@ -5,104 +5,45 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/resolve.h"
 #include "common/xattr.h"
 #include "jobdir.h"
 
-#define OPEN_DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-
-/* Explain why openat() of one component failed. */
-static void _why(int dirfd, const char *comp, const char *path, int e,
-		 char *err, size_t errlen)
-{
-	struct stat st;
-
-	if ((e == ELOOP || e == ENOTDIR) &&
-	    fstatat(dirfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (S_ISLNK(st.st_mode)) {
-			snprintf(err, errlen, "'%s' in '%s' is a symbolic link; stagehand "
-				 "does not follow links when it creates job directories: "
-				 "remove the link or name a real directory", comp, path);
-			return;
-		}
-		if (!S_ISDIR(st.st_mode)) {
-			snprintf(err, errlen, "'%s' in '%s' exists and is not a directory",
-				 comp, path);
-			return;
-		}
-	}
-	snprintf(err, errlen, "cannot open '%s' in '%s': %s", comp, path, strerror(e));
-}
-
 int jobdir_open(int basefd, const char *path, char *err, size_t errlen)
 {
-	char comp[256];
-	const char *p = path;
-	int cur;
+	char why[512];
+	int root = basefd, fd, e;
 
 	if (path == NULL || *path == '\0') {
 		snprintf(err, errlen, "empty directory name");
 		return -1;
 	}
-	if (*p == '/') {
-		cur = open("/", OPEN_DIR_FLAGS);
-		while (*p == '/')
-			p++;
-	} else {
-		cur = openat(basefd, ".", OPEN_DIR_FLAGS);
-	}
-	if (cur < 0) {
-		snprintf(err, errlen, "cannot open the starting directory of '%s': %s",
-			 path, strerror(errno));
-		return -1;
-	}
-	while (*p) {
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - p) : strlen(p);
-		if (n >= sizeof(comp)) {
-			snprintf(err, errlen, "a component of '%s' is longer than %zu bytes",
-				 path, sizeof(comp) - 1);
-			close(cur);
+	if (*path == '/') {
+		root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (root < 0) {
+			snprintf(err, errlen, "cannot open the starting directory of '%s': %s",
+				 path, strerror(errno));
 			return -1;
 		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		p += n;
-		while (*p == '/')
-			p++;
-		if (n == 0 || strcmp(comp, ".") == 0)
-			continue;
-		if (strcmp(comp, "..") == 0) {
-			snprintf(err, errlen, "'..' in '%s' is not allowed", path);
-			close(cur);
-			return -1;
-		}
-		int next = openat(cur, comp, OPEN_DIR_FLAGS);
-		if (next < 0 && errno == ENOENT) {
-			if (mkdirat(cur, comp, 0777) < 0 && errno != EEXIST) {
-				snprintf(err, errlen, "cannot create '%s' in '%s': %s", comp,
-					 path, strerror(errno));
-				close(cur);
-				return -1;
-			}
-			/* Re-open: whatever is there now (ours, or a racing
-			 * creator's) passes the same no-link check. */
-			next = openat(cur, comp, OPEN_DIR_FLAGS);
-		}
-		if (next < 0) {
-			_why(cur, comp, path, errno, err, errlen);
-			close(cur);
-			return -1;
-		}
-		close(cur);
-		cur = next;
+		while (*path == '/')
+			path++;
 	}
-	return cur;
+	fd = resolve_open(root, path, O_RDONLY, 0777, RESOLVE_OPEN_MKDIR, why, sizeof(why));
+	e = errno;
+	if (root != basefd)
+		close(root);
+	if (fd < 0 && e == ELOOP)
+		snprintf(err, errlen, "%s; stagehand does not follow links when it creates job "
+			 "directories: remove the link or name a real directory", why);
+	else if (fd < 0)
+		snprintf(err, errlen, "%s", why);
+	errno = e;
+	return fd;
 }
 
 int jobdir_label(int fd, const char *ns, const char *policy, unsigned long job_id,

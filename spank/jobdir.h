@@ -2,7 +2,7 @@
  * jobdir.h - create a job's declared directories and label them.
  *
  * Owns: "mkdir -p" below a base directory that never follows a symlink
- * (each component is opened with openat(O_NOFOLLOW|O_DIRECTORY)), and the
+ * (resolve_open with RESOLVE_OPEN_MKDIR, common/resolve.h), and the
  * user.stagehand.* labels written on the directory's own descriptor.
  * Must never: follow a symlink, climb above the base ('..' is refused), or
  * change the identity it runs with (jobdir_open's caller is already the job

@@ -445,3 +445,47 @@ EOF
 	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
 	[[ "$(job_requests "$j" | jq -r 'select(.action == "archive") | .error')" =~ "symbolic link" ]]
 }
+
+@test "keep=no and out/ (a middle component) swapped for a relative link to another tree of the user's: nothing archived, nothing deleted through it" {
+	install -d -o shtest -g shtest "$WD/elsewhere/results"
+	for i in 1 2 3; do runuser -u shtest -- bash -c "echo $i > '$WD/elsewhere/results/f$i.txt'"; done
+	# A relative link that stays below the work directory: RESOLVE_BENEATH
+	# alone would let it through; only the no-link rule refuses it.
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=out/results keep=no
+echo data > out/results/a.txt
+rm -rf out && ln -s elsewhere out
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 60
+	wait_for 60 archive_request_made "$j"
+	wait_for 60 after_job_settled "$j"
+	[ "$(ls "$WD/elsewhere/results" | tr '\n' ' ')" = "f1.txt f2.txt f3.txt " ]
+	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
+	err=$(job_requests "$j" | jq -r 'select(.action == "archive") | .error')
+	echo "$err"
+	[[ $err == *"'out' in '"*"/out/results' is a symbolic link (to 'elsewhere')"* ]]
+}
+
+@test "results/ swapped for a link through /proc/self/root (a magic link): refused, nothing archived or deleted" {
+	install -d -o shtest -g shtest "$WD/elsewhere/results"
+	runuser -u shtest -- bash -c "echo foreign > '$WD/elsewhere/results/f.txt'"
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA archive=results/ keep=no
+echo data > results/a.txt
+rm -rf results && ln -s /proc/self/root$WD/elsewhere/results results
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 60
+	wait_for 60 archive_request_made "$j"
+	wait_for 60 after_job_settled "$j"
+	[ "$(cat "$WD/elsewhere/results/f.txt")" = foreign ]
+	[ -z "$(find "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j" -type f 2>/dev/null | head -1)" ]
+	err=$(job_requests "$j" | jq -r 'select(.action == "archive") | .error')
+	echo "$err"
+	[[ $err == *"'results' in '"*"/results' is a symbolic link (to '/proc/self/root/"* ]]
+}

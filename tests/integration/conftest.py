@@ -448,6 +448,9 @@ def bound_cred(method, target, body=b"", user=None, when=None):
 def run_cli(binary, args, user=None, env=None, timeout=120):
     """Run the stagehand CLI (as user); returns CompletedProcess with text."""
     e = {"PATH": "/usr/bin:/bin", "LANG": "C"}
+    # The path resolver's way, when a run forces it (README.md), reaches the CLI too.
+    if os.environ.get("STAGEHAND_RESOLVE"):
+        e["STAGEHAND_RESOLVE"] = os.environ["STAGEHAND_RESOLVE"]
     e.update(env or {})
     kw = {}
     if user:
