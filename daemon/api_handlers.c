@@ -13,6 +13,7 @@
 
 #include "api_audit.h"
 #include "api_bb.h"
+#include "api_drain.h"
 #include "api_labels.h"
 #include "api_mover.h"
 #include "api_decode.h"
@@ -197,6 +198,8 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 			"filesystems", ps.controllers, "held", ps.held, "rate", ps.rate,
 			"idle_bandwidth", ps.idle, "capacity", ps.capacity, "backoffs",
 			(json_int_t)ps.backoffs));
+		/* An admin's drain: the daemon is up and accepts requests, so "ok". */
+		json_object_set_new(out->body, "drain", api_drain_state(d));
 	}
 }
 
@@ -843,6 +846,8 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 			api_error(out, 405, "method %s not allowed here", method);
 		else
 			api_error(out, 404, "no such path: %.200s", url);
+	} else if (strcmp(seg[1], "drain") == 0 && nseg == 2) {
+		api_drain(d, who, method, jb, out);
 	} else if (strcmp(seg[1], "audit") == 0 && nseg == 2) {
 		if (is_get)
 			api_audit(d, who, c, out);

@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "queue.h"
+#include "queue_drain.h"
 #include "queue_pool.h"
 #include "queue_private.h"
 #include "queue_shards.h"
@@ -354,12 +355,13 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	/* Databases made before fair dispatch, the audit export or notifications lack
+	/* Databases made before fair dispatch, the audit export, notifications or drain lack
 	   their tables and indexes; harmless to repeat. */
 	if (qp_exec(q, _schema_fair, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_ranges, err, errlen) < 0 ||
-	    qp_exec(q, queue_pool_schema, err, errlen) < 0)
+	    qp_exec(q, queue_pool_schema, err, errlen) < 0 ||
+	    qp_exec(q, queue_drain_schema, err, errlen) < 0)
 		goto fail;
 	return q;
 fail:
