@@ -992,6 +992,7 @@ int cmd_health(int argc, char **argv)
 				printf("\n");
 			}
 			_print_yield(resp);
+			client_print_drain(stdout, json_object_get(resp, "drain"));
 		}
 		if (!st || strcmp(st, "ok"))
 			rc = EXIT_REFUSED;

@@ -10,6 +10,7 @@
 
 #include <getopt.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -69,5 +70,12 @@ enum id_kind client_parse_id(const char *s, unsigned long long *out);
 /* snprintf of an API path; the paths used always fit. */
 int client_path_fmt(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * One line on an admin's drain from a drain state (GET /v1/drain, or
+ * /v1/health's "drain"): since when, by whom, why, how many transfers still
+ * run. Nothing when not drained. drain.c.
+ */
+void client_print_drain(FILE *fp, const json_t *state);
 
 #endif /* STAGEHAND_CLI_CLIENT_INT_H */
