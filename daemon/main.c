@@ -412,7 +412,8 @@ int main(int argc, char **argv)
 	d.bucket = xfer_bucket_create(d.conf->bandwidth_cap);
 	d.metrics = metrics_create();
 	d.pool = worker_pool_create(&d);
-	/* Archives that ended up to 5 minutes before this start are still announced. */
+	/* Outcomes (archives, failed stage-ins and stage-outs) up to 5 minutes before
+	   this start are still announced. */
 	d.notify = notify_create((int64_t)d.started - 300);
 	d.movers = mover_exec_create(&d);
 	d.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
