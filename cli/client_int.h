@@ -78,4 +78,19 @@ int client_path_fmt(char *buf, size_t len, const char *fmt, ...)
  */
 void client_print_drain(FILE *fp, const json_t *state);
 
+/* One line on how after-job transfers share the file systems with jobs (/v1/health). */
+void client_print_yield(const json_t *health);
+
+/* 'stagehand status' without an id (status_list.c). */
+struct status_list {
+	int days;                    /* failed ones of the last days (--days, default 7) */
+	int all_states;              /* --all: every request, finished ones too */
+	const char *user;            /* --user NAME|UID, or NULL */
+	int admin;                   /* the daemon says the caller is an admin: every user's */
+};
+/* The API path for sl into buf. 0, or -1 with a message printed. */
+int status_list_path(char *buf, size_t len, const struct status_list *sl);
+/* Print the daemon's answer to that path. */
+void status_list_print(json_t *resp, const struct status_list *sl);
+
 #endif /* STAGEHAND_CLI_CLIENT_INT_H */

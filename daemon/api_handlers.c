@@ -300,13 +300,33 @@ static void _list(struct daemon *d, const struct api_caller *who, struct MHD_Con
 		api_error(out, 400, "%s", err);
 		return;
 	}
-	if (lq.all) {
+	if (lq.user) {
+		struct passwd pw, *pwp = NULL;
+		char buf[4096];
+		int64_t uid;
+
+		if (api_decode_num(lq.user, 0, &uid) < 0 || uid > 4294967294LL) {
+			if (getpwnam_r(lq.user, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp) {
+				api_error(out, 404, "user=%.64s: no such user", lq.user);
+				return;
+			}
+			uid = pwp->pw_uid;
+		}
+		if (!who->admin && uid != (int64_t)who->uid) {
+			api_error(out, 403, "you may see only your own requests (uid %u); ask an "
+				  "admin (AdminUsers/AdminGroups) for other users'", (unsigned)who->uid);
+			return;
+		}
+		f.uid = uid;
+	} else if (lq.all) {
 		if (!who->admin) {
 			api_error(out, 403, "all=1 is for admins; without it you see your own requests");
 			return;
 		}
 		f.uid = -1;
 	}
+	if (lq.attention_days > 0)
+		f.attention_since = (int64_t)time(NULL) - (int64_t)lq.attention_days * 86400;
 	f.job_id = lq.job_id;
 	if (lq.state && queue_state_from_name(lq.state, &s) == 0)
 		f.state = (int)s;
