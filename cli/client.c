@@ -559,8 +559,14 @@ int cmd_submit(int argc, char **argv)
 static void _status_usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: stagehand status [JOB|rREQ] [--watch] [--json]\n"
-		"Show your requests, one Slurm job's (JOB, e.g. 4711) or one request (rREQ, e.g. r12).\n"
+		"usage: stagehand status [--days N | --all] [--user USER] [--watch] [--json]\n"
+		"       stagehand status JOB|rREQ [--watch] [--items] [--json]\n"
+		"Without an id: your transfers that are not finished, and those that failed in\n"
+		"the last N days (an admin sees every user's). With one: a Slurm job's (JOB,\n"
+		"e.g. 4711) or one request's (rREQ, e.g. r12).\n"
+		"  --days N        failed transfers of the last N days (default 7, at most 3650)\n"
+		"  --all           every request, finished ones too, newest first\n"
+		"  --user USER     one user's (name or uid); other users' need admin rights\n"
 		"  --watch         follow until every request has ended: progress bars on a\n"
 		"                  terminal, JSON lines (one per change) otherwise\n"
 		"  --interval SEC  polling interval for --watch (default 1)\n"
@@ -646,8 +652,10 @@ static int _print_status(json_t *resp, int is_job)
 	return EXIT_OK;
 }
 
-static void _print_yield(const json_t *health);
-
+/*
+ * Long (~120 lines) on purpose: the options, then the three kinds of answer
+ * (a request, a job, the list) from one call each, straight down.
+ */
 int cmd_status(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -655,15 +663,19 @@ int cmd_status(int argc, char **argv)
 		{ "items", no_argument, NULL, 'I' },
 		{ "interval", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'J' },
+		{ "days", required_argument, NULL, 'd' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "user", required_argument, NULL, 'u' },
 		COMMON_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
-	int c, watch = 0, json_out = 0, rc, is_job = 0, items = 0;
+	struct status_list sl = { 7, 0, NULL, 0 };
+	int c, watch = 0, json_out = 0, rc, is_job = 0, items = 0, days_given = 0;
 	double interval = 1.0;
 	unsigned long long id;
-	char path[64] = "/v1/requests";
+	char path[160] = "/v1/requests", *end;
 	struct http *h;
-	json_t *resp;
+	json_t *resp, *health = NULL;
 
 	client_foreach_opt(c, argc, argv, "hw", lo) {
 		if (c == '?')
@@ -672,6 +684,17 @@ int cmd_status(int argc, char **argv)
 		case 'w': watch = 1; break;
 		case 'I': items = 1; break;
 		case 'J': json_out = 1; break;
+		case 'a': sl.all_states = 1; break;
+		case 'u': sl.user = optarg; break;
+		case 'd':
+			sl.days = (int)strtol(optarg, &end, 10);
+			if (*end || end == optarg || sl.days < 1 || sl.days > 3650) {
+				client_errx("status: --days wants a number of days from 1 to 3650, "
+					    "got '%s'", optarg);
+				return EXIT_ENV;
+			}
+			days_given = 1;
+			break;
 		case 'n':
 			if (_interval_arg("status", optarg, &interval) < 0)
 				return EXIT_ENV;
@@ -682,6 +705,14 @@ int cmd_status(int argc, char **argv)
 	}
 	if (argc - optind > 1) {
 		_status_usage(stderr);
+		return EXIT_ENV;
+	}
+	if (argc - optind == 1 && (days_given || sl.all_states || sl.user)) {
+		client_errx("status: --days, --all and --user list requests; give them without an id");
+		return EXIT_ENV;
+	}
+	if (days_given && sl.all_states) {
+		client_errx("status: --all lists every request, of any age: give --days or --all");
 		return EXIT_ENV;
 	}
 	if (argc - optind == 1) {
@@ -705,7 +736,18 @@ int cmd_status(int argc, char **argv)
 	}
 	if (!(h = client_open()))
 		return EXIT_ENV;
+	if (argc == optind) {
+		/* The list: whether the caller is an admin is the daemon's word. */
+		rc = client_call(h, "GET", "/v1/health", NULL, &health, NULL);
+		sl.admin = json_is_true(json_object_get(health, "admin"));
+		if (rc != EXIT_OK || status_list_path(path, sizeof(path), &sl) < 0) {
+			json_decref(health);
+			http_close(h);
+			return rc != EXIT_OK ? rc : EXIT_ENV;
+		}
+	}
 	if (watch) {
+		json_decref(health);
 		rc = _watch(h, path, interval, json_out);
 		http_close(h);
 		return rc;
@@ -714,18 +756,18 @@ int cmd_status(int argc, char **argv)
 	if (rc == EXIT_OK) {
 		if (json_out)
 			_print_json(resp);
+		else if (argc == optind)
+			status_list_print(resp, &sl);
 		else
 			rc = _print_status(resp, is_job);
 	}
 	json_decref(resp);
-	if (rc == EXIT_OK && !json_out && argc == optind) {
-		/* Your requests: and how fast after-job ones may go now. */
-		json_t *hr = NULL;
-
-		if (client_call(h, "GET", "/v1/health", NULL, &hr, NULL) == EXIT_OK)
-			_print_yield(hr);
-		json_decref(hr);
+	if (rc == EXIT_OK && !json_out && health) {
+		/* How fast after-job ones may go now, and whether anything moves at all. */
+		client_print_yield(health);
+		client_print_drain(stdout, json_object_get(health, "drain"));
 	}
+	json_decref(health);
 	http_close(h);
 	return rc;
 }
@@ -921,8 +963,7 @@ int cmd_retry(int argc, char **argv)
 
 /* ---- health ------------------------------------------------------------ */
 
-/* One line on how after-job transfers share the file systems with jobs. */
-static void _print_yield(const json_t *health)
+void client_print_yield(const json_t *health)
 {
 	const json_t *y = json_object_get(health, "yield"), *pc = json_object_get(y, "pace");
 	const char *mode = json_string_value(json_object_get(y, "mode"));
@@ -991,7 +1032,8 @@ int cmd_health(int argc, char **argv)
 						printf(" %s=%" JSON_INTEGER_FORMAT, k, json_integer_value(v));
 				printf("\n");
 			}
-			_print_yield(resp);
+			client_print_yield(resp);
+			client_print_drain(stdout, json_object_get(resp, "drain"));
 		}
 		if (!st || strcmp(st, "ok"))
 			rc = EXIT_REFUSED;

@@ -10,6 +10,7 @@
 
 #include <getopt.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -69,5 +70,27 @@ enum id_kind client_parse_id(const char *s, unsigned long long *out);
 /* snprintf of an API path; the paths used always fit. */
 int client_path_fmt(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * One line on an admin's drain from a drain state (GET /v1/drain, or
+ * /v1/health's "drain"): since when, by whom, why, how many transfers still
+ * run. Nothing when not drained. drain.c.
+ */
+void client_print_drain(FILE *fp, const json_t *state);
+
+/* One line on how after-job transfers share the file systems with jobs (/v1/health). */
+void client_print_yield(const json_t *health);
+
+/* 'stagehand status' without an id (status_list.c). */
+struct status_list {
+	int days;                    /* failed ones of the last days (--days, default 7) */
+	int all_states;              /* --all: every request, finished ones too */
+	const char *user;            /* --user NAME|UID, or NULL */
+	int admin;                   /* the daemon says the caller is an admin: every user's */
+};
+/* The API path for sl into buf. 0, or -1 with a message printed. */
+int status_list_path(char *buf, size_t len, const struct status_list *sl);
+/* Print the daemon's answer to that path. */
+void status_list_print(json_t *resp, const struct status_list *sl);
 
 #endif /* STAGEHAND_CLI_CLIENT_INT_H */

@@ -29,6 +29,8 @@ int cmd_retry(int argc, char **argv);
 int cmd_job_end(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 int cmd_audit(int argc, char **argv);   /* audit.c */
+int cmd_drain(int argc, char **argv);   /* drain.c: admins, before maintenance */
+int cmd_resume(int argc, char **argv);
 
 /* Burst-buffer hooks' client (bb.c). */
 int cmd_bb(int argc, char **argv);

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -295,6 +296,33 @@ static void _check_plugstack(struct doctor *dr, const struct _slurm_facts *f)
 
 /* ---- the daemon, MUNGE ---- */
 
+/* An admin's drain (stagehand drain): a warning, since transfers wait until resume. */
+static void _check_drain(struct doctor *dr, const json_t *st)
+{
+	const char *reason = json_string_value(json_object_get(st, "reason"));
+	time_t since = (time_t)json_integer_value(json_object_get(st, "since"));
+	struct tm tm;
+	char when[64] = "?";
+
+	if (!json_is_object(st)) {
+		doctor_add(dr, "drain", DOC_SKIP, NULL, "stagehandd %s does not report a drain "
+			   "state", dr->daemon_version);
+		return;
+	}
+	if (!json_is_true(json_object_get(st, "drained"))) {
+		doctor_add(dr, "drain", DOC_OK, NULL, "not drained: transfers start as queued");
+		return;
+	}
+	if (localtime_r(&since, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", &tm);
+	doctor_add(dr, "drain", DOC_WARN, "run 'stagehand resume' when the maintenance is over",
+		   "stagehandd is drained since %s by uid %" JSON_INTEGER_FORMAT "%s%.200s: no "
+		   "new transfers start (%" JSON_INTEGER_FORMAT " still running); requests "
+		   "and jobs wait", when, json_integer_value(json_object_get(st, "by")),
+		   reason && *reason ? ": " : "", reason ? reason : "",
+		   json_integer_value(json_object_get(st, "running")));
+}
+
 static void _check_daemon(struct doctor *dr, const char *server, const char *sock)
 {
 	struct dclient_target t;
@@ -340,6 +368,7 @@ static void _check_daemon(struct doctor *dr, const char *server, const char *soc
 			doctor_add(dr, "daemon", DOC_WARN, "install the same stagehand version on "
 				   "every host", "stagehandd is %s but this stagehand is %s",
 				   dr->daemon_version, PACKAGE_VERSION);
+		_check_drain(dr, json_object_get(j, "drain"));
 	}
 	json_decref(j);
 	dclient_resp_free(&resp);

@@ -1,7 +1,7 @@
 /*
  * main.c - stagehand command dispatch. One program for users (check,
- * status, tags), admins (queue, retry, cancel, policy) and epilog hooks
- * (job-end); each subcommand lives in its own file.
+ * status, tags), admins (queue, retry, cancel, drain, resume, policy) and
+ * epilog hooks (job-end); each subcommand lives in its own file.
  */
 #include "config.h"
 
@@ -25,6 +25,8 @@ static const struct command _commands[] = {
 	{ "queue", cmd_queue, "list every user's requests (admins)" },
 	{ "cancel", cmd_cancel, "cancel a request (rN) or a job's unfinished requests" },
 	{ "retry", cmd_retry, "re-queue a failed request (rN) or a job's failed requests" },
+	{ "drain", cmd_drain, "stop new transfers before maintenance; running ones finish (admins)" },
+	{ "resume", cmd_resume, "let transfers start again after a drain (admins)" },
 	{ "job-end", cmd_job_end, "tell the daemon a job ended (epilog hooks; root)" },
 	{ "health", cmd_health, "ask whether stagehandd is up" },
 	{ "audit", cmd_audit, "bytes and files moved per job, user or file (your own; admins all)" },

@@ -136,6 +136,7 @@ int api_decode_list(api_arg_fn arg, void *cls, int (*is_state)(const char *name)
 {
 	const char *job = arg(cls, "job"), *state = arg(cls, "state");
 	const char *all = arg(cls, "all"), *limit = arg(cls, "limit");
+	const char *attention = arg(cls, "attention");
 	int64_t v;
 
 	memset(q, 0, sizeof(*q));
@@ -162,6 +163,19 @@ int api_decode_list(api_arg_fn arg, void *cls, int (*is_state)(const char *name)
 			return -1;
 		}
 		q->limit = (int)v;
+	}
+	if (attention) {
+		if (api_decode_id(attention, &v) < 0 || v > API_ATTENTION_DAYS_MAX) {
+			snprintf(err, errlen, "attention must be a number of days from 1 to %d",
+				 API_ATTENTION_DAYS_MAX);
+			return -1;
+		}
+		q->attention_days = (int)v;
+	}
+	q->user = arg(cls, "user");
+	if (q->user && !*q->user) {
+		snprintf(err, errlen, "user= needs a user name or uid");
+		return -1;
 	}
 	return 0;
 }

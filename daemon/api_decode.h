@@ -22,6 +22,7 @@
 #define API_PATH_MAX 256	/* longer paths are 404 */
 #define API_SEG_MAX 6		/* more segments are 404 */
 #define API_LIST_LIMIT_MAX 100000
+#define API_ATTENTION_DAYS_MAX 3650  /* attention=N: ten years */
 
 /* A request path split at '/'. seg[] point into buf. */
 struct api_path {
@@ -65,6 +66,10 @@ struct api_list_query {
 	int64_t job_id;        /* job=J, 0 when absent */
 	const char *state;     /* state=S, a state name, or NULL */
 	int limit;             /* limit=N, default 1000 */
+	int attention_days;    /* attention=N (1..3650): unfinished requests and those failed
+				  in the last N days only; 0 when absent */
+	const char *user;      /* user=NAME or user=UID (borrowed), or NULL: the handler
+				  resolves it and checks who may ask */
 };
 
 /*

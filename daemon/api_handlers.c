@@ -13,6 +13,7 @@
 
 #include "api_audit.h"
 #include "api_bb.h"
+#include "api_drain.h"
 #include "api_labels.h"
 #include "api_mover.h"
 #include "api_decode.h"
@@ -197,6 +198,8 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 			"filesystems", ps.controllers, "held", ps.held, "rate", ps.rate,
 			"idle_bandwidth", ps.idle, "capacity", ps.capacity, "backoffs",
 			(json_int_t)ps.backoffs));
+		/* An admin's drain: the daemon is up and accepts requests, so "ok". */
+		json_object_set_new(out->body, "drain", api_drain_state(d));
 	}
 }
 
@@ -297,13 +300,33 @@ static void _list(struct daemon *d, const struct api_caller *who, struct MHD_Con
 		api_error(out, 400, "%s", err);
 		return;
 	}
-	if (lq.all) {
+	if (lq.user) {
+		struct passwd pw, *pwp = NULL;
+		char buf[4096];
+		int64_t uid;
+
+		if (api_decode_num(lq.user, 0, &uid) < 0 || uid > 4294967294LL) {
+			if (getpwnam_r(lq.user, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp) {
+				api_error(out, 404, "user=%.64s: no such user", lq.user);
+				return;
+			}
+			uid = pwp->pw_uid;
+		}
+		if (!who->admin && uid != (int64_t)who->uid) {
+			api_error(out, 403, "you may see only your own requests (uid %u); ask an "
+				  "admin (AdminUsers/AdminGroups) for other users'", (unsigned)who->uid);
+			return;
+		}
+		f.uid = uid;
+	} else if (lq.all) {
 		if (!who->admin) {
 			api_error(out, 403, "all=1 is for admins; without it you see your own requests");
 			return;
 		}
 		f.uid = -1;
 	}
+	if (lq.attention_days > 0)
+		f.attention_since = (int64_t)time(NULL) - (int64_t)lq.attention_days * 86400;
 	f.job_id = lq.job_id;
 	if (lq.state && queue_state_from_name(lq.state, &s) == 0)
 		f.state = (int)s;
@@ -843,6 +866,8 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 			api_error(out, 405, "method %s not allowed here", method);
 		else
 			api_error(out, 404, "no such path: %.200s", url);
+	} else if (strcmp(seg[1], "drain") == 0 && nseg == 2) {
+		api_drain(d, who, method, jb, out);
 	} else if (strcmp(seg[1], "audit") == 0 && nseg == 2) {
 		if (is_get)
 			api_audit(d, who, c, out);

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "conf.h"
@@ -36,6 +37,9 @@ struct daemon {
 	struct metrics_http *mhttp;  /* MetricsAddress server; NULL = off */
 	struct notify *notify;       /* NotifyCommand children (main loop only) */
 	atomic_int draining;         /* 1 after SIGTERM: no new transfers */
+	_Atomic int64_t drained;     /* 0, or since when (epoch s) an admin drained the daemon
+					(stagehand drain; queue_drain.h holds why): no new
+					transfers until resume, the rest goes on */
 	int wake_fd;                 /* eventfd: write 1 to wake the main loop */
 	time_t started;              /* for logs */
 };

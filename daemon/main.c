@@ -32,6 +32,7 @@
 #include "mover_exec.h"
 #include "notify.h"
 #include "queue.h"
+#include "queue_drain.h"
 #include "resolve.h"
 #include "sdnotify.h"
 #include "userdir.h"
@@ -213,6 +214,33 @@ static void _reload(struct daemon *d)
 	conf_destroy(old);
 }
 
+/* An admin's drain outlives a restart: no transfer starts until 'stagehand resume'. */
+static int _drained_at_start(struct daemon *d)
+{
+	struct queue_drain qd;
+	char err[512];
+	int rc = queue_drain_get(d->q, &qd, err, sizeof(err));
+
+	if (rc < 0) {
+		log_err("cannot read the drain state: %s", err);
+		return -1;
+	}
+	if (rc == 1) {
+		time_t t = (time_t)qd.since;
+		struct tm tm;
+		char when[32] = "?";
+
+		if (gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		atomic_store(&d->drained, qd.since);
+		log_warn("drained since %s by uid %lld%s%s: no transfer starts until "
+			 "'stagehand resume'", when, (long long)qd.by_uid,
+			 *qd.reason ? ": " : "", qd.reason);
+		queue_drain_free(&qd);
+	}
+	return 0;
+}
+
 static void _schedule(struct daemon *d, int64_t now)
 {
 	char err[512];
@@ -220,7 +248,9 @@ static void _schedule(struct daemon *d, int64_t now)
 	if (queue_requeue_due(d->q, now, err, sizeof(err)) < 0)
 		log_err("requeue of due retries failed: %s", err);
 	worker_pool_check_cancelled(d->pool);
-	while (worker_pool_busy(d->pool) < d->conf->workers) {
+	/* Drained by an admin: what runs finishes, nothing new is claimed (checked
+	   on each claim, so a drain during this loop stops it at once). */
+	while (!atomic_load(&d->drained) && worker_pool_busy(d->pool) < d->conf->workers) {
 		struct queue_request *r = NULL;
 		/* Stage-in is never starved by archives: those get ArchiveWorkers at most. */
 		int after_ok = worker_pool_busy_after_job(d->pool) < d->conf->archive_workers;
@@ -378,10 +408,13 @@ int main(int argc, char **argv)
 	}
 	if (nreq || nitems)
 		log_info("recovery: %d interrupted requests and %d files queued again", nreq, nitems);
+	if (_drained_at_start(&d) < 0)
+		goto out_queue;
 	d.bucket = xfer_bucket_create(d.conf->bandwidth_cap);
 	d.metrics = metrics_create();
 	d.pool = worker_pool_create(&d);
-	/* Archives that ended up to 5 minutes before this start are still announced. */
+	/* Outcomes (archives, failed stage-ins and stage-outs) up to 5 minutes before
+	   this start are still announced. */
 	d.notify = notify_create((int64_t)d.started - 300);
 	d.movers = mover_exec_create(&d);
 	d.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

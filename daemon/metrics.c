@@ -213,6 +213,16 @@ char *metrics_render(struct daemon *d)
 	     "stagehand_up 1\n");
 	_add(&b, "# HELP stagehand_draining 1 while stagehandd is shutting down.\n"
 	     "# TYPE stagehand_draining gauge\nstagehand_draining %d\n", atomic_load(&d->draining));
+	{
+		int64_t since = atomic_load(&d->drained);
+
+		_add(&b, "# HELP stagehand_drained 1 while an admin has drained stagehandd "
+		     "(stagehand drain): no new transfers start, running ones finish.\n"
+		     "# TYPE stagehand_drained gauge\nstagehand_drained %d\n"
+		     "# HELP stagehand_drained_since_seconds When the drain began (Unix time), "
+		     "0 when not drained.\n# TYPE stagehand_drained_since_seconds gauge\n"
+		     "stagehand_drained_since_seconds %lld\n", since != 0, (long long)since);
+	}
 	if (queue_count_states(d->q, counts, err, sizeof(err)) == 0) {
 		_add(&b, "# HELP stagehand_requests Transfer requests by state (queue depth).\n"
 		     "# TYPE stagehand_requests gauge\n");

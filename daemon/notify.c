@@ -80,7 +80,8 @@ static void _take(const struct queue_notice *q, void *arg)
 	snprintf(e->src, sizeof(e->src), "%s", q->source ? q->source : "");
 	snprintf(e->dst, sizeof(e->dst), "%s", q->dest ? q->dest : "");
 	_var(e, "PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-	_var(e, "STAGEHAND_EVENT", "archive");
+	/* The kind: archive (done or failed), stage_in or stage_out (failed). */
+	_var(e, "STAGEHAND_EVENT", q->action ? q->action : "archive");
 	_var(e, "STAGEHAND_STATE", state);
 	_var(e, "STAGEHAND_JOB_ID", e->job);
 	_var(e, "STAGEHAND_USER", e->user);

@@ -1,13 +1,16 @@
 /*
  * notify.h - NotifyCommand: run a site program when an archive request is
- * done or has failed for good (hold mode's "your archive is safe" or "your
- * archive failed"; docs/admin-guide.md, "Notifications").
+ * done or has failed for good, or a stage-in or stage-out has failed for
+ * good (hold mode's "your archive is safe" or "your data failed": Slurm
+ * refuses updates of ended jobs, so nothing else reaches the user;
+ * docs/admin-guide.md, "Notifications").
  *
  * Owns: the children it starts (at most NOTIFY_MAX at once), their
  * deadlines (NotifyTimeout, then SIGKILL to the child's process group) and
  * the first bytes of their stderr for the log. The program gets the job,
  * user, state and paths as arguments and as STAGEHAND_* environment
- * variables (nothing else of the daemon's environment).
+ * variables, the kind (archive, stage_in, stage_out) as STAGEHAND_EVENT
+ * (nothing else of the daemon's environment).
  *
  * Must never: use a shell, block the main loop (posix_spawn, WNOHANG,
  * non-blocking reads), or announce one outcome of a request twice (the notices table).
@@ -23,7 +26,7 @@
 
 struct notify;
 
-/* A new notifier; archives that ended since 'since' (epoch s) are announced. NULL on OOM. */
+/* A new notifier; requests that ended since 'since' (epoch s) are announced. NULL on OOM. */
 struct notify *notify_create(int64_t since);
 /* Main loop, each turn: reap, enforce deadlines, start the next notices. */
 void notify_tick(struct notify *n, struct daemon *d, int64_t now_ms);

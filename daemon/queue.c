@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "queue.h"
+#include "queue_drain.h"
 #include "queue_pool.h"
 #include "queue_private.h"
 #include "queue_shards.h"
@@ -354,12 +355,13 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	/* Databases made before fair dispatch, the audit export or notifications lack
+	/* Databases made before fair dispatch, the audit export, notifications or drain lack
 	   their tables and indexes; harmless to repeat. */
 	if (qp_exec(q, _schema_fair, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_ranges, err, errlen) < 0 ||
-	    qp_exec(q, queue_pool_schema, err, errlen) < 0)
+	    qp_exec(q, queue_pool_schema, err, errlen) < 0 ||
+	    qp_exec(q, queue_drain_schema, err, errlen) < 0)
 		goto fail;
 	return q;
 fail:
@@ -590,7 +592,10 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
 
 	st = qp_read(q, "SELECT " REQ_COLS " FROM requests WHERE (?1 < 0 OR uid=?1)"
 		   " AND (?2 = 0 OR job_id=?2) AND (?3 IS NULL OR state=?3)"
-		   " AND (?4 IS NULL OR action=?4) ORDER BY id DESC LIMIT ?5", err, errlen);
+		   " AND (?4 IS NULL OR action=?4)"
+		   " AND (?6 <= 0 OR state IN ('queued','running','verifying')"
+		   "  OR (state IN ('failed_retryable','failed_final') AND updated >= ?6))"
+		   " ORDER BY id DESC LIMIT ?5", err, errlen);
 	if (!st)
 		return -1;
 	sqlite3_bind_int64(st, 1, f->uid);
@@ -598,6 +603,7 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
 	qp_bind_text(st, 3, f->state >= 0 ? queue_state_name((enum queue_state)f->state) : NULL);
 	qp_bind_text(st, 4, f->action);
 	sqlite3_bind_int(st, 5, f->limit > 0 ? f->limit : -1);
+	sqlite3_bind_int64(st, 6, f->attention_since);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct queue_request *r = _row_request(st);
 		int stop;

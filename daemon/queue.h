@@ -135,6 +135,9 @@ struct queue_filter {
 	int state;                  /* -1 = any, else enum queue_state */
 	const char *action;         /* NULL = any */
 	int limit;                  /* 0 = no limit */
+	int64_t attention_since;    /* > 0: only what needs attention: unfinished requests
+				       (queued, running, verifying) and those that failed
+				       (failed_*) at or after this (epoch s); 0 = any */
 };
 /*
  * Calls fn for each match, newest first; stops when fn returns non-zero.

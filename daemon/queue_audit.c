@@ -102,9 +102,12 @@ int queue_notice_next(struct queue *q, int64_t since,
 	int rc;
 
 	qp_begin(q);
+	/* Archives when done or failed; stage-in and stage-out when failed (nothing
+	   else tells a user whose job has ended, or waits held, with no one looking). */
 	st = qp_prep(q, "SELECT r.id, COALESCE(r.job_id, 0), r.uid, r.user, r.state, r.source,"
-		     " r.dest, r.error, r.files_done, r.bytes_done FROM requests r"
-		     " WHERE r.action = 'archive' AND r.state IN ('done', 'failed_final')"
+		     " r.dest, r.error, r.files_done, r.bytes_done, r.action FROM requests r"
+		     " WHERE ((r.action = 'archive' AND r.state IN ('done', 'failed_final'))"
+		     " OR (r.action IN ('stage_in', 'stage_out') AND r.state = 'failed_final'))"
 		     " AND r.updated >= ?1 AND NOT EXISTS (SELECT 1 FROM notices n"
 		     " WHERE n.request_id = r.id AND n.state = r.state)"
 		     " ORDER BY r.updated, r.id LIMIT 1", err, errlen);
@@ -132,6 +135,7 @@ int queue_notice_next(struct queue *q, int64_t since,
 	n.error = (const char *)sqlite3_column_text(st, 7);
 	n.files = sqlite3_column_int64(st, 8);
 	n.bytes = sqlite3_column_int64(st, 9);
+	n.action = (const char *)sqlite3_column_text(st, 10);
 	ins = qp_prep(q, "INSERT INTO notices (request_id, state, at) VALUES (?1, ?2, ?3)", err,
 		      errlen);
 	if (!ins) {

@@ -58,17 +58,18 @@ int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 int queue_audit_under(struct queue *q, const char *root, int src, int64_t *files,
 		      int64_t *bytes, char *err, size_t errlen);
 
-/* A finished archive request whose outcome is not announced yet (notify.c).
-   Strings borrowed. */
+/* A finished request whose outcome is not announced yet (notify.c). Strings borrowed. */
 struct queue_notice {
 	int64_t id, job_id, uid;
+	const char *action;          /* archive, stage_in or stage_out */
 	const char *user, *state, *source, *dest, *error;
 	int64_t files, bytes;
 };
 
 /*
- * The oldest archive request that ended (done or failed_final) at or after
- * since whose outcome is not in the notices table: record it and call fn
+ * The oldest request that ended at or after since - an archive done or
+ * failed_final, a stage_in or stage_out failed_final - whose outcome is
+ * not in the notices table: record it and call fn
  * with it, in one transaction. fn must only copy what it needs (it runs with
  * the queue locked, before the commit); the caller acts after this returns
  * 1, so a crash loses at most one notice and never repeats one. Returns 1

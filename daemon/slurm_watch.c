@@ -41,6 +41,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "queue.h"
+#include "queue_drain.h"
 #include "queue_shards.h"
 #include "slurm_compat.h"
 #include "slurm_jobs.h"
@@ -56,6 +57,8 @@
 #define HS_BB_SETUP  "bb-setup"   /* burst-buffer setup called (api_bb.c): stage it */
 
 static int _slurm_ok;         /* libslurm initialised */
+static char _drained[300];    /* while an admin has drained the daemon: why, for held jobs'
+				 status text (set each tick); "" when not drained */
 static volatile int _ctld_down; /* the last job list failed (main thread writes) */
 static int64_t _last_err_ms;  /* rate limit for "slurmctld unreachable" */
 
@@ -484,8 +487,8 @@ static void _follow(struct daemon *d, const struct sjob *j)
 	} else {
 		int pct = p.bytes_total > 0 ? (int)(100 * p.bytes_done / p.bytes_total) : 0;
 
-		_comment(j, "stagehand: staging %lld/%lld files (%d%%, %s of %s)",
-			 (long long)p.files_done, (long long)p.files_total, pct, hb, ht);
+		_comment(j, "stagehand: staging %lld/%lld files (%d%%, %s of %s)%s",
+			 (long long)p.files_done, (long long)p.files_total, pct, hb, ht, _drained);
 		_set_hold_state(d, j->job_id, HS_STAGING);
 	}
 	free(error);
@@ -511,6 +514,8 @@ static void _follow_bb(struct daemon *d, const struct sjob *j)
 	} else if (!strcmp(state, "failed")) {
 		_comment(j, "stagehand: stage-in failed: %.700s", error ? error : "unknown error");
 		_set_hold_state(d, j->job_id, HS_FAILED);
+	} else if (_drained[0]) {
+		_comment(j, "stagehand: staging%s", _drained);
 	}
 	free(error);
 }
@@ -916,6 +921,30 @@ static int _read_jobs(struct daemon *d, int64_t now_ms, char *err, size_t errlen
 	return 0;
 }
 
+/*
+ * While drained, a held job's status says why its inputs do not move (the
+ * transfer under way, if any, still finishes and the job is released).
+ */
+static void _drain_note(struct daemon *d)
+{
+	struct queue_drain qd;
+	char err[256];
+
+	_drained[0] = '\0';
+	if (!atomic_load(&d->drained))
+		return;
+	if (queue_drain_get(d->q, &qd, err, sizeof(err)) != 1) {
+		snprintf(_drained, sizeof(_drained), "; waiting: stagehandd is drained for "
+			 "maintenance, staging resumes after it");
+		return;
+	}
+	/* A cut reason still reads: the status is a sentence for the user. */
+	snprintf(_drained, sizeof(_drained), "; waiting: stagehandd is drained for maintenance%s"
+		 "%.200s%s, staging resumes after it", *qd.reason ? " (" : "", qd.reason,
+		 *qd.reason ? ")" : "");
+	queue_drain_free(&qd);
+}
+
 static void _tick(struct daemon *d, int64_t now_ms)
 {
 	struct sjob *jobs;
@@ -936,6 +965,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		return;
 	}
 	_ctld_down = 0;
+	_drain_note(d);
 	/* Unchanged or not, every tick derives the same decisions again from the table. */
 	jobs = _cache;
 	n = _ncache;

@@ -71,7 +71,7 @@ def test_submit_wait_and_status_json(stagehand_bin, daemon, data):
     assert last["id"] == rid and last["state"] == "done"
     assert tree_digest(dest) == tree_digest(data["small"])
 
-    p = cli(stagehand_bin, daemon, "status", "--json")
+    p = cli(stagehand_bin, daemon, "status", "--all", "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     mine = {r["id"]: r for r in doc["requests"]}

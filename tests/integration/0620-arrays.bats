@@ -76,8 +76,8 @@ task_field() {
 	}'
 }
 
-status_as() { # the user's 'stagehand status' (every request)
-	run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$@"
+status_as() { # the user's 'stagehand status --all' (every request)
+	run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status --all "$@"
 }
 
 @test "array 1-8%4: per-task %a inputs staged before each task, the shared input once, one archive per task" {
