@@ -33,7 +33,7 @@ status_as() {
 
 # The job's after-job requests in the user's status: "ACTION STATE SOURCE -> DEST" lines.
 after_job_requests() {
-	status_as | awk -v j="$1" '$2 == j && $3 != "stage_in"'
+	status_as --all | awk -v j="$1" '$2 == j && $3 != "stage_in"'
 }
 
 comment_has() {
