@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,7 +23,32 @@
 #include "log.h"
 
 #define MAX_UIDS 1024
-#define MAX_CONNECTIONS 1024         /* per listening socket */
+#define MAX_CONNECTIONS 1024         /* per listening socket, at most */
+#define MIN_CONNECTIONS 64           /* per listening socket, however few descriptors */
+/*
+ * Descriptors kept for all but the API's connections (database, workers'
+ * channels, NotifyCommand pipes, Slurm, MUNGE, the metrics listener). Each
+ * connection takes two: libmicrohttpd's and our dup for the sweeper.
+ */
+#define FD_RESERVE 512
+/*
+ * Near a listener's limit (api.conn_limit) each new connection closes the
+ * one that has waited longest for its next complete request (api.evict_at).
+ * libmicrohttpd at its limit, or out of descriptors, stops accepting, so
+ * without this, peers that never send a request (TCP peers need no
+ * credential to connect) would lock everyone out until ConnectionTimeout;
+ * with it a client that sends its request at once always gets in. The
+ * headroom covers connections already shut down that libmicrohttpd has not
+ * yet closed (it accepts at most 10 per pass).
+ */
+#define EVICT_HEADROOM(limit) ((limit) / 16 > 16 ? (limit) / 16 : 16)
+/*
+ * Per connection, libmicrohttpd keeps the request line and headers in a
+ * pool of this size (its default, said here because the bound depends on
+ * it): a larger header is refused with 431. With MAX_CONNECTIONS this
+ * bounds a listener's header memory at 32 MiB.
+ */
+#define CONN_MEMORY (32 * 1024)
 #define PER_IP_FACTOR 4              /* TCP: connections per address = this x MaxConnectionsPerUser */
 #define REFUSED_GRACE_MS 200         /* a refused client's time to send its request */
 
@@ -40,8 +66,9 @@ struct _conn {
 	gid_t gid;
 	int fd;                      /* our dup of the socket, for the deadline sweeper; -1 none */
 	time_t since;                /* connection start or end of its last request */
-	int cut;                     /* the sweeper shut it down */
+	int cut;                     /* shut down (sweeper, refusal or room for another) */
 	int64_t cut_at_ms;           /* refused: shut it down at this time (ms), 0 = no */
+	int linked;                  /* in api.conns */
 	struct _conn *prev, *next;
 };
 
@@ -53,7 +80,9 @@ struct api {
 	struct api_cred *cred;       /* TCP: bound MUNGE credentials and their replay cache */
 	pthread_mutex_t lock;        /* guards counts, conns, stop and the counters */
 	struct _uidcount counts[MAX_UIDS];
-	struct _conn *conns;         /* open connections, for the sweeper */
+	struct _conn *conns;         /* open connections, newest since first */
+	struct _conn *oldest;        /* the list's tail */
+	int live[2];                 /* linked and not cut, [is_tcp] */
 	pthread_t sweeper;
 	int sweeper_on;
 	pthread_cond_t wake;         /* signals the sweeper to stop */
@@ -61,6 +90,10 @@ struct api {
 	unsigned long refused;       /* connections closed at once: over MaxConnectionsPerUser */
 	time_t refused_logged;       /* last time a refusal was logged */
 	unsigned long cut;           /* connections closed: no complete request in time */
+	unsigned conn_limit;         /* per listener: MAX_CONNECTIONS or what descriptors allow */
+	int evict_at;                /* open connections on a listener before making room */
+	unsigned long evicted;       /* connections closed to make room (evict_at) */
+	time_t evicted_logged;       /* last time an eviction was logged */
 };
 
 /* Per HTTP request (con_cls). */
@@ -208,6 +241,59 @@ static int64_t _now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The list of open connections, kept newest first by since; a->lock held. */
+static void _link(struct api *a, struct _conn *k)
+{
+	k->prev = NULL;
+	k->next = a->conns;
+	if (a->conns)
+		a->conns->prev = k;
+	else
+		a->oldest = k;
+	a->conns = k;
+	k->linked = 1;
+}
+
+static void _unlink(struct api *a, struct _conn *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		a->conns = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	else
+		a->oldest = k->prev;
+	k->prev = k->next = NULL;
+	k->linked = 0;
+}
+
+/* Shut k down; libmicrohttpd closes it on its next pass. a->lock held. */
+static void _cut(struct api *a, struct _conn *k)
+{
+	shutdown(k->fd, SHUT_RDWR);
+	k->cut = 1;
+	a->live[k->is_tcp]--;
+}
+
+/*
+ * A connection has just joined k's listener: over evict_at, shut down the one
+ * of that listener that has waited longest for a complete request. a->lock
+ * held. Returns 1 if one was shut down.
+ */
+static int _make_room(struct api *a, const struct _conn *k)
+{
+	if (a->live[k->is_tcp] <= a->evict_at)
+		return 0;
+	for (struct _conn *o = a->oldest; o; o = o->prev)
+		if (o != k && !o->cut && o->fd >= 0 && o->is_tcp == k->is_tcp) {
+			_cut(a, o);
+			a->evicted++;
+			return 1;
+		}
+	return 0;
+}
+
 static void _notify(void *cls, struct MHD_Connection *c, void **socket_context,
 		    enum MHD_ConnectionNotificationCode toe)
 {
@@ -252,21 +338,25 @@ static void _notify(void *cls, struct MHD_Connection *c, void **socket_context,
 			k->cut_at_ms = _now_ms() + REFUSED_GRACE_MS;
 			pthread_cond_signal(&a->wake);
 		}
-		k->next = a->conns;
-		if (a->conns)
-			a->conns->prev = k;
-		a->conns = k;
+		_link(a, k);
+		a->live[k->is_tcp]++;
+		if (_make_room(a, k) && time(NULL) - a->evicted_logged >= 10) {
+			/* A flood makes room thousands of times a second: a line per 10 s. */
+			a->evicted_logged = time(NULL);
+			log_warn("api: over %d connections open on the %s socket: closing the one "
+				 "waiting longest for a request as each new one comes (%lu so far)",
+				 a->evict_at, k->is_tcp ? "TCP" : "UNIX", a->evicted);
+		}
 		pthread_mutex_unlock(&a->lock);
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && k) {
 		if (k->known)
 			_count(a, k->uid, -1);
 		pthread_mutex_lock(&a->lock);
-		if (k->prev)
-			k->prev->next = k->next;
-		else if (a->conns == k)
-			a->conns = k->next;
-		if (k->next)
-			k->next->prev = k->prev;
+		if (k->linked) {
+			_unlink(a, k);
+			if (!k->cut)
+				a->live[k->is_tcp]--;
+		}
 		pthread_mutex_unlock(&a->lock);
 		if (k->fd >= 0)
 			close(k->fd);
@@ -286,9 +376,14 @@ static void _completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 	(void)toe;
 	if (k) {
-		/* The next request on a kept-alive connection gets a full ConnectionTimeout. */
+		/* The next request on a kept-alive connection gets a full ConnectionTimeout,
+		   and the connection is the last to be closed to make room. */
 		pthread_mutex_lock(&a->lock);
 		k->since = time(NULL);
+		if (k->linked && a->conns != k) {
+			_unlink(a, k);
+			_link(a, k);
+		}
 		pthread_mutex_unlock(&a->lock);
 	}
 	if (r) {
@@ -617,16 +712,14 @@ static void *_sweep(void *arg)
 			if (k->cut || k->fd < 0)
 				continue;
 			if (k->cut_at_ms && k->cut_at_ms <= ms) {
-				shutdown(k->fd, SHUT_RDWR);	/* refused, and the grace is over */
-				k->cut = 1;
+				_cut(a, k);	/* refused, and the grace is over */
 				continue;
 			}
 			if (k->cut_at_ms && k->cut_at_ms < next_ms)
 				next_ms = k->cut_at_ms;
 			if (now - k->since < limit)
 				continue;
-			shutdown(k->fd, SHUT_RDWR);
-			k->cut = 1;
+			_cut(a, k);
 			n++;
 		}
 		if (n) {
@@ -654,12 +747,43 @@ static struct MHD_Daemon *_start(struct api *a, int fd, unsigned timeout, unsign
 				MHD_USE_ERROR_LOG, 0, NULL, NULL, _handle, a,
 				MHD_OPTION_LISTEN_SOCKET, fd,
 				MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				MHD_OPTION_CONNECTION_LIMIT, a->conn_limit,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
 				MHD_OPTION_NOTIFY_CONNECTION, _notify, a,
 				MHD_OPTION_NOTIFY_COMPLETED, _completed, a,
 				MHD_OPTION_URI_LOG_CALLBACK, _uri, a,
 				MHD_OPTION_END);
+}
+
+/*
+ * Connections per listener that the descriptor limit allows: the soft
+ * RLIMIT_NOFILE is raised to the hard one first (the unit sets both with
+ * LimitNOFILE=; a daemon started by hand often has 1024 of a larger hard
+ * limit). Every socket is polled with epoll, so descriptors above 1024 are
+ * fine.
+ */
+static unsigned _conn_limit(int listeners)
+{
+	struct rlimit rl;
+	rlim_t per;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return MIN_CONNECTIONS;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return MAX_CONNECTIONS;
+	per = rl.rlim_cur > FD_RESERVE ? (rl.rlim_cur - FD_RESERVE) / 2 / (rlim_t)listeners : 0;
+	if (per >= MAX_CONNECTIONS)
+		return MAX_CONNECTIONS;
+	log_warn("api: RLIMIT_NOFILE is %llu: %u connections per socket instead of %u "
+		 "(LimitNOFILE= in the unit, ulimit -n by hand)", (unsigned long long)rl.rlim_cur,
+		 per > MIN_CONNECTIONS ? (unsigned)per : MIN_CONNECTIONS, MAX_CONNECTIONS);
+	return per > MIN_CONNECTIONS ? (unsigned)per : MIN_CONNECTIONS;
 }
 
 int api_start(struct api *a, char *err, size_t errlen)
@@ -672,6 +796,8 @@ int api_start(struct api *a, char *err, size_t errlen)
 	 */
 	unsigned per_ip = (unsigned)a->d->conf->max_connections_per_user * PER_IP_FACTOR;
 
+	a->conn_limit = _conn_limit(a->tcp_fd >= 0 ? 2 : 1);
+	a->evict_at = (int)(a->conn_limit - EVICT_HEADROOM(a->conn_limit));
 	if (pthread_create(&a->sweeper, NULL, _sweep, a) != 0) {
 		snprintf(err, errlen, "cannot start the API connection sweeper thread");
 		return -1;
@@ -715,9 +841,10 @@ void api_stop(struct api *a)
 		unlink(a->unix_path);
 		free(a->unix_path);
 	}
-	if (a->refused || a->cut)
+	if (a->refused || a->cut || a->evicted)
 		log_info("api: %lu connection(s) refused over MaxConnectionsPerUser, %lu closed "
-			 "for sending no complete request in time", a->refused, a->cut);
+			 "for sending no complete request in time, %lu to make room for others",
+			 a->refused, a->cut, a->evicted);
 	api_cred_free(a->cred);
 	pthread_cond_destroy(&a->wake);
 	pthread_mutex_destroy(&a->lock);

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +61,25 @@ static void _usage(FILE *f)
 		"      --check-config  check the configuration and exit\n"
 		"  -V, --version       print the version\n"
 		"  -h, --help          this help\n", CONF_DEFAULT_FILE);
+}
+
+/*
+ * What the configuration needs of the process's privileges that the shipped
+ * unit does not grant by default: trusted.* labels need CAP_SYS_ADMIN, left
+ * out of its CapabilityBoundingSet. Said at start (and by --check-config,
+ * which the unit runs first) rather than as a failed label per file later.
+ * 0, or -1 with err.
+ */
+static int _check_privileges(const struct conf *c, char *err, size_t errlen)
+{
+	if (c->xattr_ns == CONF_XATTR_TRUSTED && prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN) == 0) {
+		snprintf(err, errlen, "XattrNamespace=trusted needs CAP_SYS_ADMIN, which this "
+			 "process may not have (capability bounding set): add it to the unit with "
+			 "a drop-in, \"CapabilityBoundingSet=CAP_SYS_ADMIN\" under [Service] "
+			 "(systemctl edit stagehandd), or use XattrNamespace=user");
+		return -1;
+	}
+	return 0;
 }
 
 static int64_t _now_ms(void)
@@ -369,14 +390,21 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s\n", err);
 			return 1;
 		}
+		if (_check_privileges(d.conf, err, sizeof(err)) < 0) {
+			fprintf(stderr, "%s\n", err);
+			conf_destroy(d.conf);
+			return 1;
+		}
 		/* Warnings only: a root may be mounted later. */
 		userdir_check_roots(d.conf, stdout);
 		printf("configuration OK\n");
 		conf_destroy(d.conf);
 		return 0;
 	}
-	if (!d.conf) {
+	if (!d.conf || _check_privileges(d.conf, err, sizeof(err)) < 0) {
 		fprintf(stderr, "stagehandd: %s\n", err);
+		if (d.conf)
+			conf_destroy(d.conf);
 		return 1;
 	}
 	if (!foreground && _daemonize(&status_fd) < 0) {

@@ -97,7 +97,10 @@ struct metrics_http *metrics_http_start(struct daemon *d, char *err, size_t errl
 		free(m);
 		return NULL;
 	}
-	m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+	/* MHD_USE_AUTO: epoll, not select(). The API's connections take the low
+	   descriptors; select() cannot take one above 1024, and every scrape
+	   was refused while the API held some 500 connections. */
+	m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
 				  (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 				  0, NULL, NULL, _handle, d,
 				  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
