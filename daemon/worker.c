@@ -83,6 +83,20 @@ int worker_pool_busy(const struct worker_pool *p)
 	return p->busy;
 }
 
+/*
+ * Signal a worker child, which runs as the job's owner: the daemon needs
+ * CAP_KILL for that (the systemd unit keeps it). A refusal is logged with
+ * its errno, since the worker would otherwise go on while the request is
+ * taken for stopped.
+ */
+static void _signal_worker(pid_t pid, int sig)
+{
+	if (kill(pid, sig) < 0 && errno != ESRCH)
+		log_err("cannot stop worker %d with signal %d: kill: %s (stagehandd needs CAP_KILL "
+			"to signal workers running as job owners; see the unit's "
+			"CapabilityBoundingSet)", (int)pid, sig, strerror(errno));
+}
+
 static void _close_fds(struct _worker *w)
 {
 	for (int i = 0; i < w->nfds; i++)
@@ -98,7 +112,7 @@ void worker_pool_destroy(struct worker_pool *p)
 		struct _worker *w = &p->w[i];
 
 		if (w->pid > 0) {
-			kill(w->pid, SIGKILL);
+			_signal_worker(w->pid, SIGKILL);
 			waitpid(w->pid, NULL, 0);
 		}
 		if (w->chan >= 0)
@@ -620,7 +634,7 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		    pool_over_capacity(d, r, w->msg, sizeof(w->msg))) {
 			w->over_capacity = 1;
 			w->result = XFER_FINAL;
-			kill(w->pid, SIGKILL);
+			_signal_worker(w->pid, SIGKILL);
 			log_warn("request %lld: %s", (long long)r->id, w->msg);
 		}
 		break;
@@ -747,7 +761,7 @@ static void _read(struct worker_pool *p, struct _worker *w, int *budget)
 			if (used < 0) {
 				log_err("request %lld: worker %d sent a corrupt record; stopping it",
 					(long long)w->req->id, (int)w->pid);
-				kill(w->pid, SIGKILL);
+				_signal_worker(w->pid, SIGKILL);
 				close(w->chan);
 				w->chan = -1;
 				return;
@@ -885,7 +899,7 @@ int worker_pool_cancel(struct worker_pool *p, int64_t id)
 	for (int k = 0; k < p->nslots; k++)
 		if (p->w[k].pid > 0 && p->w[k].req && p->w[k].req->id == id) {
 			p->w[k].cancelled = 1;
-			kill(p->w[k].pid, SIGTERM);
+			_signal_worker(p->w[k].pid, SIGTERM);
 			return 1;
 		}
 	return 0;
@@ -896,7 +910,7 @@ void worker_pool_stop_all(struct worker_pool *p)
 	for (int k = 0; k < p->nslots; k++)
 		if (p->w[k].pid > 0) {
 			p->w[k].stopped = 1;
-			kill(p->w[k].pid, SIGTERM);
+			_signal_worker(p->w[k].pid, SIGTERM);
 		}
 }
 
@@ -911,7 +925,7 @@ void worker_pool_check_cancelled(struct worker_pool *p)
 		if (queue_request_get(p->d->q, w->req->id, &r, NULL, 0) == 0 &&
 		    r->state == QS_CANCELLED) {
 			w->cancelled = 1;
-			kill(w->pid, SIGTERM);
+			_signal_worker(w->pid, SIGTERM);
 		}
 		queue_request_free(r);
 	}
