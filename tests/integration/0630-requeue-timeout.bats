@@ -130,6 +130,11 @@ EOF
 	"$TESTBED" up >/dev/null 2>&1
 	wait_for 180 node_back "$node"
 	NODE_DOWN=""
+	# The final run goes to another node: Slurm's cleanup of run 1 on the
+	# node that came back (its TERMINATE_JOB for the same job id, sent when
+	# that slurmd registers) would otherwise kill a run started there
+	# (seen on 26.05: "WTERMSIG 15" a second after the relaunch).
+	scontrol update jobid="$j" ExcNodeList="$node"
 	scontrol release "$j"
 	scontrol update jobid="$j" StartTime=now
 	wait_job_state "$j" COMPLETED 120
@@ -142,4 +147,5 @@ EOF
 	[[ $out == *"job $j: requeued 1 time"*"only the final run is archived"* ]]
 	[[ $out == *"NODE_FAIL"* ]]
 	[[ $out == *"job $j: ended COMPLETED (exit 0)"* ]]
+	[ "$(job_node "$j")" != "$node" ]
 }
