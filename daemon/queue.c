@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "queue.h"
+#include "queue_after.h"
 #include "queue_pool.h"
 #include "queue_private.h"
 #include "queue_shards.h"
@@ -359,7 +360,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	if (qp_exec(q, _schema_fair, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_ranges, err, errlen) < 0 ||
-	    qp_exec(q, queue_pool_schema, err, errlen) < 0)
+	    qp_exec(q, queue_pool_schema, err, errlen) < 0 ||
+	    qp_exec(q, queue_after_schema, err, errlen) < 0)
 		goto fail;
 	return q;
 fail:
