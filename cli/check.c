@@ -148,7 +148,7 @@ static void _print_action(const struct dsl_directive *d)
 
 static void _print_text(const char *file, const struct dsl_plan *p, const struct check_opts *o)
 {
-	size_t i;
+	size_t i, ndir;
 
 	_print_diags(file, p);
 	if (p->nerrors) {
@@ -159,13 +159,24 @@ static void _print_text(const char *file, const struct dsl_plan *p, const struct
 	}
 	if (o->quiet)
 		return;
-	if (p->ndirs == 0) {
+	ndir = p->ndirs + (p->after_line ? 1 : 0);
+	if (ndir == 0) {
 		printf("%s: no #DATA directives%s\n", file,
 		       p->nwarnings ? " in effect" : "");
 		return;
 	}
-	printf("%s: %zu directive%s OK%s\n", file, p->ndirs, p->ndirs == 1 ? "" : "s",
+	printf("%s: %zu directive%s OK%s\n", file, ndir, ndir == 1 ? "" : "s",
 	       p->nwarnings ? " (see warnings)" : "");
+	if (p->after_line) {
+		char buf[24];
+
+		printf("  line %d: wait for the archive%s of job%s", p->after_line,
+		       p->nafter == 1 ? "" : "s", p->nafter == 1 ? "" : "s");
+		for (i = 0; i < p->nafter; i++)
+			printf("%s %s", i ? "," : "", dsl_after_format(&p->after[i], buf, sizeof(buf)));
+		printf(" (held until %s verified%s)\n", p->nafter == 1 ? "it is" : "they are",
+		       p->ndirs ? "; stage_in starts then" : "");
+	}
 	for (i = 0; i < p->ndirs; i++)
 		_print_action(&p->dirs[i]);
 	if (p->cap_line)
@@ -177,8 +188,57 @@ static void _print_text(const char *file, const struct dsl_plan *p, const struct
 		       "   starts; after it, the job stays in stage-out until its archives and\n"
 		       "   stage-outs are verified: --dependency=afterburstbuffer waits for that)\n");
 	else
-		printf("  (SubmitMode=hold: a job with stage_in is held until its inputs are\n"
-		       "   staged; archives and stage-outs run after it ends)\n");
+		printf("  (SubmitMode=hold: a job with stage_in or after= is held until its inputs\n"
+		       "   are staged and the archives it waits for are verified; archives and\n"
+		       "   stage-outs run after it ends)\n");
+}
+
+/*
+ * What job_submit.lua refuses beyond the grammar: after= in burst-buffer
+ * mode, where Slurm's afterburstbuffer dependency does the same (the text
+ * is lua/stagehand.lua's). Added to the plan's errors. 0, or -1 when out
+ * of memory.
+ */
+static int _mode_errors(struct dsl_plan *p, int submit_mode)
+{
+	struct dsl_diag *d, *e;
+	char jobs[64 * 24] = "", buf[24];
+	size_t used = 0;
+	int n;
+
+	if (submit_mode != CONF_SUBMIT_BB || !p->after_line || p->nerrors)
+		return 0;
+	for (size_t i = 0; i < p->nafter; i++) {
+		n = snprintf(jobs + used, sizeof(jobs) - used, "%s%s", i ? ":" : "",
+			     dsl_after_format(&p->after[i], buf, sizeof(buf)));
+		if (n < 0 || (size_t)n >= sizeof(jobs) - used)
+			break;	/* cannot happen: 64 ids of at most 21 bytes */
+		used += (size_t)n;
+	}
+	if (!(e = realloc(p->errors, (p->nerrors + 1) * sizeof(*e))))
+		return -1;
+	p->errors = e;
+	d = &e[p->nerrors];
+	memset(d, 0, sizeof(*d));
+	d->line = p->after_line;
+	snprintf(d->code, sizeof(d->code), "after_in_bb_mode");
+	d->token = strdup("");
+	n = snprintf(NULL, 0, "after= waits for archives in hold mode only; this site stages "
+		     "through Slurm's burst buffer, which keeps a job in stage-out until its "
+		     "archive is verified: use sbatch --dependency=afterburstbuffer:%s instead", jobs);
+	d->message = n > 0 ? malloc((size_t)n + 1) : NULL;
+	if (d->message)
+		snprintf(d->message, (size_t)n + 1, "after= waits for archives in hold mode only; this "
+			 "site stages through Slurm's burst buffer, which keeps a job in stage-out "
+			 "until its archive is verified: use sbatch --dependency=afterburstbuffer:%s "
+			 "instead", jobs);
+	if (!d->token || !d->message) {
+		free(d->token);
+		free(d->message);
+		return -1;
+	}
+	p->nerrors++;
+	return 0;
 }
 
 /*
@@ -321,6 +381,10 @@ int cmd_check(int argc, char **argv)
 			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
 			io_error = true;
 			continue;
+		}
+		if (_mode_errors(p, o.submit_mode) < 0) {
+			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
+			io_error = true;
 		}
 		if (p->nerrors)
 			any_error = true;

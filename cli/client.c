@@ -616,6 +616,16 @@ static int _print_status(json_t *resp, int is_job)
 
 		printf("job %" JSON_INTEGER_FORMAT ": stage-in %s%s%s\n", id, st ? st : "unknown",
 		       e && *e ? ": " : "", e && *e ? e : "");
+		if (json_is_object(json_object_get(resp, "after"))) {
+			json_t *af = json_object_get(resp, "after");
+			const char *as = json_string_value(json_object_get(af, "state"));
+			const char *ar = json_string_value(json_object_get(af, "reason"));
+
+			printf("job %" JSON_INTEGER_FORMAT ": after=%s: %s%s%s\n", id,
+			       json_string_value(json_object_get(af, "jobs")) ?: "?",
+			       as && !strcmp(as, "done") ? "every archive verified" : as ? as : "?",
+			       ar && *ar ? ": " : "", ar && *ar ? ar : "");
+		}
 		if (json_is_object(arr))
 			printf("job %" JSON_INTEGER_FORMAT ": task %" JSON_INTEGER_FORMAT "_%"
 			       JSON_INTEGER_FORMAT " of an array\n", id,

@@ -432,7 +432,7 @@ static int _check_tokens(struct _parser *ps, int lineno, struct dsl_directive *d
 			else
 				_tok_err(ps, lineno, t, "unknown_key",
 					 dsl__strf("unknown key '%.*s' (keys: stage_in, archive, exempt, "
-						   "stage_out, to, when, keep, capacity, pool)", (int)t->keylen, t->key));
+						   "stage_out, to, when, keep, capacity, pool, after)", (int)t->keylen, t->key));
 			return 1;
 		}
 		if (t->vlen == 0) {
@@ -460,7 +460,7 @@ static int _check_tokens(struct _parser *ps, int lineno, struct dsl_directive *d
 			}
 			action = key;
 		} else {
-			if (key < DSL__K_TO || key == DSL__K_CAPACITY) {
+			if (key < DSL__K_TO || key == DSL__K_CAPACITY || key == DSL__K_AFTER) {
 				_tok_err(ps, lineno, t, "multiple_actions",
 					 dsl__strf("one action per line: put '%s' on its own #DATA line",
 						   dsl__key_names[key]));
@@ -657,6 +657,54 @@ static void _capacity_line(struct _parser *ps, int lineno)
 	pl->cap_size = size;
 }
 
+/* '#DATA after=J[:J...]' (lexed): record the jobs in the plan. */
+static void _after_line(struct _parser *ps, int lineno)
+{
+	struct dsl_plan *pl = ps->plan;
+	const struct _tok *t = &ps->toks[0];
+	struct dsl__fail f = { .msg = NULL };
+	struct dsl_after *list;
+	size_t n;
+	int rc;
+
+	if (t->vlen == 0) {
+		_tok_err(ps, lineno, t, "missing_value",
+			 dsl__strf("'after' needs a value, e.g. after=1234, or after=1234:1240 for "
+				   "several jobs"));
+		return;
+	}
+	rc = dsl__check_after_value(ps->scratch + t->voff, t->vlen, &list, &n, &f);
+	if (rc < 0) {
+		free(f.msg);
+		ps->oom = true;
+		return;
+	}
+	if (rc > 0) {
+		_tok_err(ps, lineno, t, f.code, f.msg);
+		return;
+	}
+	if (ps->ntoks > 1) {
+		const struct _tok *o = &ps->toks[1];
+		int key = _key_id(o->key, o->keylen);
+
+		_tok_err(ps, lineno, o, key < 0 ? "unknown_key" : "option_not_allowed",
+			 dsl__strf("'%.*s' is not an option of after (it has none: name several "
+				   "jobs as after=J1:J2)", (int)o->keylen, o->key));
+		free(list);
+		return;
+	}
+	if (pl->after_line) {
+		free(list);
+		_tok_err(ps, lineno, t, "duplicate_after",
+			 dsl__strf("after already given on line %d: list every job on one line, "
+				   "after=J1:J2", pl->after_line));
+		return;
+	}
+	pl->after_line = lineno;
+	pl->after = list;
+	pl->nafter = n;
+}
+
 /* One directive line in the leading block that is within the limit. */
 static void _directive(struct _parser *ps, int lineno, const char *line, size_t ll)
 {
@@ -690,6 +738,10 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 	}
 	if (_key_id(ps->toks[0].key, ps->toks[0].keylen) == DSL__K_CAPACITY) {
 		_capacity_line(ps, lineno);
+		return;
+	}
+	if (_key_id(ps->toks[0].key, ps->toks[0].keylen) == DSL__K_AFTER) {
+		_after_line(ps, lineno);
 		return;
 	}
 	if (_check_tokens(ps, lineno, &d)) {
@@ -859,6 +911,10 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 		ps.plan->cap_pool = NULL;
 		ps.plan->cap_line = 0;
 		ps.plan->cap_size = 0;
+		free(ps.plan->after);
+		ps.plan->after = NULL;
+		ps.plan->nafter = 0;
+		ps.plan->after_line = 0;
 	}
 	return ps.plan;
 }
@@ -884,6 +940,7 @@ void dsl_plan_free(struct dsl_plan *plan)
 		_dir_free(&plan->dirs[i]);
 	free(plan->dirs);
 	free(plan->cap_pool);
+	free(plan->after);
 	_diags_free(plan->warnings, plan->nwarnings);
 	_diags_free(plan->errors, plan->nerrors);
 	free(plan);

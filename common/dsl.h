@@ -62,6 +62,16 @@ struct dsl_diag {
 /* Largest capacity= in bytes: 2^53, so that the Lua parser holds it exactly. */
 #define DSL_MAX_CAPACITY 9007199254740992ULL
 
+/* Jobs one after= line may name, and the largest job id or task index. */
+#define DSL_MAX_AFTER 64
+#define DSL_MAX_JOB_ID 4294967293UL  /* below Slurm's NO_VAL */
+
+/* One job named by '#DATA after=': a job (or a whole array), or one array task. */
+struct dsl_after {
+	unsigned long job_id;    /* 1..DSL_MAX_JOB_ID */
+	long task_id;            /* array task index, or -1: the whole job (every task) */
+};
+
 struct dsl_plan {
 	struct dsl_directive *dirs;  size_t ndirs;   /* empty when nerrors > 0 */
 	/*
@@ -73,6 +83,14 @@ struct dsl_plan {
 	int cap_line;
 	unsigned long long cap_size; /* bytes, 1..DSL_MAX_CAPACITY */
 	char *cap_pool;              /* owned; NULL when not given */
+	/*
+	 * '#DATA after=J[:J...]': the job may start only once every named job's
+	 * after-job transfers are verified (docs/directives.md, "Waiting for
+	 * another job's archive"). after_line 0 = none. Part of the plan's JSON
+	 * ("after"): stagehandd holds the job until then.
+	 */
+	int after_line;
+	struct dsl_after *after;     size_t nafter;  /* owned; in the order written */
 	struct dsl_diag *warnings;   size_t nwarnings;
 	struct dsl_diag *errors;     size_t nerrors;
 };
@@ -89,11 +107,24 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 
 void dsl_plan_free(struct dsl_plan *plan);
 
+/*
+ * An after= job as written in the plan's JSON: "J" or "J_K" into out
+ * (outlen bytes, 24 is always enough). Returns out.
+ */
+char *dsl_after_format(const struct dsl_after *a, char *out, size_t outlen);
+
+/*
+ * Read one "J" or "J_K" of n bytes (no sign, no leading zero, J at least 1,
+ * both at most DSL_MAX_JOB_ID). 0 with *a filled, or -1.
+ */
+int dsl_after_read(const char *s, size_t n, struct dsl_after *a);
+
 /* Name of an action ("stage_in", ...) - static string. */
 const char *dsl_action_name(enum dsl_action a);
 
 /*
- * {"version":1,"actions":[...]} as documented. New reference.
+ * {"version":1,"actions":[...]} as documented, and "after":{"line":N,
+ * "jobs":["J","J_K",...]} when the script has an after= line. New reference.
  * Warnings/errors are not included; see dsl_diags_to_json.
  */
 json_t *dsl_plan_to_json(const struct dsl_plan *plan);

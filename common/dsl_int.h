@@ -21,6 +21,8 @@
  * capacity (with its option pool) is the job's size in its burst-buffer
  * pool, a property of the whole script, not an action on a path: it is
  * parsed by its own rule (dsl.c, _capacity_line) into the plan's cap_*.
+ * after (no options) is the same kind of line: the jobs whose archives this
+ * one waits for (dsl.c, _after_line, into the plan's after*).
  */
 enum dsl__key {
 	DSL__K_STAGE_IN = 0,
@@ -32,6 +34,7 @@ enum dsl__key {
 	DSL__K_KEEP,
 	DSL__K_CAPACITY,
 	DSL__K_POOL,
+	DSL__K_AFTER,
 	DSL__NKEYS
 };
 
@@ -105,6 +108,14 @@ char *dsl__strndup(const char *s, size_t n);
  */
 int dsl__clash(const struct dsl_directive *dirs, size_t n, const struct dsl_directive *d,
 	       size_t *other);
+
+/*
+ * Check an after= value of n bytes (the job list "J[:J...]"). Returns 0 with
+ * a new array in *out (*nout entries, duplicates dropped), 1 with f filled
+ * when it breaks a rule, -1 when out of memory.
+ */
+int dsl__check_after_value(const char *v, size_t n, struct dsl_after **out, size_t *nout,
+			   struct dsl__fail *f);
 
 /* "'out' is exempt (line 3) and archived here: choose one" (new string). */
 char *dsl__conflict_msg(const struct dsl_directive *earlier, const struct dsl_directive *d);

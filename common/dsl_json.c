@@ -34,6 +34,28 @@ static json_t *_str_or_null(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
+/* {"line":N,"jobs":["J","J_K",...]}: new reference, NULL when out of memory. */
+static json_t *_after_json(const struct dsl_plan *plan)
+{
+	json_t *o = json_object(), *jobs = json_array();
+	char buf[24];
+
+	if (!o || !jobs || !_set(o, "line", json_integer(plan->after_line)))
+		goto fail;
+	for (size_t i = 0; i < plan->nafter; i++)
+		if (json_array_append_new(jobs, json_string(dsl_after_format(&plan->after[i], buf,
+									     sizeof(buf)))))
+			goto fail;
+	if (json_object_set_new(o, "jobs", jobs)) /* steals jobs */
+		jobs = NULL;
+	else
+		return o;
+fail:
+	json_decref(jobs);
+	json_decref(o);
+	return NULL;
+}
+
 json_t *dsl_plan_to_json(const struct dsl_plan *plan)
 {
 	json_t *root = json_object(), *arr = json_array();
@@ -66,6 +88,10 @@ json_t *dsl_plan_to_json(const struct dsl_plan *plan)
 	if (!_set(root, "version", json_integer(1)))
 		goto fail;
 	if (json_object_set_new(root, "actions", arr)) { /* steals arr */
+		json_decref(root);
+		return NULL;
+	}
+	if (plan && plan->after_line && !_set(root, "after", _after_json(plan))) {
 		json_decref(root);
 		return NULL;
 	}
@@ -238,6 +264,66 @@ static int _read_action(const struct dsl__rules *r, size_t idx, const json_t *o,
 	return 0;
 }
 
+/*
+ * The plan's "after" object into plan->after*: the same rule as a script's
+ * after= line, and each job already in the form dsl_after_format writes.
+ * 0, or -1 with err set.
+ */
+static int _read_after(struct dsl_plan *plan, const json_t *o, char *err, size_t errlen)
+{
+	const json_t *jl = json_object_get(o, "line"), *jobs = json_object_get(o, "jobs"), *v;
+	const char *key;
+	json_t *val;
+	size_t i;
+
+	if (!json_is_object(o)) {
+		log_errf(err, errlen, "plan: 'after' must be an object");
+		return -1;
+	}
+	json_object_foreach((json_t *)o, key, val) {
+		(void)val;
+		if (strcmp(key, "line") && strcmp(key, "jobs")) {
+			log_errf(err, errlen, "plan after: unexpected field '%s'", key);
+			return -1;
+		}
+	}
+	if (!json_is_integer(jl) || json_integer_value(jl) < 1 || json_integer_value(jl) > INT_MAX) {
+		log_errf(err, errlen, "plan after: 'line' must be a positive integer");
+		return -1;
+	}
+	if (!json_is_array(jobs) || json_array_size(jobs) == 0 ||
+	    json_array_size(jobs) > DSL_MAX_AFTER) {
+		log_errf(err, errlen, "plan after: 'jobs' must be an array of 1 to %d job ids",
+			 DSL_MAX_AFTER);
+		return -1;
+	}
+	plan->after = calloc(json_array_size(jobs), sizeof(*plan->after));
+	if (!plan->after) {
+		log_errf(err, errlen, "plan: out of memory");
+		return -1;
+	}
+	json_array_foreach(jobs, i, v) {
+		const char *s = json_string_value(v);
+		char back[24];
+
+		if (!s || dsl_after_read(s, json_string_length(v), &plan->after[i]) < 0 ||
+		    strlen(dsl_after_format(&plan->after[i], back, sizeof(back))) !=
+		    json_string_length(v) || strcmp(back, s) != 0) {
+			log_errf(err, errlen, "plan after: job %zu is not a job id (\"J\" or \"J_K\")", i);
+			return -1;
+		}
+		for (size_t k = 0; k < i; k++)
+			if (plan->after[k].job_id == plan->after[i].job_id &&
+			    plan->after[k].task_id == plan->after[i].task_id) {
+				log_errf(err, errlen, "plan after: job %s named twice", s);
+				return -1;
+			}
+		plan->nafter = i + 1;
+	}
+	plan->after_line = (int)json_integer_value(jl);
+	return 0;
+}
+
 struct dsl_plan *dsl_plan_from_json(const json_t *j, const struct dsl_config *cfg,
 				    char *err, size_t errlen)
 {
@@ -256,7 +342,7 @@ struct dsl_plan *dsl_plan_from_json(const json_t *j, const struct dsl_config *cf
 	}
 	json_object_foreach((json_t *)j, key, val) {
 		(void)val;
-		if (strcmp(key, "version") && strcmp(key, "actions")) {
+		if (strcmp(key, "version") && strcmp(key, "actions") && strcmp(key, "after")) {
 			log_errf(err, errlen, "plan: unexpected field '%s'", key);
 			return NULL;
 		}
@@ -312,6 +398,9 @@ struct dsl_plan *dsl_plan_from_json(const json_t *j, const struct dsl_config *cf
 			goto fail;
 		}
 	}
+	if (json_object_get(j, "after") &&
+	    _read_after(plan, json_object_get(j, "after"), err, errlen) < 0)
+		goto fail;
 	dsl__rules_free(&r);
 	return plan;
 fail:

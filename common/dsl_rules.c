@@ -18,7 +18,7 @@
 
 const char *const dsl__key_names[DSL__NKEYS] = {
 	"stage_in", "archive", "exempt", "stage_out", "to", "when", "keep",
-	"capacity", "pool",
+	"capacity", "pool", "after",
 };
 
 static const char *const _default_schemes[] = {
@@ -499,6 +499,111 @@ int dsl__check_path_value(const struct dsl__rules *r, enum dsl__role role, const
 		*out = o2;
 	}
 	return rc;
+}
+
+char *dsl_after_format(const struct dsl_after *a, char *out, size_t outlen)
+{
+	/* at most 10 + 1 + 10 digits: never cut with outlen >= 24 */
+	if (a->task_id >= 0)
+		snprintf(out, outlen, "%lu_%ld", a->job_id, a->task_id);
+	else
+		snprintf(out, outlen, "%lu", a->job_id);
+	return out;
+}
+
+/* Decimal digits of n bytes, no leading zero (but "0"), at most DSL_MAX_JOB_ID. */
+static int _read_number(const char *s, size_t n, unsigned long *out)
+{
+	unsigned long long x = 0;
+
+	if (n == 0 || n > 10 || (n > 1 && s[0] == '0'))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		x = x * 10 + (unsigned)(s[i] - '0');
+	}
+	if (x > DSL_MAX_JOB_ID)
+		return -1;
+	*out = (unsigned long)x;
+	return 0;
+}
+
+int dsl_after_read(const char *s, size_t n, struct dsl_after *a)
+{
+	const char *u = memchr(s, '_', n);
+	unsigned long job, task;
+
+	if (_read_number(s, u ? (size_t)(u - s) : n, &job) < 0 || job == 0)
+		return -1;
+	a->job_id = job;
+	a->task_id = -1;
+	if (!u)
+		return 0;
+	if (_read_number(u + 1, n - (size_t)(u + 1 - s), &task) < 0)
+		return -1;
+	a->task_id = (long)task;
+	return 0;
+}
+
+int dsl__check_after_value(const char *v, size_t n, struct dsl_after **out, size_t *nout,
+			   struct dsl__fail *f)
+{
+	struct dsl_after *list = NULL;
+	size_t cnt = 0, i = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (dsl__find_control(v, n) >= 0)
+		return dsl__fail_set(f, "control_char", "control character in value of 'after': remove it");
+	if (memchr(v, ',', n))
+		return dsl__fail_set(f, "bad_value",
+				     "separate job ids with ':' (as in sbatch --dependency=afterok:J1:J2), "
+				     "not ',': '%.*s'", (int)n, v);
+	for (;;) {
+		const char *e = memchr(v + i, ':', n - i);
+		size_t l = e ? (size_t)(e - (v + i)) : n - i;
+		struct dsl_after a;
+		size_t k;
+
+		if (l == 0) {
+			free(list);
+			return dsl__fail_set(f, "bad_value", "empty job id in '%.*s': write after=J, "
+					     "or after=J1:J2 for several jobs", (int)n, v);
+		}
+		if (dsl_after_read(v + i, l, &a) < 0) {
+			free(list);
+			return dsl__fail_set(f, "bad_value", "'%.*s' is not a job id: after= takes job "
+					     "ids such as 1234, or 1234_7 for one task of an array "
+					     "(for other dependencies use sbatch --dependency)",
+					     (int)l, v + i);
+		}
+		for (k = 0; k < cnt; k++)
+			if (list[k].job_id == a.job_id && list[k].task_id == a.task_id)
+				break;
+		if (k == cnt && cnt < DSL_MAX_AFTER + 1) {
+			struct dsl_after *nl = realloc(list, (cnt + 1) * sizeof(*list));
+
+			if (!nl) {
+				free(list);
+				return -1;
+			}
+			list = nl;
+			list[cnt++] = a;
+		}
+		if (!e)
+			break;
+		i += l + 1;
+	}
+	if (cnt > DSL_MAX_AFTER) {
+		free(list);
+		return dsl__fail_set(f, "bad_value", "after= names more than %d jobs; the limit is %d: "
+				     "wait for fewer (or for a job that waits for the others)",
+				     DSL_MAX_AFTER, DSL_MAX_AFTER);
+	}
+	*out = list;
+	*nout = cnt;
+	return 0;
 }
 
 static const char *_done_word(enum dsl_action a)

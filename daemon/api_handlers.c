@@ -22,6 +22,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "queue_after.h"
 #include "slurm_jobs.h"
 #include "slurm_nodes.h"
 #include "pace.h"
@@ -563,6 +564,18 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 					    json_pack("{s:I,s:I}", "job_id",
 						      (json_int_t)j->array_job_id, "task_id",
 						      (json_int_t)j->array_task_id));
+	}
+	/* '#DATA after=': what the job waits for, as the Slurm watch last judged it. */
+	if (out->body) {
+		char *aj = NULL, *as = NULL, *ar = NULL;
+
+		if (queue_after_get(d->q, job, &aj, &as, &ar, err, sizeof(err)) == 0)
+			json_object_set_new(out->body, "after",
+					    json_pack("{s:s,s:s,s:s}", "jobs", aj, "state", as,
+						      "reason", ar ? ar : ""));
+		free(aj);
+		free(as);
+		free(ar);
 	}
 	free(si_error);
 	queue_job_free(j);

@@ -801,6 +801,8 @@ skip:
 		json_decref(opt);
 		log_warn("job %lld: plan line %d (%s=%s) skipped: %s", (long long)job_id, line, act,
 			 path, why);
+		/* A job waiting for this one (after=) must learn the archive never comes. */
+		_note(d, job_id, line, act, path, why);
 	}
 	json_decref(plan);
 	queue_job_free(j);

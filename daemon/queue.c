@@ -12,6 +12,7 @@
 #include "log.h"
 #include "queue.h"
 #include "queue_drain.h"
+#include "queue_after.h"
 #include "queue_pool.h"
 #include "queue_private.h"
 #include "queue_shards.h"
@@ -361,7 +362,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_ranges, err, errlen) < 0 ||
 	    qp_exec(q, queue_pool_schema, err, errlen) < 0 ||
-	    qp_exec(q, queue_drain_schema, err, errlen) < 0)
+	    qp_exec(q, queue_drain_schema, err, errlen) < 0 ||
+	    qp_exec(q, queue_after_schema, err, errlen) < 0)
 		goto fail;
 	return q;
 fail:

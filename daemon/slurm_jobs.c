@@ -164,6 +164,7 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 		}
 	}
 	j->batch_host = _dup(ji->batch_host);
+	j->ran = (ji->batch_host && *ji->batch_host) || (ji->nodes && *ji->nodes);
 	if ((ji->name && !j->name) || (ji->work_dir && !j->work_dir) ||
 	    (plan && !j->plan_json) || (ji->admin_comment && !j->admin_comment) ||
 	    (ji->batch_host && !j->batch_host)) {

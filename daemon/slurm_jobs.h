@@ -55,6 +55,8 @@ struct sjob {
 	unsigned restarts;       /* how often slurmctld requeued the job */
 	bool requeue;            /* being requeued (JOB_REQUEUE* flag while completing) */
 	char *batch_host;        /* node of the batch script (RUNNING jobs), or NULL */
+	bool ran;                /* the job was given nodes (a job cancelled while
+				    pending never was: its archive never comes) */
 };
 
 /* Is j the meta record of a pending array (its tasks have no job ids yet)? */

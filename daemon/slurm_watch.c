@@ -7,7 +7,8 @@
  * dir - never a client's word), showing progress and failures in the job's
  * status text (admin_comment, scontrol show job), releasing the job once every
  * input is verified, and cancelling the transfers of a job cancelled while
- * held.
+ * held. A job held for '#DATA after=' waits first, until slurm_after.c finds
+ * the archives it names verified; its stage-in starts then.
  *
  * It is also the backstop for the end of a job: the SPANK plugin (or the
  * epilog hook) normally reports it within milliseconds, but if that event is
@@ -42,7 +43,9 @@
 #include "log.h"
 #include "queue.h"
 #include "queue_drain.h"
+#include "queue_after.h"
 #include "queue_shards.h"
+#include "slurm_after.h"
 #include "slurm_compat.h"
 #include "slurm_jobs.h"
 #include "slurm_watch.h"
@@ -55,6 +58,7 @@
 #define HS_RELEASED  "released"   /* inputs verified, job released */
 #define HS_CANCELLED "cancelled"  /* job ended while held: transfers cancelled */
 #define HS_BB_SETUP  "bb-setup"   /* burst-buffer setup called (api_bb.c): stage it */
+#define HS_AFTER     "after"      /* waits for the archives its after= names (slurm_after.c) */
 
 static int _slurm_ok;         /* libslurm initialised */
 static char _drained[300];    /* while an admin has drained the daemon: why, for held jobs'
@@ -317,6 +321,68 @@ static int _shared_request(struct daemon *d, const struct sjob *j, const char *u
 	return lifecycle_create_request(d, &lr, id, err, errlen);
 }
 
+/*
+ * A held job with '#DATA after=' (hold mode): may it go on to its stage-in
+ * and release? 1 yes (or it has no after=: nothing to wait for), 0 not yet:
+ * it stays held (HS_AFTER, or HS_INVALID when refused for good) and its
+ * status text says what it waits for. The verdict is slurm_after.c's, kept
+ * in the queue for 'stagehand status'. Stage-in starts only after it, so a
+ * stage_in line may name the archives waited for.
+ */
+static int _after_ready(struct daemon *d, const struct sjob *j, const struct sjob *jobs, size_t n)
+{
+	struct after_view v = { .jobs = jobs, .n = n, .lookup = sjob_get, .now = time(NULL) };
+	char err[512], user[256], text[900], list[64 * 24];
+	struct dsl_config dc;
+	struct dsl_plan *plan;
+	enum after_state st;
+	json_t *pj;
+	int changed = 0;
+
+	pj = json_loads(j->plan_json, 0, NULL);
+	_dsl_config(d, &dc);
+	plan = pj ? dsl_plan_from_json(pj, &dc, err, sizeof(err)) : NULL;
+	json_decref(pj);
+	if (!plan || !plan->after_line) {
+		dsl_plan_free(plan);
+		return 1;  /* no after=, or a bad plan that _start_staging reports */
+	}
+	if (queue_job_upsert(d->q, j->job_id, j->uid, j->gid,
+			     _user_name(j->uid, user, sizeof(user)) == 0 ? user : NULL, j->work_dir,
+			     j->plan_json, err, sizeof(err)) < 0) {
+		log_err("job %u: cannot record job: %s", j->job_id, err);
+		dsl_plan_free(plan);
+		return 0;  /* tried again next tick */
+	}
+	st = after_judge(d->q, &v, j, plan->after, plan->nafter, text, sizeof(text));
+	after_list_text(plan->after, plan->nafter, list, sizeof(list));
+	if (queue_after_set(d->q, j->job_id, list, after_state_name(st), text, &changed, err,
+			    sizeof(err)) < 0)
+		log_err("job %u: cannot record what it waits for: %s", j->job_id, err);
+	if (changed)
+		log_info("job %u: after=%s: %s%s%s", j->job_id, list, after_state_name(st),
+			 text[0] ? ": " : "", text);
+	switch (st) {
+	case AFTER_DONE:
+		break;
+	case AFTER_WAIT:
+		_comment(j, "stagehand: %s", text);
+		_set_hold_state(d, j->job_id, HS_AFTER);
+		break;
+	case AFTER_FAILED:
+		_comment(j, "stagehand: held: %s", text);
+		_set_hold_state(d, j->job_id, HS_AFTER);
+		break;
+	case AFTER_REFUSED:
+		_comment(j, "stagehand: after= refused (script line %d): %s - scancel this job",
+			 plan->after_line, text);
+		_set_hold_state(d, j->job_id, HS_INVALID);
+		break;
+	}
+	dsl_plan_free(plan);
+	return st == AFTER_DONE;
+}
+
 /* Create the stage_in requests of a newly seen held job. */
 static void _start_staging(struct daemon *d, const struct sjob *j)
 {
@@ -474,10 +540,19 @@ static void _follow(struct daemon *d, const struct sjob *j)
 		if (sjob_release(j->job_id, err, sizeof(err)) < 0) {
 			log_warn("job %u: inputs staged but %s (tried again)", j->job_id, err);
 		} else {
+			char *aj = NULL, *as = NULL, *ar = NULL;
+
 			log_info("job %u: inputs staged (%lld files, %s): released", j->job_id,
 				 (long long)p.files_done, hb);
-			_comment(j, "stagehand: inputs staged (%lld files, %s); released",
-				 (long long)p.files_done, hb);
+			if (queue_after_get(d->q, j->job_id, &aj, &as, &ar, err, sizeof(err)) == 0)
+				_comment(j, "stagehand: archives of after=%s verified; inputs staged "
+					 "(%lld files, %s); released", aj, (long long)p.files_done, hb);
+			else
+				_comment(j, "stagehand: inputs staged (%lld files, %s); released",
+					 (long long)p.files_done, hb);
+			free(aj);
+			free(as);
+			free(ar);
 			_set_hold_state(d, j->job_id, HS_RELEASED);
 		}
 	} else if (strcmp(state, "failed") == 0) {
@@ -999,8 +1074,11 @@ static void _tick(struct daemon *d, int64_t now_ms)
 			_requeued_silently(d, j);
 		hs = qj && qj->hold_state ? qj->hold_state : "none";
 		if (j->state == JOB_PENDING && j->hold_pending) {
-			if (!qj || !strcmp(hs, "none") || !strcmp(hs, HS_CANCELLED))
-				_start_staging(d, j);
+			if (!qj || !strcmp(hs, "none") || !strcmp(hs, HS_CANCELLED) ||
+			    !strcmp(hs, HS_AFTER)) {
+				if (_after_ready(d, j, jobs, n))
+					_start_staging(d, j);
+			}
 			else if (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED) ||
 				 !strcmp(hs, HS_RELEASED))
 				_follow(d, j);
@@ -1012,7 +1090,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 			_follow_bb(d, j);
 		} else if (sjob_state_is_final(j->state) &&
 			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED) ||
-			    !strcmp(hs, HS_BB_SETUP))) {
+			    !strcmp(hs, HS_BB_SETUP) || !strcmp(hs, HS_AFTER))) {
 			_cancel_job(d, j->job_id, _array_waits(jobs, n, j));
 		} else if (sjob_state_is_final(j->state) && strcmp(hs, HS_INVALID) != 0 &&
 			   strcmp(hs, HS_CANCELLED) != 0 && j->end_time && (!qj || !qj->end_state)) {

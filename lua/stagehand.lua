@@ -21,7 +21,8 @@ The module (docs/admin-submit.md):
     script with one "stagehand: line N: ..." message per error (sbatch prints
     them); records the normalised plan in admin_comment ("stagehand:v1:" +
     compact JSON) for stagehandd; in hold mode (SubmitMode=hold) holds a job
-    with stage_in (priority 0) and refuses a user's release in job_modify;
+    with stage_in or after= (priority 0) and refuses a user's release in
+    job_modify; refuses after= in bb mode (afterburstbuffer is Slurm's own);
   * the burst-buffer hooks (SubmitMode=bb: M.bb_setup, M.bb_data_in, ...)
     come from stagehand_bb.lua, loaded from the same directory.
 
@@ -275,7 +276,7 @@ The record in admin_comment (users cannot change admin_comment):
 
 PLAN-JSON is exactly docs/directives.md "The plan" and runs to the end, so a
 reader takes everything after the first "stagehand:v1:". The hold marker
-exists only for jobs held for stage-in: "pending" until a trusted uid
+exists only for jobs held for stage-in or after=: "pending" until a trusted uid
 (stagehandd as root) releases the job, then "released". STATUS is
 stagehandd's progress or failure text for the job (squeue -O admin_comment,
 scontrol show job); it lives here so that the job's comment stays the
@@ -410,11 +411,22 @@ local function _submit(job_desc, submit_uid)
 	elseif SITE.submit_mode == "bb" and SITE.pool_capacity and _has_stage_in(res.actions) then
 		_user("stagehand: warning: no '#DATA capacity=SIZE' line: this job's inputs are staged at once, outside the scratch pools; give the size of its inputs to be staged just in time")
 	end
-	if #res.actions == 0 then
+	local after = res.after
+	if after and SITE.submit_mode == "bb" then
+		-- Slurm keeps a bb job in stage-out until its archive is verified:
+		-- its own dependency waits for that, so there is no second way.
+		local msg = format("after= waits for archives in hold mode only; this site stages through Slurm's burst buffer, which keeps a job in stage-out until its archive is verified: use sbatch --dependency=afterburstbuffer:%s instead",
+			table.concat(after.jobs, ":"))
+		_user(format("stagehand: line %d: %s", after.line, msg))
+		_log("log_info", "stagehand: rejected a job of uid %s: line %d: after= in bb mode",
+			tostring(submit_uid), after.line)
+		return _rc("ERROR", -1)
+	end
+	if #res.actions == 0 and not after then
 		return _rc("SUCCESS", 0)
 	end
-	local held = SITE.hold_stage_in and _has_stage_in(res.actions)
-	local record = _join_record("", held and "pending" or nil, plan_json(res.actions))
+	local held = SITE.hold_stage_in and (_has_stage_in(res.actions) or after ~= nil)
+	local record = _join_record("", held and "pending" or nil, plan_json(res.actions, after))
 	if #record > SITE.max_plan_bytes then
 		_user(format("stagehand: the #DATA plan is %d bytes; this site's limit is %d: use fewer or shorter directives",
 			#record, SITE.max_plan_bytes))
@@ -427,7 +439,14 @@ local function _submit(job_desc, submit_uid)
 	job_desc.admin_comment = record
 	if held then
 		job_desc.priority = 0
-		_user("stagehand: job held until its stage_in inputs are staged (squeue shows it pending, reason JobHeldUser); it is released automatically")
+		if after then
+			_user(format("stagehand: job held until the archive%s of job%s %s %s verified%s (squeue shows it pending, reason JobHeldUser; 'stagehand status' says what it waits for); it is released automatically",
+				#after.jobs == 1 and "" or "s", #after.jobs == 1 and "" or "s",
+				table.concat(after.jobs, ", "), #after.jobs == 1 and "is" or "are",
+				_has_stage_in(res.actions) and ", then until its stage_in inputs are staged" or ""))
+		else
+			_user("stagehand: job held until its stage_in inputs are staged (squeue shows it pending, reason JobHeldUser); it is released automatically")
+		end
 	end
 	_log("log_debug", "stagehand: uid %s: %d #DATA action(s)%s", tostring(submit_uid),
 		#res.actions, held and ", held for stage-in" or "")
@@ -467,7 +486,12 @@ local function _modify(job_desc, job_rec, modify_uid)
 	end
 	_log("log_info", "stagehand: refused release/priority change of job %s by uid %s: stage-in pending",
 		tostring(job_rec.job_id), tostring(modify_uid))
-	_user("stagehand: this job is held until its inputs are staged; it is released automatically (see 'stagehand status')")
+	local _, _, plan = _split_record(ac)
+	if plan and find(plan, '"after":', 1, true) then
+		_user("stagehand: this job is held until the archives it waits for (#DATA after=) are verified and its inputs staged; it is released automatically (see 'stagehand status')")
+	else
+		_user("stagehand: this job is held until its inputs are staged; it is released automatically (see 'stagehand status')")
+	end
 	return _rc("ESLURM_JOB_HELD", HELD_RC)
 end
 

@@ -18,10 +18,11 @@ local tostring, type, pairs, ipairs, pcall = tostring, type, pairs, ipairs, pcal
 local ACTIONS = { stage_in = true, archive = true, exempt = true, stage_out = true }
 local OPTIONS = { to = true, when = true, keep = true }
 local KEY_ORDER = { "stage_in", "archive", "exempt", "stage_out", "to", "when", "keep",
-	"capacity", "pool" }
+	"capacity", "pool", "after" }
 -- capacity=SIZE [pool=NAME] is the job's size in its burst-buffer pool, a
--- property of the script, not an action on a path (_capacity_line).
-local KNOWN = { capacity = true, pool = true }
+-- property of the script, not an action on a path (_capacity_line); so is
+-- after=J[:J...], the jobs whose archives this one waits for (_after_line).
+local KNOWN = { capacity = true, pool = true, after = true }
 for k in pairs(ACTIONS) do KNOWN[k] = true end
 for k in pairs(OPTIONS) do KNOWN[k] = true end
 -- Largest capacity in bytes: 2^53, which a Lua number holds exactly.
@@ -398,6 +399,78 @@ local function _capacity_line(toks)
 	return d
 end
 
+-- Jobs one after= line may name, and the largest job id or task index
+-- (below Slurm's NO_VAL); as in common/dsl.h.
+local MAX_AFTER = 64
+local MAX_JOB_ID = 4294967293
+
+-- One "J" or "J_K" (no sign, no leading zero, J at least 1): the job id and
+-- the task index (-1: none), or nil.
+local function _after_job(s)
+	local j, t = s:match("^(%d+)_(%d+)$")
+	if not j then j = s:match("^(%d+)$") end
+	if not j then return nil end
+	local function num(d)
+		if #d > 10 or (#d > 1 and byte(d, 1) == 48) then return nil end
+		local n = tonumber(d)
+		if n > MAX_JOB_ID then return nil end
+		return n
+	end
+	local jn, tn = num(j), -1
+	if t then tn = num(t) end
+	if not jn or jn == 0 or not tn then return nil end
+	return jn, tn
+end
+
+-- '#DATA after=J[:J...]': the jobs whose after-job transfers must be
+-- verified before this job may start. Returns { after = { "J", "J_K", ... },
+-- token }, or nil, code, token, message.
+local function _after_line(toks)
+	local raw, v = toks[1].raw, toks[1].value
+	if v == "" then
+		return nil, "missing_value", raw,
+			"'after' needs a value, e.g. after=1234, or after=1234:1240 for several jobs"
+	end
+	if find(v, "[\1-\8\10-\31\127]") then
+		return nil, "control_char", raw, "control character in value of 'after': remove it"
+	end
+	if find(v, ",", 1, true) then
+		return nil, "bad_value", raw,
+			format("separate job ids with ':' (as in sbatch --dependency=afterok:J1:J2), not ',': '%s'", v)
+	end
+	local list, seen, from = {}, {}, 1
+	while true do
+		local c = find(v, ":", from, true)
+		local item = sub(v, from, (c or #v + 1) - 1)
+		if item == "" then
+			return nil, "bad_value", raw,
+				format("empty job id in '%s': write after=J, or after=J1:J2 for several jobs", v)
+		end
+		local jn, tn = _after_job(item)
+		if not jn then
+			return nil, "bad_value", raw,
+				format("'%s' is not a job id: after= takes job ids such as 1234, or 1234_7 for one task of an array (for other dependencies use sbatch --dependency)", item)
+		end
+		local norm = tn >= 0 and format("%d_%d", jn, tn) or format("%d", jn)
+		if not seen[norm] and #list <= MAX_AFTER then
+			seen[norm] = true
+			list[#list + 1] = norm
+		end
+		if not c then break end
+		from = c + 1
+	end
+	if #list > MAX_AFTER then
+		return nil, "bad_value", raw,
+			format("after= names more than %d jobs; the limit is %d: wait for fewer (or for a job that waits for the others)", MAX_AFTER, MAX_AFTER)
+	end
+	if #toks > 1 then
+		local tk = toks[2]
+		return nil, KNOWN[tk.key] and "option_not_allowed" or "unknown_key", tk.raw,
+			format("'%s' is not an option of after (it has none: name several jobs as after=J1:J2)", tk.key)
+	end
+	return { after = list, token = raw }
+end
+
 -- Check one directive line (its text without line end). Returns the
 -- directive, or nil, code, token, message.
 local function _parse_directive(cfg, line)
@@ -408,6 +481,7 @@ local function _parse_directive(cfg, line)
 			"empty #DATA directive: write e.g. '#DATA archive=results/'"
 	end
 	if toks[1].key == "capacity" then return _capacity_line(toks) end
+	if toks[1].key == "after" then return _after_line(toks) end
 	local d, seen = nil, {}
 	for t, tk in ipairs(toks) do
 		local key, value, raw = tk.key, tk.value, tk.raw
@@ -435,7 +509,7 @@ local function _parse_directive(cfg, line)
 			end
 			d = { action = key, token = raw }
 		else
-			if ACTIONS[key] or key == "capacity" then
+			if ACTIONS[key] or key == "capacity" or key == "after" then
 				return nil, "multiple_actions", raw,
 					format("one action per line: put '%s' on its own #DATA line", key)
 			end
@@ -507,6 +581,8 @@ action is { line, action, path, to, when, keep } and each diagnostic is
 { line, code, token, message }. actions is empty when there are errors.
 res.capacity is { line, size (bytes), pool (or nil) } when the script has a
 valid capacity line and no errors.
+res.after is { line, jobs = { "J", "J_K", ... } } when the script has a valid
+after= line and no errors.
 ]]
 local function parse(script, cfg)
 	local res = { actions = {}, warnings = {}, errors = {} }
@@ -566,6 +642,15 @@ local function parse(script, cfg)
 			return err(n, code, tok, msg)
 		end
 		d.line = n
+		if d.after then
+			if res.after then
+				return err(n, "duplicate_after", d.token,
+					format("after already given on line %d: list every job on one line, after=J1:J2",
+						res.after.line))
+			end
+			res.after = { line = n, jobs = d.after }
+			return
+		end
 		if d.capacity then
 			if res.capacity then
 				return err(n, "duplicate_capacity", d.token,
@@ -706,6 +791,7 @@ local function parse(script, cfg)
 	if #errors > 0 then
 		res.actions = {}
 		res.capacity = nil
+		res.after = nil
 	else
 		-- Several stage_in lines with one to= share a directory: it gets its
 		-- trailing '/' (docs/directives.md, "Where stage_in puts its input").
@@ -738,7 +824,8 @@ local function _json_str(s)
 	end) .. '"'
 end
 
-local function plan_json(actions)
+-- actions: parse()'s; after: parse()'s res.after ({ line, jobs }) or nil.
+local function plan_json(actions, after)
 	local out = { '{"version":1,"actions":[' }
 	for i, a in ipairs(actions) do
 		local s = '{"line":' .. format("%d", a.line) .. ',"action":' .. _json_str(a.action) ..
@@ -750,6 +837,12 @@ local function plan_json(actions)
 		out[#out + 1] = (i > 1 and "," or "") .. s .. "}"
 	end
 	out[#out + 1] = "]"
+	if after then
+		local jobs = {}
+		for i, j in ipairs(after.jobs) do jobs[i] = _json_str(j) end
+		out[#out + 1] = ',"after":{"line":' .. format("%d", after.line) .. ',"jobs":[' ..
+			concat(jobs, ",") .. "]}"
+	end
 	out[#out + 1] = "}"
 	return concat(out)
 end

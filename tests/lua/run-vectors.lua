@@ -97,6 +97,19 @@ local function compare_actions(exp, got, diffs)
 	end
 end
 
+-- expect.after ({line, jobs}) against the plan JSON's "after" (absent: none).
+local function compare_after(exp, got, diffs)
+	local function text(a)
+		if a == nil or a == json.null then return "none" end
+		local jobs = {}
+		for i, j in ipairs(a.jobs or {}) do jobs[i] = show(j) end
+		return string.format("line %s jobs [%s]", show(a.line), table.concat(jobs, ","))
+	end
+	if text(exp) ~= text(got) then
+		diffs[#diffs + 1] = string.format("after: expected %s, got %s", text(exp), text(got))
+	end
+end
+
 local function compare_diags(what, exp, got, diffs)
 	exp = exp or {}
 	if #exp ~= #got then
@@ -147,7 +160,7 @@ for n, name in ipairs(files) do
 		if v.script_b64 then script = json.base64_decode(v.script_b64) end
 		assert(type(script) == "string", "vector has neither script nor script_b64")
 		local res = sh.parse(script, cfg)
-		local plan = json.decode(sh.plan_json(res.actions))
+		local plan = json.decode(sh.plan_json(res.actions, res.after))
 		if plan.version ~= 1 then diffs[#diffs + 1] = "plan version is not 1" end
 		compare_actions(v.expect.actions or {}, plan.actions, diffs)
 		local ec, gc = v.expect.capacity, res.capacity
@@ -157,6 +170,7 @@ for n, name in ipairs(files) do
 				ec and string.format("line %s size %s pool %s", ec.line, ec.size, tostring(ec.pool)) or "none",
 				gc and string.format("line %s size %s pool %s", gc.line, gc.size, tostring(gc.pool)) or "none")
 		end
+		compare_after(v.expect.after, plan.after, diffs)
 		compare_diags("warnings", v.expect.warnings, res.warnings, diffs)
 		compare_diags("errors", v.expect.errors, res.errors, diffs)
 	end)

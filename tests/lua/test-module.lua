@@ -92,6 +92,13 @@ do
 	is(m.job_submit(d, {}, 1000), S.SUCCESS, "bb mode: stage_in job accepted")
 	is(d.priority, S.NO_VAL, "bb mode: not held")
 	is(m.record_state(d.admin_comment), "none", "bb mode: plan recorded without a hold")
+	-- bb mode: after= is refused, pointing at Slurm's own dependency
+	stub.reset()
+	local a = { script = "#!/bin/bash\n#DATA after=4711:4712_3\n#DATA archive=out\n", priority = S.NO_VAL }
+	is(m.job_submit(a, {}, 1000), S.ERROR, "bb mode: after= refused")
+	ok(table.concat(stub.user, "\n"):find("line 2: after= waits for archives in hold mode only", 1, true)
+		and table.concat(stub.user, "\n"):find("--dependency=afterburstbuffer:4711:4712_3", 1, true),
+		"bb mode: the refusal names the line and the dependency to use", table.concat(stub.user, "\n"))
 end
 
 -- pools (bb mode, PoolCapacity) ------------------------------------------

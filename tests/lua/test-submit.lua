@@ -136,6 +136,44 @@ do
 	held_comment = d.admin_comment
 end
 
+-- after=: held until the named jobs' archives are verified ---------------
+do
+	stub.reset()
+	local d = desc(HEAD .. "#DATA after=4711:4712_3\nsrun ./post\n")
+	is(slurm_job_submit(d, {}, 1000), S.SUCCESS, "after-only script accepted")
+	is(d.priority, 0, "after=: held with priority 0 although it has no stage_in")
+	is(stagehand.record_state(d.admin_comment), "pending", "after=: record state pending")
+	local okj, plan = pcall(json.decode, d.admin_comment:sub(#"stagehand:hold=pending stagehand:v1:" + 1))
+	ok(okj and #plan.actions == 0 and plan.after and plan.after.line == 3 and
+		plan.after.jobs[1] == "4711" and plan.after.jobs[2] == "4712_3",
+		"after=: the plan records the jobs as written", d.admin_comment)
+	ok(user_text():find("held until the archives of jobs 4711, 4712_3 are verified", 1, true),
+		"after=: the user is told what the job waits for", user_text())
+	-- the user cannot release it, and is told why
+	stub.reset()
+	is(slurm_job_modify({ priority = S.INFINITE }, { job_id = 30, admin_comment = d.admin_comment }, {}, 1000),
+		HELD, "after=: a user release is refused")
+	ok(user_text():find("archives it waits for (#DATA after=)", 1, true), "after=: refusal says why",
+		user_text())
+	local rel = { priority = S.INFINITE }
+	is(slurm_job_modify(rel, { job_id = 30, admin_comment = d.admin_comment }, {}, 0), S.SUCCESS,
+		"after=: stagehandd (root) releases it")
+	is(stagehand.record_state(rel.admin_comment), "released", "after=: release recorded")
+	-- with stage_in: both are waited for, the stage-in after the archives
+	stub.reset()
+	local e = desc(HEAD .. "#DATA after=4711\n#DATA stage_in=/archive/u/4711/results\n")
+	is(slurm_job_submit(e, {}, 1000), S.SUCCESS, "after= with stage_in accepted")
+	is(e.priority, 0, "after= with stage_in: held")
+	ok(user_text():find("archive of job 4711 is verified, then until its stage_in inputs are staged", 1, true),
+		"after= with stage_in: the user is told the order", user_text())
+	-- a bad job id is refused at submit, with the line
+	stub.reset()
+	is(slurm_job_submit(desc(HEAD .. "#DATA after=afterok:4711\n"), {}, 1000), S.ERROR,
+		"after= with a dependency type refused")
+	ok(user_text():find("stagehand: line 3: 'afterok' is not a job id", 1, true),
+		"after= refusal names the line and the value", user_text())
+end
+
 -- hold disabled ---------------------------------------------------------
 do
 	stub.reset()

@@ -102,5 +102,23 @@ rc=$?
 grep -q "bad.conf:1: error: MaxDirectives must be an integer" "$tmp/out" && [ $rc -eq 2 ]
 ok $? "--config with a bad line: FILE:LINE, exit 2"
 
+# after=: accepted in hold mode with what it waits for; refused in bb mode,
+# pointing at Slurm's own dependency (as job_submit.lua does).
+printf '#!/bin/bash\n#DATA after=4711:4712_3\n#DATA stage_in=/a/b\n' > "$tmp/after.sh"
+"$bin" check --config=/dev/null "$tmp/after.sh" > "$tmp/out" 2>&1
+rc=$?
+grep -q "after.sh: 2 directives OK" "$tmp/out" &&
+	grep -q "line 2: wait for the archives of jobs 4711, 4712_3 (held until they are verified; stage_in starts then)" "$tmp/out" && [ $rc -eq 0 ]
+ok $? "after= in hold mode: valid, says which archives the job waits for"
+printf 'SubmitMode=bb\n' > "$tmp/bb.conf"
+"$bin" check --config="$tmp/bb.conf" "$tmp/after.sh" > "$tmp/out" 2>&1
+rc=$?
+grep -q "after.sh:2: error: after= waits for archives in hold mode only.*--dependency=afterburstbuffer:4711:4712_3 instead \[after_in_bb_mode\]" "$tmp/out" && [ $rc -eq 1 ]
+ok $? "after= in bb mode: an error naming afterburstbuffer, exit 1"
+printf '#!/bin/bash\n#DATA after=4711,4712\n' | "$bin" check --config=/dev/null - > "$tmp/out" 2>&1
+rc=$?
+grep -q "<stdin>:2: error: separate job ids with ':'.*\[bad_value\]" "$tmp/out" && [ $rc -eq 1 ]
+ok $? "after= with a comma: the error says to use ':', exit 1"
+
 echo "1..$n"
 [ $fails -eq 0 ]

@@ -178,6 +178,54 @@ static void _test_tampered(void)
 	}
 }
 
+/* after= in the plan: written, read back, and every tampering refused. */
+static void _test_after_json(void)
+{
+	static const char script[] = "#!/bin/bash\n#DATA after=4711:4712_3\n#DATA archive=out\n";
+	static const struct tamper cases[] = {
+		{ "{\"version\":1,\"actions\":[],\"after\":[\"12\"]}", "'after' must be an object" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":2,\"jobs\":[\"12\"],\"x\":1}}", "unexpected field 'x'" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":0,\"jobs\":[\"12\"]}}", "'line' must be a positive integer" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":2,\"jobs\":[]}}", "1 to 64 job ids" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":2,\"jobs\":[12]}}", "is not a job id" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":2,\"jobs\":[\"012\"]}}", "is not a job id" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":2,\"jobs\":[\"12;rm\"]}}", "is not a job id" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":2,\"jobs\":[\"12\\u00003\"]}}", "is not a job id" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":2,\"jobs\":[\"4294967294\"]}}", "is not a job id" },
+		{ "{\"version\":1,\"actions\":[],\"after\":{\"line\":2,\"jobs\":[\"12\",\"12\"]}}", "named twice" },
+	};
+	struct dsl_plan *p = dsl_parse(script, sizeof(script) - 1, NULL), *back;
+	json_t *j, *j2;
+	char err[256], *s;
+
+	tap_ok(p && p->nerrors == 0 && p->after_line == 2 && p->nafter == 2 &&
+	       p->after[0].job_id == 4711 && p->after[0].task_id == -1 &&
+	       p->after[1].job_id == 4712 && p->after[1].task_id == 3, "after= parsed into the plan");
+	j = dsl_plan_to_json(p);
+	s = json_dumps(json_object_get(j, "after"), JSON_COMPACT | JSON_SORT_KEYS);
+	tap_ok(s && !strcmp(s, "{\"jobs\":[\"4711\",\"4712_3\"],\"line\":2}"),
+	       "plan JSON has the documented after object (%s)", s ? s : "none");
+	free(s);
+	back = dsl_plan_from_json(j, NULL, err, sizeof(err));
+	j2 = back ? dsl_plan_to_json(back) : NULL;
+	tap_ok(back && json_equal(j, j2) && back->nafter == 2 && back->after[1].task_id == 3,
+	       "after read back unchanged (%s)", back ? "ok" : err);
+	json_decref(j);
+	json_decref(j2);
+	dsl_plan_free(back);
+	dsl_plan_free(p);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *t = json_loads(cases[i].json, JSON_ALLOW_NUL, NULL);
+		struct dsl_plan *tp = t ? dsl_plan_from_json(t, NULL, err, sizeof(err)) : NULL;
+
+		if (!tap_ok(t && !tp && strstr(err, cases[i].want), "tampered after %zu rejected: %s", i,
+			    cases[i].want))
+			tap_diag("json %s -> %s", cases[i].json, tp ? "accepted" : t ? err : "not JSON");
+		dsl_plan_free(tp);
+		json_decref(t);
+	}
+}
+
 static void _test_expand_args(void)
 {
 	struct dsl_expand_ctx ctx = { 7, "bob", "job", 0, -1 };
@@ -366,6 +414,7 @@ int main(void)
 {
 	_test_roundtrip();
 	_test_tampered();
+	_test_after_json();
 	_test_expand_args();
 	_test_misc();
 	_test_random();

@@ -192,6 +192,18 @@ static void _run_vector(const char *dir, const char *name)
 		ok = false;
 	}
 	ok &= _cmp_capacity(plan, json_object_get(exp, "capacity"));
+	/* expect.after is the plan's "after" exactly, or absent when it has none */
+	if (got_plan && !json_equal(json_object_get(got_plan, "after"), json_object_get(exp, "after")) &&
+	    (json_object_get(got_plan, "after") || json_object_get(exp, "after"))) {
+		char *a = _dump(json_object_get(got_plan, "after"));
+		char *b = _dump(json_object_get(exp, "after"));
+
+		tap_diag("after differs:\n#   expected %s\n#   got      %s", b ? b : "none",
+			 a ? a : "none");
+		free(a);
+		free(b);
+		ok = false;
+	}
 	ok &= _cmp_diags("warnings", plan->warnings, plan->nwarnings, json_object_get(exp, "warnings"));
 	ok &= _cmp_diags("errors", plan->errors, plan->nerrors, json_object_get(exp, "errors"));
 	{
