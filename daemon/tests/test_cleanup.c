@@ -57,6 +57,22 @@ static int _exists(const char *rel)
 	return lstat(p, &st) == 0;
 }
 
+/* touch -r: to gets from's times, so only a followed link could match it. */
+static void _same_time(const char *from, const char *to)
+{
+	char a[512], b[512];
+	struct stat st;
+	struct timespec ts[2];
+
+	snprintf(a, sizeof(a), "%s/%s", _dir, from);
+	snprintf(b, sizeof(b), "%s/%s", _dir, to);
+	if (stat(a, &st) == 0) {
+		ts[0] = st.st_atim;
+		ts[1] = st.st_mtim;
+		utimensat(AT_FDCWD, b, ts, 0);
+	}
+}
+
 /* An entry as the daemon records it: the file's size and mtime now. */
 static void _ent(struct xfer_done_ent *e, const char *in_rel, const char *rel)
 {
@@ -187,6 +203,8 @@ int main(void)
 	_ent(&e[3], "scratch/u/7/input/m.dat", "m.dat");
 	_ent(&e[4], "scratch/u/7/input/l.dat", "l.dat");
 	_ent(&e[5], "scratch/u/7/input/d/f.dat", "d/f.dat");
+	_same_time("scratch/u/7/input/l.dat", "other/victim");
+	_same_time("scratch/u/7/input/d/f.dat", "other/f.dat");
 	/* The job: changes c.dat, moves m.dat out, writes its own file; the user
 	   plants links in place of l.dat (to a file) and d/ (to a directory). */
 	_write("scratch/u/7/input/c.dat", "changed by the job\n");
