@@ -275,13 +275,22 @@ static json_t *_requests_of(json_t *resp, json_t **single)
 	return NULL;
 }
 
+/* A job's input cleanup (InputRetention, hours away): nothing to wait for. */
+static int _is_purge(json_t *r)
+{
+	const char *a = json_string_value(json_object_get(r, "action"));
+
+	return a && !strcmp(a, "purge");
+}
+
 static int _all_terminal(json_t *reqs)
 {
 	size_t i;
 	json_t *r;
 
 	json_array_foreach(reqs, i, r)
-		if (!progress_state_terminal(json_string_value(json_object_get(r, "state"))))
+		if (!_is_purge(r) &&
+		    !progress_state_terminal(json_string_value(json_object_get(r, "state"))))
 			return 0;
 	return 1;
 }
@@ -294,7 +303,7 @@ static int _all_done(json_t *reqs)
 
 	json_array_foreach(reqs, i, r) {
 		s = json_string_value(json_object_get(r, "state"));
-		if (!s || strcmp(s, "done"))
+		if (!_is_purge(r) && (!s || strcmp(s, "done")))
 			return 0;
 	}
 	return 1;
@@ -600,6 +609,48 @@ static void _print_items(json_t *resp)
 		printf("(list truncated by the daemon)\n");
 }
 
+/*
+ * When the job's staged inputs were or will be removed (its purge request,
+ * cleanup.h in the daemon): "inputs: ..." lines.
+ */
+static void _print_inputs(json_t *reqs)
+{
+	size_t i;
+	json_t *r;
+
+	json_array_foreach(reqs, i, r) {
+		const char *st = json_string_value(json_object_get(r, "state"));
+		const char *src = json_string_value(json_object_get(r, "source"));
+		const char *e = json_string_value(json_object_get(r, "error"));
+		json_t *next = json_object_get(r, "next_attempt_at");
+		json_int_t total = json_integer_value(json_object_get(r, "files_total"));
+		time_t t = (time_t)json_integer_value(json_is_integer(next) ? next :
+						      json_object_get(r, "updated"));
+		char when[64] = "?";
+		struct tm tm;
+
+		if (!_is_purge(r) || !st)
+			continue;
+		if (t > 0 && localtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+		if (!strcmp(st, "done"))
+			printf("inputs: removed %s (%" JSON_INTEGER_FORMAT " staged file%s in %s; "
+			       "'stagehand status r%" JSON_INTEGER_FORMAT " --items' lists what "
+			       "stayed and why)\n", when, total, total == 1 ? "" : "s", src ? src : "?",
+			       json_integer_value(json_object_get(r, "id")));
+		else if (!strcmp(st, "queued") && json_is_integer(next))
+			printf("inputs: %" JSON_INTEGER_FORMAT " staged file%s in %s will be removed "
+			       "after %s (InputRetention); move what you want to keep out of it\n",
+			       total, total == 1 ? "" : "s", src ? src : "?", when);
+		else if (!strcmp(st, "cancelled"))
+			printf("inputs: removal cancelled; %s is left to the site's purge\n",
+			       src ? src : "?");
+		else
+			printf("inputs: removal of %s %s%s%s\n", src ? src : "?", st, e ? ": " : "",
+			       e ? e : "");
+	}
+}
+
 static int _print_status(json_t *resp, int is_job)
 {
 	json_t *single, *reqs;
@@ -657,6 +708,7 @@ static int _print_status(json_t *resp, int is_job)
 			       json_string_value(json_object_get(n, "action")) ?: "?",
 			       json_string_value(json_object_get(n, "path")) ?: "?",
 			       json_string_value(json_object_get(n, "reason")) ?: "?");
+		_print_inputs(reqs);
 	}
 	_print_items(resp);
 	return EXIT_OK;

@@ -19,7 +19,7 @@
 int labels_policy_known(const char *p)
 {
 	return !strcmp(p, "exempt") || !strcmp(p, "pending") || !strcmp(p, "archive") ||
-	       !strcmp(p, "archived") || !strcmp(p, "skipped");
+	       !strcmp(p, "archived") || !strcmp(p, "skipped") || !strcmp(p, "purge");
 }
 
 int labels_namespace(const char *opt, char *out, size_t outlen)

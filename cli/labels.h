@@ -27,7 +27,7 @@ struct label {
 	char location[4096];
 };
 
-/* 1 if the policy value is one of exempt, pending, archive, archived. */
+/* 1 if the policy value is one of exempt, pending, archive, archived, skipped, purge. */
 int labels_policy_known(const char *policy);
 
 /*

@@ -27,7 +27,7 @@
 
 void policy_paths_free(struct policy_paths *p)
 {
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < POLICY_NKIND; k++) {
 		for (size_t i = 0; i < p->n[k]; i++)
 			free(p->v[k][i]);
 		free(p->v[k]);
@@ -67,7 +67,8 @@ int policy_paths_scan(const char *root, const char *ns, struct policy_paths *p)
 		int k = !strcmp(pol, "exempt") || !strcmp(pol, "pending") ||
 			!strcmp(pol, "skipped") ? POLICY_HOLD :
 			!strcmp(pol, "archive") ? POLICY_ARCHIVE :
-			!strcmp(pol, "archived") ? POLICY_ARCHIVED : -1;
+			!strcmp(pol, "archived") ? POLICY_ARCHIVED :
+			!strcmp(pol, "purge") ? POLICY_PURGE : -1;
 
 		if (k >= 0 && _add(p, k, r.trees[i].path) < 0) {
 			client_errx("policy: out of memory");
@@ -78,7 +79,7 @@ int policy_paths_scan(const char *root, const char *ns, struct policy_paths *p)
 	}
 	p->errors = r.errors;
 	scan_result_free(&r);
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < POLICY_NKIND; k++)
 		if (p->n[k])
 			qsort(p->v[k], p->n[k], sizeof(char *), _by_str);
 	return 0;
@@ -129,6 +130,8 @@ static int _gpfs(FILE *fp, const struct policy_opts *o, const struct policy_path
 		" * skipped  never migrate (archive=... when=success and the job failed)\n"
 		" * archive  migrate now\n"
 		" * archived stagehand already copied it (%sstagehand.location); no rule here\n"
+		" * purge    a job's staged inputs after it ended: stagehandd removes them\n"
+		" *          (InputRetention); never migrate\n"
 		" *\n"
 		" * Scale judges each file by its own attributes; the labels are on\n"
 		" * directories. The XATTR rule covers the labelled directories, the\n"
@@ -136,7 +139,7 @@ static int _gpfs(FILE *fp, const struct policy_opts *o, const struct policy_path
 		" * generated: regenerate (with --paths-from) before every policy run.\n"
 		" */\n"
 		"RULE 'stagehand_hold_dirs' EXCLUDE DIRECTORIES_PLUS\n"
-		"  WHERE XATTR('%sstagehand.policy') IN ('exempt','pending','skipped')\n",
+		"  WHERE XATTR('%sstagehand.policy') IN ('exempt','pending','skipped','purge')\n",
 		o->ns, o->paths_from ? " --paths-from=" : "", o->paths_from ? o->paths_from : "",
 		o->pool, o->ns, o->ns);
 	if (!o->paths_from) {
@@ -151,6 +154,16 @@ static int _gpfs(FILE *fp, const struct policy_opts *o, const struct policy_path
 		fprintf(fp, "RULE 'stagehand_hold_%zu' EXCLUDE DIRECTORIES_PLUS\n  WHERE PATH_NAME LIKE ",
 			i + 1);
 		_gpfs_like(fp, p->v[POLICY_HOLD][i]);
+		fputc('\n', fp);
+	}
+	for (i = 0; i < p->n[POLICY_PURGE]; i++) {
+		if (!_printable(p->v[POLICY_PURGE][i])) {
+			skipped++;
+			continue;
+		}
+		fprintf(fp, "RULE 'stagehand_purge_%zu' EXCLUDE DIRECTORIES_PLUS\n  WHERE PATH_NAME LIKE ",
+			i + 1);
+		_gpfs_like(fp, p->v[POLICY_PURGE][i]);
 		fputc('\n', fp);
 	}
 	for (i = 0; i < p->n[POLICY_ARCHIVE]; i++) {
@@ -197,6 +210,7 @@ static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy
 {
 	static const char *const hold[] = { "exempt", "pending", "skipped", NULL };
 	static const char *const arch[] = { "archive", NULL };
+	static const char *const purge[] = { "purge", NULL };
 	int skipped = 0;
 
 	fprintf(fp,
@@ -205,7 +219,8 @@ static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy
 		"#\n"
 		"# Include it in the Robinhood configuration after the policy definitions\n"
 		"# (%%include \"includes/lhsm.inc\"), then merge the rule blocks below with\n"
-		"# the site's own: stagehand_hold goes into every ignore_fileclass list.\n"
+		"# the site's own: stagehand_hold and stagehand_purge go into every\n"
+		"# ignore_fileclass list of the archive and release policies.\n"
 		"# Labels are on directories and Robinhood matches each entry by its own\n"
 		"# xattrs: the tree conditions (from --paths-from) cover the files inside\n"
 		"# them. Regenerate before each policy run (or from the scan's cron job).\n"
@@ -217,9 +232,15 @@ static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy
 		   p->v[POLICY_HOLD], p->n[POLICY_HOLD], &skipped);
 	_rbh_class(fp, o, "stagehand_archive", arch, "archive: the job ended; archive now",
 		   p->v[POLICY_ARCHIVE], p->n[POLICY_ARCHIVE], &skipped);
+	_rbh_class(fp, o, "stagehand_purge", purge,
+		   "purge: a job's staged inputs after it ended, copies of data kept elsewhere;\n"
+		   "# stagehandd removes them after InputRetention. Never archive or release; a\n"
+		   "# site cleanup policy may target this class (with InputRetention=never)",
+		   p->v[POLICY_PURGE], p->n[POLICY_PURGE], &skipped);
 	fprintf(fp,
 		"lhsm_archive_rules {\n"
 		"    ignore_fileclass = stagehand_hold;\n"
+		"    ignore_fileclass = stagehand_purge;\n"
 		"\n"
 		"    rule stagehand_archive_now {\n"
 		"        target_fileclass = stagehand_archive;\n"
@@ -230,6 +251,7 @@ static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy
 		"\n"
 		"lhsm_release_rules {\n"
 		"    ignore_fileclass = stagehand_hold;\n"
+		"    ignore_fileclass = stagehand_purge;\n"
 		"    # the site's own release rules follow here\n"
 		"}\n");
 	if (!o->paths_from)
@@ -310,11 +332,12 @@ static int _lustre(FILE *fp, const struct policy_opts *o)
 		"root=$1\n"
 		"archive_id=${2:-%d}\n"
 		"\n"
-		"labelled hold exempt,pending,skipped\n"
+		"labelled hold exempt,pending,skipped,purge\n"
 		"labelled todo archive\n"
 		"\n"
-		"# exempt, pending and skipped: no copytool and no Robinhood rule may archive or\n"
-		"# release these files (NOARCHIVE, NORELEASE refuse the requests).\n"
+		"# exempt, pending, skipped and purge (a job's staged inputs after it, removed by\n"
+		"# stagehandd after InputRetention): no copytool and no Robinhood rule may archive\n"
+		"# or release these files (NOARCHIVE, NORELEASE refuse the requests).\n"
 		"for d in \"${hold[@]}\"; do\n"
 		"    find \"$d\" -xdev -type f -print0 | xargs -0 -r -n \"$batch\" lfs hsm_set --noarchive --norelease\n"
 		"done\n"
@@ -336,7 +359,7 @@ static int _dmf(FILE *fp, const struct policy_opts *o)
 		"# DMF decides by file, so the labels become site tags (dmtag) that the\n"
 		"# migration policy in dmf.conf selects on. Add to the site's policy object\n"
 		"# (syntax per dmf.conf(5) of your DMF release):\n"
-		"#     SELECT_VG  none        when sitetag = %d   # exempt, pending, skipped: never migrate\n"
+		"#     SELECT_VG  none        when sitetag = %d   # exempt, pending, skipped, purge: never migrate\n"
 		"#     SELECT_VG  <your VGs>  when sitetag = %d   # archive: migrate\n"
 		"# before the site's other SELECT_VG lines (the first match is used).\n"
 		"[ $# -eq 1 ] || { echo \"usage: ${0##*/} DMF_MANAGED_DIR\" >&2; exit 2; }\n"
@@ -344,7 +367,7 @@ static int _dmf(FILE *fp, const struct policy_opts *o)
 		"hold_tag=%d\n"
 		"archive_tag=%d\n"
 		"\n"
-		"labelled hold exempt,pending,skipped\n"
+		"labelled hold exempt,pending,skipped,purge\n"
 		"labelled todo archive\n"
 		"\n"
 		"for d in \"${hold[@]}\"; do\n"
@@ -385,7 +408,8 @@ static void _usage(FILE *fp)
 		"                               [--hold-tag N] [--archive-tag N]\n"
 		"\n"
 		"Print rules that make the site's policy engine honour stagehand's labels:\n"
-		"  gpfs        Storage Scale ILM rules (EXCLUDE exempt/pending/skipped, MIGRATE archive)\n"
+		"  gpfs        Storage Scale ILM rules (EXCLUDE exempt/pending/skipped/purge, MIGRATE\n"
+		"              archive)\n"
 		"  robinhood   Robinhood v3 fileclasses and lhsm rules\n"
 		"  lustre-hsm  a bash driver: lfs hsm_set/hsm_clear/hsm_archive from the labels\n"
 		"  dmf         a bash driver: dmtag/dmput from the labels, plus dmf.conf lines\n"

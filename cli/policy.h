@@ -10,12 +10,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum { POLICY_HOLD = 0, POLICY_ARCHIVE = 1, POLICY_ARCHIVED = 2 };
+enum { POLICY_HOLD = 0, POLICY_ARCHIVE = 1, POLICY_ARCHIVED = 2, POLICY_PURGE = 3, POLICY_NKIND };
 
 /* Labelled directories found under --paths-from, sorted. */
 struct policy_paths {
-	char **v[3];              /* hold (exempt, pending), archive, archived; owned */
-	size_t n[3];
+	char **v[POLICY_NKIND];   /* hold (exempt, pending, skipped), archive, archived,
+				     purge (a job's staged inputs after it); owned */
+	size_t n[POLICY_NKIND];
 	int errors;               /* unreadable paths during the walk */
 };
 

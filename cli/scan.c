@@ -7,7 +7,8 @@
  * follows a symlink, never leaves ROOT's filesystem, and keeps only the
  * labelled directories in memory (never a list of files).
  *
- * --purge removes exempt trees older than --older-than days, with the
+ * --purge removes purge candidates (exempt trees older than --older-than
+ * days, and 'purge' trees: a job's staged inputs after its end), with the
  * caller's own identity, and only trees the caller owns (directory and
  * owner label), that hold no other label and whose label and inode have
  * not changed since the walk. Root is refused: root does not delete users'
@@ -165,6 +166,9 @@ enum scan_class scan_classify(const struct scan_tree *t, time_t now, int older_t
 		return SCAN_EXEMPT;
 	if (!strcmp(p, "exempt"))
 		return now - t->newest >= (time_t)older_than_days * 86400 ? SCAN_PURGE : SCAN_EXEMPT;
+	/* A job's staged inputs after its end: stagehandd removes them after InputRetention. */
+	if (!strcmp(p, "purge"))
+		return SCAN_PURGE;
 	return SCAN_BAD;
 }
 
@@ -287,7 +291,7 @@ int scan_purge_tree(const struct scan_tree *t, const char *ns, uid_t me, char *e
 		return -1;
 	}
 	if (t->cls != SCAN_PURGE) {
-		snprintf(err, errlen, "not an exempt tree past --older-than");
+		snprintf(err, errlen, "not a purge candidate (exempt past --older-than, or purge)");
 		return -1;
 	}
 	if (t->nested) {
@@ -333,8 +337,8 @@ int scan_purge_tree(const struct scan_tree *t, const char *ns, uid_t me, char *e
 	}
 	if (xattr_name(ns, XATTR_POLICY, full, sizeof(full)) < 0 ||
 	    (n = fgetxattr(fd, full, val, sizeof(val) - 1)) < 0 ||
-	    ((val[n] = '\0'), strcmp(val, "exempt") != 0)) {
-		snprintf(err, errlen, "its label is no longer exempt: left alone");
+	    ((val[n] = '\0'), strcmp(val, t->l.policy) != 0)) {
+		snprintf(err, errlen, "its label is no longer %s: left alone", t->l.policy);
 		close(fd);
 		close(pfd);
 		return -1;
@@ -363,7 +367,8 @@ static void _usage(FILE *fp)
 		"\n"
 		"Walk ROOT (one filesystem, symlinks never followed) and report it by label:\n"
 		"archive-labelled trees not yet archived, pending trees, exempt trees whose newest\n"
-		"file is older than DAYS (purge candidates), labels with bad values, unlabelled data,\n"
+		"file is older than DAYS and purge-labelled trees (a job's staged inputs after it\n"
+		"ended: purge candidates), labels with bad values, unlabelled data,\n"
 		"with file and byte totals per class. Dry run: nothing is changed.\n"
 		"\n"
 		"  --older-than DAYS  age of a purge candidate (default 30)\n"
@@ -410,7 +415,7 @@ static int _check_list(const char *list)
 	}
 	return *list ? 0 : -1;
 bad:
-	client_errx("scan: --list %s: give policies from exempt, pending, skipped, archive, archived, "
+	client_errx("scan: --list %s: give policies from exempt, pending, skipped, archive, archived, purge, "
 		    "separated by commas", list);
 	return -1;
 }
@@ -445,7 +450,8 @@ static void _print_table(const struct scan_result *r, const char *root, int all)
 		printf("(no labelled tree needs action)\n");
 	printf("\ntotals under ");
 	labels_print_safe(stdout, root);
-	printf(" (labels %sstagehand.*; purge candidates: exempt, newest file older than %d days):\n",
+	printf(" (labels %sstagehand.*; purge candidates: purge, or exempt with newest file older "
+	       "than %d days):\n",
 	       r->ns, r->older_than_days);
 	for (int c = 0; c < SCAN_NCLASS; c++) {
 		const struct scan_total *s = &r->total[c];
@@ -610,7 +616,8 @@ int cmd_scan(int argc, char **argv)
 		uid_t me = getuid();
 		int removed = 0;
 
-		printf("\npurge (exempt trees older than %d days that you own):\n", older);
+		printf("\npurge (purge trees and exempt trees older than %d days that you own):\n",
+		       older);
 		for (size_t i = 0; i < r.ntrees; i++) {
 			const struct scan_tree *t = &r.trees[i];
 			int ok;

@@ -19,7 +19,8 @@ enum scan_class {
 	SCAN_TO_ARCHIVE = 0,   /* archive: ready, not archived yet */
 	SCAN_PENDING,          /* pending: its job writes here (or the label is stale) */
 	SCAN_EXEMPT,           /* exempt, younger than --older-than */
-	SCAN_PURGE,            /* exempt, newest file older than --older-than: purge candidate */
+	SCAN_PURGE,            /* purge candidate: purge (a job's inputs after it), or exempt
+				  with its newest file older than --older-than */
 	SCAN_ARCHIVED,         /* archived: a verified copy exists (per the label) */
 	SCAN_BAD,              /* a label with no or an unknown policy value */
 	SCAN_UNLABELLED,       /* totals only: files under no labelled directory */

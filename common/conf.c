@@ -68,6 +68,7 @@ struct conf *conf_create(void)
 	c->yield_mode = CONF_YIELD_ADAPTIVE;
 	c->yield_stage_in_lead = 600;
 	c->notify_timeout = 30;
+	c->input_retention = 24 * 3600;
 	c->max_directives = DSL_DEFAULT_MAX_DIRECTIVES;
 	c->max_directive_line = DSL_DEFAULT_MAX_LINE;
 	c->max_path_length = DSL_DEFAULT_MAX_PATH;

@@ -57,6 +57,10 @@ struct conf {
 	enum conf_xattr_ns xattr_ns;   /* namespace of the stagehand.* labels */
 	char **allowed_schemes;        /* NULL-terminated, lower case URL schemes */
 	char **stage_in_roots;         /* NULL-terminated; empty = stage_in source anywhere */
+	int input_retention;           /* InputRetention: seconds after a job's end before
+					  stagehandd removes the inputs it staged into the
+					  job's scratch input directory; 0 = at once,
+					  -1 = never (left to the site's purge) */
 	char **admin_users;            /* NULL-terminated user names with admin rights */
 	char **admin_groups;           /* NULL-terminated group names with admin rights */
 	enum log_level log_level;      /* error, warning, info, debug */

@@ -863,6 +863,22 @@ static int _k_moverbw(struct conf *c, const char *v, char *w, size_t wl)
 	return 0;
 }
 
+/* A duration up to a year, or never (-1): the daemon leaves staged inputs to the site. */
+static int _k_inputretention(struct conf *c, const char *v, char *w, size_t wl)
+{
+	long s;
+
+	if (strcasecmp(v, "never") == 0) {
+		c->input_retention = -1;
+		return 0;
+	}
+	if (conf_parse_seconds(v, &s) < 0 || s > 365L * 86400)
+		return log_errf(w, wl, "InputRetention must be a duration up to 365d (e.g. 24h, 90m, "
+				"0 to remove at once) or never, not '%s'", v);
+	c->input_retention = (int)s;
+	return 0;
+}
+
 static const struct _key _keys[] = {
 	{ "SocketPath", _k_socket },
 	{ "ListenAddress", _k_listen },
@@ -878,6 +894,7 @@ static const struct _key _keys[] = {
 	{ "XattrNamespace", _k_xattrns },
 	{ "AllowedSchemes", _k_schemes },
 	{ "StageInRoots", _k_stageinroots },
+	{ "InputRetention", _k_inputretention },
 	{ "AdminUsers", _k_adminusers },
 	{ "AdminGroups", _k_admingroups },
 	{ "LogLevel", _k_loglevel },

@@ -6,7 +6,7 @@
  * Owns: accepting a job for stage-in at setup (slurm_watch's tick creates
  * its requests, in the order setups arrive, which is the order Slurm gives
  * pools to jobs), answering where stage-in and the after-job transfers
- * stand, and labelling the job's staged inputs for purge at teardown.
+ * stand, and handing the job's staged inputs to the cleanup at teardown.
  *
  * Identity, work dir and plan come from slurmctld's record of the job
  * (sjob_get), never from the caller. Must never: wait for a transfer (the
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "api_bb.h"
+#include "cleanup.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "queue.h"
@@ -222,8 +223,8 @@ static int _after(const struct queue_request *r, void *arg)
 	struct after *a = arg;
 
 	/* Not the job's after-job transfers: its stage-in, and the 'purge'
-	   label of its inputs that teardown asks for. */
-	if (!strcmp(r->action, "stage_in") ||
+	   label and removal of its inputs that teardown asks for. */
+	if (!strcmp(r->action, "stage_in") || !strcmp(r->action, "purge") ||
 	    (!strcmp(r->action, "label") && strstr(r->options, "\"purge\"")))
 		return 0;
 	a->total++;
@@ -276,21 +277,6 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 	queue_job_free(qj);
 }
 
-/* Does the plan stage anything into the job's scratch input directory (no to=)? */
-static int _uses_input_dir(const char *plan)
-{
-	json_t *p = plan ? json_loads(plan, 0, NULL) : NULL, *a;
-	size_t i;
-	int uses = 0;
-
-	json_array_foreach(json_object_get(p, "actions"), i, a)
-		if (!strcmp(json_string_value(json_object_get(a, "action")) ?: "", "stage_in") &&
-		    !json_is_string(json_object_get(a, "to")))
-			uses = 1;
-	json_decref(p);
-	return uses;
-}
-
 /* Does slurmctld list the job as pending (not ended, not cancelled)? */
 static int _still_pending(int64_t job)
 {
@@ -305,13 +291,15 @@ static int _still_pending(int64_t job)
 	return pending;
 }
 
-/* teardown: label SCRATCH/USER/JOB/input 'purge' (as the owner); the site's purge removes it. */
+/*
+ * teardown: label SCRATCH/USER/JOB/input 'purge' and schedule the removal of
+ * what stagehand staged there, after InputRetention (cleanup.h).
+ */
 static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
 {
 	struct queue_job *qj = NULL;
-	struct lifecycle_request lr;
 	char err[512], dir[4096];
-	int64_t id = 0;
+	int64_t lid = 0, pid = 0;
 	int hurry = json_is_true(json_object_get(body, "hurry"));
 
 	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) != 0 || !qj) {
@@ -337,33 +325,18 @@ static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_re
 	/* Its inputs no longer hold pool space that Slurm gives back now. */
 	if (queue_pool_torn_down(d->q, job, err, sizeof(err)) < 0)
 		log_warn("job %lld: teardown: %s", (long long)job, err);
-	if (!qj->user || qj->uid <= 0 || !_uses_input_dir(qj->plan) || !d->conf->scratch_roots ||
-	    !d->conf->scratch_roots[0]) {
+	if (cleanup_schedule(d, qj, &lid, &pid, err, sizeof(err)) < 0) {
+		log_warn("job %lld: teardown: its staged inputs stay: %s", (long long)job, err);
+		api_error(out, 500, "cannot label or schedule the removal of job %lld's inputs: %s",
+			  (long long)job, err);
+	} else if (!lid && !pid) {
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "nothing");
-		queue_job_free(qj);
-		return;
-	}
-	if (snprintf(dir, sizeof(dir), "%s/%s/%lld/input", d->conf->scratch_roots[0], qj->user,
-		     (long long)job) >= (int)sizeof(dir)) {
-		api_error(out, 500, "job %lld: input directory path too long", (long long)job);
-		queue_job_free(qj);
-		return;
-	}
-	memset(&lr, 0, sizeof(lr));
-	lr.uid = (uid_t)qj->uid;
-	lr.gid = (gid_t)(qj->gid >= 0 ? qj->gid : qj->uid);
-	lr.user = qj->user;
-	lr.job_id = job;
-	lr.action = "label";
-	lr.source = dir;
-	lr.options = "{\"policy\":\"purge\"}";
-	if (lifecycle_create_request(d, &lr, &id, err, sizeof(err)) < 0) {
-		log_warn("job %lld: teardown: cannot label %s 'purge': %s", (long long)job, dir, err);
-		api_error(out, 500, "cannot label %s for purge: %s", dir, err);
 	} else {
-		log_info("job %lld: teardown%s: %s labelled for purge (request %lld)",
-			 (long long)job, hurry ? " (hurry)" : "", dir, (long long)id);
+		if (cleanup_input_dir(d->conf, qj, dir, sizeof(dir)) != 0)
+			snprintf(dir, sizeof(dir), "?");
+		log_info("job %lld: teardown%s: %s labelled for purge (requests %lld, %lld)",
+			 (long long)job, hurry ? " (hurry)" : "", dir, (long long)lid, (long long)pid);
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state",
 				      "labelled", "path", dir);

@@ -113,6 +113,11 @@ int api_decode_submit(json_t *body, struct api_submit *s, char *err, size_t errl
 		snprintf(err, errlen, "'action', 'source' and 'dest' must be strings");
 		return -1;
 	}
+	if (s->action && strcmp(s->action, "purge") == 0) {
+		/* Only stagehandd makes them, from its records of what it staged (cleanup.h). */
+		snprintf(err, errlen, "'action' must be stage_in, stage_out, archive or label");
+		return -1;
+	}
 	if (_int_field(body, "job_id", 1, INT64_MAX, &s->job_id) < 0) {
 		snprintf(err, errlen, "'job_id' must be a positive integer");
 		return -1;

@@ -584,14 +584,17 @@ static void _verify_one(struct _ctx *c, json_t *in, struct _verdict *v)
 		goto out;
 	}
 	if (strcmp(policy, "purge") == 0) {
-		/* Burst-buffer teardown labels the job's staged inputs (api_bb.c). */
+		/* The job's end (hold mode) or teardown (bb mode) labels its staged inputs,
+		   or, with InputRetention=0, the purge request itself does (cleanup.h). */
 		int labelled = 0;
 
 		for (int i = 0; i < rq->n; i++)
-			labelled |= rq->r[i].job_id == job_id && !strcmp(rq->r[i].action, "label");
+			labelled |= rq->r[i].job_id == job_id && (!strcmp(rq->r[i].action, "label") ||
+								  !strcmp(rq->r[i].action, "purge"));
 		if (labelled)
-			_set(v, 1, "valid", "staged inputs of job %lld, released at its teardown",
-			     (long long)job_id);
+			_set(v, 1, "valid", "staged inputs of job %lld, done with at its end: "
+			     "stagehandd removes them after InputRetention (stagehand status %lld "
+			     "says when)", (long long)job_id, (long long)job_id);
 		else
 			_set(v, 0, "no_record", "stagehandd never labelled %s for purge for job "
 			     "%lld: the label was set by hand", path, (long long)job_id);

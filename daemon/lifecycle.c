@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "dsl.h"
 #include "lifecycle.h"
 #include "pool.h"
@@ -214,7 +215,8 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 	int is_label, src_url, dst_url;
 
 	if (!lr->action || (strcmp(lr->action, "stage_in") && strcmp(lr->action, "stage_out") &&
-			    strcmp(lr->action, "archive") && strcmp(lr->action, "label"))) {
+			    strcmp(lr->action, "archive") && strcmp(lr->action, "label") &&
+			    strcmp(lr->action, "purge"))) {
 		snprintf(err, errlen, "'action' must be stage_in, stage_out, archive or label");
 		return -1;
 	}
@@ -223,7 +225,8 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 			 "submit the request as that user");
 		return -1;
 	}
-	is_label = strcmp(lr->action, "label") == 0;
+	/* purge (cleanup.c) removes a job's staged inputs: like a label, a path and no dest. */
+	is_label = strcmp(lr->action, "label") == 0 || strcmp(lr->action, "purge") == 0;
 	src_url = lr->source && strstr(lr->source, "://") != NULL;
 	dst_url = lr->dest && strstr(lr->dest, "://") != NULL;
 	if (src_url && strcmp(lr->action, "stage_in") != 0) {
@@ -246,9 +249,12 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 		return -1;
 	}
 	if (is_label && lr->dest) {
-		snprintf(err, errlen, "'dest' is not used by label: leave it out");
+		snprintf(err, errlen, "'dest' is not used by %s: leave it out", lr->action);
 		return -1;
 	}
+	if (strcmp(lr->action, "purge") == 0 &&
+	    _check_roots(lr->source, c->scratch_roots, "source", "ScratchRoots", err, errlen) < 0)
+		return -1;
 	if (lr->dest && strcmp(lr->source, lr->dest) == 0) {
 		snprintf(err, errlen, "'source' and 'dest' are the same path");
 		return -1;
@@ -805,6 +811,15 @@ skip:
 		_note(d, job_id, line, act, path, why);
 	}
 	json_decref(plan);
+	/* Hold mode: the inputs staged for it are done with (bb mode: at teardown, api_bb.c). */
+	if (d->conf->submit_mode != CONF_SUBMIT_BB) {
+		int64_t lid, pid;
+		char why[512];
+
+		if (cleanup_schedule(d, j, &lid, &pid, why, sizeof(why)) < 0)
+			log_warn("job %lld: its staged inputs stay (no cleanup scheduled): %s",
+				 (long long)job_id, why);
+	}
 	queue_job_free(j);
 	return queue_job_end_processed(d->q, job_id, err, errlen);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "checksum.h"
+#include "cleanup.h"
 #include "metrics.h"
 #include "pace.h"
 #include "queue.h"
@@ -229,6 +230,26 @@ char *metrics_render(struct daemon *d)
 		for (int s = 0; s < QS_COUNT; s++)
 			_add(&b, "stagehand_requests{state=\"%s\"} %lld\n",
 			     queue_state_name((enum queue_state)s), (long long)counts[s]);
+	}
+	{
+		/* The input cleanup (cleanup.h): from the queue, so it survives restarts. */
+		struct cleanup_counts cc;
+
+		if (queue_cleanup_counts(d->q, &cc, err, sizeof(err)) == 0)
+			_add(&b, "# HELP stagehand_input_cleanups Removals of jobs' staged inputs "
+			     "(InputRetention): pending (waiting for their time or running) and "
+			     "done.\n# TYPE stagehand_input_cleanups gauge\n"
+			     "stagehand_input_cleanups{state=\"pending\"} %lld\n"
+			     "stagehand_input_cleanups{state=\"done\"} %lld\n"
+			     "# HELP stagehand_input_cleanup_files_removed_total Staged input files "
+			     "removed after their jobs.\n"
+			     "# TYPE stagehand_input_cleanup_files_removed_total counter\n"
+			     "stagehand_input_cleanup_files_removed_total %lld\n"
+			     "# HELP stagehand_input_cleanup_bytes_freed_total Bytes those files held.\n"
+			     "# TYPE stagehand_input_cleanup_bytes_freed_total counter\n"
+			     "stagehand_input_cleanup_bytes_freed_total %lld\n",
+			     (long long)cc.pending, (long long)cc.done, (long long)cc.files_freed,
+			     (long long)cc.bytes_freed);
 	}
 	_add(&b, "# HELP stagehand_workers_busy Worker processes running now.\n"
 	     "# TYPE stagehand_workers_busy gauge\nstagehand_workers_busy %d\n",

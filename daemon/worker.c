@@ -233,6 +233,14 @@ static int _collect_ranged(const char *relpath, int64_t size, int64_t mtime_ns,
 	return s->e[s->n - 1].ranged_cks == NULL;
 }
 
+/* A purge request's files still to remove (cleanup.h): not removed or left yet. */
+static int _collect_purge(const struct queue_item *it, void *arg)
+{
+	if (it->state == QI_DONE || it->state == QI_SKIPPED)
+		return 0;
+	return _collect_done(it, arg);
+}
+
 static int _by_relpath(const void *a, const void *b)
 {
 	return strcmp(((const struct xfer_done_ent *)a)->relpath,
@@ -496,9 +504,11 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		queue_request_free(r);
 		return 0;
 	}
-	if (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, &ds, err, sizeof(err)) < 0 ||
-	    queue_ranges_assembled(d->q, r->id, algo, _collect_ranged, &ds, err,
-				   sizeof(err)) < 0) {
+	if (!strcmp(r->action, "purge") ?
+	    queue_item_list(d->q, r->id, -1, 0, _collect_purge, &ds, err, sizeof(err)) < 0 :
+	    (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, &ds, err, sizeof(err)) < 0 ||
+	     queue_ranges_assembled(d->q, r->id, algo, _collect_ranged, &ds, err,
+				    sizeof(err)) < 0)) {
 		log_err("request %lld: cannot read resume state: %s", (long long)r->id, err);
 		_free_done(&ds);
 		ds = (struct _doneset){ 0 };
@@ -648,6 +658,13 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 	case XR_ITEM_DONE: {
 		char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2];
 		int is_file = strcmp(text, "file") == 0;
+
+		if (!strcmp(r->action, "purge")) {
+			/* A staged input removed (cleanup_run): no copy, no audit row. */
+			rc = queue_item_finish(d->q, r->id, path, "file", QI_DONE, NULL, err,
+					       sizeof(err));
+			break;
+		}
 		struct queue_audit a = { r->job_id, r->uid, src, dst, rec->cks, rec->a, rec->b, rec->c };
 
 		/* A single-file request's relpath is the destination's own name. */

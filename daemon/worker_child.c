@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "worker.h"
+#include "cleanup.h"
 #include "worker_int.h"
 #include "xfer.h"
 #include "xfer_engine.h"
@@ -186,6 +187,11 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		ctx.beneath = json_string_value(json_object_get(opts, "beneath"));
 		ctx.line = (int)json_integer_value(json_object_get(opts, "line"));
 		ctx.label_policy = json_string_value(json_object_get(opts, "policy"));
+	}
+	/* A job's staged inputs, removed as their owner (cleanup.h); ctx.done lists them. */
+	if (strcmp(r->action, "purge") == 0) {
+		cleanup_run(&ctx);
+		_exit(0);
 	}
 	if (_preflight(&ctx, budget))
 		_exit(0);

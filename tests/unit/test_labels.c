@@ -145,6 +145,8 @@ static void test_read(void)
 	       "labels_root: a symlink root is refused (%s)", err);
 	tap_ok(labels_policy_known("archived") && !labels_policy_known("Exempt") &&
 	       !labels_policy_known(""), "policy values are exact");
+	tap_ok(labels_policy_known("purge") && labels_policy_known("skipped"),
+	       "purge and skipped are known policy values");
 }
 
 static void test_namespace(void)
@@ -204,6 +206,10 @@ static void test_scan(void)
 	_label("s/done", "archived", "100", "4242");
 	_mkdir("s/weird");
 	_label("s/weird", "keep-forever", NULL, NULL);
+	_mkdir("s/job3");               /* a job's staged inputs after its end: purge, recent */
+	_mkdir("s/job3/input");
+	_file("s/job3/input/in.dat", 2000, 0);
+	_label("s/job3/input", "purge", "103", "4242");
 	_file("s/loose1", 50, 0);
 	_file("s/job1/loose2", 60, 0);
 	/* A symlink to a big labelled tree outside: never followed. */
@@ -217,7 +223,7 @@ static void test_scan(void)
 
 	snprintf(root, sizeof(root), "%s/s", base);
 	tap_ok(scan_tree(root, "user.", 30, 1, &r) == 0, "scan_tree runs");
-	tap_ok(r.ntrees == 7, "7 labelled trees (got %zu): the symlinked one is not followed",
+	tap_ok(r.ntrees == 8, "8 labelled trees (got %zu): the symlinked one is not followed",
 	       r.ntrees);
 	t = _find(&r, "s/job1/tmp");
 	tap_ok(t && t->cls == SCAN_PURGE && t->files == 2 && t->bytes == 1024 && !t->nested,
@@ -239,8 +245,11 @@ static void test_scan(void)
 	tap_ok(r.unlabelled_files == 3 && r.unlabelled_bytes == 110,
 	       "unlabelled: 2 files (110 bytes) and the symlink (got %llu files, %llu bytes)",
 	       r.unlabelled_files, r.unlabelled_bytes);
-	tap_ok(r.total[SCAN_PURGE].trees == 2 && r.total[SCAN_PURGE].files == 3 &&
-	       r.total[SCAN_PURGE].bytes == 1029, "purge_candidate totals: 2 trees, 3 files, 1029 bytes");
+	t = _find(&r, "s/job3/input");
+	tap_ok(t && t->cls == SCAN_PURGE && t->files == 1 && t->bytes == 2000,
+	       "a purge-labelled tree is a purge candidate whatever its age, not a bad label");
+	tap_ok(r.total[SCAN_PURGE].trees == 3 && r.total[SCAN_PURGE].files == 4 &&
+	       r.total[SCAN_PURGE].bytes == 3029, "purge_candidate totals: 3 trees, 4 files, 3029 bytes");
 	scan_result_free(&r);
 
 	tap_ok(scan_tree(root, "user.", 100, 1, &r) == 0 &&
@@ -336,6 +345,7 @@ static void test_policy(void)
 	struct policy_paths none = { 0 }, p = { 0 };
 	static char *hold[] = { "/scratch/alice/run/tmp", "/scratch/bob/it's_100%" };
 	static char *arch[] = { "/scratch/alice/run/results" };
+	static char *purge[] = { "/scratch/alice/77/input" };
 	struct policy_opts o = { .format = "nosuch", .ns = "user." };
 	int rc;
 
@@ -348,6 +358,8 @@ static void test_policy(void)
 	p.n[POLICY_HOLD] = 2;
 	p.v[POLICY_ARCHIVE] = arch;
 	p.n[POLICY_ARCHIVE] = 1;
+	p.v[POLICY_PURGE] = purge;
+	p.n[POLICY_PURGE] = 1;
 	_export("gpfs-paths", "gpfs", "user.", "/scratch", &p);
 	_export("robinhood-paths", "robinhood", "user.", "/scratch", &p);
 	{

@@ -1,0 +1,192 @@
+#!/usr/bin/env bats
+# A job's staged inputs after the job (docs/admin-guide.md, "Staged inputs
+# after the job"): the scratch input directory is labelled 'purge' at the
+# end (hold mode) or teardown (bb mode), and InputRetention after that
+# stagehandd removes, as the owner, exactly the files it staged that are
+# still there unchanged. Real jobs on the test bed, as an ordinary user; the
+# same file runs on a burst-buffer bed ('make integration-bb'), where
+# teardown is what schedules the removal.
+#
+# Each test sets InputRetention in the bed's stagehand.conf (SIGHUP) and
+# restores the file afterwards.
+
+load helpers
+
+setup() {
+	testbed_require
+	[[ -S $STAGEHAND_SOCKET ]] || {
+		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
+		return 1
+	}
+	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
+	SHCONF=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
+	WD=$(user_workdir)
+	JOBS=()
+	ROOTDIR=
+	cp -p "$SHCONF" "$BATS_TEST_TMPDIR/stagehand.conf.orig"
+}
+
+teardown() {
+	cancel_jobs "${JOBS[@]}"
+	[[ -z $ROOTDIR ]] || rm -rf "$ROOTDIR"
+	if [[ -f $BATS_TEST_TMPDIR/stagehand.conf.orig ]]; then
+		cp -p "$BATS_TEST_TMPDIR/stagehand.conf.orig" "$SHCONF"
+		reload_daemon || true
+	fi
+}
+
+# retention VALUE: InputRetention=VALUE for the daemon from now on.
+retention() {
+	cp -p "$BATS_TEST_TMPDIR/stagehand.conf.orig" "$SHCONF"
+	printf 'InputRetention=%s\n' "$1" >>"$SHCONF"
+	reload_daemon
+}
+
+label() {
+	getfattr --only-values -n user.stagehand.policy "$1" 2>/dev/null
+}
+
+label_is() {
+	[[ "$(label "$1")" == "$2" ]]
+}
+
+# status JOB: 'stagehand status JOB' as the owner.
+status_of() {
+	run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$1"
+}
+
+status_says() {
+	[[ "$(status_of "$1")" =~ $2 ]]
+}
+
+metric() {
+	curl -sS --max-time 10 --unix-socket "$STAGEHAND_SOCKET" http://localhost/metrics |
+		awk -v m="$1" '$1 == m { print $2 }'
+}
+
+# Inputs: a file, a tree (set/sub/b.dat) and a file the job moves out.
+inputs() {
+	install -d -o shtest -g "$(id -gn shtest)" "$WD/proj" "$WD/proj/set" "$WD/proj/set/sub"
+	for f in a.dat m.dat set/sub/b.dat; do
+		runuser -u shtest -- dd if=/dev/urandom of="$WD/proj/$f" bs=64k count=4 status=none
+	done
+}
+
+job_script() {
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA stage_in=$WD/proj/a.dat
+#DATA stage_in=$WD/proj/set
+#DATA stage_in=$WD/proj/m.dat
+cmp "\$STAGEHAND_INPUT_DIR/a.dat" "$WD/proj/a.dat" || exit 1
+mv "\$STAGEHAND_INPUT_DIR/m.dat" "$WD/kept-m.dat"
+echo mine > "\$STAGEHAND_INPUT_DIR/mine.txt"
+$1
+EOF
+}
+
+@test "InputRetention=0: the staged inputs go at the end; what the job moved out or made stays" {
+	retention 0
+	inputs
+	job_script ""
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 90
+	in=$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input
+	wait_for 60 test ! -e "$in/a.dat"
+	[ ! -e "$in/set" ]
+	# The job's own file and the one it moved out are not stagehand's to remove.
+	[ "$(cat "$in/mine.txt")" = mine ]
+	cmp "$WD/kept-m.dat" "$WD/proj/m.dat"
+	# The directory stays for what the job left in it, labelled purge.
+	label_is "$in" purge
+	# The sources are never touched.
+	[ -f "$WD/proj/a.dat" ] && [ -f "$WD/proj/set/sub/b.dat" ]
+	wait_for 30 status_says "$j" "inputs: removed"
+	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" tags --verify "$in"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(metric 'stagehand_input_cleanups{state="done"}')" -ge 1 ]
+	[ "$(metric stagehand_input_cleanup_bytes_freed_total)" -ge $((2 * 256 * 1024)) ]
+}
+
+@test "InputRetention=never: the inputs are labelled purge and kept" {
+	retention never
+	inputs
+	job_script ""
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 90
+	in=$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input
+	wait_for 60 label_is "$in" purge
+	sleep 5
+	cmp "$in/a.dat" "$WD/proj/a.dat"
+	[ -f "$in/set/sub/b.dat" ]
+	run status_of "$j"
+	[[ ! "$output" =~ "inputs:" ]]
+}
+
+@test "InputRetention=25s: the inputs stay until it has passed, then go; status says when" {
+	retention 25s
+	inputs
+	job_script ""
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 90
+	ended=$SECONDS
+	in=$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input
+	wait_for 30 label_is "$in" purge
+	wait_for 30 status_says "$j" "will be removed after"
+	sleep 10
+	[ $((SECONDS - ended)) -lt 24 ]
+	[ -f "$in/a.dat" ]
+	[ -f "$in/set/sub/b.dat" ]
+	wait_for 90 test ! -e "$in/a.dat"
+	[ $((SECONDS - ended)) -ge 20 ]
+	[ ! -e "$in/set" ]
+	[ -f "$in/mine.txt" ]
+}
+
+@test "stagehandd restarted between the job's end and the removal: the removal still happens" {
+	retention 20s
+	inputs
+	job_script ""
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 90
+	in=$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input
+	wait_for 30 status_says "$j" "will be removed after"
+	pid=$(cat "$STAGEHAND_TESTBED_DIR/run/stagehandd.pid")
+	kill -KILL "$pid"
+	wait_for 30 test ! -d "/proc/$pid"
+	[ -f "$in/a.dat" ]
+	"$TESTBED" up >/dev/null
+	wait_for 90 test ! -e "$in/a.dat"
+	[ ! -e "$in/set" ]
+	wait_for 30 status_says "$j" "inputs: removed"
+}
+
+@test "a symlink the user plants in input/ is never followed: root's and the user's files elsewhere stay" {
+	retention 0
+	inputs
+	# Root's copy of the staged tree, same size and mtime, where the link points.
+	ROOTDIR=$(mktemp -d "$STAGEHAND_TESTBED_SCRATCH/rootowned.XXXXXX")
+	chmod 0755 "$ROOTDIR"
+	mkdir -p "$ROOTDIR/sub"
+	cp -p "$WD/proj/set/sub/b.dat" "$ROOTDIR/sub/b.dat"
+	chmod 0666 "$ROOTDIR/sub/b.dat"
+	chmod 0777 "$ROOTDIR/sub"
+	# The job swaps the staged tree for a link to root's, and a.dat for a
+	# link to a copy of its own elsewhere.
+	job_script "mv \"\$STAGEHAND_INPUT_DIR/set\" \"$WD/set-moved\"
+ln -s \"$ROOTDIR\" \"\$STAGEHAND_INPUT_DIR/set\"
+cp -p \"\$STAGEHAND_INPUT_DIR/a.dat\" \"$WD/a-copy.dat\"
+rm \"\$STAGEHAND_INPUT_DIR/a.dat\"
+ln -s \"$WD/a-copy.dat\" \"\$STAGEHAND_INPUT_DIR/a.dat\""
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 90
+	in=$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input
+	wait_for 60 status_says "$j" "inputs: removed"
+	cmp "$ROOTDIR/sub/b.dat" "$WD/proj/set/sub/b.dat"
+	cmp "$WD/a-copy.dat" "$WD/proj/a.dat"
+	[ -L "$in/set" ] && [ -L "$in/a.dat" ]
+	[ -f "$WD/set-moved/sub/b.dat" ]
+	grep -q "not followed" "$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
+}
