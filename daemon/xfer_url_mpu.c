@@ -198,6 +198,7 @@ struct _mpu {
 	char id[URLX_TOKEN_MAX];
 	char *buf;                   /* URL_CHUNK bytes */
 	int opaque;                  /* a part's ETag is no MD5 (SSE-KMS): checked by size */
+	int completed;               /* the server completed the upload (its id is spent) */
 	int sent;                    /* parts sent by this attempt */
 };
 
@@ -689,6 +690,7 @@ static int _complete(struct _mpu *m, char *token, size_t toklen, int *final, cha
 		urlx_free(&doc);
 		goto out;
 	}
+	m->completed = 1;
 	snprintf(got, sizeof(got), "%s", _answers(&doc, "CompleteMultipartUpload") ?
 		 doc.mpu.etag : "");
 	urlx_free(&doc);
@@ -828,8 +830,12 @@ int url__mpu_put(struct url__run *r, const char *url, const char *rel, int sfd,
 			goto out;	/* err: the last mismatch */
 	}
 	if (_complete(&m, out->token, sizeof(out->token), &final, err, sizeof(err)) < 0) {
-		/* The upload stays for a retry unless the server refused it for good. */
-		if (final)
+		/* The upload stays for a retry unless the server refused it for good,
+		   or completed it (an object that failed its check: the next attempt
+		   uploads it anew). */
+		if (m.completed)
+			xfer_emit(ctx, XR_MPU, XFER_MPU_END, 0, 0, 0, NULL, rel, m.id);
+		else if (final)
 			_abort(&m, m.id, "completing it failed");
 		goto out;
 	}
@@ -840,7 +846,7 @@ int url__mpu_put(struct url__run *r, const char *url, const char *rel, int sfd,
 		  (long long)m.plan.part_size, m.sent);
 	rc = 0;
 out:
-	if (rc < 0 && m.id[0] && ctx->stop && *ctx->stop == XFER_STOP_CANCEL)
+	if (rc < 0 && m.id[0] && !m.completed && ctx->stop && *ctx->stop == XFER_STOP_CANCEL)
 		_abort(&m, m.id, "the request was cancelled");
 	if (rc < 0 && !url__stopped(r)) {
 		out->final = final;

@@ -88,6 +88,7 @@ class Proxy(http.server.ThreadingHTTPServer):
         self.held = threading.Event()
         self.release = threading.Event()
         self.corrupt = {}        # part number: sends still to corrupt
+        self.lie_complete = False  # CompleteMultipartUpload answers another ETag
 
     def reset(self):
         with self.lock:
@@ -95,6 +96,7 @@ class Proxy(http.server.ThreadingHTTPServer):
             self.held_log.clear()
             self.hold_part = None
             self.corrupt = {}
+            self.lie_complete = False
         self.held.clear()
         self.release.clear()
 
@@ -145,6 +147,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         up.endheaders(body if body else None)
         resp = up.getresponse()
         data = resp.read()
+        if px.lie_complete and self.command == "POST" and "uploadId=" in self.path:
+            # The object's ETag as a server that assembled other bytes would say it.
+            data = re.sub(rb'<ETag>"([0-9a-f])', lambda m: b'<ETag>"' + (
+                b"0" if m.group(1) != b"0" else b"1"), data)
         with px.lock:
             px.log.append((self.command, part, urllib.parse.urlsplit(self.path).query))
         self.send_response(resp.status, resp.reason)
@@ -433,6 +439,19 @@ def test_part_corrupted_every_time_fails_in_clear_words(daemon, s3, proxy, base_
     (up,) = open_uploads(s3)
     assert recorded(daemon, "s3_upload_parts", r["id"]) == 1
     s3.client.abort_multipart_upload(Bucket=BUCKET, Key="always/big.bin", UploadId=up["UploadId"])
+
+
+def test_object_etag_not_made_of_the_parts_sent_fails(daemon, s3, proxy, base_dir):
+    path, _ = source(base_dir, "lie", 2 * PART + 3, 8)
+    proxy.lie_complete = True
+    r = daemon.api.submit("stage_out", path, f"s3://{BUCKET}/lie/big.bin", as_user=USER)
+    done = daemon.api.wait(r["id"], timeout=120)
+    assert done["state"] != "done", done
+    assert re.search(r"checksum mismatch after upload: S3 ETag \"[0-9a-f]{32}-3\", the md5s of "
+                     rf"the parts sent make \"{multipart_etag(path)}\"", done["error"] or ""), done
+    # The server completed it: nothing is left to resume or to abort.
+    assert recorded(daemon, "s3_uploads", r["id"]) == 0
+    assert not open_uploads(s3)
 
 
 def test_cancelled_request_leaves_no_upload_open(daemon, s3, proxy, base_dir):
