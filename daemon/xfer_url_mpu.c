@@ -545,6 +545,7 @@ static int _send_part(struct _mpu *m, int i, int *final, char *err, size_t errle
 	struct url__hctx h = { m->r, &meta };
 	struct _src s = { .m = m, .off = p->off, .left = p->len };
 	char url[XFER_PATH_MAX * 3], hdr[64], sent[CKSUM_HEX_MAX], why[256], pre[48];
+	char got[33] = "";
 	unsigned char bin[16];
 	struct curl_slist *hdrs;
 	long code = 0;
@@ -608,12 +609,13 @@ static int _send_part(struct _mpu *m, int i, int *final, char *err, size_t errle
 		snprintf(err, errlen, "the server's ETag for part %d is missing or malformed", i + 1);
 		return -1;
 	}
-	if (meta.md5[0] && strcmp(meta.md5, p->md5) != 0) {
+	/* The ETag's own md5, not meta.md5: another header of the answer may have set that. */
+	if (_etag_md5(meta.etag, got) && strcmp(got, p->md5) != 0) {
 		snprintf(err, errlen, "S3 ETag of part %d is %s, the md5 of the bytes sent %s",
-			 i + 1, meta.md5, p->md5);
+			 i + 1, got, p->md5);
 		return 1;
 	}
-	if (!meta.md5[0])
+	if (!got[0])
 		m->opaque = 1;	/* SSE-KMS: the server checked Content-MD5; no ETag to compare */
 	snprintf(p->etag, sizeof(p->etag), "%s", meta.etag);
 	p->done = 1;
