@@ -59,6 +59,7 @@ struct conf *conf_create(void)
 	c->bundle_min_files = 1000;
 	c->bundle_file_max = 1ULL << 20;
 	c->bundle_size = 1ULL << 30;
+	c->s3_part_size = 64ULL << 20;
 	c->archive_workers = 1;
 	c->sync_batch = 1;
 	c->yield_to_jobs = 1;

@@ -82,6 +82,8 @@ struct conf {
 	char *s3_endpoint;             /* base URL of the S3 service; NULL = AWS for s3_region */
 	char *s3_region;               /* SigV4 region, default us-east-1 */
 	char *s3_credentials_file;     /* site S3 keys (read by root); NULL = per-user only */
+	uint64_t s3_part_size;         /* S3 uploads: a file larger than this goes up in parts
+					  of this size (multipart upload, resumable); 5M to 5G */
 	char *url_ca_file;             /* CA bundle for https/ftps/S3 servers; NULL = system's */
 	int archive_workers;           /* at most this many of the workers run after-job
 					  transfers (archive, stage_out) at once */

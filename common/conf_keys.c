@@ -576,6 +576,18 @@ static int _k_s3creds(struct conf *c, const char *v, char *w, size_t wl)
 	return _set_path(&c->s3_credentials_file, v, "S3CredentialsFile", w, wl);
 }
 
+/* S3's own bounds for a part: 5 MiB (all but the last part) to 5 GiB. */
+static int _k_s3partsize(struct conf *c, const char *v, char *w, size_t wl)
+{
+	uint64_t b;
+
+	if (conf_parse_bytes(v, &b) < 0 || b < (5ULL << 20) || b > (5ULL << 30))
+		return log_errf(w, wl, "S3PartSize must be a size from 5M to 5G (S3's bounds for "
+			     "a part), not '%s'", v);
+	c->s3_part_size = b;
+	return 0;
+}
+
 static int _k_urlcafile(struct conf *c, const char *v, char *w, size_t wl)
 {
 	if (strcasecmp(v, "system") == 0) {
@@ -919,6 +931,7 @@ static const struct _key _keys[] = {
 	{ "S3Endpoint", _k_s3endpoint },
 	{ "S3Region", _k_s3region },
 	{ "S3CredentialsFile", _k_s3creds },
+	{ "S3PartSize", _k_s3partsize },
 	{ "URLCAFile", _k_urlcafile },
 	{ "ArchiveWorkers", _k_archworkers },
 	{ "YieldToJobs", _k_yieldjobs },

@@ -16,6 +16,7 @@
 #include "queue_pool.h"
 #include "queue_private.h"
 #include "queue_shards.h"
+#include "queue_mpu.h"
 
 #define SCHEMA_VERSION 3
 
@@ -356,14 +357,16 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	/* Databases made before fair dispatch, the audit export, notifications or drain lack
-	   their tables and indexes; harmless to repeat. */
+	/* Databases made before fair dispatch, the audit export, notifications, drain,
+	   after= waits or S3 multipart uploads lack their tables and indexes; harmless
+	   to repeat. */
 	if (qp_exec(q, _schema_fair, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_ranges, err, errlen) < 0 ||
 	    qp_exec(q, queue_pool_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_drain_schema, err, errlen) < 0 ||
-	    qp_exec(q, queue_after_schema, err, errlen) < 0)
+	    qp_exec(q, queue_after_schema, err, errlen) < 0 ||
+	    qp_exec(q, queue_mpu_schema, err, errlen) < 0)
 		goto fail;
 	return q;
 fail:

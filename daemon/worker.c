@@ -28,6 +28,7 @@
 #include "xfer_engine.h"
 #include "pace.h"
 #include "pool.h"
+#include "queue_mpu.h"
 #include "queue_shards.h"
 #include "slurm_watch.h"
 #include "yield.h"
@@ -433,6 +434,8 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 {
 	struct daemon *d = p->d;
 	struct _doneset ds = { 0 };
+	struct xfer_mpu_ent *mpu = NULL;
+	size_t nmpu = 0;
 	const struct xfer_backend *be;
 	enum cksum_algo algo = CKSUM_XXH128;
 	gid_t groups[256];
@@ -537,22 +540,28 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		goto fail_retry;
 	}
 	budget = pool_stage_in_budget(d, r);
+	if (queue_mpu_load(d->q, r->id, &mpu, &nmpu, err, sizeof(err)) < 0)
+		log_err("request %lld: cannot read its S3 multipart uploads: %s",
+			(long long)r->id, err);	/* they start over */
 	pid = fork();
 	if (pid < 0) {
 		log_err("request %lld: fork: %s", (long long)r->id, strerror(errno));
 		close(sv[0]);
 		close(sv[1]);
 		_free_done(&ds);
+		queue_mpu_free(mpu, nmpu);
 		_free_exclude(exclude);
 		goto fail_retry;
 	}
 	if (pid == 0) {
 		close(sv[0]);
 		worker__child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
-		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude, budget);
+		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude, budget, mpu,
+		       nmpu);
 	}
 	close(sv[1]);
 	_free_done(&ds);
+	queue_mpu_free(mpu, nmpu);
 	_free_exclude(exclude);
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	{
@@ -710,6 +719,9 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		break;
 	case XR_LABEL:
 		_label_fd(d, w, path, text);
+		break;
+	case XR_MPU:
+		rc = queue_mpu_apply(d->q, r->id, rec, path, text, err, sizeof(err));
 		break;
 	case XR_LOG:
 		log_msg(rec->code >= LOG_LVL_ERROR && rec->code <= LOG_LVL_DEBUG ?
@@ -916,7 +928,7 @@ int worker_pool_cancel(struct worker_pool *p, int64_t id)
 	for (int k = 0; k < p->nslots; k++)
 		if (p->w[k].pid > 0 && p->w[k].req && p->w[k].req->id == id) {
 			p->w[k].cancelled = 1;
-			_signal_worker(p->w[k].pid, SIGTERM);
+			_signal_worker(p->w[k].pid, SIGUSR1);	/* a cancel: XFER_STOP_CANCEL */
 			return 1;
 		}
 	return 0;
@@ -942,7 +954,7 @@ void worker_pool_check_cancelled(struct worker_pool *p)
 		if (queue_request_get(p->d->q, w->req->id, &r, NULL, 0) == 0 &&
 		    r->state == QS_CANCELLED) {
 			w->cancelled = 1;
-			_signal_worker(w->pid, SIGTERM);
+			_signal_worker(w->pid, SIGUSR1);	/* a cancel: XFER_STOP_CANCEL */
 		}
 		queue_request_free(r);
 	}

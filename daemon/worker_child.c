@@ -38,10 +38,10 @@
 
 static volatile sig_atomic_t _stop;
 
+/* SIGTERM: stop and keep what a resume needs; SIGUSR1: cancelled, give it up too. */
 static void _on_term(int sig)
 {
-	(void)sig;
-	_stop = 1;
+	_stop = sig == SIGUSR1 ? XFER_STOP_CANCEL : _stop ? _stop : 1;
 }
 
 static int _ioprio_idle(void)
@@ -118,7 +118,8 @@ static int _preflight(struct xfer_ctx *ctx, int64_t budget)
 void worker__child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
 		   const gid_t *groups, int ngroups, struct xfer_done_ent *done,
 		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
-		   int idle, struct xfer_bucket *yb, char *const *exclude, int64_t budget)
+		   int idle, struct xfer_bucket *yb, char *const *exclude, int64_t budget,
+		   const struct xfer_mpu_ent *mpu, size_t nmpu)
 {
 	struct sigaction sa;
 	struct xfer_ctx ctx;
@@ -127,13 +128,14 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.chan = chan;
-	/* Signals: defaults, but SIGTERM asks for a clean stop. */
+	/* Signals: defaults, but SIGTERM asks for a clean stop, SIGUSR1 a cancel. */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_DFL;
 	for (int s = 1; s < NSIG; s++)
 		sigaction(s, &sa, NULL);
 	sa.sa_handler = _on_term;
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
 	sigemptyset(&all);
@@ -175,6 +177,8 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.label_via_daemon = d->conf->xattr_ns == CONF_XATTR_TRUSTED;
 	ctx.done = done;
 	ctx.ndone = ndone;
+	ctx.mpu = mpu;
+	ctx.nmpu = nmpu;
 	ctx.stop = &_stop;
 	ctx.sync_batch = d->conf->sync_batch;
 	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;

@@ -19,12 +19,14 @@
  * daemon's pid (the child exits if it is already gone); done/ndone the
  * resume set; yb the worker's own bucket (NULL: the daemon's); exclude the
  * directories left out; budget the stage-in's room in its job's burst
- * buffer (-1: no limit). Never returns.
+ * buffer (-1: no limit); mpu/nmpu the S3 multipart uploads earlier attempts
+ * began (queue_mpu.h). Never returns.
  */
 void worker__child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
 		   const gid_t *groups, int ngroups, struct xfer_done_ent *done, size_t ndone,
 		   const struct xfer_backend *be, enum cksum_algo algo, int keep, int idle,
-		   struct xfer_bucket *yb, char *const *exclude, int64_t budget)
+		   struct xfer_bucket *yb, char *const *exclude, int64_t budget,
+		   const struct xfer_mpu_ent *mpu, size_t nmpu)
 	__attribute__((noreturn));
 
 #endif /* STAGEHAND_WORKER_INT_H */

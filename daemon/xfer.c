@@ -191,7 +191,7 @@ ssize_t xfer_parse(const char *buf, size_t len, struct xfer_rec *rec,
 	if (len < sizeof(*rec))
 		return 0;
 	memcpy(rec, buf, sizeof(*rec));
-	if (rec->type < XR_TOTALS || rec->type > XR_RANGE_DONE || rec->path_len > XFER_PATH_MAX ||
+	if (rec->type < XR_TOTALS || rec->type > XR_MPU || rec->path_len > XFER_PATH_MAX ||
 	    rec->text_len > XFER_TEXT_MAX || memchr(rec->cks, '\0', sizeof(rec->cks)) == NULL ||
 	    memchr(rec->cks2, '\0', sizeof(rec->cks2)) == NULL)
 		return -1;

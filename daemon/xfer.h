@@ -44,7 +44,13 @@ enum xfer_rec_type {
 	XR_RANGE_DONE,     /* a byte range of a file copied, made durable and read back
 			      by a mover (xfer_range.h): path, a=offset b=length
 			      c=the source's size d=its mtime_ns, cks=the range's checksum */
+	XR_MPU,            /* an S3 multipart upload's state, kept for a resume (enum
+			      xfer_mpu_rec in code): path=relpath, text=upload id;
+			      begin: a=size b=mtime_ns c=part size; part: a=number
+			      b=length, cks=its md5 (hex); end: nothing else */
 };
+
+enum xfer_mpu_rec { XFER_MPU_BEGIN = 1, XFER_MPU_PART, XFER_MPU_END };
 
 enum xfer_result { XFER_OK = 0, XFER_RETRYABLE = 1, XFER_FINAL = 2, XFER_INTERRUPTED = 3 };
 
@@ -70,6 +76,33 @@ struct xfer_done_ent {
 	int64_t size, mtime_ns;
 	char *ranged_cks;            /* the checksum of its ranges, or NULL */
 };
+
+/*
+ * An S3 multipart upload an earlier attempt of the request began and did not
+ * finish (the daemon's record of it, passed back for a resume): which upload,
+ * of which version of the source, cut how, and the parts the server took
+ * and verified then. The next attempt asks the server (ListParts) which of
+ * them it still holds before it trusts any.
+ */
+struct xfer_mpu_part {
+	int number;                  /* 1..10000 */
+	int64_t len;
+	char md5[33];                /* hex: the md5 of the part's bytes (its ETag) */
+};
+struct xfer_mpu_ent {
+	char *relpath;
+	char *upload_id;
+	int64_t size, mtime_ns, part_size;
+	struct xfer_mpu_part *parts; /* by number */
+	size_t nparts;
+};
+
+/*
+ * *ctx->stop: 1 (SIGTERM) a stop that keeps what a resume needs (drain,
+ * shutdown); XFER_STOP_CANCEL (SIGUSR1) the request was cancelled, so what
+ * it began on a server (an S3 multipart upload) is given up too.
+ */
+#define XFER_STOP_CANCEL 2
 
 struct xfer_bucket;
 struct conf;
@@ -115,6 +148,9 @@ struct xfer_ctx {
 					"skipped" for a skipped archive); NULL = "archive" */
 	const struct xfer_shard *shard; /* NULL: the whole request; else only these files
 					   (xfer_shard_skip) and no labels */
+	const struct xfer_mpu_ent *mpu; /* S3 multipart uploads earlier attempts began
+					   (resume), sorted by relpath; NULL: none */
+	size_t nmpu;
 };
 
 

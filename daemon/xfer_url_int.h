@@ -1,6 +1,6 @@
 /*
  * xfer_url_int.h - private to the url endpoint (xfer_url.c, xfer_url_get.c,
- * xfer_url_put.c, xfer_url_parse.c).
+ * xfer_url_put.c, xfer_url_mpu.c, xfer_url_parse.c).
  *
  * Owns: the endpoint's state for one request and the helpers its files
  * share.
@@ -137,6 +137,36 @@ int url__mkdir(struct xfer_ep *ep, int dir, const char *name, int *sub);
 void url__dir_done(struct xfer_ep *ep, int dir, int sdir, const struct stat *st);
 int url__put(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
 	     struct xfer_stream *out);
+
+/* ---- xfer_url_mpu.c: S3 multipart upload (a file larger than S3PartSize) ---- */
+#define URL_MPU_PARTS_MAX 10000               /* S3: parts of one upload */
+#define URL_MPU_PART_MIN (5LL << 20)          /* S3: every part but the last */
+#define URL_MPU_PART_MAX (5LL << 30)
+#define URL_MPU_OBJECT_MAX (5LL << 40)        /* S3: one object */
+#define URL_MPU_PART_DEFAULT (64LL << 20)     /* S3PartSize's default */
+
+struct url__mpu_plan {
+	int64_t part_size;           /* every part's but the last, which holds the rest */
+	int nparts;
+	int raised;                  /* the part size asked for would need more than
+					URL_MPU_PARTS_MAX parts: the smallest whole MiB
+					that needs no more */
+};
+/* How size bytes are cut into parts of want bytes (5M..5G). 0, or -1 with err (too big). */
+int url__mpu_plan(int64_t size, int64_t want, struct url__mpu_plan *p, char *err, size_t errlen);
+/*
+ * The ETag S3 gives an object made of n parts whose md5s (hex) are md5s:
+ * the md5 of their 16-byte digests, "-n" ("HEX-n", unquoted). 0, or -1 (a
+ * malformed md5, n out of 1..10000, out too small).
+ */
+int url__mpu_etag(const char (*md5s)[33], int n, char *out, size_t outlen);
+/* An ETag of the form a server may send ("quoted", short, no blank, '<' or '&'). */
+int url__mpu_etag_ok(const char *etag);
+/* 1: this file goes to S3 in parts (larger than S3PartSize). */
+int url__mpu_wanted(const struct url__run *r, int64_t size);
+/* url__put's work for such a file, to url (relpath rel). Same contract. */
+int url__mpu_put(struct url__run *r, const char *url, const char *rel, int sfd,
+		 const struct stat *cur, struct xfer_stream *out);
 
 /* ---- xfer_url_parse.c ---- */
 /* CURLOPT_HEADERFUNCTION filling a struct url__hctx's meta. */

@@ -3,7 +3,8 @@
  * to a URL), driven by the engine (xfer_pipeline.c): one PUT/STOR per file
  * (WebDAV collections are created with MKCOL, FTP/SFTP directories by the
  * upload), verified by the S3 ETag (MD5 of what was sent) or by the size
- * the server reports afterwards. The walk of the local source, the resume
+ * the server reports afterwards; an S3 file larger than S3PartSize goes up
+ * in parts instead (xfer_url_mpu.c). The walk of the local source, the resume
  * decision, failure accounting, records, keep=no and labels are the
  * driver's.
  *
@@ -285,6 +286,8 @@ int url__put(struct xfer_ep *ep, int dir, const char *name, int sfd, const struc
 		out->final = 1;
 		return url__why(out, "URL too long for '%s'", name);
 	}
+	if (url__mpu_wanted(r, cur->st_size))
+		return url__mpu_put(r, url, rel, sfd, cur, out);
 	if (_put_send(r, &s, url, rel, cur, &m, md5h, out) < 0)
 		return -1;
 	out->bytes = s.sent;

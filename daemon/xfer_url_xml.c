@@ -12,7 +12,8 @@
 /* Element names arrive as "namespace-URI local" (the local name has no blank). */
 #define NS_SEP ' '
 
-enum _field { F_NONE, F_NAME, F_SIZE, F_TRUNC, F_TOKEN };
+enum _field { F_NONE, F_NAME, F_SIZE, F_TRUNC, F_TOKEN, F_PARTNO, F_ID, F_ETAG, F_CODE,
+	      F_MESSAGE, F_MARKER };
 
 struct _px {
 	XML_Parser p;
@@ -41,7 +42,21 @@ static const char *_local(const char *name)
 
 static size_t _cap(enum _field f)
 {
-	return f == F_NAME ? URLX_NAME_MAX : f == F_TOKEN ? URLX_TOKEN_MAX : 32;
+	switch (f) {
+	case F_NAME:
+		return URLX_NAME_MAX;
+	case F_TOKEN:
+	case F_ID:
+		return URLX_TOKEN_MAX;
+	case F_ETAG:
+		return URLX_ETAG_MAX;
+	case F_CODE:
+		return sizeof(((struct urlx_mpu *)0)->code);
+	case F_MESSAGE:
+		return sizeof(((struct urlx_mpu *)0)->message);
+	default:
+		return 32;
+	}
 }
 
 /* The collected text without surrounding blanks (sizes, flags, tokens). */
@@ -86,6 +101,31 @@ static void XMLCALL _start(void *ud, const XML_Char *name, const XML_Char **atts
 			_field_start(x, F_TRUNC);
 		else if (!in && strcmp(l, "NextContinuationToken") == 0)
 			_field_start(x, F_TOKEN);
+	} else if (x->kind == URLX_S3_MPU) {
+		int top = !in && x->depth == 2;
+
+		if (x->depth == 1)
+			snprintf(x->out->mpu.root, sizeof(x->out->mpu.root), "%s", l);
+		else if (top && strcmp(l, "Part") == 0)
+			x->entry_depth = x->depth;
+		else if (child && strcmp(l, "PartNumber") == 0)
+			_field_start(x, F_PARTNO);
+		else if (child && strcmp(l, "ETag") == 0)
+			_field_start(x, F_NAME);
+		else if (child && strcmp(l, "Size") == 0)
+			_field_start(x, F_SIZE);
+		else if (top && strcmp(l, "UploadId") == 0)
+			_field_start(x, F_ID);
+		else if (top && strcmp(l, "ETag") == 0)
+			_field_start(x, F_ETAG);
+		else if (top && strcmp(l, "Code") == 0)
+			_field_start(x, F_CODE);
+		else if (top && strcmp(l, "Message") == 0)
+			_field_start(x, F_MESSAGE);
+		else if (top && strcmp(l, "IsTruncated") == 0)
+			_field_start(x, F_TRUNC);
+		else if (top && strcmp(l, "NextPartNumberMarker") == 0)
+			_field_start(x, F_MARKER);
 	} else {
 		if (!in && strcmp(l, "response") == 0)
 			x->entry_depth = x->depth;
@@ -102,6 +142,7 @@ static void XMLCALL _start(void *ud, const XML_Char *name, const XML_Char **atts
 	if (x->entry_depth == x->depth) {
 		memset(&x->cur, 0, sizeof(x->cur));
 		x->cur.size = -1;
+		x->cur.part = -1;
 		x->have_name = x->name_bad = x->have_size = 0;
 	}
 }
@@ -156,6 +197,36 @@ static void _field_end(struct _px *x)
 		}
 		t = _trimmed(x);
 		memcpy(x->out->token, t, strlen(t) + 1);
+		break;
+	case F_PARTNO:
+		t = _trimmed(x);
+		x->cur.part = x->overflow ? -1 : _size(t);
+		break;
+	case F_MARKER:
+		t = _trimmed(x);
+		x->out->mpu.next_marker = x->overflow ? -1 : _size(t);
+		break;
+	case F_ID:
+	case F_ETAG:
+		if (x->overflow) {
+			x->refused = x->field == F_ID ? "upload id too long" : "ETag too long";
+			XML_StopParser(x->p, XML_FALSE);
+			break;
+		}
+		t = _trimmed(x);
+		if (x->field == F_ID)
+			memcpy(x->out->mpu.upload_id, t, strlen(t) + 1);
+		else
+			memcpy(x->out->mpu.etag, t, strlen(t) + 1);
+		break;
+	case F_CODE:
+	case F_MESSAGE:
+		/* Words for a message: kept as far as they fit. */
+		t = _trimmed(x);
+		if (x->field == F_CODE)
+			snprintf(x->out->mpu.code, sizeof(x->out->mpu.code), "%s", t);
+		else
+			snprintf(x->out->mpu.message, sizeof(x->out->mpu.message), "%s", t);
 		break;
 	case F_NONE:
 		break;
@@ -237,6 +308,7 @@ int urlx_parse(enum urlx_kind kind, const char *buf, size_t len, struct urlx_lis
 	enum XML_Status st;
 
 	memset(out, 0, sizeof(*out));
+	out->mpu.next_marker = -1;
 	memset(&x, 0, sizeof(x));
 	if (len > INT_MAX) {
 		snprintf(err, errlen, "listing of %zu bytes is too large", len);
