@@ -144,7 +144,9 @@ lose_node() {
 # up" restarted its slurmd); use with wait_for.
 node_back() {
 	scontrol update nodename="$1" state=resume >/dev/null 2>&1 || true
-	[[ "$(sinfo -h -n "$1" -o %T)" == idle ]]
+	# scontrol, not sinfo: 26.05's sinfo -n adds an "n/a" line for each
+	# partition the node is not in.
+	[[ "$(scontrol show node "$1" | sed -n 's/.* State=\([^ ]*\).*/\1/p')" == IDLE ]]
 }
 
 node_spool() {
