@@ -424,7 +424,7 @@ static int _expand(const char *in, const struct queue_job *j, char *out, size_t 
  */
 static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t errlen)
 {
-	char st[32] = "", how[128];
+	char st[32] = "", how[128], *plan = NULL;
 	int64_t aj, at;
 	int restarts, code = 0;
 	enum slurm_watch_end r;
@@ -434,7 +434,19 @@ static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t e
 	if (!_in_hook && d->conf->slurm_watch)
 		return 1;
 	r = slurm_watch_end_check(d, j->job_id, j->end_state, st, sizeof(st), &code, &restarts,
-				  &aj, &at, j->end_received);
+				  &aj, &at, j->end_received, j->plan ? NULL : &plan);
+	/* No plan known: the end came from Epilog= (no plugin, which sends it) for
+	   a job that was never held. slurmctld's record has the one job_submit.lua
+	   wrote. */
+	if (plan) {
+		if (queue_job_upsert(d->q, j->job_id, -1, -1, NULL, NULL, plan, err, errlen) < 0) {
+			free(plan);
+			return -1;
+		}
+		log_info("job %lld: plan taken from slurmctld's record (its end event had none)",
+			 (long long)j->job_id);
+		j->plan = plan;
+	}
 
 	if (r == SW_END_WAIT)
 		return 1;

@@ -382,6 +382,7 @@ static int _after_ready(struct daemon *d, const struct sjob *j, const struct sjo
 	dsl_plan_free(plan);
 	return st == AFTER_DONE;
 }
+static char *_expanded_plan(const struct sjob *j, const char *user, char *err, size_t errlen);
 
 /* Create the stage_in requests of a newly seen held job. */
 static void _start_staging(struct daemon *d, const struct sjob *j)
@@ -399,11 +400,24 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 			 "- ask your admin", (unsigned)j->uid);
 		return;  /* tried again next tick (the name service may be back) */
 	}
-	if (queue_job_upsert(d->q, j->job_id, j->uid, j->gid, user, j->work_dir, j->plan_json,
+	/* Recorded as the plugin sends it, patterns expanded: without the plugin
+	   (Epilog= alone) no event brings the expanded plan before the job's end. */
+	char *expanded = _expanded_plan(j, user, err, sizeof(err));
+
+	if (!expanded) {
+		log_err("job %u: plan not expanded (%s)", j->job_id, err);
+		_comment(j, "stagehand: stage-in refused: recorded plan is invalid (%s) - ask your admin",
+			 err);
+		_set_hold_state(d, j->job_id, HS_INVALID);
+		return;
+	}
+	if (queue_job_upsert(d->q, j->job_id, j->uid, j->gid, user, j->work_dir, expanded,
 			     err, sizeof(err)) < 0) {
+		free(expanded);
 		log_err("job %u: cannot record job: %s", j->job_id, err);
 		return;
 	}
+	free(expanded);
 	pj = json_loads(j->plan_json, 0, &jerr);
 	/* Ticks run in the main thread, the only writer of d->conf: no lock. */
 	_dsl_config(d, &dc);
@@ -763,15 +777,17 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 					   const char *event_state, char *state,
 					   size_t statelen, int *exit_code, int *restarts,
 					   int64_t *array_job_id, int64_t *array_task_id,
-					   int64_t received)
+					   int64_t received, char **plan)
 {
 	struct sjob j;
-	char err[256];
+	char err[256], user[256];
 	enum slurm_watch_end r;
 	int rc;
 
 	*restarts = 0;
 	*array_job_id = *array_task_id = -1;
+	if (plan)
+		*plan = NULL;
 	if (!d->conf->slurm_watch || !_slurm_ok || job_id <= 0 || job_id > UINT32_MAX)
 		return SW_END_UNKNOWN;
 	/* slurmctld down: do not block on it; wait for it, then take the event as sent. */
@@ -792,6 +808,14 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 		*array_task_id = j.array_task_id;
 	}
 	snprintf(state, statelen, "%s", sjob_state_name(j.state));
+	if (plan && j.plan_json) {
+		if (_user_name(j.uid, user, sizeof(user)) < 0)
+			snprintf(user, sizeof(user), "%u", (unsigned)j.uid);
+		*plan = _expanded_plan(&j, user, err, sizeof(err));
+		if (!*plan)
+			log_err("job %lld: slurmctld's plan not expanded (%s)", (long long)job_id,
+				err);
+	}
 	/* Requeued: pending again (scontrol requeue, NODE_FAIL with requeue, preemption
 	   in REQUEUE mode), or still completing with a requeue flag. Still RUNNING:
 	   slurmctld has not heard of the end yet (milliseconds), or the event is a late

@@ -29,14 +29,18 @@ enum slurm_watch_end {
  * *array_task_id (-1 when not an array task) the task's array. For a
  * requeued job the status text in admin_comment says so. received: when the
  * event arrived; while slurmctld cannot be reached the answer is
- * SW_END_WAIT, for up to 10 minutes after it, then SW_END_UNKNOWN. Main
- * thread (the job-end hook): the RPC may block for libslurm's timeouts.
+ * SW_END_WAIT, for up to 10 minutes after it, then SW_END_UNKNOWN. plan:
+ * NULL, or where to put the plan job_submit.lua recorded in slurmctld's
+ * record, its patterns expanded (a new string: free it), NULL when slurmctld
+ * did not answer or the job has none; an end reported by Epilog= alone
+ * carries no plan. Main thread (the job-end hook): the RPC may block for
+ * libslurm's timeouts.
  */
 enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 					   const char *event_state, char *state,
 					   size_t statelen, int *exit_code, int *restarts,
 					   int64_t *array_job_id, int64_t *array_task_id,
-					   int64_t received);
+					   int64_t received, char **plan);
 
 /*
  * When the scheduler expects job_id to start, from the watch's last job

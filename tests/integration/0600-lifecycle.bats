@@ -22,6 +22,14 @@
 #   * slurmctld restarted while a job waits: skipped in bb mode; it checks
 #     the hold marker in slurmctld's saved state and a retry that releases
 #     the hold, neither of which exists in bb mode.
+#
+# And on an epilog-only bed ('make integration-epilog': no SPANK plugin, the
+# nodes' Epilog= reports each job's end), where nothing makes or labels the
+# directories at job start and no STAGEHAND_* variable reaches the job: the
+# job scripts carry what such a site's users write instead
+# (without_plugin_lines), the labels of a running job are asserted absent,
+# and the happy path, which checks the plugin's work, is skipped
+# (0645-epilog-only.bats has the epilog-only job's life).
 
 load helpers
 
@@ -31,10 +39,17 @@ setup() {
 		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
 		return 1
 	}
-	grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" || {
-		echo "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'" >&2
-		return 1
-	}
+	if epilog_mode; then
+		grep -q '^Epilog=' "$SLURM_CONF" || {
+			echo "epilog-only bed without Epilog= in $SLURM_CONF: run 'scripts/testbed up --epilog-only'" >&2
+			return 1
+		}
+	else
+		grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" || {
+			echo "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'" >&2
+			return 1
+		}
+	fi
 	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
 	WD=$(user_workdir)
 	JOBS=()
@@ -77,6 +92,7 @@ user_file() {
 }
 
 @test "happy path: held, staged as the owner, released, labelled, archived after the end" {
+	skip_epilog_only "the SPANK plugin's labels and STAGEHAND_INPUT_DIR at job start (0645 has the epilog-only happy path)"
 	user_file shtest "$WD/proj/ref.db" 8
 	want=$(sha256sum <"$WD/proj/ref.db" | cut -d' ' -f1)
 	write_user_script shtest "$WD/job.sh" <<EOF
@@ -126,6 +142,7 @@ EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt
 #DATA stage_in=$WD/later/input.dat
+$(without_plugin_lines)
 cmp "\$STAGEHAND_INPUT_DIR/input.dat" "$WD/later/input.dat" && echo same > result
 EOF
 	submit -d "$WD" "$WD/job.sh" --comment=mine
@@ -162,6 +179,7 @@ EOF
 #DATA archive=results when=success
 #DATA archive=logs
 #DATA exempt=tmp
+$(without_plugin_lines results logs tmp)
 echo r > results/r.txt; echo l > logs/l.txt; echo t > tmp/t.txt
 exit 3
 EOF
@@ -172,7 +190,13 @@ EOF
 	sleep 2
 	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results" ]
 	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/tmp" ]
-	label_is "$WD/tmp" exempt
+	if epilog_mode; then
+		# Nothing labels exempt= directories without the plugin.
+		run getfattr -n user.stagehand.policy "$WD/tmp"
+		[ "$status" -ne 0 ]
+	else
+		label_is "$WD/tmp" exempt
+	fi
 	[ "$(cat "$WD/tmp/t.txt")" = t ]
 }
 
@@ -182,6 +206,7 @@ EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt
 #DATA archive=results
+$(without_plugin_lines results)
 echo x > results/x.txt
 EOF
 	"$TESTBED" restart stagehandd >/dev/null
@@ -194,7 +219,13 @@ EOF
 	# (in the spool of the node that ran it)
 	spool=$(node_spool "$(job_node "$j")")
 	wait_for 10 bash -c "ls '$spool' | grep -q ."
-	label_is "$WD/results" pending
+	if epilog_mode; then
+		# (unlabelled: without the plugin nothing marks it 'pending')
+		run getfattr -n user.stagehand.policy "$WD/results"
+		[ "$status" -ne 0 ]
+	else
+		label_is "$WD/results" pending
+	fi
 	"$TESTBED" up >/dev/null
 	wait_for 60 label_is "$WD/results" archived
 	[ -f "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/results/x.txt" ]
@@ -301,6 +332,7 @@ EOF
 #!/bin/bash
 #SBATCH --output=$WD/out-%j.txt
 #DATA stage_in=$WD/src/input.dat
+$(without_plugin_lines)
 cmp "\$STAGEHAND_INPUT_DIR/input.dat" "$WD/src/input.dat" && echo same > result
 EOF2
 	submit -d "$WD" "$WD/job.sh"

@@ -4,7 +4,9 @@
 # task runs, an input without %a is staged once for the whole array, each
 # task is released on its own (the %N throttle still holds) and archived
 # under ARCHIVE/USER/ARRAYID_TASK. Needs 'scripts/testbed up' with the Lua
-# hook, the SPANK plugin and stagehandd (all built in this tree).
+# hook, the SPANK plugin and stagehandd (all built in this tree), or an
+# epilog-only bed (--epilog-only), where the job scripts find their input
+# directories by the documented paths (without_plugin_lines).
 
 bats_require_minimum_version 1.5.0
 
@@ -95,6 +97,7 @@ status_as() { # the user's 'stagehand status --all' (every request)
 #DATA stage_in=$WD/params/%a.txt
 #DATA stage_in=$WD/params/ref.db
 #DATA archive=res-%a
+$(without_plugin_lines)
 t=\$SLURM_ARRAY_TASK_ID
 mkdir -p res-\$t
 cp "\$STAGEHAND_INPUT_DIR/\$t.txt" res-\$t/params.txt
@@ -145,6 +148,7 @@ EOF
 #!/bin/bash
 #SBATCH --output=/dev/null
 #DATA stage_in=$WD/in/%a
+$(without_plugin_lines)
 cp "\$STAGEHAND_INPUT_DIR/\$SLURM_ARRAY_TASK_ID" got-\$SLURM_ARRAY_TASK_ID
 sleep 2
 EOF
@@ -176,6 +180,7 @@ EOF
 #!/bin/bash
 #SBATCH --output=/dev/null
 #DATA stage_in=$WD/in/%a
+$(without_plugin_lines)
 cp "\$STAGEHAND_INPUT_DIR/\$SLURM_ARRAY_TASK_ID" got-\$SLURM_ARRAY_TASK_ID
 EOF
 	submit -d "$WD" "$WD/job.sh" --array=1-3

@@ -5,7 +5,9 @@
 # skipped), preemption (PREEMPTED, on a bed reconfigured with two
 # partitions) and a node lost mid-job (its slurmd killed: NODE_FAIL, the job
 # requeued, archived once after the final run). Needs 'scripts/testbed up'
-# with the Lua hook, the SPANK plugin and stagehandd.
+# with the Lua hook, the SPANK plugin and stagehandd, or an epilog-only bed
+# (--epilog-only): the jobs make their directories themselves, and every
+# check holds when the nodes' Epilog= reports the ends.
 
 load helpers
 

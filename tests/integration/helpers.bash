@@ -383,3 +383,32 @@ stall_worker_open() {
 stall_mover_open() {
 	stall_open "$1" stagehand-mover shtest
 }
+
+# An epilog-only bed ('scripts/testbed up --epilog-only'): no SPANK plugin;
+# each node's Epilog= runs scripts/stagehand-epilog, the only thing that
+# tells the daemon that a job ended (docs/admin-guide.md, "Epilog-only
+# sites"). Tests that need the plugin skip there with skip_epilog_only, and
+# the skip is listed in expected-skips as "[epilog] ".
+#   epilog_mode                 true on such a bed (STAGEHAND_TESTBED_NODE_HOOK=epilog)
+#   skip_epilog_only WHY        skip this test there: "epilog-only mode: WHY"
+#   without_plugin_lines DIR... the lines a job script has to carry on a site
+#                               without the plugin, in place of its work: make
+#                               the #DATA directories DIR..., and set
+#                               STAGEHAND_INPUT_DIR (and, in an array task,
+#                               STAGEHAND_SHARED_INPUT_DIR) to their documented
+#                               paths (docs/user-guide.md). Nothing on a plugin bed.
+epilog_mode() {
+	[[ ${STAGEHAND_TESTBED_NODE_HOOK:-spank} == epilog ]]
+}
+
+skip_epilog_only() {
+	! epilog_mode || skip "epilog-only mode: $*"
+}
+
+without_plugin_lines() {
+	epilog_mode || return 0
+	(($# == 0)) || printf 'mkdir -p %s\n' "$*"
+	printf 'STAGEHAND_INPUT_DIR=%s/$(id -un)/$SLURM_JOB_ID/input\n' "$STAGEHAND_TESTBED_SCRATCH"
+	printf '[ -z "$SLURM_ARRAY_JOB_ID" ] || STAGEHAND_SHARED_INPUT_DIR=%s/$(id -un)/$SLURM_ARRAY_JOB_ID/shared\n' \
+		"$STAGEHAND_TESTBED_SCRATCH"
+}
