@@ -402,7 +402,9 @@ epilog_mode() {
 }
 
 skip_epilog_only() {
-	! epilog_mode || skip "epilog-only mode: $*"
+	if epilog_mode; then
+		skip "epilog-only mode: $*"
+	fi
 }
 
 without_plugin_lines() {
