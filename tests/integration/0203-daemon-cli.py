@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import chown_tree, run_cli, tree_digest, user_dir
+from conftest import chown_tree, free_port, run_cli, tree_digest, user_dir
 
 
 @pytest.fixture(scope="module")
@@ -161,22 +161,13 @@ def test_bad_ids_are_usage_errors(stagehand_bin, daemon):
 
 # ---- TCP with MUNGE -----------------------------------------------------------
 
-def _free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.fixture(scope="module")
 def tcp_daemon(make_daemon):
     import shutil
     import subprocess
     if not shutil.which("munge") or subprocess.run(["munge", "-n"], capture_output=True).returncode:
         pytest.skip("munged is not running on this host (scripts/testbed up starts it)")
-    port = _free_port()
+    port = free_port()
     d = make_daemon("tcp", ListenAddress=f"127.0.0.1:{port}")
     d.port = port
     return d
