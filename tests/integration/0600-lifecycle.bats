@@ -26,18 +26,7 @@
 load helpers
 
 setup() {
-	testbed_require
-	[[ -S $STAGEHAND_SOCKET ]] || {
-		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
-		return 1
-	}
-	grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" || {
-		echo "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'" >&2
-		return 1
-	}
-	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
-	WD=$(user_workdir)
-	JOBS=()
+	daemon_setup spank
 	STALLER=
 }
 
