@@ -81,20 +81,6 @@ def put_user_file(home, path, data, mode=0o600):
 
 # ---- the test user's credential files: in a home of the test's own -------------
 
-@pytest.fixture(scope="module")
-def home(test_users, base_dir):
-    """The test user's home as this module's daemons see it: a directory below
-    base_dir, bound over the real one in the daemons' own mount namespace
-    (conftest Daemon.argv). The credential files go there, never into the
-    user's real home, which other test runs on the host may share."""
-    pw = pwd.getpwnam(USER)
-    h = os.path.join(base_dir, "home", USER)
-    os.makedirs(h)
-    os.chown(h, pw.pw_uid, pw.pw_gid)
-    os.chmod(h, 0o755)
-    return h
-
-
 def homes(home):
     """make_daemon's homes= for this module: the stand-in over USER's home."""
     return {pwd.getpwnam(USER).pw_dir: home}

@@ -149,17 +149,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 # ---- fixtures -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def home(test_users, base_dir):
-    """The test user's home as this module's daemons see it (bound over the real one)."""
-    pw = pwd.getpwnam(USER)
-    h = os.path.join(base_dir, "home", USER)
-    os.makedirs(h)
-    os.chown(h, pw.pw_uid, pw.pw_gid)
-    os.chmod(h, 0o755)
-    return h
-
-
-@pytest.fixture(scope="module")
 def s3(base_dir, home):
     s = start_moto(base_dir, free_port())
     s.client.create_bucket(Bucket=BUCKET)

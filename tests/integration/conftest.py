@@ -362,6 +362,20 @@ def make_daemon(stagehandd_bin, base_dir, test_users):
             print(f"stagehandd {d.dir} exited {d.proc.returncode}; log tail:\n{d.log_tail()}")
 
 
+@pytest.fixture(scope="module")
+def home(test_users, base_dir):
+    """shtest's home as this module's daemons see it: a directory below
+    base_dir, bound over the real one in the daemons' own mount namespace
+    (Daemon.argv, make_daemon's homes=). The credential files go there, never
+    into the user's real home, which other test runs on the host may share."""
+    pw = pwd.getpwnam(TEST_USERS[0])
+    h = os.path.join(base_dir, "home", TEST_USERS[0])
+    os.makedirs(h)
+    os.chown(h, pw.pw_uid, pw.pw_gid)
+    os.chmod(h, 0o755)
+    return h
+
+
 def user_dir(base, user, *parts):
     """base/user/parts..., created and owned by user (mode 0755)."""
     pw = pwd.getpwnam(user)
