@@ -195,7 +195,7 @@ static void _print_json(json_t *j)
 	}
 }
 
-static void _print_json_line(json_t *j)
+void client_print_json_line(json_t *j)
 {
 	char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
@@ -232,7 +232,7 @@ static void _bad_id(const char *cmd, const char *s)
 	      cmd, s);
 }
 
-static double _monotonic(void)
+double client_monotonic(void)
 {
 	struct timespec ts;
 
@@ -240,7 +240,7 @@ static double _monotonic(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void _sleep_s(double s)
+void client_sleep(double s)
 {
 	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
 
@@ -346,7 +346,7 @@ static int _watch(struct http *h, const char *path, double interval, int force_j
 			break;
 		}
 		if (p) {
-			progress_draw(p, reqs, _monotonic());
+			progress_draw(p, reqs, client_monotonic());
 		} else {
 			json_array_foreach(reqs, i, r) {
 				char key[32], *line = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
@@ -358,7 +358,7 @@ static int _watch(struct http *h, const char *path, double interval, int force_j
 					 json_integer_value(json_object_get(r, "id")));
 				prev = json_string_value(json_object_get(last, key));
 				if (!prev || strcmp(prev, line)) {
-					_print_json_line(r);
+					client_print_json_line(r);
 					json_object_set_new(last, key, json_string(line));
 				}
 				free(line);
@@ -372,7 +372,7 @@ static int _watch(struct http *h, const char *path, double interval, int force_j
 		}
 		json_decref(single);
 		json_decref(resp);
-		_sleep_s(interval);
+		client_sleep(interval);
 	}
 	progress_free(p);
 	json_decref(last);
@@ -543,7 +543,7 @@ int cmd_submit(int argc, char **argv)
 		json_int_t id = json_integer_value(json_object_get(resp, "id"));
 
 		if (json_out)
-			_print_json_line(resp);
+			client_print_json_line(resp);
 		else
 			printf("submitted request r%" JSON_INTEGER_FORMAT " (%s)\n", id,
 			       json_string_value(json_object_get(resp, "state")) ?: "queued");

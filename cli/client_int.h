@@ -67,6 +67,15 @@ enum id_kind { ID_BAD, ID_REQUEST, ID_JOB };
 /* "r12" -> ID_REQUEST, "12" -> ID_JOB (value in *out), else ID_BAD. */
 enum id_kind client_parse_id(const char *s, unsigned long long *out);
 
+/* A daemon answer as one line of JSON on stdout (keys in the daemon's order), flushed. */
+void client_print_json_line(json_t *j);
+
+/* Seconds on CLOCK_MONOTONIC, for polling deadlines. */
+double client_monotonic(void);
+
+/* Sleep s seconds (fractions too), resumed across signals. */
+void client_sleep(double s);
+
 /* snprintf of an API path; the paths used always fit. */
 int client_path_fmt(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -44,22 +44,6 @@ static void _resume_usage(FILE *fp)
 		COMMON_HELP);
 }
 
-static double _now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void _nap(double s)
-{
-	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 static json_int_t _int(const json_t *o, const char *k)
 {
 	return json_integer_value(json_object_get(o, k));
@@ -85,7 +69,7 @@ void client_print_drain(FILE *fp, const json_t *st)
 /* Poll until nothing runs; EXIT_OK, EXIT_REFUSED at the timeout or on a resume, EXIT_ENV. */
 static int _wait_idle(struct http *h, double timeout, double interval, int json_out)
 {
-	double end = timeout > 0 ? _now() + timeout : 0;
+	double end = timeout > 0 ? client_monotonic() + timeout : 0;
 	json_int_t last = -2;
 
 	for (;;) {
@@ -112,13 +96,13 @@ static int _wait_idle(struct http *h, double timeout, double interval, int json_
 				printf("no transfer running: ready for maintenance\n");
 			return EXIT_OK;
 		}
-		if (end && _now() >= end) {
+		if (end && client_monotonic() >= end) {
 			client_errx("drain: %" JSON_INTEGER_FORMAT " transfer%s still running after "
 				    "%.0f s (the daemon stays drained)", n, n == 1 ? "" : "s",
 				    timeout);
 			return EXIT_REFUSED;
 		}
-		_nap(interval);
+		client_sleep(interval);
 	}
 }
 
@@ -194,11 +178,7 @@ int cmd_drain(int argc, char **argv)
 	json_decref(body);
 	if (rc == EXIT_OK) {
 		if (json_out) {
-			char *s = json_dumps(resp, JSON_COMPACT | JSON_PRESERVE_ORDER);
-
-			if (s)
-				puts(s);
-			free(s);
+			client_print_json_line(resp);
 		} else {
 			printf("stagehandd %s\n", json_is_true(json_object_get(resp, "already")) ?
 			       "was drained already" : "drained");
@@ -241,11 +221,7 @@ int cmd_resume(int argc, char **argv)
 	rc = client_call(h, "DELETE", "/v1/drain", NULL, &resp, NULL);
 	if (rc == EXIT_OK) {
 		if (json_out) {
-			char *s = json_dumps(resp, JSON_COMPACT | JSON_PRESERVE_ORDER);
-
-			if (s)
-				puts(s);
-			free(s);
+			client_print_json_line(resp);
 		} else if (json_is_true(json_object_get(resp, "was_drained"))) {
 			printf("stagehandd resumed: %" JSON_INTEGER_FORMAT " queued request%s may "
 			       "start\n", _int(resp, "queued"), _int(resp, "queued") == 1 ? "" : "s");

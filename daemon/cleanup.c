@@ -157,14 +157,7 @@ static int64_t _label(struct daemon *d, const struct queue_job *j, const char *i
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	memset(&lr, 0, sizeof(lr));
-	lr.uid = (uid_t)j->uid;
-	lr.gid = (gid_t)(j->gid >= 0 ? j->gid : j->uid);
-	lr.user = j->user;
-	lr.job_id = j->job_id;
-	lr.action = "label";
-	lr.source = input;
-	lr.options = opt;
+	lifecycle_request_init(&lr, j, "label", input, opt);
 	if (lifecycle_create_request(d, &lr, &id, err, errlen) < 0)
 		id = -1;
 	free(opt);
@@ -234,14 +227,7 @@ int cleanup_schedule(struct daemon *d, const struct queue_job *j, int64_t *label
 	o = json_pack("{s:s}", "beneath", c->scratch_roots[0]);
 	opt = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
-	memset(&lr, 0, sizeof(lr));
-	lr.uid = (uid_t)j->uid;
-	lr.gid = (gid_t)(j->gid >= 0 ? j->gid : j->uid);
-	lr.user = j->user;
-	lr.job_id = j->job_id;
-	lr.action = "purge";
-	lr.source = input;
-	lr.options = opt;
+	lifecycle_request_init(&lr, j, "purge", input, opt);
 	if (!opt) {
 		snprintf(err, errlen, "out of memory");
 		goto out;

@@ -362,6 +362,19 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 	return 0;
 }
 
+void lifecycle_request_init(struct lifecycle_request *lr, const struct queue_job *j,
+			    const char *action, const char *source, const char *options)
+{
+	memset(lr, 0, sizeof(*lr));
+	lr->uid = (uid_t)j->uid;
+	lr->gid = (gid_t)(j->gid >= 0 ? j->gid : j->uid);
+	lr->user = j->user;
+	lr->job_id = j->job_id;
+	lr->action = action;
+	lr->source = source;
+	lr->options = options;
+}
+
 int lifecycle_create_request(struct daemon *d, const struct lifecycle_request *lr,
 			     int64_t *id_out, char *err, size_t errlen)
 {
@@ -633,14 +646,7 @@ static int _label_skipped(struct daemon *d, const struct queue_job *j, const cha
 	json_decref(opt);
 	if (!opt_text)
 		return -1;
-	memset(&lr, 0, sizeof(lr));
-	lr.uid = (uid_t)j->uid;
-	lr.gid = (gid_t)(j->gid >= 0 ? j->gid : j->uid);
-	lr.user = j->user;
-	lr.job_id = j->job_id;
-	lr.action = "label";
-	lr.source = src;
-	lr.options = opt_text;
+	lifecycle_request_init(&lr, j, "label", src, opt_text);
 	rc = lifecycle_create_request(d, &lr, id, why, sizeof(why));
 	if (rc < 0)
 		log_warn("job %lld: line %d: cannot label %s 'skipped': %s", (long long)j->job_id,
@@ -723,11 +729,8 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 				ids[(*n)++] = id;
 			continue;
 		}
-		memset(&lr, 0, sizeof(lr));
-		lr.uid = (uid_t)j->uid;
-		lr.gid = (gid_t)(j->gid >= 0 ? j->gid : j->uid);
-		lr.user = j->user;
-		lr.job_id = job_id;
+		/* action, source, dest and options are set below. */
+		lifecycle_request_init(&lr, j, NULL, NULL, NULL);
 		if (_resolve(path, j->work_dir, src, sizeof(src), why, sizeof(why)) < 0)
 			goto skip;
 		opt = json_object();

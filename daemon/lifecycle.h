@@ -55,6 +55,16 @@ struct lifecycle_request {
 	const char *options;         /* JSON object text or NULL */
 };
 
+struct queue_job;
+
+/*
+ * Fill lr for a request on job j's behalf: its owner (the job's gid, or its
+ * uid when the gid is unknown), user and id, with action, source and
+ * options (borrowed, may be NULL to set later); dest and the rest zeroed.
+ */
+void lifecycle_request_init(struct lifecycle_request *lr, const struct queue_job *j,
+			    const char *action, const char *source, const char *options);
+
 /*
  * Check a request against the rules of docs/api.md (absolute paths, no '..',
  * site roots, known action and options). Returns 0 or -1 with a message

@@ -471,19 +471,18 @@ void queue_job_free(struct queue_job *j)
 	free(j);
 }
 
-int queue_request_create(struct queue *q, const struct queue_new_request *nr,
-			 int64_t *id_out, char *err, size_t errlen)
+int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64_t not_before,
+		      int64_t *id_out, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
-	int rc = -1;
 	int64_t now = qp_now();
 
-	qp_begin(q);
+	/* The claim skips a queued request until next_attempt_at (queue_request_claim_ex). */
 	st = qp_prep(q, "INSERT INTO requests (uid, gid, user, job_id, action, source, dest,"
-		   " options, state, max_retries, created, updated) VALUES"
-		   " (?1,?2,?3,?4,?5,?6,?7,?8,'queued',?9,?10,?10)", err, errlen);
+		   " options, state, max_retries, next_attempt_at, created, updated) VALUES"
+		   " (?1,?2,?3,?4,?5,?6,?7,?8,'queued',?9,?10,?11,?11)", err, errlen);
 	if (!st)
-		goto out;
+		return -1;
 	sqlite3_bind_int64(st, 1, nr->uid);
 	sqlite3_bind_int64(st, 2, nr->gid);
 	qp_bind_text(st, 3, nr->user);
@@ -496,12 +495,24 @@ int queue_request_create(struct queue *q, const struct queue_new_request *nr,
 	qp_bind_text(st, 7, nr->dest);
 	qp_bind_text(st, 8, nr->options ? nr->options : "{}");
 	sqlite3_bind_int(st, 9, nr->max_retries);
-	sqlite3_bind_int64(st, 10, now);
+	if (not_before > now)
+		sqlite3_bind_int64(st, 10, not_before);
+	else
+		sqlite3_bind_null(st, 10);
+	sqlite3_bind_int64(st, 11, now);
 	if (qp_step_done(q, st, err, errlen) < 0)
-		goto out;
+		return -1;
 	*id_out = sqlite3_last_insert_rowid(q->db);
-	rc = 0;
-out:
+	return 0;
+}
+
+int queue_request_create(struct queue *q, const struct queue_new_request *nr,
+			 int64_t *id_out, char *err, size_t errlen)
+{
+	int rc;
+
+	qp_begin(q);
+	rc = qp_request_insert(q, nr, 0, id_out, err, errlen);
 	return qp_end(q, rc, 1, err, errlen);
 }
 

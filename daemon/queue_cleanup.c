@@ -17,35 +17,17 @@ int queue_cleanup_create(struct queue *q, const struct queue_new_request *nr, in
 			 const struct cleanup_item *items, size_t n, int64_t *id_out,
 			 char *err, size_t errlen)
 {
+	struct queue_new_request pr = *nr;
 	sqlite3_stmt *st;
-	int64_t now = qp_now(), id;
+	int64_t id;
 	int rc = -1;
 
+	/* Whatever the caller filled in, this is a purge and has no destination. */
+	pr.action = "purge";
+	pr.dest = NULL;
 	qp_begin(q);
-	/* The claim skips a queued request until next_attempt_at (queue_request_claim_ex). */
-	st = qp_prep(q, "INSERT INTO requests (uid, gid, user, job_id, action, source, dest,"
-		     " options, state, max_retries, next_attempt_at, created, updated) VALUES"
-		     " (?1,?2,?3,?4,'purge',?5,NULL,?6,'queued',?7,?8,?9,?9)", err, errlen);
-	if (!st)
+	if (qp_request_insert(q, &pr, not_before, &id, err, errlen) < 0)
 		goto out;
-	sqlite3_bind_int64(st, 1, nr->uid);
-	sqlite3_bind_int64(st, 2, nr->gid);
-	qp_bind_text(st, 3, nr->user);
-	if (nr->job_id > 0)
-		sqlite3_bind_int64(st, 4, nr->job_id);
-	else
-		sqlite3_bind_null(st, 4);
-	qp_bind_text(st, 5, nr->source);
-	qp_bind_text(st, 6, nr->options ? nr->options : "{}");
-	sqlite3_bind_int(st, 7, nr->max_retries);
-	if (not_before > now)
-		sqlite3_bind_int64(st, 8, not_before);
-	else
-		sqlite3_bind_null(st, 8);
-	sqlite3_bind_int64(st, 9, now);
-	if (qp_step_done(q, st, err, errlen) < 0)
-		goto out;
-	id = sqlite3_last_insert_rowid(q->db);
 	st = qp_prep(q, "INSERT OR IGNORE INTO items (request_id, relpath, type, size, mtime, state)"
 		     " VALUES (?1,?2,'file',?3,?4,'queued')", err, errlen);
 	if (!st)

@@ -13,6 +13,8 @@
 
 #define QP_CACHE_MAX 16
 
+struct queue_new_request;
+
 struct queue {
 	sqlite3 *db;
 	pthread_mutex_t lock;        /* recursive: a batch holds it across nested calls */
@@ -50,6 +52,13 @@ void qp_begin(struct queue *q);
 /* COMMIT (rc == 0, durable: with synchronous=FULL) or ROLLBACK; unlock. Returns rc. */
 int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen);
 int qp_item_state_from_name(const char *n);
+/*
+ * Insert nr as a queued request inside the caller's transaction (qp_begin),
+ * not claimed before not_before (seconds; 0 or a past time = at once).
+ * 0 with the new id in *id_out, or -1 with err.
+ */
+int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64_t not_before,
+		      int64_t *id_out, char *err, size_t errlen);
 /*
  * A prepared statement kept for the connection's life (sql must be a string
  * literal: its address is the key), reset and unbound. Never finalize it:

@@ -38,14 +38,8 @@
 
 faults_setup() {
 	testbed_require || return 1
-	[[ -S $STAGEHAND_SOCKET ]] || {
-		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
-		return 1
-	}
-	grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" || {
-		echo "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'" >&2
-		return 1
-	}
+	daemon_require || return 1
+	spank_require || return 1
 	grep -q '^JobSubmitPlugins=lua' "$SLURM_CONF" || {
 		echo "the test bed runs without job_submit.lua: run 'STAGEHAND_TESTBED_LUA=1 scripts/testbed up'" >&2
 		return 1

@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from conftest import as_identity, bound_cred, bound_payload, munge_cred, owned_dir
+from conftest import (as_identity, bound_cred, bound_payload, free_port, munge_cred, munge_ok,
+                      owned_dir)
 
 A, B = "shtest", "shtest2"
 CAP = 4            # MaxConnectionsPerUser
@@ -26,27 +27,12 @@ MAX_BODY = 8192    # MaxRequestBytes
 VICTIM_BOUND = 2.0  # seconds a normal request may take while an attack runs
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def _munge_ok():
-    try:
-        return subprocess.run(["munge", "-n"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 @pytest.fixture(scope="module")
 def daemon(make_daemon, base_dir, test_users):
     # Enough descriptors for the flood tests, in the daemon (inherited) and here.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
-    port = _free_port()
+    port = free_port()
     d = make_daemon("hostile", ScratchRoots=os.path.join(base_dir, "scratch"),
                     MaxConnectionsPerUser=CAP, ConnectionTimeout=TIMEOUT,
                     MaxRequestBytes=MAX_BODY, ListenAddress=f"127.0.0.1:{port}")
@@ -204,7 +190,7 @@ def test_submit_on_behalf_of_another_user_is_refused_or_made_own(daemon, a_job, 
 
 def test_munge_header_on_the_unix_socket_does_not_change_identity(daemon, a_job, test_users):
     """B presents A's valid MUNGE credential over the UNIX socket: still B."""
-    if not _munge_ok():
+    if not munge_ok():
         pytest.skip("munged is not running (munge -n fails)")
     cred = bound_cred("GET", "/v1/health", user=A)
     rid = a_job["req"]["id"]
@@ -219,7 +205,7 @@ def test_munge_header_on_the_unix_socket_does_not_change_identity(daemon, a_job,
 # ---- TCP with MUNGE -------------------------------------------------------------
 
 def test_tcp_identity_comes_from_munge_only(daemon, a_job, test_users):
-    if not _munge_ok():
+    if not munge_ok():
         pytest.skip("munged is not running (munge -n fails)")
     port, rid = daemon.tcp_port, a_job["req"]["id"]
     st, doc, text = _tcp_call(port, "GET", "/v1/health")
@@ -245,7 +231,7 @@ def test_tcp_identity_comes_from_munge_only(daemon, a_job, test_users):
 def test_tcp_per_user_cap(daemon, test_users):
     """Over TCP a connection counts for its uid once MUNGE names it: B's
     connection number CAP+1 is answered 429 and closed; A is not affected."""
-    if not _munge_ok():
+    if not munge_ok():
         pytest.skip("munged is not running (munge -n fails)")
     port = daemon.tcp_port
     held = []
@@ -307,7 +293,7 @@ def test_tcp_credential_refused_for_any_other_request(daemon, test_users):
     """B's credential made for GET /v1/health, sent with each field changed in
     turn (a fresh credential each time: munged takes a credential once, even
     one the digest then refuses): 403 naming the mismatch, and logged."""
-    if not _munge_ok():
+    if not munge_ok():
         pytest.skip("munged is not running (munge -n fails)")
     port = daemon.tcp_port
     for what, (method, target, body) in {
@@ -330,7 +316,7 @@ def test_tcp_body_in_pieces_is_checked_whole(daemon, test_users):
     """The digest covers the whole body, however it arrives: a bound POST sent
     in chunks with pauses reaches the handler (its 400 is about the body, not
     the credential); the same with one chunk changed is refused 403."""
-    if not _munge_ok():
+    if not munge_ok():
         pytest.skip("munged is not running (munge -n fails)")
     port = daemon.tcp_port
     parts = [b'{"action":"no-such-action",', b'"source":"/nonexistent/a",', b'"dest":"/x"}']
@@ -347,7 +333,7 @@ def test_tcp_body_in_pieces_is_checked_whole(daemon, test_users):
 
 
 def test_tcp_same_request_twice_refused_the_second_time(daemon, test_users):
-    if not _munge_ok():
+    if not munge_ok():
         pytest.skip("munged is not running (munge -n fails)")
     port = daemon.tcp_port
     body = b'{"action":"no-such-action"}'
@@ -361,7 +347,7 @@ def test_tcp_same_request_twice_refused_the_second_time(daemon, test_users):
 def test_tcp_old_client_and_stale_time_refused(daemon, test_users):
     """An empty payload (a client older than bound credentials) and a payload
     whose time is outside the window: 403, each saying what to do."""
-    if not _munge_ok():
+    if not munge_ok():
         pytest.skip("munged is not running (munge -n fails)")
     port = daemon.tcp_port
     st, doc = _tcp_send(port, "GET", "/v1/health", munge_cred(B))
@@ -626,7 +612,7 @@ def test_slowloris_does_not_stall_other_users(daemon):
         end = time.monotonic() + secs - 3
         while time.monotonic() < end:
             times.append(_victim_ok(daemon, n=1))
-            if _munge_ok():
+            if munge_ok():
                 (st, _, text), dt = _timed(lambda: _tcp_call(daemon.tcp_port, "GET",
                                                              "/v1/health", user=A,
                                                              source="127.0.0.2"))

@@ -17,12 +17,11 @@ import http.client
 import os
 import resource
 import socket
-import subprocess
 import time
 
 import pytest
 
-from conftest import bound_cred, owned_dir
+from conftest import bound_cred, free_port, munge_ok, owned_dir
 
 USER = "shtest"
 IDLE_CONNECTIONS = 10000
@@ -30,21 +29,6 @@ PER_ADDR = 50             # under the per-address cap of 4 x 16
 VICTIM_BOUND = 2.0        # seconds the normal client may wait, attack or not
 RSS_GROWTH_BOUND = 96 << 20   # bytes over the RSS before the attacks
 TIMEOUT = 30              # ConnectionTimeout: longer than each attack, so none is cut short
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def _munge_ok():
-    try:
-        return subprocess.run(["munge", "-n"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def _rss(pid):
@@ -196,7 +180,7 @@ class Victim:
 
 @pytest.fixture(scope="module")
 def daemon(make_daemon, base_dir, test_users):
-    if not _munge_ok():
+    if not munge_ok():
         pytest.skip("munged is not running here: TCP needs MUNGE")
     # Room for every socket here and in the daemon (which inherits the limit).
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -204,7 +188,7 @@ def daemon(make_daemon, base_dir, test_users):
     if hard < want:
         pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {want}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    port, mport = _free_port(), _free_port()
+    port, mport = free_port(), free_port()
     owned_dir(os.path.join(base_dir, "scratch"), "root")
     d = make_daemon("listener", ScratchRoots=os.path.join(base_dir, "scratch"),
                     ConnectionTimeout=TIMEOUT, ListenAddress=f"127.0.0.1:{port}",
@@ -386,7 +370,7 @@ def test_few_descriptors(make_daemon, base_dir, daemon):
     """A daemon started with only 1024 descriptors (ulimit -n by hand, a unit
     without LimitNOFILE=) sizes its listeners to them instead of running out
     and no longer accepting."""
-    port = _free_port()
+    port = free_port()
     d = make_daemon("listener-1024", start=False, ConnectionTimeout=TIMEOUT,
                     ListenAddress=f"127.0.0.1:{port}")
     argv = d.argv

@@ -16,44 +16,25 @@ by others, a scheme the site does not allow), a wrong checksum detected.
 
 Run: sudo python3 -m pytest -v tests/integration/0230-daemon-urls.py
 """
-import contextlib
 import hashlib
-import json
 import os
 import pwd
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import chown_tree, run_cli, sha256_file, tree_digest, user_dir
+from conftest import (chown_tree, free_port, run_cli, sha256_file, start_moto, tree_digest,
+                      user_dir, wait_port)
 
 USER = "shtest"
 BIG = 12 << 20          # resumed file; the daemon moves 4 MiB/s in the resume tests
 CAP = "4M"
 SYS_PY = "/usr/bin/python3"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, what, timeout=15):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise AssertionError(f"{what} exited with {proc.returncode} at start")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} did not listen on port {port} within {timeout}s")
 
 
 def stop(proc):
@@ -99,20 +80,6 @@ def put_user_file(home, path, data, mode=0o600):
 
 
 # ---- the test user's credential files: in a home of the test's own -------------
-
-@pytest.fixture(scope="module")
-def home(test_users, base_dir):
-    """The test user's home as this module's daemons see it: a directory below
-    base_dir, bound over the real one in the daemons' own mount namespace
-    (conftest Daemon.argv). The credential files go there, never into the
-    user's real home, which other test runs on the host may share."""
-    pw = pwd.getpwnam(USER)
-    h = os.path.join(base_dir, "home", USER)
-    os.makedirs(h)
-    os.chown(h, pw.pw_uid, pw.pw_gid)
-    os.chmod(h, 0o755)
-    return h
-
 
 def homes(home):
     """make_daemon's homes= for this module: the stand-in over USER's home."""
@@ -330,41 +297,8 @@ Subsystem sftp internal-sftp
 
 @pytest.fixture(scope="module")
 def s3(base_dir, home):
-    server = shutil.which("moto_server")
-    if not server:
-        pytest.skip("moto_server not installed (pip install 'moto[server]')")
-    try:
-        import boto3
-        import boto3.s3.transfer
-        import botocore.config
-    except ImportError:
-        pytest.skip("boto3 missing (installed with moto)")
-
-    class S:
-        pass
-    s = S()
-    s.port = S3_PORT    # where the daemons' S3Endpoint points
-    s.endpoint = f"http://127.0.0.1:{s.port}"
-    s.dir = os.path.join(base_dir, "moto")
-    os.makedirs(s.dir, exist_ok=True)
-    # After the first 3 requests (the IAM user, its policy, its key) moto checks
-    # every request's SigV4 signature against the keys it issued.
-    s.proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(s.port)],
-                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"),
-                              stdout=open(os.path.join(s.dir, "moto.log"), "wb"),
-                              stderr=subprocess.STDOUT)
-    wait_port(s.port, s.proc, "moto_server", timeout=30)
-    iam = boto3.client("iam", endpoint_url=s.endpoint, region_name="us-east-1",
-                       aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
-    iam.create_user(UserName="stager")
-    iam.put_user_policy(UserName="stager", PolicyName="all", PolicyDocument=json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
-    key = iam.create_access_key(UserName="stager")["AccessKey"]
-    s.access, s.secret = key["AccessKeyId"], key["SecretAccessKey"]
-    s.client = boto3.client("s3", endpoint_url=s.endpoint, region_name="us-east-1",
-                            config=botocore.config.Config(s3={"addressing_style": "path"}),
-                            aws_access_key_id=s.access, aws_secret_access_key=s.secret)
+    s = start_moto(base_dir, S3_PORT)    # where the daemons' S3Endpoint points
+    import boto3.s3.transfer
     s.client.create_bucket(Bucket="inputs")
     s.client.create_bucket(Bucket="outputs")
     src = os.path.join(s.dir, "src")

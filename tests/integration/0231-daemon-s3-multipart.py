@@ -20,45 +20,22 @@ Run: sudo python3 -m pytest -v tests/integration/0231-daemon-s3-multipart.py
 import hashlib
 import http.client
 import http.server
-import json
 import os
 import pwd
 import random
 import re
-import shutil
-import socket
-import subprocess
 import threading
 import time
 import urllib.parse
 
 import pytest
 
-from conftest import sha256_file, user_dir
+from conftest import free_port, sha256_file, start_moto, user_dir
 
 USER = "shtest"
 MiB = 1 << 20
 PART = 5 * MiB          # S3PartSize of these daemons: S3's minimum
 BUCKET = "multipart"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, what, timeout=30):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise AssertionError(f"{what} exited with {proc.returncode} at start")
-        try:
-            with socket.create_connection(("127.0.0.1", port), 0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"{what} did not listen on port {port} within {timeout}s")
 
 
 def until(cond, what, timeout=30, d=None):
@@ -172,52 +149,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 # ---- fixtures -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def home(test_users, base_dir):
-    """The test user's home as this module's daemons see it (bound over the real one)."""
-    pw = pwd.getpwnam(USER)
-    h = os.path.join(base_dir, "home", USER)
-    os.makedirs(h)
-    os.chown(h, pw.pw_uid, pw.pw_gid)
-    os.chmod(h, 0o755)
-    return h
-
-
-@pytest.fixture(scope="module")
 def s3(base_dir, home):
-    server = shutil.which("moto_server")
-    if not server:
-        pytest.skip("moto_server not installed (pip install 'moto[server]')")
-    try:
-        import boto3
-        import botocore.config
-    except ImportError:
-        pytest.skip("boto3 missing (installed with moto)")
-
-    class S:
-        pass
-    s = S()
-    s.port = free_port()
-    s.endpoint = f"http://127.0.0.1:{s.port}"
-    s.dir = os.path.join(base_dir, "moto")
-    os.makedirs(s.dir, exist_ok=True)
-    # After the first 3 requests (the IAM user, its policy, its key) moto checks
-    # every request's SigV4 signature against the keys it issued.
-    s.proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(s.port)],
-                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"),
-                              stdout=open(os.path.join(s.dir, "moto.log"), "wb"),
-                              stderr=subprocess.STDOUT)
-    wait_port(s.port, s.proc, "moto_server")
-    iam = boto3.client("iam", endpoint_url=s.endpoint, region_name="us-east-1",
-                       aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
-    iam.create_user(UserName="stager")
-    iam.put_user_policy(UserName="stager", PolicyName="all", PolicyDocument=json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
-    key = iam.create_access_key(UserName="stager")["AccessKey"]
-    s.client = boto3.client("s3", endpoint_url=s.endpoint, region_name="us-east-1",
-                            config=botocore.config.Config(s3={"addressing_style": "path"}),
-                            aws_access_key_id=key["AccessKeyId"],
-                            aws_secret_access_key=key["SecretAccessKey"])
+    s = start_moto(base_dir, free_port())
     s.client.create_bucket(Bucket=BUCKET)
     cf = os.path.join(home, ".config", "stagehand", "s3.conf")
     pw = pwd.getpwnam(USER)
@@ -225,8 +158,8 @@ def s3(base_dir, home):
     for d in (os.path.join(home, ".config"), os.path.dirname(cf)):
         os.chown(d, pw.pw_uid, pw.pw_gid)
     with open(cf, "w") as f:
-        f.write(f"access_key_id = {key['AccessKeyId']}\n"
-                f"secret_access_key = {key['SecretAccessKey']}\n")
+        f.write(f"access_key_id = {s.access}\n"
+                f"secret_access_key = {s.secret}\n")
     os.chown(cf, pw.pw_uid, pw.pw_gid)
     os.chmod(cf, 0o600)
     s.proxy = Proxy(s.port)

@@ -34,25 +34,7 @@
 load helpers
 
 setup() {
-	testbed_require
-	[[ -S $STAGEHAND_SOCKET ]] || {
-		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
-		return 1
-	}
-	if epilog_mode; then
-		grep -q '^Epilog=' "$SLURM_CONF" || {
-			echo "epilog-only bed without Epilog= in $SLURM_CONF: run 'scripts/testbed up --epilog-only'" >&2
-			return 1
-		}
-	else
-		grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" || {
-			echo "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'" >&2
-			return 1
-		}
-	fi
-	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
-	WD=$(user_workdir)
-	JOBS=()
+	daemon_setup spank
 	STALLER=
 }
 

@@ -16,13 +16,10 @@ load helpers
 
 setup() {
 	testbed_require
-	[[ -S $STAGEHAND_SOCKET ]] || {
-		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
-		return 1
-	}
+	daemon_require
 	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == hold ]] ||
 		skip "hold mode only: bb mode refuses after= (afterburstbuffer does it there)"
-	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
+	STAGEHAND=$STAGEHAND_BUILD_DIR/cli/stagehand
 	WD=$(user_workdir)
 	JOBS=()
 	STALLER=

@@ -10,20 +10,10 @@
 load helpers
 
 setup() {
-	testbed_require
-	[[ -S $STAGEHAND_SOCKET ]] || {
-		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
-		return 1
-	}
-	grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" || {
-		echo "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'" >&2
-		return 1
-	}
+	daemon_setup spank
 	SHCONF=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
 	PIDF=$STAGEHAND_TESTBED_DIR/run/stagehandd.pid
 	LOG=$STAGEHAND_TESTBED_DIR/log/stagehandd.log
-	WD=$(user_workdir)
-	JOBS=()
 	SAMPLER=
 	cp -p "$SHCONF" "$BATS_TEST_TMPDIR/stagehand.conf.orig"
 	printf 'BandwidthCap=20M\nYieldToJobs=yes\nYieldMode=pause\nYieldBandwidth=0\nYieldMaxDelay=10m\n' >>"$SHCONF"

@@ -13,14 +13,7 @@ bats_require_minimum_version 1.5.0
 load helpers
 
 setup() {
-	testbed_require
-	[[ -S $STAGEHAND_SOCKET ]] || {
-		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
-		return 1
-	}
-	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
-	WD=$(user_workdir)
-	JOBS=()
+	daemon_setup
 }
 
 teardown() {

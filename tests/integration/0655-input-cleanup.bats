@@ -13,15 +13,8 @@
 load helpers
 
 setup() {
-	testbed_require
-	[[ -S $STAGEHAND_SOCKET ]] || {
-		echo "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'" >&2
-		return 1
-	}
-	STAGEHAND=${STAGEHAND_BUILD_DIR:-$BATS_TEST_DIRNAME/../..}/cli/stagehand
+	daemon_setup
 	SHCONF=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
-	WD=$(user_workdir)
-	JOBS=()
 	ROOTDIR=
 	cp -p "$SHCONF" "$BATS_TEST_TMPDIR/stagehand.conf.orig"
 }

@@ -362,6 +362,20 @@ def make_daemon(stagehandd_bin, base_dir, test_users):
             print(f"stagehandd {d.dir} exited {d.proc.returncode}; log tail:\n{d.log_tail()}")
 
 
+@pytest.fixture(scope="module")
+def home(test_users, base_dir):
+    """shtest's home as this module's daemons see it: a directory below
+    base_dir, bound over the real one in the daemons' own mount namespace
+    (Daemon.argv, make_daemon's homes=). The credential files go there, never
+    into the user's real home, which other test runs on the host may share."""
+    pw = pwd.getpwnam(TEST_USERS[0])
+    h = os.path.join(base_dir, "home", TEST_USERS[0])
+    os.makedirs(h)
+    os.chown(h, pw.pw_uid, pw.pw_gid)
+    os.chmod(h, 0o755)
+    return h
+
+
 def user_dir(base, user, *parts):
     """base/user/parts..., created and owned by user (mode 0755)."""
     pw = pwd.getpwnam(user)
@@ -458,3 +472,76 @@ def run_cli(binary, args, user=None, env=None, timeout=120):
         kw = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": "/"}
     return subprocess.run([binary] + list(args), capture_output=True, text=True, env=e,
                           timeout=timeout, **kw)
+
+
+# ---- ports and helper servers -------------------------------------------------
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, timeout=15):
+    """Wait until proc (a server started for a test, called what) listens on
+    127.0.0.1:port; fails if it exits first or is not listening by timeout."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise AssertionError(f"{what} exited with {proc.returncode} at start")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} did not listen on port {port} within {timeout}s")
+
+
+def munge_ok():
+    """munged answers here (the MUNGE tests are skipped when not)."""
+    try:
+        return subprocess.run(["munge", "-n"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def start_moto(base_dir, port):
+    """moto_server on 127.0.0.1:port (log in base_dir/moto), with an IAM user
+    whose keys it checks every S3 request's SigV4 signature against. Skips
+    the module when moto or boto3 is missing. Returns an object with port,
+    endpoint, dir, proc (the caller stops it), access, secret and client (an
+    S3 client with those keys, path-style)."""
+    server = shutil.which("moto_server")
+    if not server:
+        pytest.skip("moto_server not installed (pip install 'moto[server]')")
+    try:
+        import boto3
+        import botocore.config
+    except ImportError:
+        pytest.skip("boto3 missing (installed with moto)")
+
+    class S:
+        pass
+    s = S()
+    s.port = port
+    s.endpoint = f"http://127.0.0.1:{s.port}"
+    s.dir = os.path.join(base_dir, "moto")
+    os.makedirs(s.dir, exist_ok=True)
+    # After the first 3 requests (the IAM user, its policy, its key) moto checks
+    # every request's SigV4 signature against the keys it issued.
+    s.proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(s.port)],
+                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3"),
+                              stdout=open(os.path.join(s.dir, "moto.log"), "wb"),
+                              stderr=subprocess.STDOUT)
+    wait_port(s.port, s.proc, "moto_server", timeout=30)
+    iam = boto3.client("iam", endpoint_url=s.endpoint, region_name="us-east-1",
+                       aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+    iam.create_user(UserName="stager")
+    iam.put_user_policy(UserName="stager", PolicyName="all", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName="stager")["AccessKey"]
+    s.access, s.secret = key["AccessKeyId"], key["SecretAccessKey"]
+    s.client = boto3.client("s3", endpoint_url=s.endpoint, region_name="us-east-1",
+                            config=botocore.config.Config(s3={"addressing_style": "path"}),
+                            aws_access_key_id=s.access, aws_secret_access_key=s.secret)
+    return s

@@ -173,6 +173,41 @@ bb_setup() {
 	JOBS=()
 }
 
+# The common start of a hold-mode or either-mode test's setup, like bb_setup:
+# the bed, its stagehandd answering, with "spank" also the SPANK plugin in its
+# plugstack.conf, the CLI in STAGEHAND, the user's work directory in WD, no
+# jobs. daemon_setup [spank]
+daemon_setup() {
+	testbed_require || return 1
+	daemon_require || return 1
+	if [[ ${1:-} == spank ]]; then
+		# What tells the daemon of a job's end: the plugin, or on an
+		# epilog-only bed (scripts/testbed up --epilog-only) Epilog=.
+		if epilog_mode; then
+			grep -q '^Epilog=' "$SLURM_CONF" ||
+				_tb_fail "epilog-only bed without Epilog= in $SLURM_CONF: run 'scripts/testbed up --epilog-only'" ||
+				return 1
+		else
+			spank_require || return 1
+		fi
+	fi
+	STAGEHAND=$STAGEHAND_BUILD_DIR/cli/stagehand
+	WD=$(user_workdir) || return 1
+	JOBS=()
+}
+
+# The bed's stagehandd is running (its socket is there).
+daemon_require() {
+	[[ -S $STAGEHAND_SOCKET ]] ||
+		_tb_fail "stagehandd of the test bed is not running ($STAGEHAND_SOCKET): run 'scripts/testbed up'"
+}
+
+# The SPANK plugin is in the bed's plugstack.conf.
+spank_require() {
+	grep -qE '^(optional|required) .*stagehand\.so' "$STAGEHAND_TESTBED_DIR/etc/plugstack.conf" ||
+		_tb_fail "the SPANK plugin is not in the test bed's plugstack.conf: build it and run 'scripts/testbed up'"
+}
+
 bb_require() {
 	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]] ||
 		skip "burst-buffer tests need 'scripts/testbed up --mode=bb'"
