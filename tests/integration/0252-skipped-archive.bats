@@ -49,9 +49,9 @@ EOF
 	[ "$status" -ne 0 ]
 	[[ $output =~ "1 problem(s)" ]]
 	run "$STAGEHAND" policy export --format=gpfs --namespace=user
-	[[ $output =~ "IN ('exempt','pending','skipped')" ]]
+	[[ $output =~ "IN ('exempt','pending','skipped','purge')" ]]
 	run "$STAGEHAND" policy export --format=dmf --namespace=user
-	[[ $output =~ "labelled hold exempt,pending,skipped" ]]
+	[[ $output =~ "labelled hold exempt,pending,skipped,purge" ]]
 	run "$STAGEHAND" policy export --format=robinhood --namespace=user
 	[[ $output =~ "xattr.user.stagehand.policy == \"skipped\"" ]]
 }
