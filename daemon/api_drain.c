@@ -1,6 +1,7 @@
 /* api_drain.c - see api_drain.h. */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,9 @@
 #include "log.h"
 #include "queue.h"
 #include "queue_drain.h"
+
+/* Serializes drain and resume: the API threads of both listeners call them. */
+static pthread_mutex_t _drain_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Transfers under way: running and verifying requests (mover jobs' included). */
 static int64_t _running(struct daemon *d)
@@ -91,19 +95,24 @@ static void _drain(struct daemon *d, const struct api_caller *who, json_t *body,
 {
 	const char *reason;
 	struct queue_drain qd;
-	char err[512];
+	char err[512] = "";
 	int already = 0;
 
 	if (_reason(body, &reason, out) < 0)
 		return;
+	/* One drain or resume at a time (each listener has its thread), so the
+	   flag and the durable record never disagree. */
+	pthread_mutex_lock(&_drain_lock);
 	if (queue_drain_set(d->q, reason, who->uid, (int64_t)time(NULL), &already, err,
 			    sizeof(err)) < 0 ||
 	    queue_drain_get(d->q, &qd, err, sizeof(err)) != 1) {
-		api_error(out, 500, "could not record the drain: %s", err);
+		pthread_mutex_unlock(&_drain_lock);
+		api_error(out, 500, "could not record the drain: %s", err[0] ? err : "no drain record");
 		return;
 	}
 	/* Stored first: the flag the main loop reads follows the durable record. */
 	atomic_store(&d->drained, qd.since);
+	pthread_mutex_unlock(&_drain_lock);
 	if (!already)
 		log_info("drained by uid %u%s%s: no new transfers start; %lld running finish; "
 			 "requests are still accepted and queued", (unsigned)who->uid,
@@ -118,14 +127,17 @@ static void _drain(struct daemon *d, const struct api_caller *who, json_t *body,
 
 static void _resume(struct daemon *d, const struct api_caller *who, struct api_reply *out)
 {
-	char err[512];
+	char err[512] = "";
 	int was = 0;
 
+	pthread_mutex_lock(&_drain_lock);
 	if (queue_drain_clear(d->q, &was, err, sizeof(err)) < 0) {
+		pthread_mutex_unlock(&_drain_lock);
 		api_error(out, 500, "could not record the resume: %s", err);
 		return;
 	}
 	atomic_store(&d->drained, 0);
+	pthread_mutex_unlock(&_drain_lock);
 	if (was)
 		log_info("resumed by uid %u: transfers start again (%lld queued)",
 			 (unsigned)who->uid, (long long)_queued(d));

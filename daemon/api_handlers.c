@@ -220,6 +220,46 @@ static int _other_owner(const struct queue_request *r, void *arg)
 	return 0;
 }
 
+/*
+ * A user's request may name only that user's own job, on slurmctld's word
+ * (the queue learns of most jobs only at their end): a request on another
+ * user's job would count toward its archives, its after= dependents and its
+ * stage-in. A job slurmctld no longer lists is judged by the queue's record.
+ * 0 ok, -1 with *out set.
+ */
+static int _own_job(struct daemon *d, const struct api_caller *who, int64_t job,
+		    struct api_reply *out)
+{
+	struct queue_job *qj = NULL;
+	struct sjob j;
+	char err[256];
+	int rc, mine;
+
+	if (job <= 0 || job > (int64_t)UINT32_MAX) {
+		api_error(out, 400, "job id %lld is not a Slurm job id", (long long)job);
+		return -1;
+	}
+	rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
+	if (rc < 0) {
+		api_error(out, 503, "cannot ask slurmctld whose job %lld is: %s; submit again",
+			  (long long)job, err);
+		return -1;
+	}
+	if (rc == 0) {
+		mine = (int64_t)j.uid == (int64_t)who->uid;
+		sjob_clear(&j);
+	} else {
+		mine = queue_job_get(d->q, job, &qj, err, sizeof(err)) == 0 &&
+		       qj->uid == (int64_t)who->uid;
+		queue_job_free(qj);
+	}
+	if (!mine)
+		api_error(out, 403, "job %lld is not yours (slurmctld%s): a request may name only "
+			  "your own jobs", (long long)job, rc == 0 ? "" : " no longer lists it, "
+			  "and stagehandd has no record of it as yours");
+	return mine ? 0 : -1;
+}
+
 static void _submit(struct daemon *d, const struct api_caller *who, json_t *body,
 		    struct api_reply *out)
 {
@@ -259,6 +299,10 @@ static void _submit(struct daemon *d, const struct api_caller *who, json_t *body
 		if (other) {
 			free(opt_text);
 			api_error(out, 403, "job %lld belongs to another user", (long long)lr.job_id);
+			return;
+		}
+		if (!who->admin && d->conf->slurm_watch && _own_job(d, who, lr.job_id, out) < 0) {
+			free(opt_text);
 			return;
 		}
 	}

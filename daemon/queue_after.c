@@ -89,20 +89,21 @@ int queue_after_get(struct queue *q, int64_t job_id, char **jobs, char **state, 
 	return rc == SQLITE_ROW ? 0 : 1;
 }
 
-int queue_after_transfers(struct queue *q, int64_t job_id, struct queue_after_sum *s,
-			  char *err, size_t errlen)
+int queue_after_transfers(struct queue *q, int64_t job_id, int64_t uid,
+			  struct queue_after_sum *s, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	st = qp_read(q, "SELECT state, count(*), max(error), sum(files_done), sum(files_total)"
-		     " FROM requests WHERE job_id = ?1 AND (action IN ('archive', 'stage_out') OR"
+		     " FROM requests WHERE job_id = ?1 AND uid = ?2 AND (action IN ('archive', 'stage_out') OR"
 		     " (action = 'label' AND json_extract(options, '$.policy') IS NULL))"
 		     " GROUP BY state", err, errlen);
 	if (!st)
 		return -1;
 	sqlite3_bind_int64(st, 1, job_id);
+	sqlite3_bind_int64(st, 2, uid);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
 		const char *e = (const char *)sqlite3_column_text(st, 2);

@@ -43,8 +43,10 @@ struct queue_after_sum {
 	int64_t files_done, files_total;
 	char *error;                      /* first error of a failed (or retrying) one; new or NULL */
 };
-int queue_after_transfers(struct queue *q, int64_t job_id, struct queue_after_sum *s,
-			  char *err, size_t errlen);
+/* Only the requests of uid (the job's owner) count: another user's request
+   naming the job must never hold or release its dependents. */
+int queue_after_transfers(struct queue *q, int64_t job_id, int64_t uid,
+			  struct queue_after_sum *s, char *err, size_t errlen);
 
 /*
  * Job ids the jobs table knows as tasks of array array_job_id (task_id -1:

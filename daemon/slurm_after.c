@@ -142,7 +142,7 @@ static void _judge_job(struct queue *q, const struct after_view *v, const struct
 		     name, note);
 		goto out;
 	}
-	if (queue_after_transfers(q, id, &s, err, sizeof(err)) < 0) {
+	if (queue_after_transfers(q, id, (int64_t)dep->uid, &s, err, sizeof(err)) < 0) {
 		_say(out, AFTER_WAIT, "waiting for job %s (stagehand's database: %.200s)", name, err);
 		goto out;
 	}
@@ -169,7 +169,8 @@ static bool _meta_has(const struct sjob *m, long k)
 	for (size_t i = 0; i < nt; i++)
 		if ((long)tasks[i] == k)
 			return true;
-	return false;
+	/* Expanded only so far: a task beyond may still be there; never refuse it. */
+	return nt == 4096;
 }
 
 /* Not in the table nor the queue: ask slurmctld once, for a reason to refuse. */
@@ -218,7 +219,7 @@ static void _judge_name(struct queue *q, const struct after_view *v, const struc
 	int nt = 0, nq;
 	uint32_t base = dep->array_job_id ? dep->array_job_id : dep->job_id;
 	char name[24], err[256];
-	bool pending = false;
+	bool pending = false, cut = false;
 
 	dsl_after_format(a, name, sizeof(name));
 	if (a->job_id >= base) {
@@ -227,7 +228,7 @@ static void _judge_name(struct queue *q, const struct after_view *v, const struc
 		     "jobs only", name);
 		return;
 	}
-	for (size_t i = 0; i < v->n && nt < AFTER_MAX_TARGETS; i++) {
+	for (size_t i = 0; i < v->n; i++) {
 		const struct sjob *r = &v->jobs[i];
 		bool mine = a->task_id < 0 ? (r->job_id == a->job_id || r->array_job_id == a->job_id)
 					   : r->array_job_id == a->job_id;
@@ -247,12 +248,28 @@ static void _judge_name(struct queue *q, const struct after_view *v, const struc
 		}
 		if (a->task_id >= 0 && (int64_t)r->array_task_id != a->task_id)
 			continue;
+		if (nt == AFTER_MAX_TARGETS) {
+			cut = true;
+			break;
+		}
 		recs[nt] = r;
 		ids[nt++] = r->job_id;
 	}
 	/* Tasks (or the job) slurmctld has forgotten (MinJobAge): the queue still knows them. */
-	nq = queue_after_tasks(q, a->job_id, a->task_id, ids + nt, AFTER_MAX_TARGETS - nt, err,
-			       sizeof(err));
+	nq = cut ? 0 : queue_after_tasks(q, a->job_id, a->task_id, ids + nt,
+					 AFTER_MAX_TARGETS - nt, err, sizeof(err));
+	if (nq > 0 && nq == AFTER_MAX_TARGETS - nt)
+		cut = true;	/* the queue may hold more than there was room for */
+	if (cut) {
+		/*
+		 * Judging only some tasks could release the dependent while
+		 * others are still archiving: refuse, and say what to do.
+		 */
+		_say(out, AFTER_REFUSED, "job %s has more than %d tasks, and after= follows at "
+		     "most %d: name some of its tasks (after=%lu_T:...), or split the array",
+		     name, AFTER_MAX_TARGETS - 1, AFTER_MAX_TARGETS - 1, a->job_id);
+		return;
+	}
 	for (int k = nt; nq > 0 && k < nt + nq; k++) {
 		bool seen = false;
 

@@ -219,3 +219,36 @@ EOF
 	[ "$status" -ne 0 ]
 	[[ $stderr =~ "stagehand: line 2: 'afterok' is not a job id" ]]
 }
+
+@test "a request naming another user's job is refused: it could never count toward that job's archives or its after= dependents" {
+	# shtest's job, held by the user so that slurmctld lists it and it never runs.
+	write_user_script shtest "$WD/mine.sh" <<EOF2
+#!/bin/bash
+#DATA archive=results
+echo never > results/a.txt
+EOF2
+	submit -d "$WD" "$WD/mine.sh" --hold
+	jm=$j
+	other=$(user_workdir shtest2)
+	run_as_user shtest2 mkdir -p "$other/x"
+	# shtest2 names shtest's job: slurmctld says whose it is, and the daemon refuses.
+	run run_as_user shtest2 env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" submit \
+		--archive "$other/x" "$STAGEHAND_TESTBED_ARCHIVE/shtest2/x" --job "$jm"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ $output =~ "job $jm is not yours" ]]
+	# Nothing was queued on the job.
+	[ "$(curl -sf --max-time 5 --unix-socket "$STAGEHAND_SOCKET" "http://x/v1/requests?job=$jm&all=1" |
+		jq '.requests | length')" -eq 0 ]
+	# A job slurmctld does not list (a future id) is refused too.
+	run run_as_user shtest2 env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" submit \
+		--archive "$other/x" "$STAGEHAND_TESTBED_ARCHIVE/shtest2/x" --job $((jm + 100000))
+	[ "$status" -ne 0 ]
+	[[ $output =~ "is not yours" ]]
+	# The owner may.
+	run_as_user shtest mkdir -p "$WD/y"
+	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" submit \
+		--label "$WD/y" --job "$jm"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
