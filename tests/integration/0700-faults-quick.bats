@@ -84,8 +84,10 @@ EOF
 import os, signal, sys
 t, p2, out = sys.argv[1:]
 n = 0
+def count():
+    open(out + ".new", "w").write("%d\n" % n); os.rename(out + ".new", out)
 def bye(*_):
-    open(out, "w").write("%d\n" % n); sys.exit(0)
+    count(); sys.exit(0)
 signal.signal(signal.SIGTERM, bye)
 while True:
     for name, target in (("d", p2), ("f", p2 + "/secret.txt")):
@@ -95,18 +97,26 @@ while True:
         except OSError:
             pass
     n += 1
+    if n % 100 == 0:
+        count()
 PY
 	apid=$!
-	for k in 1 2 3; do
+	# Transfers go on until the attacker has made 2,000 swaps during them
+	# (at least 3 transfers, at most 60): how fast either side runs on this
+	# machine decides how many transfers that takes, not whether it happens.
+	attempts=0
+	for ((k = 1; k <= 60; k++)); do
 		api -u shtest POST /v1/requests "{\"action\":\"stage_in\",\"source\":\"$WD/tree\",\"dest\":\"$WD/out/$k\"}"
 		[ "$API_STATUS" = 201 ]
 		id=$(jq -r .id <<<"$API_BODY")
 		wait_for 60 bash -c "curl -sf --unix-socket '$STAGEHAND_SOCKET' http://x/v1/requests/$id | jq -e '.state | test(\"done|failed_final\")' >/dev/null"
+		attempts=$(cat "$WD/.attempts" 2>/dev/null || echo 0)
+		((k < 3 || attempts < 2000)) || break
 	done
 	kill -TERM "$apid"
 	wait "$apid" || true
 	attempts=$(cat "$WD/.attempts")
-	echo "attempts: $attempts"
+	echo "attempts: $attempts in $k transfers"
 	((attempts >= 2000))
 	run ! leaked
 	[ "$(ls -A "$P2")" = secret.txt ]
