@@ -55,18 +55,23 @@ struct _reqs {
 	size_t n, cap;
 	int64_t existing;          /* a purge request already made for the job, or 0 */
 	int labelled;              /* a 'purge' label request already made */
+	int64_t boundary;          /* requests up to this id are of runs a rerun superseded */
 };
 
 static int _collect_req(const struct queue_request *r, void *arg)
 {
 	struct _reqs *s = arg;
 
+	/* A purge or its label made at the end of a run the job's rerun superseded
+	   (queue_job_rerun) is not this run's: the final end makes its own. */
 	if (!strcmp(r->action, "purge") && r->state != QS_CANCELLED) {
-		s->existing = r->id;
+		if (r->id > s->boundary)
+			s->existing = r->id;
 		return 0;
 	}
 	if (!strcmp(r->action, "label") && strstr(r->options, "\"purge\"")) {
-		s->labelled = 1;
+		if (r->id > s->boundary)
+			s->labelled = 1;
 		return 0;
 	}
 	if (strcmp(r->action, "stage_in") != 0 || r->state != QS_DONE || !r->dest ||
@@ -145,10 +150,10 @@ static int _collect_item(const struct queue_item *it, void *arg)
 }
 
 static int64_t _label(struct daemon *d, const struct queue_job *j, const char *input,
-		      const char *beneath, char *err, size_t errlen)
+		      const char *policy, const char *beneath, char *err, size_t errlen)
 {
 	struct lifecycle_request lr;
-	json_t *o = json_pack("{s:s,s:s}", "policy", "purge", "beneath", beneath);
+	json_t *o = json_pack("{s:s,s:s}", "policy", policy, "beneath", beneath);
 	char *opt = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	int64_t id = 0;
 
@@ -185,7 +190,8 @@ int cleanup_schedule(struct daemon *d, const struct queue_job *j, int64_t *label
 	*label_id = *purge_id = 0;
 	if (j->uid <= 0 || cleanup_input_dir(c, j, input, sizeof(input)) != 0)
 		return 0;
-	if (queue_request_list(d->q, &f, _collect_req, &rq, err, errlen) < 0)
+	if ((rq.boundary = queue_rerun_boundary(d->q, j->job_id, err, errlen)) < 0 ||
+	    queue_request_list(d->q, &f, _collect_req, &rq, err, errlen) < 0)
 		goto out;
 	if (rq.existing) {
 		*purge_id = rq.existing;	/* a second teardown, or a replayed end */
@@ -211,7 +217,7 @@ int cleanup_schedule(struct daemon *d, const struct queue_job *j, int64_t *label
 	}
 	/* InputRetention=0: the purge worker labels the directory itself, first. */
 	if (retention != 0 && !rq.labelled) {
-		*label_id = _label(d, j, input, c->scratch_roots[0], err, errlen);
+		*label_id = _label(d, j, input, "purge", c->scratch_roots[0], err, errlen);
 		if (*label_id < 0) {
 			*label_id = 0;
 			goto out;
@@ -261,4 +267,13 @@ out:
 	free(it.paths);
 	free(it.v);
 	return rc;
+}
+
+int64_t cleanup_rerun(struct daemon *d, const struct queue_job *j, char *err, size_t errlen)
+{
+	char input[4096];
+
+	if (j->uid <= 0 || cleanup_input_dir(d->conf, j, input, sizeof(input)) != 0)
+		return 0;
+	return _label(d, j, input, "exempt", d->conf->scratch_roots[0], err, errlen);
 }

@@ -42,6 +42,15 @@ int cleanup_schedule(struct daemon *d, const struct queue_job *j, int64_t *label
 		     int64_t *purge_id, char *err, size_t errlen);
 
 /*
+ * The job runs again after its end (queue_job_rerun) and its input
+ * directory was labelled 'purge': label it 'exempt' again, as the owner, so
+ * the site's purge leaves the inputs the rerun reads (its scheduled removal
+ * was cancelled with the rerun; the final end schedules a new one). The
+ * label request's id, 0 when the job has no input directory, or -1 with err.
+ */
+int64_t cleanup_rerun(struct daemon *d, const struct queue_job *j, char *err, size_t errlen);
+
+/*
  * The job's scratch input directory into out: ScratchRoots[0]/USER/JOB/input.
  * 0, 1 when the site has no scratch root or the job no user, -1 too long.
  */

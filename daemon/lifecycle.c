@@ -337,10 +337,12 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 				if (!json_is_string(v) || strcmp(lr->action, "label") != 0 ||
 				    (strcmp(json_string_value(v), "archive") &&
 				     strcmp(json_string_value(v), "skipped") &&
-				     strcmp(json_string_value(v), "purge"))) {
+				     strcmp(json_string_value(v), "purge") &&
+				     strcmp(json_string_value(v), "exempt"))) {
 					json_decref(o);
 					snprintf(err, errlen, "options.policy is \"archive\", "
-						 "\"skipped\" or \"purge\", for label requests only");
+						 "\"skipped\", \"purge\" or \"exempt\", for label "
+						 "requests only");
 					return -1;
 				}
 			} else if (strcmp(k, "line") == 0) {
@@ -837,6 +839,36 @@ skip:
 	}
 	queue_job_free(j);
 	return queue_job_end_processed(d->q, job_id, err, errlen);
+}
+
+int lifecycle_job_rerun(struct daemon *d, int64_t job_id, int runs, const char *how,
+			const char *end_state, int exit_code, char *err, size_t errlen)
+{
+	struct queue_job *j = NULL;
+	int cancelled, relabel;
+	int64_t lid = 0;
+	char why[512];
+
+	if (queue_job_rerun(d->q, job_id, runs, how, end_state, exit_code, &cancelled, &relabel,
+			    err, errlen) < 0)
+		return -1;
+	log_info("job %lld: %s: the earlier run's after-job transfers are superseded (%d "
+		 "unfinished cancelled); the final run's end makes them again", (long long)job_id,
+		 how, cancelled);
+	if (!relabel)
+		return 0;
+	if (queue_job_get(d->q, job_id, &j, err, errlen) != 0)
+		return -1;
+	lid = cleanup_rerun(d, j, why, sizeof(why));
+	if (lid < 0)
+		log_warn("job %lld: its input directory stays labelled purge while it runs again "
+			 "(relabel it exempt by hand: setfattr -n user.stagehand.policy -v exempt "
+			 "DIR): %s", (long long)job_id, why);
+	else if (lid > 0)
+		log_info("request %lld: the inputs of job %lld are in use again: labelled exempt",
+			 (long long)lid, (long long)job_id);
+	queue_job_free(j);
+	return 0;
 }
 
 /* ---- built-in hook: job-end events left pending (e.g. by a crash) ---- */

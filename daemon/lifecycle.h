@@ -85,4 +85,18 @@ int lifecycle_create_request(struct daemon *d, const struct lifecycle_request *l
 int lifecycle_process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
 			      char *err, size_t errlen);
 
+/*
+ * The job ran again after its end had been processed (the Slurm watcher saw
+ * slurmctld count a restart the record does not have): its earlier run's
+ * after-job transfers are superseded and the unfinished ones cancelled, a
+ * scheduled removal of its inputs with them, its inputs labelled 'exempt'
+ * again if they were labelled 'purge', and its end cleared so that the final
+ * run's end is processed as new (queue_job_rerun). end_state: slurmctld's
+ * final state when the rerun has ended already (its end event was dropped
+ * as a duplicate), else NULL. Logs what it did. Main thread (it reads
+ * d->conf without its lock). 0 or -1 with err.
+ */
+int lifecycle_job_rerun(struct daemon *d, int64_t job_id, int runs, const char *how,
+			const char *end_state, int exit_code, char *err, size_t errlen);
+
 #endif /* STAGEHAND_LIFECYCLE_H */

@@ -358,7 +358,7 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 		}
 	}
 	/* Databases made before fair dispatch, the audit export, notifications, drain,
-	   after= waits or S3 multipart uploads lack their tables and indexes; harmless
+	   after= waits, S3 multipart uploads or reruns lack their tables and indexes; harmless
 	   to repeat. */
 	if (qp_exec(q, _schema_fair, err, errlen) < 0 ||
 	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
@@ -366,7 +366,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	    qp_exec(q, queue_pool_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_drain_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_after_schema, err, errlen) < 0 ||
-	    qp_exec(q, queue_mpu_schema, err, errlen) < 0)
+	    qp_exec(q, queue_mpu_schema, err, errlen) < 0 ||
+	    qp_exec(q, queue_reruns_schema, err, errlen) < 0)
 		goto fail;
 	return q;
 fail:

@@ -311,6 +311,35 @@ int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
 int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *how, char *err,
 		       size_t errlen);
 
+/*
+ * The job ran again after its end had been processed: 'scontrol requeue' of
+ * an ended job, seen by the Slurm watcher while the job is pending or
+ * running again, or after the rerun ended (its end event then came as a
+ * duplicate and was dropped; end_state gives slurmctld's final state, else
+ * NULL). In one transaction: the after-job requests made so far (archive,
+ * stage_out, label, purge; not stage_in) are superseded: those unfinished
+ * become cancelled with a reason naming the rerun, and none of them counts
+ * for after= any more (queue_rerun_boundary); the job's notes are cleared;
+ * the end is cleared, or replaced by end_state, so that the final run's end
+ * is processed as new; runs and last_run are stored as queue_job_requeued
+ * does. *cancelled gets how many were cancelled; *purge_labelled 1 when a
+ * 'purge' label of the job's inputs was applied or under way (the inputs
+ * are in use again: the caller relabels them). 0 or -1.
+ */
+int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
+		    const char *end_state, int exit_code, int *cancelled, int *purge_labelled,
+		    char *err, size_t errlen);
+
+/*
+ * The highest request id of the job's runs superseded by a rerun
+ * (queue_job_rerun), 0 when none: only its requests above it are the final
+ * run's. >= 0, or -1 with err.
+ */
+int64_t queue_rerun_boundary(struct queue *q, int64_t job_id, char *err, size_t errlen);
+
+/* The reruns table (job_id, before_id, run, at); made at queue_open, idempotent. */
+extern const char *const queue_reruns_schema;
+
 /* Correct the stored end state and exit code (slurmctld knows TIMEOUT, PREEMPTED, NODE_FAIL). 0 or -1. */
 int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, int exit_code,
 			    char *err, size_t errlen);

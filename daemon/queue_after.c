@@ -99,6 +99,8 @@ int queue_after_transfers(struct queue *q, int64_t job_id, int64_t uid,
 	st = qp_read(q, "SELECT state, count(*), max(error), sum(files_done), sum(files_total)"
 		     " FROM requests WHERE job_id = ?1 AND uid = ?2 AND (action IN ('archive', 'stage_out') OR"
 		     " (action = 'label' AND json_extract(options, '$.policy') IS NULL))"
+		     /* A run superseded by a rerun (queue_job_rerun) is not the final run. */
+		     " AND id > COALESCE((SELECT before_id FROM job_reruns WHERE job_id = ?1), 0)"
 		     " GROUP BY state", err, errlen);
 	if (!st)
 		return -1;

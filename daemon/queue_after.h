@@ -35,7 +35,9 @@ int queue_after_get(struct queue *q, int64_t job_id, char **jobs, char **state, 
 /*
  * A job's after-job transfers: its archive and stage_out requests, and the
  * label requests that stand for archives in label mode (options without a
- * policy; a skipped archive's 'skipped' label and input labels do not count).
+ * policy; a skipped archive's 'skipped' label and input labels do not count),
+ * of the job's final run: those of a run superseded by a rerun
+ * (queue_job_rerun) do not count.
  */
 struct queue_after_sum {
 	int total, done, active, failed;  /* failed: failed_final or cancelled */

@@ -1,6 +1,7 @@
 /* queue_jobs.c - items, audit and jobs of the durable queue (see queue.h). */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -651,4 +652,89 @@ int queue_request_checkpoint(struct queue *q, int64_t id, char *err, size_t errl
 	rc = qp_step_done(q, st, err, errlen);
 out:
 	return qp_end(q, rc, 1, err, errlen);
+}
+
+const char *const queue_reruns_schema =
+	"CREATE TABLE IF NOT EXISTS job_reruns (job_id INTEGER PRIMARY KEY,"
+	" before_id INTEGER NOT NULL, run INTEGER NOT NULL, at INTEGER NOT NULL);";
+
+/* The after-job actions a rerun supersedes: what a job's end makes (lifecycle.c, cleanup.c). */
+#define QJ_AFTER_JOB "action IN ('archive', 'stage_out', 'label', 'purge')"
+
+int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
+		    const char *end_state, int exit_code, int *cancelled, int *purge_labelled,
+		    char *err, size_t errlen)
+{
+	char why[320];
+	sqlite3_stmt *st;
+	int64_t now = qp_now();
+	int rc = -1;
+
+	*cancelled = *purge_labelled = 0;
+	snprintf(why, sizeof(why), "superseded: job %lld ran again after its end (%.200s); its "
+		 "final run's end makes the after-job transfers again", (long long)job_id,
+		 how ? how : "requeued");
+	qp_begin(q);
+	/* Asked before the cancel below: a purge label applied or running. */
+	st = qp_prep(q, "SELECT count(*) FROM requests WHERE job_id=?1 AND action='label' AND"
+		     " json_extract(options, '$.policy')='purge' AND state IN ('done', 'running',"
+		     " 'verifying')", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, job_id);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		*purge_labelled = sqlite3_column_int(st, 0) > 0;
+	sqlite3_finalize(st);
+	st = qp_prep(q, "INSERT INTO job_reruns (job_id, before_id, run, at) VALUES (?1,"
+		     " COALESCE((SELECT max(id) FROM requests WHERE job_id=?1), 0), ?2, ?3)"
+		     " ON CONFLICT(job_id) DO UPDATE SET before_id=excluded.before_id,"
+		     " run=excluded.run, at=excluded.at", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, job_id);
+	sqlite3_bind_int(st, 2, runs);
+	sqlite3_bind_int64(st, 3, now);
+	if (qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	st = qp_prep(q, "UPDATE requests SET state='cancelled', error=?2, updated=?3 WHERE"
+		     " job_id=?1 AND " QJ_AFTER_JOB " AND state IN ('queued', 'running',"
+		     " 'verifying', 'failed_retryable')", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, job_id);
+	qp_bind_text(st, 2, why);
+	sqlite3_bind_int64(st, 3, now);
+	if (qp_step_done(q, st, err, errlen) < 0)
+		goto out;
+	*cancelled = sqlite3_changes(q->db);
+	st = qp_prep(q, "UPDATE jobs SET end_state=?5, end_exit_code=?6,"
+		     " end_received=CASE WHEN ?5 IS NULL THEN NULL ELSE ?3 END, end_processed=0,"
+		     " notes=NULL, last_run=CASE WHEN ?4 > runs THEN ?2 ELSE last_run END,"
+		     " runs=max(runs, ?4), updated=?3 WHERE job_id=?1", err, errlen);
+	if (!st)
+		goto out;
+	sqlite3_bind_int64(st, 1, job_id);
+	qp_bind_text(st, 2, how);
+	sqlite3_bind_int64(st, 3, now);
+	sqlite3_bind_int(st, 4, runs);
+	qp_bind_text(st, 5, end_state);
+	sqlite3_bind_int(st, 6, end_state ? exit_code : 0);
+	rc = qp_step_done(q, st, err, errlen);
+out:
+	return qp_end(q, rc, 1, err, errlen);
+}
+
+int64_t queue_rerun_boundary(struct queue *q, int64_t job_id, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = qp_read(q, "SELECT before_id FROM job_reruns WHERE job_id=?1", err,
+				   errlen);
+	int64_t b = 0;
+	int rc;
+
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, job_id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		b = sqlite3_column_int64(st, 0);
+	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : b;
 }

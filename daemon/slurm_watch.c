@@ -903,6 +903,32 @@ static void _requeued_silently(struct daemon *d, const struct sjob *j)
 }
 
 /*
+ * slurmctld counts a restart the record does not have, and the job's end was
+ * processed already: 'scontrol requeue' of an ended job. Its earlier run's
+ * after-job transfers must not stand for the rerun (lifecycle_job_rerun):
+ * they would archive outputs the rerun is rewriting, remove inputs it
+ * reads, and release after= dependents before it ends. When the rerun has
+ * ended too (its end event was dropped as a duplicate of the first), its
+ * end is stored from slurmctld's record and processed as new.
+ */
+static void _rerun_after_end(struct daemon *d, const struct sjob *j, const struct queue_job *qj)
+{
+	const char *fin = sjob_state_is_final(j->state) ? sjob_state_name(j->state) : NULL;
+	char how[160], err[256];
+
+	snprintf(how, sizeof(how), "run %d ended %s and was processed; slurmctld requeued the job "
+		 "(run %u)", qj->runs + 1, qj->end_state ? qj->end_state : "?", j->restarts + 1);
+	if (lifecycle_job_rerun(d, j->job_id, (int)j->restarts, how, fin, j->exit_code, err,
+				sizeof(err)) < 0) {
+		log_err("job %u: cannot record its rerun: %s", j->job_id, err);
+		return;
+	}
+	if (!fin)
+		_comment(j, "stagehand: requeued after its end: outputs are archived after the "
+			 "final run");
+}
+
+/*
  * sjob_list_since's filter: the daemon's own mover jobs run on the transfer
  * partition for stagehand, not for a user; after-job transfers never yield
  * to them. Known by the job ids the shards table recorded, not by name.
@@ -1093,8 +1119,10 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		    queue_job_set_array(d->q, j->job_id, j->array_job_id, j->array_task_id, err,
 					sizeof(err)) < 0)
 			log_err("job %u: cannot record its array: %s", j->job_id, err);
-		if (j->restarts > 0 && (j->state == JOB_PENDING || j->state == JOB_RUNNING) &&
-		    (int)j->restarts > (qj ? qj->runs : 0) && (!qj || !qj->end_state))
+		if (qj && qj->end_processed && (int)j->restarts > qj->runs)
+			_rerun_after_end(d, j, qj);
+		else if (j->restarts > 0 && (j->state == JOB_PENDING || j->state == JOB_RUNNING) &&
+			 (int)j->restarts > (qj ? qj->runs : 0) && (!qj || !qj->end_state))
 			_requeued_silently(d, j);
 		hs = qj && qj->hold_state ? qj->hold_state : "none";
 		if (j->state == JOB_PENDING && j->hold_pending) {

@@ -208,6 +208,73 @@ int main(void)
 	IS(AFTER_WAIT, "requeued: wait");
 	ok(strstr(text, "PENDING, requeued") != NULL, "the text says requeued (%s)", text);
 
+	/* Requeued after its end was processed ('scontrol requeue' of an ended job):
+	   run 1's transfers are superseded; only the final run's count. */
+	{
+		struct queue_job *qj = NULL;
+		int64_t a1, p1, l1, a2;
+		int cancelled = -1, relabel = -1;
+
+		t[5] = _rec(17, JOB_COMPLETE, 1001);
+		_ended(17, "COMPLETED", 1);
+		a1 = _req(17, "archive", NULL);
+		_to(a1, QS_RUNNING);
+		_to(a1, QS_FAILED_RETRYABLE);
+		l1 = _req(17, "label", "{\"policy\":\"purge\"}");
+		_to(l1, QS_RUNNING);
+		_to(l1, QS_VERIFYING);
+		_to(l1, QS_DONE);
+		p1 = _req(17, "purge", NULL);
+		queue_job_add_note(q, 17, "{\"line\":4,\"action\":\"stage_out\",\"path\":\"x\","
+				   "\"reason\":\"no to=\"}", err, sizeof(err));
+		_got = _judge(t + 5, 1, "17");
+		IS(AFTER_FAILED, "run 1: a note: failed");
+		ok(queue_job_rerun(q, 17, 1, "run 1 ended COMPLETED and was processed; requeued",
+				   NULL, 0, &cancelled, &relabel, err, sizeof(err)) == 0,
+		   "rerun recorded (%s)", err);
+		ok(cancelled == 2 && relabel == 1,
+		   "the retrying archive and the queued purge cancelled (%d), the purge label seen (%d)",
+		   cancelled, relabel);
+		ok(queue_job_get(q, 17, &qj, err, sizeof(err)) == 0 && !qj->end_state &&
+		   !qj->end_processed && !qj->notes && qj->runs == 1,
+		   "end, processing and notes cleared, one earlier run");
+		queue_job_free(qj);
+		qj = NULL;
+		{
+			struct queue_request *r = NULL;
+
+			ok(queue_request_get(q, p1, &r, err, sizeof(err)) == 0 &&
+			   r->state == QS_CANCELLED && r->error && strstr(r->error, "superseded") &&
+			   strstr(r->error, "job 17 ran again"),
+			   "the purge is cancelled with the reason (%s)", r && r->error ? r->error : "-");
+			queue_request_free(r);
+		}
+		t[5].state = JOB_RUNNING;
+		t[5].restarts = 1;
+		_got = _judge(t + 5, 1, "17");
+		IS(AFTER_WAIT, "running again: wait, run 1's note and failure forgotten");
+		t[5].state = JOB_COMPLETE;
+		_ended(17, "COMPLETED", 1);
+		a2 = _req(17, "archive", NULL);
+		_got = _judge(t + 5, 1, "17");
+		IS(AFTER_WAIT, "the final run's archive queued: wait");
+		_to(a2, QS_RUNNING);
+		_to(a2, QS_VERIFYING);
+		_to(a2, QS_DONE);
+		_got = _judge(t + 5, 1, "17");
+		IS(AFTER_DONE, "the final run's archive verified: done (run 1's cancelled one is not its)");
+		ok(queue_rerun_boundary(q, 17, err, sizeof(err)) == p1, "the boundary is run 1's last request");
+		ok(queue_rerun_boundary(q, 16, err, sizeof(err)) == 0, "a job never rerun: 0");
+		/* The rerun ended before the watcher saw it: its end is stored from slurmctld. */
+		_ended(18, "COMPLETED", 1);
+		ok(queue_job_rerun(q, 18, 1, "requeued", "FAILED", 3, &cancelled, &relabel, err,
+				   sizeof(err)) == 0 && cancelled == 0 && relabel == 0, "rerun of 18 recorded");
+		ok(queue_job_get(q, 18, &qj, err, sizeof(err)) == 0 && qj->end_state &&
+		   !strcmp(qj->end_state, "FAILED") && qj->end_exit_code == 3 && !qj->end_processed,
+		   "its final end FAILED (exit 3) stored, to be processed");
+		queue_job_free(qj);
+	}
+
 	/* Missing from the table and the queue: slurmctld is asked once. */
 	_lookups = 0;
 	_got = _judge(t, 0, "7");
