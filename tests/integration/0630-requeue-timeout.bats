@@ -151,3 +151,78 @@ EOF
 	[[ $out == *"job $j: ended COMPLETED (exit 0)"* ]]
 	[ "$(job_node "$j")" != "$node" ]
 }
+
+@test "scontrol requeue of an ended job: its inputs stay for the rerun, only the final run is archived, after= waits for it" {
+	[[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == hold ]] ||
+		skip "hold mode only: bb mode refuses after= (afterburstbuffer does it there)"
+	in=$STAGEHAND_TESTBED_SCRATCH/shtest
+	runuser -u shtest -- dd if=/dev/urandom of="$WD/in.dat" bs=64k count=2 status=none
+	# Run 1 ends at once; the rerun (SLURM_RESTART_COUNT=1) needs its staged
+	# input and is held at a gate the test opens.
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/slurm-%j.out
+#SBATCH --open-mode=append
+#DATA stage_in=$WD/in.dat
+#DATA archive=out
+mkdir -p out
+cmp "$in/\$SLURM_JOB_ID/input/in.dat" "$WD/in.dat" || exit 7
+echo "run \${SLURM_RESTART_COUNT:-0}" >> out/runs.txt
+if [ "\${SLURM_RESTART_COUNT:-0}" != 0 ]; then
+	while [ ! -e "$WD/gate" ]; do sleep 0.2; done
+fi
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 90
+	in=$in/$j/input
+	wait_for 60 archived_file "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/out/runs.txt" "$WD/out"
+	# Run 1's end was processed: its inputs are labelled purge, their removal
+	# scheduled (InputRetention, 24 h on the bed).
+	purge_state() {
+		curl -sf --max-time 5 --unix-socket "$STAGEHAND_SOCKET" "http://x/v1/requests?job=$j&all=1" |
+			jq -r '[.requests[] | select(.action == "purge") | .state] | sort | join(",")'
+	}
+	input_label_is() {
+		[ "$(getfattr --only-values -n user.stagehand.policy "$in" 2>/dev/null)" = "$1" ]
+	}
+	wait_for 30 eval '[ "$(purge_state)" = queued ]'
+	wait_for 30 input_label_is purge
+
+	scontrol requeue "$j"
+	scontrol update jobid="$j" StartTime=now
+	wait_job_state "$j" RUNNING 90
+	# The rerun is seen: run 1's scheduled removal cancelled, with the reason;
+	# the inputs are exempt again and still there.
+	wait_for 30 eval '[ "$(purge_state)" = cancelled ]'
+	curl -sf --max-time 5 --unix-socket "$STAGEHAND_SOCKET" "http://x/v1/requests?job=$j&all=1" |
+		jq -e '[.requests[] | select(.action == "purge")][0].error | test("superseded: job [0-9]+ ran again after its end")'
+	wait_for 30 input_label_is exempt
+	cmp "$in/in.dat" "$WD/in.dat"
+	grep -q "job $j: run 1 ended COMPLETED and was processed; slurmctld requeued the job (run 2)" \
+		"$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
+
+	# A job waiting for J's archive waits for the rerun's, not run 1's (verified already).
+	j1=$j
+	write_user_script shtest "$WD/consume.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/consume-%j.txt
+#DATA after=$j1
+grep -c '^run ' "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j1/out/runs.txt" > "$WD/seen.txt"
+EOF
+	submit -d "$WD" "$WD/consume.sh"
+	j2=$j
+	wait_for 60 eval '[[ "$(job_status "$j2")" =~ "waiting for job $j1" ]]'
+	[ "$(job_state "$j2")" = PENDING ]
+	[ "$(job_state "$j1")" = RUNNING ]
+
+	touch "$WD/gate"
+	wait_job_state "$j1" COMPLETED 90
+	# The final run is archived: both runs' lines; the dependent saw that archive.
+	wait_for 60 eval '[ "$(grep -c "^run " "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j1/out/runs.txt")" -eq 2 ]'
+	wait_job_state "$j2" COMPLETED 90
+	[ "$(cat "$WD/seen.txt")" = 2 ]
+	# The final end schedules the inputs' removal again and labels them purge.
+	j=$j1
+	wait_for 30 eval '[ "$(purge_state)" = "cancelled,queued" ]'
+	wait_for 30 input_label_is purge
+}
