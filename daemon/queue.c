@@ -117,37 +117,72 @@ sqlite3_stmt *qp_prep(struct queue *q, const char *sql, char *err, size_t errlen
 	return st;
 }
 
+void qp_lock(struct queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	if (__atomic_load_n(&q->depth, __ATOMIC_RELAXED) == 0)
+		__atomic_store_n(&q->owner, pthread_self(), __ATOMIC_RELAXED);
+	__atomic_add_fetch(&q->depth, 1, __ATOMIC_RELEASE);
+}
+
+void qp_unlock(struct queue *q)
+{
+	__atomic_sub_fetch(&q->depth, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* True in the thread holding the writer's lock (only it can have set owner to itself). */
+static int _mine(struct queue *q)
+{
+	return __atomic_load_n(&q->depth, __ATOMIC_ACQUIRE) > 0 &&
+	       pthread_equal(__atomic_load_n(&q->owner, __ATOMIC_RELAXED), pthread_self());
+}
+
 sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
+	sqlite3_stmt *st = NULL;
 
-	pthread_mutex_lock(&q->lock);
+	if (q->rdb && !_mine(q)) {
+		pthread_mutex_lock(&q->rlock);
+		if (sqlite3_prepare_v2(q->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
+			qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->rdb));
+			pthread_mutex_unlock(&q->rlock);
+			return NULL;
+		}
+		return st;
+	}
+	qp_lock(q);
 	st = qp_prep(q, sql, err, errlen);
 	if (!st)
-		pthread_mutex_unlock(&q->lock);
+		qp_unlock(q);
 	return st;
 }
 
 /* 0 if rc, a step's answer, is a success; else -1 with the database's message. */
-static int _step_ok(struct queue *q, int rc, char *err, size_t errlen)
+static int _step_ok(sqlite3 *db, int rc, char *err, size_t errlen)
 {
 	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 		return 0;
-	qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+	qp_err(err, errlen, "database: %s", sqlite3_errmsg(db));
 	return -1;
 }
 
 int qp_read_end(struct queue *q, sqlite3_stmt *st, int rc, char *err, size_t errlen)
 {
-	rc = rc == -1 ? -1 : _step_ok(q, rc, err, errlen);
+	sqlite3 *db = sqlite3_db_handle(st);
+
+	rc = rc == -1 ? -1 : _step_ok(db, rc, err, errlen);
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
+	if (q->rdb && db == q->rdb)
+		pthread_mutex_unlock(&q->rlock);
+	else
+		qp_unlock(q);
 	return rc;
 }
 
 int qp_step_done(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen)
 {
-	int rc = _step_ok(q, sqlite3_step(st), err, errlen);
+	int rc = _step_ok(q->db, sqlite3_step(st), err, errlen);
 
 	sqlite3_finalize(st);
 	return rc;
@@ -194,7 +229,7 @@ sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errl
 
 int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen)
 {
-	int rc = _step_ok(q, sqlite3_step(st), err, errlen);
+	int rc = _step_ok(q->db, sqlite3_step(st), err, errlen);
 
 	sqlite3_reset(st);
 	return rc;
@@ -202,7 +237,7 @@ int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen)
 
 void qp_begin(struct queue *q)
 {
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	/* Inside a batch (same thread: the lock is recursive) a savepoint nests. */
 	sqlite3_exec(q->db, q->batch ? "SAVEPOINT qp" : "BEGIN IMMEDIATE", NULL, NULL, NULL);
 }
@@ -215,7 +250,7 @@ int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 			sqlite3_exec(q->db, "ROLLBACK TO qp", NULL, NULL, NULL);
 		sqlite3_exec(q->db, "RELEASE qp", NULL, NULL, NULL);
 		q->batch_durable |= durable && rc == 0;
-		pthread_mutex_unlock(&q->lock);
+		qp_unlock(q);
 		return rc;
 	}
 	if (rc == 0) {
@@ -231,7 +266,7 @@ int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 	} else {
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 	}
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc;
 }
 
@@ -317,6 +352,7 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&q->lock, &ma);
+	pthread_mutex_init(&q->rlock, &ma);
 	pthread_mutexattr_destroy(&ma);
 	if (sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			    SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
@@ -369,6 +405,14 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	    qp_exec(q, queue_mpu_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_reruns_schema, err, errlen) < 0)
 		goto fail;
+	/* The readers' connection, once the schema is there (see queue_private.h). */
+	if (sqlite3_open_v2(path, &q->rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL) !=
+	    SQLITE_OK) {
+		qp_err(err, errlen, "cannot open state database %s for reading: %s", path,
+		       q->rdb ? sqlite3_errmsg(q->rdb) : "?");
+		goto fail;
+	}
+	sqlite3_busy_timeout(q->rdb, 5000);
 	return q;
 fail:
 	queue_close(q);
@@ -377,9 +421,9 @@ fail:
 
 int queue_batch_begin(struct queue *q)
 {
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	if (q->batch || sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-		pthread_mutex_unlock(&q->lock);
+		qp_unlock(q);
 		return -1;
 	}
 	q->batch = 1;
@@ -402,7 +446,7 @@ int queue_batch_end(struct queue *q, char *err, size_t errlen)
 	}
 	if (durable)
 		sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc;
 }
 
@@ -413,9 +457,12 @@ void queue_close(struct queue *q)
 	for (int i = 0; i < QP_CACHE_MAX; i++)
 		if (q->cache[i].st)
 			sqlite3_finalize(q->cache[i].st);
+	if (q->rdb)
+		sqlite3_close(q->rdb);
 	if (q->db)
 		sqlite3_close(q->db);
 	pthread_mutex_destroy(&q->lock);
+	pthread_mutex_destroy(&q->rlock);
 	free(q);
 }
 
@@ -592,12 +639,24 @@ static int _get_locked(struct queue *q, int64_t id, struct queue_request **out,
 int queue_request_get(struct queue *q, int64_t id, struct queue_request **out,
 		      char *err, size_t errlen)
 {
-	int rc;
+	sqlite3_stmt *st = qp_read(q, "SELECT " REQ_COLS " FROM requests WHERE id=?1", err, errlen);
+	int rc, found = 0;
 
-	pthread_mutex_lock(&q->lock);
-	rc = _get_locked(q, id, out, err, errlen);
-	pthread_mutex_unlock(&q->lock);
-	return rc;
+	*out = NULL;
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		found = 1;
+		if (!(*out = _row_request(st))) {
+			qp_err(err, errlen, "out of memory");
+			rc = -1;
+		}
+	}
+	if (qp_read_end(q, st, rc, err, errlen) < 0)
+		return -1;
+	return found ? 0 : 1;
 }
 
 int queue_request_list(struct queue *q, const struct queue_filter *f,

@@ -590,7 +590,7 @@ int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char
 	}
 	if (rc != SQLITE_DONE) {
 		qp_err(err, errlen, "database error reading job %lld: %s", (long long)job_id,
-		       sqlite3_errmsg(q->db));
+		       sqlite3_errmsg(sqlite3_db_handle(st)));
 		rc = -1;
 	}
 	if (qp_read_end(q, st, rc, err, errlen) < 0) {

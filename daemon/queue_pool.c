@@ -19,7 +19,7 @@ int queue_pool_set(struct queue *q, int64_t job, const char *pool, int64_t size,
 	sqlite3_stmt *st;
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	st = qp_prep(q, "INSERT INTO bb_pool (job_id, pool, size, torn_down, updated)"
 		     " VALUES (?1, ?2, ?3, 0, ?4) ON CONFLICT(job_id) DO UPDATE SET"
 		     " pool = ?2, size = ?3, torn_down = 0, updated = ?4", err, errlen);
@@ -31,7 +31,7 @@ int queue_pool_set(struct queue *q, int64_t job, const char *pool, int64_t size,
 		sqlite3_bind_int64(st, 4, qp_now());
 		rc = qp_step_done(q, st, err, errlen);
 	}
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc;
 }
 
@@ -43,10 +43,10 @@ int queue_pool_get(struct queue *q, int64_t job, int64_t *size, char **pool, cha
 
 	*size = 0;
 	*pool = NULL;
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	st = qp_prep(q, "SELECT size, pool FROM bb_pool WHERE job_id = ?1", err, errlen);
 	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+		qp_unlock(q);
 		return -1;
 	}
 	sqlite3_bind_int64(st, 1, job);
@@ -62,7 +62,7 @@ int queue_pool_get(struct queue *q, int64_t job, int64_t *size, char **pool, cha
 		rc = -1;
 	}
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc;
 }
 
@@ -74,7 +74,7 @@ int queue_pool_need(struct queue *q, int64_t job, int64_t *bytes, int *counted, 
 
 	*bytes = 0;
 	*counted = *requests = 0;
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	/* files_total > 0 once the worker's walk reported: an empty source counts 0 bytes. */
 	st = qp_prep(q, "SELECT COALESCE(sum(bytes_total), 0), count(*),"
 		     " COALESCE(sum(files_total > 0 OR bytes_total > 0), 0) FROM requests"
@@ -92,7 +92,7 @@ int queue_pool_need(struct queue *q, int64_t job, int64_t *bytes, int *counted, 
 		}
 		sqlite3_finalize(st);
 	}
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc;
 }
 
@@ -101,7 +101,7 @@ int queue_pool_torn_down(struct queue *q, int64_t job, char *err, size_t errlen)
 	sqlite3_stmt *st;
 	int rc = -1;
 
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	st = qp_prep(q, "UPDATE bb_pool SET torn_down = 1, updated = ?2 WHERE job_id = ?1",
 		     err, errlen);
 	if (st) {
@@ -109,7 +109,7 @@ int queue_pool_torn_down(struct queue *q, int64_t job, char *err, size_t errlen)
 		sqlite3_bind_int64(st, 2, qp_now());
 		rc = qp_step_done(q, st, err, errlen);
 	}
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc;
 }
 
@@ -120,7 +120,7 @@ int queue_pool_held(struct queue *q, const char *pool, int64_t *bytes, char *err
 	int rc = -1;
 
 	*bytes = 0;
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	st = qp_prep(q, "SELECT COALESCE(sum(r.bytes_done), 0) FROM bb_pool b JOIN requests r"
 		     " ON r.job_id = b.job_id WHERE b.pool = ?1 AND b.torn_down = 0"
 		     " AND r.action = 'stage_in' AND r.state != 'cancelled'", err, errlen);
@@ -135,6 +135,6 @@ int queue_pool_held(struct queue *q, const char *pool, int64_t *bytes, char *err
 		}
 		sqlite3_finalize(st);
 	}
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc;
 }

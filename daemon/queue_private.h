@@ -16,8 +16,19 @@
 struct queue_new_request;
 
 struct queue {
-	sqlite3 *db;
+	sqlite3 *db;                 /* the writer's connection: every change, and reads inside one */
 	pthread_mutex_t lock;        /* recursive: a batch holds it across nested calls */
+	pthread_t owner;             /* the thread holding lock, while depth > 0 */
+	int depth;                   /* lock's recursion depth (atomic: read by other threads) */
+	/*
+	 * The readers' connection (read-only; WAL lets it read the last commit
+	 * while the writer's transaction or batch is open): qp_read of a thread
+	 * that does not hold lock. So 'stagehand status' and the API's lists
+	 * never wait for the main loop's batch writes. Its own lock (recursive: a
+	 * list's callback may read again); taken before lock, never after.
+	 */
+	sqlite3 *rdb;
+	pthread_mutex_t rlock;
 	int batch;                   /* 1 while queue_batch_begin's transaction is open */
 	int batch_durable;           /* a change in the batch asked for a FULL commit */
 	struct {
@@ -31,9 +42,15 @@ void qp_err(char *err, size_t errlen, const char *fmt, ...)
 int64_t qp_now(void);
 int qp_exec(struct queue *q, const char *sql, char *err, size_t errlen);
 sqlite3_stmt *qp_prep(struct queue *q, const char *sql, char *err, size_t errlen);
+/* Take / release the writer's lock (recursive), recording its owner. */
+void qp_lock(struct queue *q);
+void qp_unlock(struct queue *q);
 /*
- * A read outside a transaction: takes the lock and prepares sql; NULL with
- * err and the lock released. Finish it with qp_read_end.
+ * A read outside a transaction: prepares sql on the readers' connection
+ * under its lock, or, in a thread that holds the writer's lock (inside its
+ * own transaction or batch, so that it reads what it wrote), on the writer's
+ * connection under that lock. NULL with err and the lock released. Finish
+ * it with qp_read_end.
  */
 sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen);
 /*

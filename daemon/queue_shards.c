@@ -397,10 +397,10 @@ int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen)
 
 	if (job <= 0)
 		return 0;
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	st = qp_prep(q, "SELECT 1 FROM shards WHERE slurm_job=?1 LIMIT 1", err, errlen);
 	if (!st) {
-		pthread_mutex_unlock(&q->lock);
+		qp_unlock(q);
 		return -1;
 	}
 	sqlite3_bind_int64(st, 1, job);
@@ -408,7 +408,7 @@ int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen)
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
@@ -464,11 +464,11 @@ int queue_shards_retry(struct queue *q, int64_t req, char *err, size_t errlen)
 	/* Submitted shards keep their jobs: a restarted daemon adopts them. */
 	snprintf(sql, sizeof(sql), "UPDATE shards SET state='queued', slurm_job=0, attempts=0"
 		 " WHERE request_id=%lld AND state IN ('failed','queued')", (long long)req);
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	{
 		int rc = qp_exec(q, sql, err, errlen);
 
-		pthread_mutex_unlock(&q->lock);
+		qp_unlock(q);
 		return rc;
 	}
 }
@@ -479,8 +479,8 @@ int queue_shards_forget_files(struct queue *q, int64_t req, char *err, size_t er
 	int rc;
 
 	snprintf(sql, sizeof(sql), "DELETE FROM shard_files WHERE request_id=%lld", (long long)req);
-	pthread_mutex_lock(&q->lock);
+	qp_lock(q);
 	rc = qp_exec(q, sql, err, errlen);
-	pthread_mutex_unlock(&q->lock);
+	qp_unlock(q);
 	return rc;
 }

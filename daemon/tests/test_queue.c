@@ -1,7 +1,9 @@
 /* test_queue.c - the state machine, transactions, recovery and the audit trail. */
 #include "config.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,6 +30,74 @@ static int64_t _create_as(struct queue *q, int64_t uid, const char *user, const 
 static int64_t _create(struct queue *q, const char *action, int64_t job, int retries)
 {
 	return _create_as(q, 1001, "alice", action, job, retries);
+}
+
+/*
+ * Reads from another thread do not wait for the main loop's batch: while this
+ * thread holds a batch open (its lock and transaction), a reader thread's
+ * counts and lists answer from the last commit, without the batch's rows.
+ * The batch stays open until the reader has answered, or 20 s have passed:
+ * a reader that waits for the batch's lock (as before the readers'
+ * connection) is caught by the timeout, on any machine.
+ */
+struct _reader {
+	struct queue *q;
+	int64_t queued;      /* queued requests the reader counted, -1 = failed */
+	int listed;          /* requests of job 4242 the reader listed */
+};
+
+static int _count_listed(const struct queue_request *r, void *arg)
+{
+	(void)r;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void *_reader_main(void *arg)
+{
+	struct _reader *rd = arg;
+	struct queue_filter f = { .uid = -1, .job_id = 4242, .state = -1, .limit = 0 };
+	int64_t counts[QS_COUNT];
+	char err[256];
+
+	rd->queued = queue_count_states(rd->q, counts, err, sizeof(err)) < 0 ? -1 : counts[QS_QUEUED];
+	if (queue_request_list(rd->q, &f, _count_listed, &rd->listed, err, sizeof(err)) < 0)
+		rd->queued = -1;
+	return NULL;
+}
+
+static void _test_reader(struct queue *q)
+{
+	struct _reader rd = { q, -2, 0 };
+	struct queue_filter f = { .uid = -1, .job_id = 4242, .state = -1, .limit = 0 };
+	int64_t counts[QS_COUNT], before;
+	struct timespec until;
+	pthread_t t;
+	char err[256];
+	int mine = 0, joined;
+
+	ok(queue_count_states(q, counts, err, sizeof(err)) == 0, "counted before the batch");
+	before = counts[QS_QUEUED];
+	ok(queue_batch_begin(q) == 0, "batch open");
+	_create(q, "stage_in", 4242, 1);
+	queue_request_list(q, &f, _count_listed, &mine, err, sizeof(err));
+	ok(mine == 1, "inside its batch, the writer reads its own new request");
+	pthread_create(&t, NULL, _reader_main, &rd);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	joined = pthread_timedjoin_np(t, NULL, &until) == 0;
+	ok(joined, "a reader thread answers while the batch is open");
+	ok(rd.queued == before && rd.listed == 0,
+	   "from the last commit: %lld queued (want %lld), %d of the batch's requests (want 0)",
+	   (long long)rd.queued, (long long)before, rd.listed);
+	ok(queue_batch_end(q, err, sizeof(err)) == 0, "batch committed");
+	if (!joined)
+		pthread_join(t, NULL);
+	rd.queued = -2;
+	rd.listed = 0;
+	pthread_create(&t, NULL, _reader_main, &rd);
+	pthread_join(t, NULL);
+	ok(rd.queued == before + 1 && rd.listed == 1, "after the commit the reader sees it");
 }
 
 /* Burst-buffer sizes: a job's reservation, its inputs as counted, what a pool holds. */
@@ -317,6 +387,7 @@ int main(void)
 	queue_request_set_state(q, id, -1, QS_CANCELLED, "by test", err, sizeof(err));
 	_test_fair(q);
 	_test_pool(q);
+	_test_reader(q);
 	queue_close(q);
 	{
 		static const char *const sfx[] = { "", "-wal", "-shm" };
