@@ -101,8 +101,10 @@ EOF
 rbh() {
 	: >"$DB/rbh.log"
 	"$RBH_BIN/robinhood" -f "$DB/rbh.conf" --once "$@" || { cat "$DB/rbh.log"; return 1; }
-	! grep -E '\| (Error|ERROR)|[Ss]yntax error|unknown (parameter|block)' "$DB/rbh.log" ||
-		{ cat "$DB/rbh.log"; return 1; }
+	if grep -E '\| (Error|ERROR)|[Ss]yntax error|unknown (parameter|block)' "$DB/rbh.log"; then
+		cat "$DB/rbh.log"
+		return 1
+	fi
 }
 
 # picked POLICY: the paths POLICY's dry run would act on, one per line.
