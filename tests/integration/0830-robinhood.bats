@@ -237,5 +237,15 @@ EOF
 	picked stagehand_archive >"$DB/archive2.list"
 	grep -qx "$WD/later/l.txt" "$DB/archive2.list"
 	echo "after the flip, later/l.txt: archive with recheck_ignored_entries, none without"
+
+	# For real (no --dry-run), with the site's archiver given by --archive-cmd:
+	# Robinhood runs it once per file of the archive directories, and only those.
+	printf '#!/bin/sh\nprintf "%%s\\n" "$1" >>"%s/archived.list"\n' "$DB" >"$DB/site-archive"
+	chmod 755 "$DB/site-archive"
+	"$STAGEHAND" policy export --format=robinhood --namespace=user. --paths-from="$root" \
+		--archive-cmd="$DB/site-archive" >"$DB/stagehand.inc" || true
+	rbh --run=stagehand_archive --target=all
+	sort "$DB/archived.list" | grep "^$WD/" >"$DB/archived.mine"
+	printf '%s\n' "$WD/later/l.txt" "$WD/results/r.txt" | diff - "$DB/archived.mine"
 	grep -qx "$WD/results/r.txt" "$DB/archive2.list"
 }
