@@ -318,7 +318,9 @@ static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy
 		"#\n"
 		"# Labels are on directories and Robinhood matches each entry by its own\n"
 		"# xattrs: the tree conditions (from --paths-from) cover the files inside\n"
-		"# them. Regenerate before each policy run (or from the scan's cron job).\n"
+		"# them. Regenerate before each policy run (or from the scan's cron job):\n"
+		"# the files of a directory labelled since are in no class, and a site\n"
+		"# policy's default rule would archive them.\n"
 		"\n");
 	_rbh_class(fp, o, "stagehand_exempt", exempt,
 		   "exempt: throwaway scratch; never archive or release, purge by age",
