@@ -10,12 +10,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum { POLICY_HOLD = 0, POLICY_ARCHIVE = 1, POLICY_ARCHIVED = 2, POLICY_PURGE = 3, POLICY_NKIND };
+enum { POLICY_HOLD = 0, POLICY_ARCHIVE = 1, POLICY_ARCHIVED = 2, POLICY_PURGE = 3,
+       POLICY_EXEMPT = 4, POLICY_NKIND };
 
 /* Labelled directories found under --paths-from, sorted. */
 struct policy_paths {
-	char **v[POLICY_NKIND];   /* hold (exempt, pending, skipped), archive, archived,
-				     purge (a job's staged inputs after it); owned */
+	char **v[POLICY_NKIND];   /* hold (pending, skipped), archive, archived, purge (a
+				     job's staged inputs after it), exempt; owned */
 	size_t n[POLICY_NKIND];
 	int errors;               /* unreadable paths during the walk */
 };
@@ -27,6 +28,11 @@ struct policy_opts {
 	const char *pool;         /* gpfs external pool name */
 	int archive_id;           /* lustre-hsm archive id */
 	int hold_tag, archive_tag;  /* dmf site tags */
+	const char *rbh_policies; /* robinhood: "posix" (policies defined in the export;
+				     NULL means posix) or "lhsm" (Lustre HSM's) */
+	const char *archive_cmd;  /* robinhood posix: the archiver run per file, or NULL
+				     (common.log: the site fills it in) */
+	int exempt_days;          /* robinhood: purge exempt files unchanged this long */
 };
 
 /* Walk root and fill p (free with policy_paths_free). 0 or -1 (printed). */

@@ -141,5 +141,31 @@ rc=$?
 [ $rc -eq 1 ] && [ ! -e "$tmp/calls" ] && grep -q "nothing changed" "$tmp/out"
 ok $? "a failed scan: the driver exits 1 and calls no lfs (rc $rc)"
 
+# ---- robinhood options ----
+# refused ARGS... MESSAGE: exit 2 and MESSAGE on stderr, nothing on stdout.
+refused() {
+	local want=${*: -1}
+	"$bin" policy export "${@:1:$#-1}" > "$tmp/stdout" 2> "$tmp/out"
+	[ $? -eq 2 ] && [ ! -s "$tmp/stdout" ] && grep -qF -- "$want" "$tmp/out"
+}
+refused --format=robinhood --namespace=user. --robinhood-policies=gpfs "give posix or lhsm"
+ok $? "robinhood: --robinhood-policies other than posix or lhsm refused"
+refused --format=robinhood --namespace=user. --archive-cmd='/bin/sh -c x' "give an absolute path"
+ok $? "robinhood: an --archive-cmd with a space refused"
+refused --format=robinhood --namespace=user. --archive-cmd='/x"); } define_policy evil {' "give an absolute path"
+ok $? "robinhood: an --archive-cmd with a quote or brace refused"
+refused --format=robinhood --namespace=user. --robinhood-policies=lhsm --archive-cmd=/bin/true \
+	"the Lustre HSM copytool archives"
+ok $? "robinhood: --archive-cmd with lhsm refused"
+refused --format=gpfs --namespace=user. --robinhood-policies=lhsm "are for --format=robinhood"
+ok $? "gpfs: --robinhood-policies refused"
+refused --format=robinhood --namespace=user. --exempt-days=0 "give a number from 1 to 36500"
+ok $? "robinhood: --exempt-days 0 refused"
+"$bin" policy export --format=robinhood --namespace=user. --archive-cmd=/usr/local/sbin/site-archive \
+	--exempt-days=7 > "$tmp/rbh.inc" 2> "$tmp/out" &&
+	grep -qF 'default_action = cmd("/usr/local/sbin/site-archive {fullpath}");' "$tmp/rbh.inc" &&
+	grep -qF 'condition { last_mod > 7d }' "$tmp/rbh.inc"
+ok $? "robinhood: --archive-cmd and --exempt-days reach the policies"
+
 echo "1..$n"
 [ $fails -eq 0 ]

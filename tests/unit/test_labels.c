@@ -324,26 +324,124 @@ static void _golden(const char *name, const char *text)
 	free(want);
 }
 
-static void _export(const char *name, const char *format, const char *ns, const char *paths_from,
-		    const struct policy_paths *p)
+static char *_export_rbh(const char *format, const char *ns, const char *paths_from,
+			 const char *rbh, const struct policy_paths *p)
 {
 	struct policy_opts o = { .format = format, .ns = ns, .paths_from = paths_from,
 				 .pool = "hsm", .archive_id = 1, .hold_tag = 5301,
-				 .archive_tag = 5302 };
+				 .archive_tag = 5302, .rbh_policies = rbh, .exempt_days = 30 };
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
 	policy_export(f, &o, p);
 	fclose(f);
+	return buf;
+}
+
+static void _export(const char *name, const char *format, const char *ns, const char *paths_from,
+		    const struct policy_paths *p)
+{
+	char *buf = _export_rbh(format, ns, paths_from, "posix", p);
+
 	_golden(name, buf);
 	free(buf);
+}
+
+/*
+ * The body of the top-level block "head {" in text (up to its closing "}" at
+ * the start of a line), as a new string, or NULL if there is none.
+ */
+static char *_block(const char *text, const char *head)
+{
+	const char *a = strstr(text, head), *b;
+
+	if (!a || (a != text && a[-1] != '\n'))
+		return NULL;
+	b = strstr(a, "\n}\n");
+	return b ? strndup(a, (size_t)(b - a)) : NULL;
+}
+
+/* Does block "head {" of text hold every string of want and none of avoid? */
+static int _block_has(const char *text, const char *head, const char *const *want,
+		      const char *const *avoid)
+{
+	char *b = _block(text, head);
+	int ok = b != NULL;
+
+	for (int i = 0; ok && want && want[i]; i++)
+		ok = strstr(b, want[i]) != NULL;
+	for (int i = 0; ok && avoid && avoid[i]; i++)
+		ok = strstr(b, avoid[i]) == NULL;
+	free(b);
+	return ok;
+}
+
+/*
+ * The POSIX Robinhood export, read as Robinhood would: it must load without
+ * the Lustre HSM definitions, keep exempt, pending/skipped and purge in
+ * classes of their own, purge the purge class, archive nothing but the
+ * archive class, and recheck ignored entries (a label flipped since the scan).
+ */
+static void test_robinhood_posix(const struct policy_paths *p)
+{
+	static const char *const ign[] = { "ignore_fileclass = stagehand_exempt;",
+		"ignore_fileclass = stagehand_hold;", "ignore_fileclass = stagehand_purge;", NULL };
+	static const char *const exempt[] = { "== \"exempt\"", "/scratch/alice/90/tmp", NULL };
+	static const char *const not_exempt[] = { "pending", "skipped", "purge\"", "archive\"",
+		"/scratch/alice/run/tmp", NULL };
+	static const char *const hold[] = { "== \"pending\"", "== \"skipped\"",
+		"/scratch/alice/run/tmp", NULL };
+	static const char *const not_hold[] = { "exempt", "purge\"", "archive\"",
+		"/scratch/alice/90/tmp", NULL };
+	static const char *const purge[] = { "== \"purge\"", "/scratch/alice/77/input", NULL };
+	static const char *const not_purge[] = { "exempt", "pending", "skipped", "archive\"", NULL };
+	static const char *const recheck[] = { "recheck_ignored_entries = yes;", NULL };
+	static const char *const purge_rules[] = { "target_fileclass = stagehand_purge;",
+		"target_fileclass = stagehand_exempt;", "condition { last_mod > 30d }",
+		"ignore_fileclass = stagehand_hold;", "ignore_fileclass = stagehand_archive;", NULL };
+	static const char *const purge_def[] = { "status_manager = none;",
+		"default_action = common.unlink;", "scope { type == file }", NULL };
+	static const char *const only_archive[] = { "target_fileclass = stagehand_archive;", NULL };
+	static const char *const no_default[] = { "rule default", "target_fileclass = stagehand_exempt",
+		"target_fileclass = stagehand_hold", "target_fileclass = stagehand_purge", NULL };
+	char *t = _export_rbh("robinhood", "user.", "/scratch", "posix", p);
+	char *l = _export_rbh("robinhood", "user.", "/scratch", "lhsm", p);
+
+	tap_ok(t && !strstr(t, "lhsm"), "robinhood posix: no lhsm definition or rule");
+	tap_ok(t && _block_has(t, "define_policy stagehand_archive {", NULL, NULL) &&
+	       _block_has(t, "define_policy stagehand_purge {", purge_def, NULL),
+	       "robinhood posix: defines its own archive and purge policies");
+	tap_ok(t && _block_has(t, "fileclass stagehand_exempt {", exempt, not_exempt),
+	       "robinhood posix: exempt has a class of its own");
+	tap_ok(t && _block_has(t, "fileclass stagehand_hold {", hold, not_hold),
+	       "robinhood posix: pending and skipped share a class without exempt");
+	tap_ok(t && _block_has(t, "fileclass stagehand_purge {", purge, not_purge),
+	       "robinhood posix: purge has a class of its own");
+	tap_ok(t && _block_has(t, "stagehand_purge_rules {", purge_rules, NULL),
+	       "robinhood posix: the purge rules take purge at once and exempt after 30 days");
+	tap_ok(t && _block_has(t, "stagehand_archive_rules {", ign, NULL) &&
+	       _block_has(t, "stagehand_archive_rules {", only_archive, no_default),
+	       "robinhood posix: the archive rules ignore exempt, hold and purge, archive only "
+	       "the archive class");
+	tap_ok(t && _block_has(t, "stagehand_archive_parameters {", recheck, NULL) &&
+	       _block_has(t, "stagehand_purge_parameters {", recheck, NULL),
+	       "robinhood posix: both policies recheck ignored entries");
+	tap_ok(l && _block_has(l, "lhsm_archive_rules {", ign, NULL) &&
+	       _block_has(l, "lhsm_release_rules {", ign, NULL) &&
+	       _block_has(l, "lhsm_archive_parameters {", recheck, NULL) &&
+	       _block_has(l, "stagehand_purge_rules {", purge_rules, NULL) &&
+	       !strstr(l, "define_policy stagehand_archive"),
+	       "robinhood lhsm: the lhsm blocks ignore the three classes, recheck, and purge");
+	free(t);
+	free(l);
 }
 
 static void test_policy(void)
 {
 	struct policy_paths none = { 0 }, p = { 0 };
 	static char *hold[] = { "/scratch/alice/run/tmp", "/scratch/bob/it's_100%" };
+	static char *exempt[] = { "/scratch/alice/90/tmp" };
 	static char *arch[] = { "/scratch/alice/run/results" };
 	static char *purge[] = { "/scratch/alice/77/input" };
 	struct policy_opts o = { .format = "nosuch", .ns = "user." };
@@ -360,8 +458,17 @@ static void test_policy(void)
 	p.n[POLICY_ARCHIVE] = 1;
 	p.v[POLICY_PURGE] = purge;
 	p.n[POLICY_PURGE] = 1;
+	p.v[POLICY_EXEMPT] = exempt;
+	p.n[POLICY_EXEMPT] = 1;
+	test_robinhood_posix(&p);
 	_export("gpfs-paths", "gpfs", "user.", "/scratch", &p);
 	_export("robinhood-paths", "robinhood", "user.", "/scratch", &p);
+	{
+		char *buf = _export_rbh("robinhood", "user.", "/scratch", "lhsm", &p);
+
+		_golden("robinhood-lhsm-paths", buf);
+		free(buf);
+	}
 	{
 		char *buf = NULL;
 		size_t len = 0;
