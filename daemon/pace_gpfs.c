@@ -192,6 +192,7 @@ static int64_t _now(void)
 
 static void _stop(const char *why)
 {
+	_mm.retry_ns = _now() + _mm.backoff_ns;
 	if (_mm.pid > 0) {
 		kill(_mm.pid, SIGKILL);	/* it holds nothing worth a clean exit */
 		while (waitpid(_mm.pid, NULL, 0) < 0 && errno == EINTR)
@@ -233,10 +234,11 @@ static void _start(int64_t now)
 
 	_cmd(path, sizeof(path));
 	snprintf(root, sizeof(root), "STAGEHAND_PACE_ROOT=%s", pace_root());
-	_mm.retry_ns = now + _mm.backoff_ns;
+	/* The wait before the next start, should this one fail or die. */
 	_mm.backoff_ns = _mm.backoff_ns ? _mm.backoff_ns * 2 : GPFS_BACKOFF_MIN_NS;
 	if (_mm.backoff_ns > GPFS_BACKOFF_MAX_NS)
 		_mm.backoff_ns = GPFS_BACKOFF_MAX_NS;
+	_mm.retry_ns = now + _mm.backoff_ns;	/* if it cannot start; _stop sets it on death */
 	if (pipe2(in, O_CLOEXEC) < 0) {
 		log_warn("pace: cannot start %s: pipe2: %s", path, strerror(errno));
 		return;
@@ -406,8 +408,9 @@ static void *_gpfs_open(dev_t dev)
 		return NULL;
 	n = pace_mounts("gpfs", m, GPFS_MOUNTS_MAX, err, sizeof(err));
 	for (int i = 0; i < n && i < GPFS_MOUNTS_MAX; i++)
-		if (m[i].major == major(dev) && m[i].minor == minor(dev))
-			self = i;
+		if (m[i].major == major(dev) && m[i].minor == minor(dev) &&
+		    (self < 0 || (!strcmp(m[i].root, "/") && strcmp(m[self].root, "/"))))
+			self = i;	/* the mount of its root, rather than a bind mount */
 	if (self >= 0 && (h = calloc(1, sizeof(*h))) &&
 	    pace_gpfs_fsname(m[self].source, h->fs, sizeof(h->fs), err, sizeof(err)) < 0) {
 		log_warn("pace: file system %u:%u (GPFS at %.200s): %s; its transfers are paced on "

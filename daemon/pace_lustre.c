@@ -72,8 +72,10 @@ int pace_lustre_is_instance(const char *name, const char *fsname)
 	return 1;
 }
 
-/* A decimal of at most INT64_MAX, the whole token; -1 otherwise. */
-static int _num(const char *t, int allow_neg, uint64_t *v)
+#define I64_MAX UINT64_C(0x7fffffffffffffff)
+
+/* A decimal of at most max, the whole token; -1 otherwise. */
+static int _num(const char *t, int allow_neg, uint64_t max, uint64_t *v)
 {
 	uint64_t x = 0;
 
@@ -82,7 +84,7 @@ static int _num(const char *t, int allow_neg, uint64_t *v)
 	if (!*t)
 		return -1;
 	for (; *t; t++) {
-		if (*t < '0' || *t > '9' || x > (UINT64_C(0x7fffffffffffffff) - (uint64_t)(*t - '0')) / 10)
+		if (*t < '0' || *t > '9' || x > (max - (uint64_t)(*t - '0')) / 10)
 			return -1;
 		x = x * 10 + (uint64_t)(*t - '0');
 	}
@@ -101,7 +103,8 @@ static int _time(const char *t)
 		return -1;
 	memcpy(sec, t, (size_t)(dot - t));
 	sec[dot - t] = '\0';
-	return _num(sec, 0, &v) < 0 || _num(dot + 1, 0, &v) < 0 || strlen(dot + 1) > 9 ? -1 : 0;
+	return _num(sec, 0, I64_MAX, &v) < 0 || _num(dot + 1, 0, I64_MAX, &v) < 0 ||
+	       strlen(dot + 1) > 9 ? -1 : 0;
 }
 
 int pace_lustre_parse_stats(const char *buf, size_t n, struct pace_probe_sample *s,
@@ -162,13 +165,15 @@ int pace_lustre_parse_stats(const char *buf, size_t n, struct pace_probe_sample 
 			      (*p >= '0' && *p <= '9') || *p == '_' || *p == '.'))
 				return log_errf(err, errlen, "line %d: counter name '%.40s' is not a "
 						"Lustre name", lineno, tok[0]);
-		if (_num(tok[1], 0, &v[0]) < 0)
+		if (_num(tok[1], 0, I64_MAX, &v[0]) < 0)
 			return log_errf(err, errlen, "line %d: %s: the count '%.40s' is not a decimal "
 					"of at most 2^63-1", lineno, tok[0], tok[1]);
+		/* min, max, sum are signed 64-bit; the sum of squares unsigned (it
+		   wraps on a busy client: never compared, only checked). */
 		for (int i = 4; i < nt; i++)
-			if (_num(tok[i], i < 7, &v[i - 3]) < 0)
+			if (_num(tok[i], i < 7, i < 7 ? I64_MAX : UINT64_MAX, &v[i - 3]) < 0)
 				return log_errf(err, errlen, "line %d: %s: field %d '%.40s' is not a "
-						"decimal of at most 2^63-1", lineno, tok[0], i + 1, tok[i]);
+						"decimal in range", lineno, tok[0], i + 1, tok[i]);
 		if (strcmp(tok[0], "read_bytes") && strcmp(tok[0], "write_bytes"))
 			continue;
 		if (strcmp(tok[3], "[bytes]") || nt < 7 || tok[6][0] == '-')
@@ -242,8 +247,9 @@ static void *_lustre_open(dev_t dev)
 		return NULL;
 	n = pace_mounts("lustre", m, LUSTRE_MOUNTS_MAX, err, sizeof(err));
 	for (int i = 0; i < n && i < LUSTRE_MOUNTS_MAX; i++)
-		if (m[i].major == major(dev) && m[i].minor == minor(dev))
-			self = i;
+		if (m[i].major == major(dev) && m[i].minor == minor(dev) &&
+		    (self < 0 || (!strcmp(m[i].root, "/") && strcmp(m[self].root, "/"))))
+			self = i;	/* the mount of its root, rather than a bind mount */
 	if (self < 0)
 		goto out;	/* not a Lustre client mount: another probe's */
 	point = m[self].point;
