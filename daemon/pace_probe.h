@@ -43,7 +43,11 @@ struct pace_mount {
  */
 int pace_mounts(const char *fstype, struct pace_mount *out, int max, char *err, size_t errlen);
 
-/* The mount point of dev (the mount of its root, else the first); -1 if none. */
+/*
+ * The mount point of dev (the mount of its root, else the first); -1 if none,
+ * or if it is a FUSE mount (which a user may have made: its mount point is
+ * not shown).
+ */
 int pace_mount_point(dev_t dev, char *point, size_t len);
 
 /*
