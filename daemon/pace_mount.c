@@ -72,7 +72,9 @@ static int _parse(char *line, struct pace_mount *m)
 	return 0;
 }
 
-int pace_mounts(const char *fstype, struct pace_mount *out, int max, char *err, size_t errlen)
+/* The mounts of fstype (NULL: any) and, with has_dev, of dev only. */
+static int _mounts(const char *fstype, int has_dev, dev_t dev, struct pace_mount *out, int max,
+		   char *err, size_t errlen)
 {
 	char path[4096], *line = NULL;
 	size_t cap = 0;
@@ -96,7 +98,8 @@ int pace_mounts(const char *fstype, struct pace_mount *out, int max, char *err, 
 			fclose(fp);
 			return log_errf(err, errlen, "%s:%d: not a mountinfo line", path, lineno);
 		}
-		if (fstype && strcmp(m.fstype, fstype))
+		if ((fstype && strcmp(m.fstype, fstype)) ||
+		    (has_dev && (m.major != major(dev) || m.minor != minor(dev))))
 			continue;
 		if (found < max)
 			out[found] = m;
@@ -107,21 +110,27 @@ int pace_mounts(const char *fstype, struct pace_mount *out, int max, char *err, 
 	return found;
 }
 
+int pace_mounts(const char *fstype, struct pace_mount *out, int max, char *err, size_t errlen)
+{
+	return _mounts(fstype, 0, 0, out, max, err, errlen);
+}
+
 int pace_mount_point(dev_t dev, char *point, size_t len)
 {
-	struct pace_mount *m = calloc(256, sizeof(*m));
+	struct pace_mount *m = calloc(64, sizeof(*m));
 	char err[256];
 	int n, best = -1;
 
 	if (!m)
 		return -1;
-	n = pace_mounts(NULL, m, 256, err, sizeof(err));
-	for (int i = 0; i < n && i < 256; i++) {
-		if (m[i].major != major(dev) || m[i].minor != minor(dev))
-			continue;
+	n = _mounts(NULL, 1, dev, m, 64, err, sizeof(err));
+	for (int i = 0; i < n && i < 64; i++)
 		if (best < 0 || (!strcmp(m[i].root, "/") && strcmp(m[best].root, "/")))
 			best = i;
-	}
+	/* A FUSE file system may be a user's own mount, its mount point a user's
+	   path: /metrics shows its device only. */
+	if (best >= 0 && !strncmp(m[best].fstype, "fuse", 4))
+		best = -1;
 	if (best >= 0 && (size_t)snprintf(point, len, "%s", m[best].point) >= len)
 		best = -1;
 	free(m);
