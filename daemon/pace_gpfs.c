@@ -14,9 +14,9 @@
  * never waits for it. Between answers read() says PACE_PROBE_STALE (the
  * controller waits for the next sample, adding up our own bytes meanwhile,
  * so both sides cover the same interval). If mmpmon dies, stops answering
- * for 2 s or cannot be started, it is killed and started again after 1 s,
- * doubling to 60 s; meanwhile read() says PACE_PROBE_NONE and the
- * controller paces on its own latency. mmpmon allows 5 instances per node;
+ * for 2 s (10 s for its first answer) or cannot be started, it is killed and
+ * started again after 1 s, doubling to 60 s; meanwhile read() says
+ * PACE_PROBE_NONE and the controller paces on its own latency. mmpmon allows 5 instances per node;
  * this is one. A site-provided counters file was the other design: it would
  * need a collector the site runs, and its samples would come at that
  * collector's pace.
@@ -49,6 +49,7 @@
 
 #define GPFS_ASK_NS (100 * 1000000LL)       /* a request every 100 ms */
 #define GPFS_ANSWER_NS (2000 * 1000000LL)   /* no answer this long: restart mmpmon */
+#define GPFS_FIRST_NS (10000 * 1000000LL)   /* ... its first answer (it may start slowly) */
 #define GPFS_STALE_NS (500 * 1000000LL)     /* no sample this long: pace on latency */
 #define GPFS_BACKOFF_MIN_NS (1000 * 1000000LL)
 #define GPFS_BACKOFF_MAX_NS (60000 * 1000000LL)
@@ -375,8 +376,9 @@ static void _pump(int64_t now)
 	}
 	if (_mm.answered_ns >= _mm.asked_ns && now - _mm.started_ns > 60 * 1000000000LL)
 		_mm.backoff_ns = 0;	/* answering for a minute: a later death starts afresh */
-	if (_mm.asked_ns > _mm.answered_ns && now - _mm.asked_ns > GPFS_ANSWER_NS) {
-		_stop("did not answer fs_io_s for 2 s");
+	if (_mm.asked_ns > _mm.answered_ns &&
+	    now - _mm.asked_ns > (_mm.answered_ns > _mm.started_ns ? GPFS_ANSWER_NS : GPFS_FIRST_NS)) {
+		_stop("did not answer fs_io_s in time (2 s; 10 s after its start)");
 		return;
 	}
 	if (now - _mm.asked_ns >= GPFS_ASK_NS && _mm.answered_ns >= _mm.asked_ns) {
