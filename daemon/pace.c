@@ -428,9 +428,8 @@ static int _probe(struct _fs *f, struct pace_probe_sample *s)
 	rc = f->ops->read(f->h, s);
 	if (rc == PACE_PROBE_NEW || rc == PACE_PROBE_STALE || rc == PACE_PROBE_NONE)
 		return rc;
-	log_warn("pace: file system %u:%u: the %s probe stopped answering (its reason is "
-		 "logged above); pacing on the transfers' own latency only", major(f->dev),
-		 minor(f->dev), f->ops->name);
+	log_warn("pace: file system %u:%u: the %s probe stopped answering; pacing on the "
+		 "transfers' own latency only", major(f->dev), minor(f->dev), f->ops->name);
 	f->ops->close(f->h);
 	f->h = NULL;
 	snprintf(f->st.probe, sizeof(f->st.probe), "none");
