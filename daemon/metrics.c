@@ -312,6 +312,17 @@ char *metrics_render(struct daemon *d)
 	_add(&b, "# HELP stagehand_pace_backoffs_total Times the scavenger held its transfers "
 	     "because others needed the device.\n# TYPE stagehand_pace_backoffs_total counter\n"
 	     "stagehand_pace_backoffs_total %llu\n", (unsigned long long)ps.backoffs);
+	{
+		/* Per file system (pace_metrics.c): target rate, others' load, holds, share. */
+		struct pace_fs_stats fs[PACE_FS_MAX];
+		char *t = pace_metrics_render(fs, pace_run_fs_stats(fs, PACE_FS_MAX));
+
+		if (!t)
+			b.oom = 1;
+		else
+			_add(&b, "%s", t);
+		free(t);
+	}
 	if (b.oom) {
 		free(b.s);
 		return NULL;

@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "pace.h"
+#include "pace_probe.h"
 #include "xfer.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -105,6 +106,78 @@ static int _foreign(struct pace *c, double dt, const struct pace_probe_sample *d
 	return c->exc_r > 2.0 * (double)own->rmax + MIB || c->exc_w > (double)own->wmax + MIB;
 }
 
+/* The 10-s bucket being filled: closing the previous one counts its others' bytes. */
+static struct pace_win *_win(struct pace *c, int64_t now_ns)
+{
+	int64_t slot = now_ns / ((int64_t)PACE_WIN_S * 1000000000LL) + 1;	/* 0 = empty */
+	struct pace_win *w = &c->win[c->win_slot % PACE_WIN_N];
+
+	if (slot == c->win_slot)
+		return w;
+	if (c->win_slot && w->slot == c->win_slot && w->probed && w->dev > w->own)
+		c->foreign_total += w->dev - w->own;
+	c->win_slot = slot;
+	w = &c->win[slot % PACE_WIN_N];
+	memset(w, 0, sizeof(*w));
+	w->slot = slot;
+	return w;
+}
+
+/*
+ * What the share and the counters need from one step: own bytes always,
+ * the device's (devd >= 0) only with a probe. Others' bytes are counted per
+ * 10-s bucket, not per step: ours show on the device a step before they are
+ * reported, so a step's difference is noise that a bucket's evens out.
+ */
+static void _account(struct pace *c, int64_t now_ns, double dt, double devd,
+		     const struct pace_own *own)
+{
+	struct pace_win *w = _win(c, now_ns);
+	double o = (double)own->rbytes + (double)own->wbytes;
+
+	c->own_total += o;
+	if (devd < 0)
+		return;
+	w->own += o;
+	w->dev += devd;
+	w->room += c->capacity * dt;
+	w->probed++;
+}
+
+double pace_share(const struct pace *c, int64_t now_ns)
+{
+	int64_t slot = now_ns / ((int64_t)PACE_WIN_S * 1000000000LL) + 1;
+	double own = 0, dev = 0, room = 0, foreign;
+	int probed = 0;
+
+	for (int i = 0; i < PACE_WIN_N; i++) {
+		const struct pace_win *w = &c->win[i];
+
+		if (!w->slot || w->slot > slot || w->slot <= slot - PACE_WIN_N)
+			continue;
+		own += w->own;
+		dev += w->dev;
+		room += w->room;
+		probed += w->probed;
+	}
+	foreign = dev > own ? dev - own : 0;
+	if (!probed || room <= foreign)
+		return -1;
+	return own / (room - foreign);
+}
+
+void pace_fs_stats_of(const struct pace *c, int64_t now_ns, struct pace_fs_stats *st)
+{
+	st->held = c->held;
+	st->rate = c->held ? 0 : c->rate;
+	st->capacity = c->capacity;
+	st->foreign = c->foreign;
+	st->foreign_total = c->foreign_total;
+	st->own_total = c->own_total;
+	st->holds = c->backoffs;
+	st->share = pace_share(c, now_ns);
+}
+
 /* LEDBAT: move the rate toward the point where our latency is base * (1 + target). */
 static void _ledbat(struct pace *c, int64_t now_ns, double dt, const struct pace_own *own)
 {
@@ -135,6 +208,7 @@ double pace_step(struct pace *c, int64_t now_ns, const struct pace_probe_sample 
 		 const struct pace_own *own)
 {
 	double dt = c->last_ns ? (double)(now_ns - c->last_ns) / NS : 0;
+	double devd = -1;
 	int busy = 0;
 
 	if (dt <= 0 || dt > 1.0) {	/* first step, or after a gap: start afresh */
@@ -146,8 +220,11 @@ double pace_step(struct pace *c, int64_t now_ns, const struct pace_probe_sample 
 		return c->held ? 0 : c->rate;
 	}
 	c->last_ns = now_ns;
-	if (dev && c->have_last)
+	if (dev && c->have_last) {
+		devd = _pos(dev->rbytes, c->last.rbytes) + _pos(dev->wbytes, c->last.wbytes);
 		busy = _foreign(c, dt, dev, own);
+	}
+	_account(c, now_ns, dt, devd, own);
 	c->have_last = dev != NULL;
 	if (dev)
 		c->last = *dev;
@@ -241,13 +318,15 @@ const struct pace_probe_ops pace_probe_block = {
 	.close = _block_close,
 };
 
-/* Probes tried in order for a file system; a parallel file system's goes first. */
-static const struct pace_probe_ops *const _probes[] = { &pace_probe_block, NULL };
+/* Probes tried in order for a file system: a parallel file system's first (its
+   st_dev has no block device behind it: major 0). */
+static const struct pace_probe_ops *const _probes[] = { &pace_probe_lustre, &pace_probe_gpfs,
+	&pace_probe_block, NULL };
 
 /* ---- the pace thread ---- */
 
 #define PACE_SLOTS 256
-#define PACE_FS 16
+#define PACE_FS PACE_FS_MAX
 #define PACE_STEP_NS (10 * 1000000LL)
 
 struct _fs {
@@ -258,7 +337,10 @@ struct _fs {
 	void *h;
 	struct pace c;
 	int n;                       /* paced buckets on it this step */
-	struct pace_own own;
+	struct pace_own own;         /* what they did this tick */
+	struct pace_own pend;        /* since the controller's last step (a probe's
+					sample may come only every few ticks) */
+	struct pace_fs_stats st;     /* for /metrics */
 };
 
 static pthread_mutex_t _mu = PTHREAD_MUTEX_INITIALIZER;
@@ -316,29 +398,55 @@ static int _fs_for(dev_t dev)
 	_fs[free_i].used = 1;
 	_fs[free_i].dev = dev;
 	pace_init(&_fs[free_i].c, &_params);
+	_fs[free_i].st.major = major(dev);
+	_fs[free_i].st.minor = minor(dev);
+	snprintf(_fs[free_i].st.probe, sizeof(_fs[free_i].st.probe), "none");
+	if (pace_mount_point(dev, _fs[free_i].st.mount, sizeof(_fs[free_i].st.mount)) < 0)
+		_fs[free_i].st.mount[0] = '\0';
 	return free_i;
 }
 
-static void _probe(struct _fs *f, struct pace_probe_sample *s, int *have)
+/* The probe's answer for f now: PACE_PROBE_NEW (s filled), _STALE or _NONE. */
+static int _probe(struct _fs *f, struct pace_probe_sample *s)
 {
-	*have = 0;
+	int rc;
+
 	if (!f->tried) {
 		f->tried = 1;
 		for (int i = 0; _probes[i] && !f->h; i++)
 			if ((f->h = _probes[i]->open(f->dev)))
 				f->ops = _probes[i];
-		if (f->h)
-			log_info("pace: file system %u:%u: %s probe", major(f->dev), minor(f->dev),
+		if (f->h) {
+			log_info("pace: file system %u:%u (%s): %s probe", major(f->dev),
+				 minor(f->dev), f->st.mount[0] ? f->st.mount : "mount not found",
 				 f->ops->name);
+			snprintf(f->st.probe, sizeof(f->st.probe), "%s", f->ops->name);
+		}
 	}
-	if (f->h && f->ops->read(f->h, s) == 0)
-		*have = 1;
-	else if (f->h) {
-		log_warn("pace: file system %u:%u: the %s probe stopped answering; pacing on "
-			 "the transfers' own latency only", major(f->dev), minor(f->dev), f->ops->name);
-		f->ops->close(f->h);
-		f->h = NULL;
-	}
+	if (!f->h)
+		return PACE_PROBE_NONE;
+	rc = f->ops->read(f->h, s);
+	if (rc == PACE_PROBE_NEW || rc == PACE_PROBE_STALE || rc == PACE_PROBE_NONE)
+		return rc;
+	log_warn("pace: file system %u:%u: the %s probe stopped answering; pacing on the "
+		 "transfers' own latency only", major(f->dev), minor(f->dev), f->ops->name);
+	f->ops->close(f->h);
+	f->h = NULL;
+	snprintf(f->st.probe, sizeof(f->st.probe), "none");
+	return PACE_PROBE_NONE;
+}
+
+/* Add one tick's own I/O to what the next step will see. */
+static void _pend(struct pace_own *p, const struct pace_own *o)
+{
+	p->rbytes += o->rbytes;
+	p->wbytes += o->wbytes;
+	if (o->rmax > p->rmax)	/* what may be unreported at once, not a sum over ticks */
+		p->rmax = o->rmax;
+	if (o->wmax > p->wmax)
+		p->wmax = o->wmax;
+	p->lat_sum += o->lat_sum;
+	p->lat_n += o->lat_n;
 }
 
 static void _step(int64_t now)
@@ -369,12 +477,18 @@ static void _step(int64_t now)
 	}
 	for (int i = 0; i < PACE_FS; i++) {
 		struct pace_probe_sample s;
-		int have;
+		int rc;
 
+		_fs[i].st.active = _fs[i].used && _fs[i].n > 0;
 		if (!_fs[i].used || _fs[i].n == 0)
 			continue;
-		_probe(&_fs[i], &s, &have);
-		pace_step(&_fs[i].c, now, have ? &s : NULL, &_fs[i].own);
+		_pend(&_fs[i].pend, &_fs[i].own);
+		rc = _probe(&_fs[i], &s);
+		if (rc != PACE_PROBE_STALE) {
+			pace_step(&_fs[i].c, now, rc == PACE_PROBE_NEW ? &s : NULL, &_fs[i].pend);
+			memset(&_fs[i].pend, 0, sizeof(_fs[i].pend));
+		}
+		pace_fs_stats_of(&_fs[i].c, now, &_fs[i].st);
 		st.controllers++;
 		st.held += _fs[i].c.held;
 		st.rate += _fs[i].c.held ? 0 : _fs[i].c.rate;
@@ -412,6 +526,8 @@ static void *_main(void *arg)
 
 			memset(&_stats, 0, sizeof(_stats));
 			_stats.backoffs = b;
+			for (int i = 0; i < PACE_FS; i++)
+				_fs[i].st.active = 0;
 		}
 		pthread_mutex_unlock(&_mu);
 		if (!any)
@@ -456,4 +572,16 @@ void pace_run_stats(struct pace_stats *s)
 	pthread_mutex_lock(&_mu);
 	*s = _stats;
 	pthread_mutex_unlock(&_mu);
+}
+
+int pace_run_fs_stats(struct pace_fs_stats *out, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&_mu);
+	for (int i = 0; i < PACE_FS && n < max; i++)
+		if (_fs[i].used)
+			out[n++] = _fs[i].st;
+	pthread_mutex_unlock(&_mu);
+	return n;
 }

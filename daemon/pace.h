@@ -20,18 +20,22 @@
  *    over the last minutes (the uncontended latency). Queuing delay above
  *    the target fraction of the base lowers the rate, below it raises it.
  *
- * Probes: a probe turns a file system (its st_dev) into counters. The block
- * probe reads /sys/dev/block/MAJ:MIN/stat. A parallel file system plugs in
- * the same way: Lustre's client counters (llite.*.stats read_bytes and
- * write_bytes for the mount, or osc.*.stats per OST) and Spectrum Scale's
- * mmpmon fs_io_s (bytes read and written per file system) give the same
- * "bytes the file system moved" that the controller compares with ours;
- * jobstats (obdfilter.*.job_stats) can name the jobs. See
+ * Probes: a probe turns a file system (its st_dev) into counters. Three
+ * are tried in order: Lustre's client counters (pace_lustre.c: the mount's
+ * llite.<fsname>-<instance>.stats read_bytes and write_bytes), Spectrum
+ * Scale's (pace_gpfs.c: mmpmon fs_io_s bytes read and written, from one
+ * long-running mmpmon), and the block device's (/sys/dev/block/MAJ:MIN/stat).
+ * A client's counters see only this node's traffic: others' jobs on other
+ * nodes reach the controller through the latency signal only. See
  * docs/performance.md, "The adaptive scavenger".
  *
- * Must never: touch a user's path or data (it reads sysfs and the buckets'
- * counters only), or block the daemon's main loop (its thread never takes a
- * lock the main loop holds for long).
+ * Each controller also keeps what /metrics shows per file system
+ * (pace_fs_stats_of): others' and own bytes as counters, holds, and the
+ * archive share of the last 5 minutes.
+ *
+ * Must never: touch a user's path or data (it reads /proc, sysfs, debugfs,
+ * mmpmon's output and the buckets' counters only), or block the daemon's
+ * main loop (its thread never takes a lock the main loop holds for long).
  */
 #ifndef STAGEHAND_PACE_H
 #define STAGEHAND_PACE_H
@@ -45,18 +49,31 @@ struct pace_probe_sample {
 	uint64_t wbytes;    /* bytes written by everyone */
 };
 
+/* What a probe's read() returns besides -1. */
+enum {
+	PACE_PROBE_NEW = 0,     /* s holds counters as of now */
+	PACE_PROBE_STALE = 1,   /* no new sample since the last: the step waits for one
+				   (own bytes accumulate meanwhile), the rates stay */
+	PACE_PROBE_NONE = 2,    /* no sample for now (the source restarts): step on
+				   own latency only, the probe stays */
+};
+
 /* A load probe, chosen per file system: the first whose open() serves it. */
 struct pace_probe_ops {
 	const char *name;
-	/* A handle for the file system on device dev; NULL if not served. */
+	/* A handle for the file system on device dev; NULL if not served (a
+	   probe that recognises the file system but cannot serve it says why in
+	   the log). */
 	void *(*open)(dev_t dev);
-	/* Fill s; 0, or -1 (the probe is dropped and the controller goes on
-	   with its own latency only). */
+	/* Fill s; PACE_PROBE_NEW, _STALE or _NONE, or -1 (the probe is dropped
+	   with a log line and the controller goes on with its own latency only). */
 	int (*read)(void *h, struct pace_probe_sample *s);
 	void (*close)(void *h);
 };
 
 extern const struct pace_probe_ops pace_probe_block;
+extern const struct pace_probe_ops pace_probe_lustre;	/* pace_lustre.c */
+extern const struct pace_probe_ops pace_probe_gpfs;	/* pace_gpfs.c */
 
 struct pace_params {
 	double foreign_min;   /* others' bytes/s above which the transfers hold */
@@ -68,6 +85,17 @@ struct pace_params {
 };
 
 #define PACE_BASE_N 10          /* base latency history: minutes (RFC 6817's BASE_HISTORY) */
+#define PACE_WIN_S 10           /* the archive share's window: buckets of 10 s ... */
+#define PACE_WIN_N 30           /* ... 30 of them, 5 minutes */
+
+/* One 10-s bucket of the share's window. */
+struct pace_win {
+	int64_t slot;                /* now / 10 s when it was filled; 0 = empty */
+	double own;                  /* bytes our transfers reported */
+	double dev;                  /* bytes the probe saw the file system move */
+	double room;                 /* the capacity estimate integrated over the steps */
+	int probed;                  /* steps with the probe's counters */
+};
 
 struct pace {
 	struct pace_params p;
@@ -87,6 +115,11 @@ struct pace {
 	int64_t base_minute;         /* minute number of base[0] */
 	double delay;                /* last own latency, ns per MiB (0 = none yet) */
 	uint64_t backoffs;           /* holds started */
+	double own_total;            /* bytes our transfers reported, since init */
+	double foreign_total;        /* others' bytes since init, counted per closed
+					10-s bucket: max(0, dev - own) */
+	int64_t win_slot;            /* the bucket being filled (now / 10 s) */
+	struct pace_win win[PACE_WIN_N];
 };
 
 void pace_init(struct pace *c, const struct pace_params *p);
@@ -110,6 +143,14 @@ double pace_step(struct pace *c, int64_t now_ns, const struct pace_probe_sample 
 
 /* Bandwidth the others leave idle, bytes/s (capacity - their smoothed load). */
 double pace_idle(const struct pace *c);
+
+/*
+ * The archive share over the 5 minutes before now_ns (the buckets of steps
+ * with a probe): own bytes / (capacity x time - others' bytes). -1 when it
+ * cannot be told: no probe in that time, no capacity estimate, or others
+ * used all of it.
+ */
+double pace_share(const struct pace *c, int64_t now_ns);
 
 /* ---- the pace thread (daemon side) ---- */
 struct daemon;
@@ -137,5 +178,33 @@ struct pace_stats {
 	uint64_t backoffs;    /* holds since start */
 };
 void pace_run_stats(struct pace_stats *s);
+
+#define PACE_FS_MAX 16          /* file systems with a controller at once */
+
+/* One file system's controller, for /metrics (pace_metrics.c). */
+struct pace_fs_stats {
+	unsigned major, minor;       /* the file system's st_dev */
+	char mount[256];             /* its mount point (mountinfo), "" if not found */
+	char probe[16];              /* the probe in use: "block", "lustre", "gpfs", "none" */
+	int active;                  /* 1: paced transfers on it now */
+	int held;
+	double rate;                 /* bytes/s allowed now (0 when held) */
+	double capacity;             /* estimated bandwidth, bytes/s */
+	double foreign;              /* others' bytes/s, smoothed over 0.5 s */
+	double foreign_total;        /* others' bytes, counter */
+	double own_total;            /* own bytes, counter */
+	uint64_t holds;              /* holds started, counter */
+	double share;                /* archive share, last 5 minutes; -1 unknown */
+};
+
+/* The controller's part of st (not major, minor, mount, probe, active). */
+void pace_fs_stats_of(const struct pace *c, int64_t now_ns, struct pace_fs_stats *st);
+/* Copy up to max file systems' stats (those seen since start); returns how many. */
+int pace_run_fs_stats(struct pace_fs_stats *out, int max);
+/*
+ * The per-file-system series in Prometheus text (HELP and TYPE always, a
+ * sample per file system). Returns a new string (free()), NULL on ENOMEM.
+ */
+char *pace_metrics_render(const struct pace_fs_stats *fs, int n);
 
 #endif /* STAGEHAND_PACE_H */

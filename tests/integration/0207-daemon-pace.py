@@ -26,6 +26,21 @@ def _metrics(daemon):
     return {k: float(v) for k, v in re.findall(r"^(stagehand_pace_\w+) (\S+)$", text, re.M)}
 
 
+def _fs_metrics(daemon, path):
+    """The stagehand_pace_fs_* samples of the file system holding path."""
+    st, _, text, _ = daemon.api.get("/metrics")
+    assert st == 200
+    d = os.stat(path).st_dev
+    dev = "%d:%d" % (os.major(d), os.minor(d))
+    out = {}
+    for name, labels, v in re.findall(r"^(stagehand_pace_fs_\w+)\{([^}]*)\} (\S+)$", text, re.M):
+        if 'device="%s"' % dev in labels:
+            out[name] = float(v)
+            if name == "stagehand_pace_fs_probe":
+                out["probe"] = re.search(r'probe="([^"]*)"', labels).group(1)
+    return out
+
+
 @pytest.fixture(scope="module")
 def layout(base_dir, test_users):
     scratch = os.path.join(base_dir, "scratch")
@@ -104,6 +119,11 @@ def test_archive_held_while_others_write_then_finishes(daemon, layout):
     m1 = _metrics(daemon)
     assert m1["stagehand_pace_backoffs_total"] > m0["stagehand_pace_backoffs_total"], \
         (m0, m1, daemon.log_tail())
+    # The same per file system, labelled by its device and mount point.
+    f = _fs_metrics(daemon, layout["archive"])
+    assert f.get("stagehand_pace_fs_holds_total", 0) >= 1, (f, daemon.log_tail())
+    assert f["stagehand_pace_fs_own_bytes_total"] > 0, f
+    assert f["probe"] != "none", f
     r = daemon.api.wait(req["id"], timeout=180)
     assert r["state"] == "done", r
     assert r["bytes_done"] == 3 * 48 * MIB
@@ -111,3 +131,5 @@ def test_archive_held_while_others_write_then_finishes(daemon, layout):
     while time.monotonic() < end and _metrics(daemon)["stagehand_pace_filesystems"] != 0:
         time.sleep(0.1)
     assert _metrics(daemon)["stagehand_pace_filesystems"] == 0, "still paced after the end"
+    f = _fs_metrics(daemon, layout["archive"])
+    assert f["stagehand_pace_fs_active"] == 0 and f["stagehand_pace_fs_holds_total"] >= 1, f
