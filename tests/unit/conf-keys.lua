@@ -11,16 +11,48 @@ the places people read to it (TAP):
     with the table's default, and no other key;
   * docs/admin-submit.md's table of the keys slurmctld's module reads:
     exactly the table's "lua" keys, with their defaults;
-  * the Lua module has a reader for the kind of each key it reads, and
-    reads every default without complaint.
+  * the Lua module has a reader for the kind of each key it reads, reads
+    every default without complaint, and reads each of its keys as
+    stagehandd does: the same values taken, the same messages for the
+    others, the same result (PROBES: what tests/unit/conf_probe, stagehandd's
+    parser, made of the lines "--probes" prints).
 
 A failure names the key and the file to fix.
 
-  lua conf-keys.lua SRCDIR
+  lua conf-keys.lua SRCDIR --probes     lines for conf_probe
+  lua conf-keys.lua SRCDIR [PROBES]     the checks (TAP)
 ]]
-local src = assert(arg[1], "usage: lua conf-keys.lua SRCDIR")
+local src = assert(arg[1], "usage: lua conf-keys.lua SRCDIR [--probes | PROBES]")
 local TABLE = "lua/stagehand_conf.lua"
 local keys = assert(loadfile(src .. "/" .. TABLE))()
+
+-- Values tried on every key the Lua module reads, and each one's limits.
+local function probes()
+	local l = {}
+	local generic = { "", "0", "1", "-1", "+5", "abc", "1e3", "0x10", "none", "/abs",
+		"/abs/dir/", "rel", "/a/../b", "/a/..b", "/", "1K", "1M", "8G", "1G/s", "10MB", "10kb",
+		"8192T", "8193T", "9007199254740992", "9007199254740993", "https, S3", "https,9p",
+		"0,64030", "4294967294", "4294967295", "0, x", "hold", "bb", "BB", "copy",
+		"/" .. string.rep("y", 106), "/" .. string.rep("y", 107), "/tmp/x.sock" }
+	for _, k in ipairs(keys) do
+		if k.lua then
+			local vals = {}
+			for _, v in ipairs(generic) do vals[#vals + 1] = v end
+			for _, n in ipairs({ k.min, k.max }) do
+				vals[#vals + 1] = string.format("%.0f", n - 1)
+				vals[#vals + 1] = string.format("%.0f", n)
+				vals[#vals + 1] = string.format("%.0f", n + 1)
+			end
+			if k.default then vals[#vals + 1] = k.default end
+			for _, v in ipairs(vals) do l[#l + 1] = k[1] .. "=" .. v end
+		end
+	end
+	return l
+end
+if arg[2] == "--probes" then
+	print(table.concat(probes(), "\n"))
+	os.exit(0)
+end
 
 local n, fails = 0, 0
 local function ok(cond, desc, why)
@@ -181,6 +213,60 @@ do
 		end
 	end
 	ok(#errors == 0, "stagehand.lua reads every default of " .. TABLE, errors[1])
+
+	-- each probe line as stagehandd read it
+	local C = {}
+	if arg[2] then
+		for l in io.lines(arg[2]) do
+			local line, res = l:match("^(.-)\t(.*)$")
+			if line then C[line] = res end
+		end
+	end
+	ok(arg[2] ~= nil, "stagehandd's reading of the probe lines given (conf_probe)")
+	local tmp = os.tmpname()
+	local function text(v)
+		if type(v) == "table" then
+			local t = {}
+			for i, x in ipairs(v) do t[i] = type(x) == "number" and string.format("%.0f", x) or x end
+			return table.concat(t, ",")
+		end
+		if type(v) == "number" then return string.format("%.0f", v) end
+		return tostring(v)
+	end
+	local bad, count = {}, 0
+	for _, line in ipairs(arg[2] and probes() or {}) do
+		local f = assert(io.open(tmp, "w"))
+		f:write(line, "\n")
+		f:close()
+		errors = {}
+		local mod = assert(loadfile(src .. "/lua/stagehand.lua"))(tmp)
+		local key = line:match("^([^=]*)=")
+		local lua
+		if errors[1] then
+			lua = "ERR " .. errors[1]:gsub("^stagehand: [^\n]-:1: ", ""):gsub("; the default stays$", "")
+		else
+			local k = byname[key]
+			local v = mod.site_config()[key]
+			if k[2] == "enum" or k[2] == "word" or k[2] == "bool" then
+				lua = "OK"  -- C keeps the word's constant, Lua the word
+			else
+				lua = "OK " .. text(v)
+			end
+		end
+		local c = C[line] or "(no answer from conf_probe)"
+		if byname[key][2] == "uids" and c:match("^OK ") then
+			-- stagehandd keeps the uids as written ("+5"), Lua as numbers
+			local t = {}
+			for u in c:sub(4):gmatch("[^,]+") do t[#t + 1] = string.format("%.0f", tonumber(u)) end
+			c = "OK " .. table.concat(t, ",")
+		end
+		if lua == "OK" then c = c:match("^OK") and "OK" or c end
+		count = count + 1
+		if c ~= lua then bad[#bad + 1] = line .. "\n#   stagehandd: " .. c .. "\n#   stagehand.lua: " .. lua end
+	end
+	os.remove(tmp)
+	ok(#bad == 0, "stagehand.lua reads " .. count .. " lines of its keys as stagehandd does",
+		#bad .. " differ:\n# " .. table.concat(bad, "\n# "))
 	slurm = nil
 end
 
