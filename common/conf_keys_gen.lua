@@ -1,6 +1,9 @@
 --[[
 conf_keys_gen.lua - turn the stagehand.conf key table (lua/stagehand_conf.lua)
-into C for conf_keys.c: lua conf_keys_gen.lua TABLE > conf_keys_tab.h
+into C for conf_keys.c, or into the key summary of stagehand.conf(5):
+
+  lua conf_keys_gen.lua TABLE > conf_keys_tab.h
+  lua conf_keys_gen.lua TABLE --man > conf-keys.man
 
 Why Lua: the table is Lua data because slurmctld's module reads it as it
 is, at load time, and configure already requires a Lua interpreter (for the
@@ -13,6 +16,24 @@ field exists and has the width its kind writes (_Static_assert below).
 ]]
 local path = assert(arg[1], "usage: lua conf_keys_gen.lua lua/stagehand_conf.lua")
 local keys = assert(loadfile(path))()
+
+if arg[2] == "--man" then
+	-- One tagged paragraph per key: "Key=default", then its one-line doc.
+	local function troff(t) return (t:gsub("\\", "\\e"):gsub("%-", "\\-")) end
+	local out = {}
+	for _, k in ipairs(keys) do
+		local d = k.default
+		out[#out + 1] = ".TP"
+		if d == nil or d == "" then
+			out[#out + 1] = ".BR " .. k[1] .. "= \" (" .. (d and "empty" or "unset") .. ")\""
+		else
+			out[#out + 1] = ".BI " .. k[1] .. "= \"" .. troff(d) .. "\""
+		end
+		out[#out + 1] = troff(k.doc) .. "."
+	end
+	io.write(table.concat(out, "\n"), "\n")
+	return
+end
 
 local KINDS = {
 	int = "CK_INT", bool = "CK_ENUM", enum = "CK_ENUM", word = "CK_WORD",

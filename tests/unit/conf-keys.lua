@@ -113,6 +113,12 @@ do
 			end
 		end
 	end
+	local summary = 0
+	for _, l in ipairs(lines) do
+		if l == "@CONF_KEY_SUMMARY@" then summary = summary + 1 end
+	end
+	ok(summary == 1, MAN .. ": one @CONF_KEY_SUMMARY@ line (the key summary, made from " .. TABLE .. ")",
+		"found " .. summary)
 	local entry_of = {}
 	for _, e in ipairs(entries) do
 		if #e.keys ~= 1 then
