@@ -13,71 +13,26 @@
 
 #include "conf.h"
 #include "conf_int.h"
-#include "dsl.h"
 #include "log.h"
 
 #define CONF_MAX_LINE 4096
 
+/* The defaults are the table's (lua/stagehand_conf.lua), read by the same
+   handlers as the file, so the documented value and the built-in one are
+   one text. */
 struct conf *conf_create(void)
 {
 	struct conf *c = calloc(1, sizeof(*c));
-	char w[128];
+	char why[512];
 
 	if (!c)
 		return NULL;
-	if (conf__set_str(&c->socket_path, "/run/stagehand/stagehandd.sock", w, sizeof(w)) < 0 ||
-	    conf__set_str(&c->state_db, "/var/lib/stagehand/stagehand.db", w, sizeof(w)) < 0 ||
-	    conf__set_str(&c->pid_file, "/run/stagehand/stagehandd.pid", w, sizeof(w)) < 0 ||
-	    conf__set_str(&c->checksum, "xxh128", w, sizeof(w)) < 0 ||
-	    conf__set_str(&c->s3_region, "us-east-1", w, sizeof(w)) < 0 ||
-	    !(c->scratch_roots = conf__split("", 0)) ||
-	    !(c->stage_in_roots = conf__split("", 0)) ||
-	    !(c->admin_users = conf__split("", 0)) ||
-	    !(c->admin_groups = conf__split("", 0)) ||
-	    !(c->allowed_schemes = conf__split("https,s3,ftp,ftps,sftp,file", 1)) ||
-	    !(c->trusted_uids = conf__split("0", 0))) {
-		conf_destroy(c);
-		return NULL;
-	}
-	c->archive_mode = CONF_ARCHIVE_COPY;
-	c->slurm_watch = 1;
-	c->slurm_watch_interval = 2;
-	c->slurm_watch_full_interval = 60;
-	c->create_user_dirs = 1;
-	c->workers = 2;
-	c->bandwidth_cap = 0;
-	c->max_retries = 3;
-	c->retry_backoff = 30;
-	c->xattr_ns = CONF_XATTR_USER;
-	c->log_level = LOG_LVL_INFO;
-	c->max_request_bytes = 65536;
-	c->max_connections_per_user = 16;
-	c->io_class = CONF_IO_IDLE;
-	c->connection_timeout = 30;
-	c->drain_timeout = 60;
-	c->archive_bundle = 0;
-	c->bundle_min_files = 1000;
-	c->bundle_file_max = 1ULL << 20;
-	c->bundle_size = 1ULL << 30;
-	c->s3_part_size = 64ULL << 20;
-	c->archive_workers = 1;
-	c->sync_batch = 1;
-	c->yield_to_jobs = 1;
-	c->yield_bandwidth = 0;
-	c->yield_max_delay = 2 * 3600;
-	c->yield_trickle = 10ULL << 20;
-	c->yield_mode = CONF_YIELD_ADAPTIVE;
-	c->yield_stage_in_lead = 600;
-	c->notify_timeout = 30;
-	c->input_retention = 24 * 3600;
-	c->max_directives = DSL_DEFAULT_MAX_DIRECTIVES;
-	c->max_directive_line = DSL_DEFAULT_MAX_LINE;
-	c->max_path_length = DSL_DEFAULT_MAX_PATH;
-	c->max_plan_bytes = 16384;
-	c->submit_mode = CONF_SUBMIT_HOLD;
-	c->mover_shard_bytes = 64ULL << 30;
-	c->mover_shard_files = 100000;
-	c->mover_max_jobs = 16;
+	for (size_t i = 0; i < conf__nkeys; i++)
+		if (conf__keys[i].def &&
+		    conf__set(c, &conf__keys[i], conf__keys[i].def, why, sizeof(why)) < 0) {
+			conf_destroy(c);
+			return NULL;
+		}
 	return c;
 }
 
@@ -124,7 +79,7 @@ int conf_parse_line(struct conf *c, const char *line, const char *file, int line
 		if (c->key_line[i])
 			return log_errf(err, errlen, "%s:%d: error: %s is already set on line %d: "
 				     "set it once", file, lineno, conf__keys[i].name, c->key_line[i]);
-		if (conf__keys[i].set(c, val, why, sizeof(why)) < 0)
+		if (conf__set(c, &conf__keys[i], val, why, sizeof(why)) < 0)
 			return log_errf(err, errlen, "%s:%d: error: %s", file, lineno, why);
 		c->key_line[i] = lineno;
 		return 0;
@@ -228,29 +183,8 @@ void conf_destroy(struct conf *c)
 	if (!c)
 		return;
 	free(c->path);
-	free(c->socket_path);
-	free(c->listen_host);
-	free(c->server);
-	free(c->state_db);
-	conf__free_list(c->scratch_roots);
-	free(c->archive_root);
-	conf__free_list(c->allowed_schemes);
-	conf__free_list(c->stage_in_roots);
-	conf__free_list(c->admin_users);
-	conf__free_list(c->admin_groups);
-	conf__free_list(c->trusted_uids);
-	free(c->pid_file);
-	free(c->checksum);
-	free(c->s3_endpoint);
-	free(c->s3_region);
-	free(c->s3_credentials_file);
-	free(c->url_ca_file);
-	free(c->yield_probe);
-	free(c->slurm_conf);
-	free(c->metrics_host);
-	conf__free_list(c->notify_argv);
-	free(c->mover_partition);
-	free(c->mover_command);
+	for (size_t i = 0; i < conf__nkeys; i++)
+		conf__clear(c, &conf__keys[i]);
 	free(c);
 }
 

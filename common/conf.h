@@ -4,7 +4,9 @@
  *
  * Owns: the one configuration struct, its defaults, parsing of the
  * Slurm-style "Key=Value" file (case-insensitive keys, '#' comments) and
- * validation. Life cycle: conf_create -> conf_parse_file -> conf_validate ->
+ * validation. The keys, their kinds, limits and defaults are listed once, in
+ * lua/stagehand_conf.lua (conf_int.h): a new key is a row there and a field
+ * here. Life cycle: conf_create -> conf_parse_file -> conf_validate ->
  * conf_destroy. Every error names FILE:LINE.
  *
  * Must never: exit, log, or touch anything but the file it is given.

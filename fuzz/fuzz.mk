@@ -27,7 +27,7 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-Wall -Wno-unused-parameter \
-	-I$(BUILD) -I$(SRC)/common -I$(SRC)/daemon $(PKG_CFLAGS)
+	-I$(BUILD) -I$(BUILD)/common -I$(SRC)/common -I$(SRC)/daemon $(PKG_CFLAGS)
 
 DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.c $(SRC)/common/log.c \
 	$(SRC)/common/dsl_expand.c
@@ -50,7 +50,8 @@ $(OUT)/fuzz_api: $(SRC)/fuzz/fuzz_api.c $(API_SRCS) $(SRC)/daemon/api_decode.h $
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_api.c $(API_SRCS) $(PKG_LIBS)
 
-$(OUT)/fuzz_dclient: $(SRC)/fuzz/fuzz_dclient.c $(DCLIENT_SRCS) $(SRC)/common/dclient.h $(BUILD)/config.h
+$(OUT)/fuzz_dclient: $(SRC)/fuzz/fuzz_dclient.c $(DCLIENT_SRCS) $(SRC)/common/dclient.h $(BUILD)/config.h \
+		$(BUILD)/common/conf_keys_tab.h
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_dclient.c $(DCLIENT_SRCS) $(PKG_LIBS) -lmunge -lpthread
 

@@ -3,8 +3,8 @@ burst_buffer.lua - stagehand's hooks for Slurm's burst_buffer/lua plugin
 (BurstBufferType=burst_buffer/lua, Directive=DATA in burst_buffer.conf,
 SubmitMode=bb in stagehand.conf), as shipped: a thin wrapper around
 stagehand.lua. Put it next to slurm.conf with stagehand.lua,
-stagehand_dsl.lua and stagehand_bb.lua (docs/admin-guide.md, "Burst-buffer
-mode"); keep JobSubmitPlugins=lua with job_submit.lua too, which records
+stagehand_dsl.lua, stagehand_bb.lua and stagehand_conf.lua
+(docs/admin-guide.md, "Burst-buffer mode"); keep JobSubmitPlugins=lua with job_submit.lua too, which records
 each job's plan.
 
 One script for every Slurm release from 22.05 on. Which hook runs where,

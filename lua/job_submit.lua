@@ -2,7 +2,8 @@
 job_submit.lua - stagehand's submit hook for Slurm's job_submit/lua plugin
 (JobSubmitPlugins=lua), as shipped: a thin wrapper around stagehand.lua.
 
-Put this file, stagehand.lua and stagehand_dsl.lua next to slurm.conf. A
+Put this file, stagehand.lua, stagehand_dsl.lua, stagehand_bb.lua and
+stagehand_conf.lua next to slurm.conf. A
 site with a job_submit.lua of its own keeps its script instead and adds the
 load line and the two calls below to it (docs/admin-submit.md).
 

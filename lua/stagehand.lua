@@ -29,8 +29,11 @@ The module (docs/admin-submit.md):
 Site settings come from stagehand.conf, read once when the module is loaded
 (slurmctld reloads the scripts when their mtime changes): the file named by
 the loader's argument (loadfile(PATH)(CONF)), else $STAGEHAND_CONF, else
-/etc/stagehand/stagehand.conf. A missing file means the documented defaults;
-a bad value is logged with FILE:LINE and its default kept.
+/etc/stagehand/stagehand.conf. Which keys it reads, their limits and
+defaults come from stagehand_conf.lua, the table of every key that
+stagehandd's parser is generated from too, so both read a value alike. A
+missing file means the documented defaults; a bad value is logged with
+FILE:LINE and stagehandd's message for it, and its default kept.
 
 Must never: raise a Lua error into slurmctld, read files or run programs
 while a job is submitted (the configuration is read at load time only),
@@ -46,54 +49,29 @@ local M = {}
 M.VERSION = "0.1.0"
 
 ------------------------------------------------------------------------------
--- Site configuration: defaults (docs/directives.md), overridden by
--- stagehand.conf. Internal names; site_config() shows the stagehand.conf keys.
+-- Site configuration: the keys of stagehand.conf this module reads, with
+-- their kinds, limits and defaults, come from stagehand_conf.lua beside this
+-- file: the one table of keys, which stagehandd's C parser is generated from
+-- too (entries with a "lua" name are ours). SITE holds them under those
+-- internal names; site_config() shows them under the stagehand.conf keys.
 ------------------------------------------------------------------------------
-local SITE = {
-	-- URL schemes a #DATA line may use (lower case). http is off: clear text.
-	allowed_schemes = { "https", "s3", "ftp", "ftps", "sftp", "file" },
-	-- Absolute directories stage_in sources must lie under; {} = anywhere.
-	stage_in_roots = {},
-	-- Limits (docs/directives.md "Characters and limits").
-	max_directives = 64,   -- #DATA directives per script
-	max_line = 4096,       -- bytes in one #DATA line
-	max_path = 4095,       -- bytes in one path or URL
-	-- "hold": job_submit holds jobs with stage_in until stagehandd has staged
-	-- their inputs. "bb": Slurm's burst_buffer/lua stages them; no hold.
-	submit_mode = "hold",
-	hold_stage_in = true,
-	-- Largest admin_comment record this script writes ("stagehand:v1:" + JSON).
-	max_plan_bytes = 16384,
-	-- uids whose job modifications are never refused (root; add SlurmUser's uid).
-	trusted_uids = { 0 },
-	-- Scratch roots (each one a burst-buffer pool in bb mode).
-	scratch_roots = {},
-	-- Bytes each scratch root offers staged inputs as a burst-buffer pool
-	-- (bb mode); nil = no pools: Slurm sets every job up at once.
-	pool_capacity = nil,
-	-- stagehandd's socket; its directory holds the pool state the daemon
-	-- publishes (pools.json), which slurm_bb_pools reads.
-	socket_path = "/run/stagehand/stagehandd.sock",
-}
 
--- stagehand.conf key -> { internal name, kind }. Keys are case-insensitive.
-local CONF_KEYS = {
-	AllowedSchemes = { "allowed_schemes", "schemes" },
-	StageInRoots = { "stage_in_roots", "paths" },
-	ScratchRoots = { "scratch_roots", "paths" },
-	MaxDirectives = { "max_directives", "count" },
-	MaxDirectiveLine = { "max_line", "count" },
-	MaxPathLength = { "max_path", "count" },
-	MaxPlanBytes = { "max_plan_bytes", "count" },
-	SubmitMode = { "submit_mode", "mode" },
-	TrustedUids = { "trusted_uids", "uids" },
-	PoolCapacity = { "pool_capacity", "size" },
-	SocketPath = { "socket_path", "path" },
-}
-local CONF_LOWER = {}
-for k, v in pairs(CONF_KEYS) do CONF_LOWER[string.lower(k)] = { k, v[1], v[2] } end
+-- The module's directory (where the site put stagehand.lua, normally next
+-- to slurm.conf): the key table, the grammar and the bb hooks live there.
+local HERE = (debug.getinfo(1, "S").source or ""):match("^@(.*/)") or "./"
+
+local CONF_TABLE = assert(loadfile(HERE .. "stagehand_conf.lua"))()
+local CONF_KEYS = {}   -- the entries this module reads, in table order
+local CONF_LOWER = {}  -- lower-case key -> entry
+for _, k in ipairs(CONF_TABLE) do
+	if k.lua then
+		CONF_KEYS[#CONF_KEYS + 1] = k
+		CONF_LOWER[string.lower(k[1])] = k
+	end
+end
 
 local DEFAULT_CONF = "/etc/stagehand/stagehand.conf"
+local format_ = string.format
 
 local function _conf_list(v)
 	local out = {}
@@ -104,57 +82,122 @@ local function _conf_list(v)
 	return out
 end
 
--- One value by its kind; nil and a reason when it is bad.
-local function _conf_value(kind, v)
-	if kind == "schemes" then
-		local l = _conf_list(string.lower(v))
-		for _, s in ipairs(l) do
-			if not s:find("^[a-z][a-z0-9+.-]*$") then
-				return nil, "'" .. s .. "' is not a URL scheme"
-			end
-		end
-		return l
-	elseif kind == "paths" then
-		local l = _conf_list(v)
-		for _, p in ipairs(l) do
-			if p:sub(1, 1) ~= "/" then return nil, "'" .. p .. "' is not an absolute path" end
-		end
-		return l
-	elseif kind == "count" then
-		local n = tonumber(v)
-		if not n or n < 1 or n ~= math.floor(n) then
-			return nil, "'" .. v .. "' is not a positive whole number"
-		end
-		return n
-	elseif kind == "size" then
-		-- as stagehandd reads sizes: digits, K, M, G or T (powers of 1024), a B
-		local digits, unit = v:match("^(%d+)([KMGTkmgt]?)[Bb]?$")
-		unit = unit and unit:upper()
-		local n = digits and #digits <= 15 and tonumber(digits)
-		local mult = ({ K = 1024, M = 1024 ^ 2, G = 1024 ^ 3, T = 1024 ^ 4 })[unit] or 1
-		if not n or n == 0 or n > 2 ^ 53 / mult then
-			return nil, "'" .. v .. "' is not a size (e.g. 500G)"
-		end
-		return n * mult
-	elseif kind == "path" then
-		if v:sub(1, 1) ~= "/" then return nil, "'" .. v .. "' is not an absolute path" end
-		return v
-	elseif kind == "mode" then
-		local m = string.lower(v)
-		if m ~= "hold" and m ~= "bb" then return nil, "'" .. v .. "' is neither hold nor bb" end
-		return m
-	elseif kind == "uids" then
-		local l = {}
-		for _, u in ipairs(_conf_list(v)) do
-			local n = tonumber(u)
-			if not n or n < 0 or n ~= math.floor(n) then
-				return nil, "'" .. u .. "' is not a numeric uid"
-			end
-			l[#l + 1] = n
-		end
-		return l
-	end
+-- A decimal integer as C's strtol reads it (sign allowed), or nil.
+local function _conf_int(v)
+	local sign, digits = v:match("^%s*([+-]?)(%d+)$")
+	if not digits or #digits > 15 then return nil end
+	local n = tonumber(digits)
+	if sign == "-" then n = 0 - n end
+	return n
 end
+
+-- An absolute path without a '..' component (C: conf_keys.c, _check_abs).
+local function _conf_abs(v, what)
+	if v:sub(1, 1) ~= "/" then return nil, what .. " must be an absolute path, not '" .. v .. "'" end
+	if #v >= 4096 then return nil, what .. " is longer than 4095 bytes" end
+	if ("/" .. v .. "/"):find("/%.%./") then
+		return nil, what .. " must not contain '..': '" .. v .. "'"
+	end
+	return v
+end
+
+-- "'a', 'b' or 'c'": the choices a message names (aliases left out).
+local function _conf_choices(k)
+	local l = {}
+	for _, c in ipairs(k.choices) do
+		if not c.alias then l[#l + 1] = "'" .. c[1] .. "'" end
+	end
+	return table.concat(l, ", ", 1, #l - 1) .. " or " .. l[#l]
+end
+
+local UNITS = { K = 1024, M = 1024 ^ 2, G = 1024 ^ 3, T = 1024 ^ 4 }
+local DURATION_UNITS = { s = 1, m = 60, h = 3600, d = 86400 }
+
+-- One reader per kind of value, as stagehandd reads it (common/conf_keys.c),
+-- with its messages: value, or nil and what is wrong.
+local READ = {}
+function READ.int(k, v)
+	local n = _conf_int(v)
+	if not n or n < k.min or n > k.max then
+		return nil, format_("%s must be an integer from %d to %d, not '%s'", k[1], k.min, k.max, v)
+	end
+	return n
+end
+function READ.enum(k, v)
+	for _, c in ipairs(k.choices or { { "yes" }, { "no" } }) do
+		if string.lower(v) == c[1] then return c[1] end
+	end
+	return nil, format_("%s must be %s, not '%s'", k[1], k.must or _conf_choices(k), v)
+end
+READ.word = READ.enum
+function READ.bool(k, v)
+	local w, why = READ.enum(k, v)
+	if w == nil then return nil, why end
+	return w == "yes"
+end
+function READ.duration(k, v)
+	if k.off and string.lower(v) == k.off then return k.offval end
+	local digits, unit = v:match("^(%d+)([smhdSMHD]?)$")
+	local n = digits and #digits <= 15 and tonumber(digits) * (DURATION_UNITS[string.lower(unit)] or 1)
+	if not n or n < k.min or n > k.max then
+		return nil, format_("%s must be %s, not '%s'", k[1], k.must, v)
+	end
+	return n
+end
+-- Sizes, not rates: no "/s" (the C side holds the keys read here to that).
+function READ.size(k, v)
+	local digits, unit = v:match("^(%d+)([KMGTkmgt]?)[Bb]?$")
+	local mult = unit and UNITS[unit:upper()] or 1
+	local n = digits and #digits <= 16 and tonumber(digits) * mult
+	-- 16 digits may pass 2^53, past which a Lua number is no longer exact
+	if n and #digits == 16 and (unit ~= "" or digits > "9007199254740992") then n = nil end
+	if not n or n < (k.min or 0) or (k.max and n > k.max) then
+		return nil, format_("%s must be %s, not '%s'", k[1], k.must, v)
+	end
+	return n
+end
+function READ.path(k, v)
+	if k.off and string.lower(v) == string.lower(k.off) then return nil end
+	return _conf_abs(v, k[1])
+end
+function READ.sockpath(k, v)
+	local max = math.min(k.max or 107, 107)
+	if #v > max then
+		return nil, format_("%s is longer than %d bytes (a UNIX socket limit)", k[1], max)
+	end
+	return READ.path(k, v)
+end
+function READ.roots(k, v)
+	local l = _conf_list(v)
+	for i, p in ipairs(l) do
+		local ok, why = _conf_abs(p, k[1] .. " entry")
+		if not ok then return nil, why end
+		while #p > 1 and p:sub(-1) == "/" do p = p:sub(1, -2) end
+		l[i] = p
+	end
+	return l
+end
+function READ.schemes(k, v)
+	local l = _conf_list(string.lower(v))
+	for _, s in ipairs(l) do
+		if not s:find("^[a-z][a-z0-9+.-]*$") then
+			return nil, format_("%s: '%s' is not a URL scheme (letters, digits, + - .)", k[1], s)
+		end
+	end
+	return l
+end
+function READ.uids(k, v)
+	local l = {}
+	for _, u in ipairs(_conf_list(v)) do
+		local n = _conf_int(u)
+		if not n or n < 0 or n > 4294967294 then
+			return nil, format_("%s: '%s' is not a numeric uid", k[1], u)
+		end
+		l[#l + 1] = n
+	end
+	return l
+end
+M.CONF_READERS = READ  -- for tests: every key the table gives this module has one
 
 local function _load_log(level, fmt, ...)
 	if type(slurm) == "table" and type(slurm[level]) == "function" then
@@ -162,7 +205,34 @@ local function _load_log(level, fmt, ...)
 	end
 end
 
+-- One value of key k: the value (nil = unset), or false and the reason.
+local function _conf_value(k, v)
+	local read = READ[k[2]]
+	if not read then
+		return false, "a " .. k[2] .. " value, which this module cannot read"
+	end
+	local val, why = read(k, v)
+	if val == nil and why then return false, why end
+	return val
+end
+
+-- The documented defaults, read from the table the way a file is read.
+local SITE = {}
+for _, k in ipairs(CONF_KEYS) do
+	if k.default ~= nil then
+		local val, why = _conf_value(k, k.default)
+		if val == false and why then
+			_load_log("log_error", "stagehand: stagehand_conf.lua: %s's default: %s", k[1], why)
+		else
+			SITE[k.lua] = val
+		end
+	end
+end
+SITE.hold_stage_in = SITE.submit_mode == "hold"
+
 -- Read stagehand.conf into SITE. Unknown keys belong to stagehandd: skipped.
+-- A bad value is logged with FILE:LINE and keeps its default (stagehandd
+-- refuses the same file: its error says what to fix).
 -- Returns the path read, or nil when it could not be opened (defaults stay).
 local function _read_conf(path)
 	local f, oerr = io.open(path, "r")
@@ -175,17 +245,17 @@ local function _read_conf(path)
 	for line in f:lines() do
 		n = n + 1
 		line = line:gsub("#.*$", ""):gsub("^%s+", ""):gsub("%s+$", "")
-		local k, v = line:match("^([%w_]+)%s*=%s*(.-)$")
-		local known = k and CONF_LOWER[string.lower(k)]
-		if line ~= "" and not k then
+		local key, v = line:match("^([%w_]+)%s*=%s*(.-)$")
+		local k = key and CONF_LOWER[string.lower(key)]
+		if line ~= "" and not key then
 			_load_log("log_error", "stagehand: %s:%d: not Key=Value: ignored", path, n)
-		elseif known then
-			local val, why = _conf_value(known[3], v)
-			if val == nil then
-				_load_log("log_error", "stagehand: %s:%d: %s: %s; the default stays", path, n,
-					known[1], why)
+		elseif k then
+			local val, why = _conf_value(k, v)
+			if val == false and why then
+				-- why names the key, as stagehandd's message does
+				_load_log("log_error", "stagehand: %s:%d: %s; the default stays", path, n, why)
 			else
-				SITE[known[2]] = val
+				SITE[k.lua] = val
 			end
 		end
 	end
@@ -210,8 +280,8 @@ ConfigFile: the file they were read from, or false when none could be read.
 ]]
 function M.site_config()
 	local out = {}
-	for key, spec in pairs(CONF_KEYS) do
-		local v = SITE[spec[1]]
+	for _, k in ipairs(CONF_KEYS) do
+		local key, v = k[1], SITE[k.lua]
 		if type(v) == "table" then
 			local c = {}
 			for i, x in ipairs(v) do c[i] = x end
@@ -240,9 +310,7 @@ local function _rc(name, num)
 	return num
 end
 
--- The grammar lives beside this file (the module's directory: where the
--- site put stagehand.lua, normally next to slurm.conf).
-local HERE = (debug.getinfo(1, "S").source or ""):match("^@(.*/)") or "./"
+-- The grammar lives beside this file (HERE, above).
 M.DIR = HERE
 local DSL = assert(loadfile(HERE .. "stagehand_dsl.lua"))(SITE)
 local parse, plan_json = DSL.parse, DSL.plan_json
