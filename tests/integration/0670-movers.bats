@@ -147,11 +147,14 @@ on_two_nodes() {
 
 @test "movers: a mover killed mid-shard: its shard runs again, nothing lost, nothing done twice" {
 	tree "$WD/t" 32 192
-	# The mover whose shard holds the tree's last file in walk order (depth
-	# first, each directory in readdir order, as find walks it) is held in
-	# its open of that file: it has verified the files before it and is
-	# surely alive when it is killed.
-	last=$(cd "$WD/t" && find . -type f -printf '%P\n' | tail -n1)
+	# The mover whose shard holds the tree's last file in the order movers
+	# copy (a shard's files are fetched ORDER BY relpath: byte order, as
+	# LC_ALL=C sort) is held in its open of that file: it has verified the
+	# other files of its shard, whatever the file system's readdir order made
+	# the shards, and is surely alive when it is killed. (The last file in
+	# find's order can come early in its shard: on tmpfs the test waited for
+	# 2 verified files that never came.)
+	last=$(cd "$WD/t" && find . -type f -printf '%P\n' | LC_ALL=C sort | tail -n1)
 	stall_mover_open "$WD/t/$last"
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m2"
 	read -r -t 120 pid <&"${STALL[0]}"
