@@ -78,6 +78,15 @@ tree() {
 		_ "$1" "$2" "$3"
 }
 
+# leaf_tree DIR NDIRS PER KIB: NDIRS directories of PER files (KIB KiB and a
+# few bytes each), no file in DIR itself.
+leaf_tree() {
+	run_as_user shtest bash -c 'for ((d = 0; d < $2; d++)); do mkdir -p "$1/d$d"
+		for ((i = 0; i < $3; i++)); do
+			head -c $(($4 * 1024 + d * $3 + i)) /dev/urandom >"$1/d$d/f$i"; done; done' \
+		_ "$1" "$2" "$3" "$4"
+}
+
 archive() {
 	local out
 	out=$(run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" submit --archive "$1" "$2" --json) ||
@@ -146,15 +155,18 @@ on_two_nodes() {
 }
 
 @test "movers: a mover killed mid-shard: its shard runs again, nothing lost, nothing done twice" {
-	tree "$WD/t" 32 192
-	# The mover whose shard holds the tree's last file in the order movers
-	# copy (a shard's files are fetched ORDER BY relpath: byte order, as
-	# LC_ALL=C sort) is held in its open of that file: it has verified the
-	# other files of its shard, whatever the file system's readdir order made
-	# the shards, and is surely alive when it is killed. (The last file in
-	# find's order can come early in its shard: on tmpfs the test waited for
-	# 2 verified files that never came.)
-	last=$(cd "$WD/t" && find . -type f -printf '%P\n' | LC_ALL=C sort | tail -n1)
+	# 32 files in 8 leaf directories of 4 (none in the root): the 4 shards
+	# of 8 are runs of the walk (depth first, each directory in readdir
+	# order, as find walks it), so the last shard holds the last two
+	# directories walked. Its mover is held in its open of the walk's last
+	# file: it has verified the other directory's 4 files (SyncMode=batch
+	# makes a directory's small files durable and reports them when it
+	# leaves the directory: what shares the held file's directory waits with
+	# it) and is surely alive when it is killed. Whatever the file system's
+	# readdir order (with files in the root as well, tmpfs's order put the
+	# held file's batch first and nothing was ever reported).
+	leaf_tree "$WD/t" 8 4 192
+	last=$(cd "$WD/t" && find . -type f -printf '%P\n' | tail -n1)
 	stall_mover_open "$WD/t/$last"
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m2"
 	read -r -t 120 pid <&"${STALL[0]}"
