@@ -17,6 +17,7 @@
 #include "restore.h"
 #include "worker_int.h"
 #include "xfer.h"
+#include "xfer_util.h"
 
 struct _known {
 	struct restore_known *e;
@@ -32,15 +33,8 @@ static int _collect(const struct queue_item *it, void *arg)
 
 	if (strcmp(it->type, "file") != 0 || !cks || strlen(cks) >= CKSUM_HEX_MAX)
 		return 0;
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 64;
-		struct restore_known *e = realloc(k->e, cap * sizeof(*e));
-
-		if (!e)
-			return k->failed = 1;
-		k->e = e;
-		k->cap = cap;
-	}
+	if (xfer_grow((void **)&k->e, k->n, &k->cap, sizeof(*k->e), 64) < 0)
+		return k->failed = 1;
 	k->e[k->n].path = strdup(it->relpath);
 	if (!k->e[k->n].path)
 		return k->failed = 1;
