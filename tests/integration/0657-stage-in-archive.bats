@@ -171,7 +171,7 @@ EOF
 		wait_for 60 comment_matches "$j3" "stage-in failed"
 		[[ "$(job_status "$j3")" =~ "Permission denied" ]]
 		[ "$(job_state "$j3")" = PENDING ]
-		[ -z "$(find "$STAGEHAND_TESTBED_SCRATCH/$TESTBED_USER2" -name file.dat)" ]
+		[ ! -e "$WD2/stolen" ]
 		[ ! -e "$WD2/got" ]
 	fi
 }
