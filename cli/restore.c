@@ -251,7 +251,9 @@ int cmd_restore(int argc, char **argv)
 		goto out;
 	}
 	if (restore_open(&r) < 0) {
-		rc = 1;
+		/* No index yet: an incomplete archive (environment), not a refused one. */
+		rc = r.bfd >= 0 && faccessat(r.bfd, BUNDLE_INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) < 0 ?
+		     2 : 1;
 		goto out;
 	}
 	restore_run(&r);
