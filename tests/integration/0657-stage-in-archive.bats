@@ -6,7 +6,8 @@
 # tar bundles and an index), each checked against the checksum recorded when
 # it was archived. A damaged copy holds the job with the file named; another
 # user's archive is refused by the kernel, since the daemon reads it as the
-# job's owner. Real jobs submitted with sbatch as shtest (and shtest2).
+# job's owner. Real jobs submitted with sbatch as shtest (and shtest2), in
+# hold mode and in burst-buffer mode (scripts/testbed up --mode=bb).
 
 bats_require_minimum_version 1.5.0
 
@@ -119,9 +120,14 @@ comment_matches() {
 # job differed and how, in squeue/scontrol and in 'stagehand status'.
 held_with_mismatch() {
 	local file=$1
-	wait_for 60 comment_matches "$j2" "stage-in failed"
+	wait_for 60 comment_matches "$j2" "stage-in failed" || { scontrol show job "$j2"; false; }
 	[ "$(job_state "$j2")" = PENDING ]
-	[[ "$(job_field "$j2" Reason)" =~ JobHeld ]]
+	if [[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]]; then
+		# Slurm holds it with data_in's message in SystemComment.
+		wait_for 30 eval '[[ "$(job_field "$j2" SystemComment)" =~ "$file: checksum mismatch" ]]'
+	else
+		[[ "$(job_field "$j2" Reason)" =~ JobHeld ]]
+	fi
 	st=$(job_status "$j2")
 	echo "$st"
 	[[ $st =~ "job $j2: stage-in from the archive" ]]
