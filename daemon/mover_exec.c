@@ -329,6 +329,17 @@ static int _mover_start(struct daemon *d, struct queue_request *r)
 	   counts its source against the size before copying (pool.h). */
 	if (pool_stage_in_budget(d, r) >= 0)
 		return 0;
+	/* A stage-in from an archive copy the daemon made is a restore, verified
+	   against its records (xfer_restore.c): a local worker runs it. */
+	if (strcmp(r->action, "stage_in") == 0) {
+		int64_t areq;
+		char *adest = NULL;
+		int in = queue_archive_of(d->q, r->source, &areq, &adest, err, sizeof(err));
+
+		free(adest);
+		if (in != 0)
+			return 0;
+	}
 	if (_server(d->conf, srv, sizeof(srv)) < 0) {
 		log_warn("MoverPartition=%s is set but movers have no address to reach this daemon "
 			 "(set Server= or a specific ListenAddress=); request %lld runs locally",

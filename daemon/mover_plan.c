@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bundle.h"
 #include "mover_plan.h"
 #include "worker.h"
 #include "xfer.h"
@@ -234,6 +235,11 @@ static void _child(const struct queue_request *r, int wfd, const gid_t *groups, 
 	if (root < 0 || fstat(root, &st) < 0)
 		_exit(4);
 	if (!S_ISDIR(st.st_mode))
+		_exit(2);
+	/* A bundled archive copy staged in is a restore (xfer_restore.c), not a
+	   tree to split: one local worker runs it. */
+	if (strcmp(r->action, "stage_in") == 0 &&
+	    fstatat(root, BUNDLE_DIR "/" BUNDLE_INDEX_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		_exit(2);
 	out = fdopen(wfd, "w");
 	if (!out)

@@ -265,6 +265,35 @@ int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 	return qp_read_end(q, st, rc, err, errlen);
 }
 
+int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **dest,
+		     char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc, found = 0;
+
+	*dest = NULL;
+	st = qp_read(q, "SELECT id, dest FROM requests WHERE action='archive' AND state='done'"
+		     " AND dest IS NOT NULL AND (dest=?1 OR (length(?1) > length(dest) AND"
+		     " substr(?1, 1, length(dest) + 1) = dest || '/'))"
+		     " ORDER BY length(dest) DESC, id DESC LIMIT 1", err, errlen);
+	if (!st)
+		return -1;
+	qp_bind_text(st, 1, path);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*req = sqlite3_column_int64(st, 0);
+		*dest = qp_col_dup(st, 1);
+		found = *dest ? 1 : 0;
+		rc = SQLITE_DONE;
+	}
+	if (qp_read_end(q, st, rc, err, errlen) < 0) {
+		free(*dest);
+		*dest = NULL;
+		return -1;
+	}
+	return found;
+}
+
 /* Caller holds the lock. */
 static int _job_upsert_locked(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
 			      const char *user, const char *work_dir, const char *plan,

@@ -434,6 +434,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 {
 	struct daemon *d = p->d;
 	struct _doneset ds = { 0 };
+	struct xfer_archive arch = { 0 };
 	struct xfer_mpu_ent *mpu = NULL;
 	size_t nmpu = 0;
 	const struct xfer_backend *be;
@@ -540,12 +541,14 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		goto fail_retry;
 	}
 	budget = pool_stage_in_budget(d, r);
+	worker__archive_load(d, r, &arch);
 	if (queue_mpu_load(d->q, r->id, &mpu, &nmpu, err, sizeof(err)) < 0)
 		log_err("request %lld: cannot read its S3 multipart uploads: %s",
 			(long long)r->id, err);	/* they start over */
 	pid = fork();
 	if (pid < 0) {
 		log_err("request %lld: fork: %s", (long long)r->id, strerror(errno));
+		worker__archive_free(&arch);
 		close(sv[0]);
 		close(sv[1]);
 		_free_done(&ds);
@@ -557,9 +560,10 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		close(sv[0]);
 		worker__child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
 		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude, budget, mpu,
-		       nmpu);
+		       nmpu, arch.root ? &arch : NULL);
 	}
 	close(sv[1]);
+	worker__archive_free(&arch);
 	_free_done(&ds);
 	queue_mpu_free(mpu, nmpu);
 	_free_exclude(exclude);

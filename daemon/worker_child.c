@@ -119,7 +119,7 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		   const gid_t *groups, int ngroups, struct xfer_done_ent *done,
 		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
 		   int idle, struct xfer_bucket *yb, char *const *exclude, int64_t budget,
-		   const struct xfer_mpu_ent *mpu, size_t nmpu)
+		   const struct xfer_mpu_ent *mpu, size_t nmpu, const struct xfer_archive *arch)
 {
 	struct sigaction sa;
 	struct xfer_ctx ctx;
@@ -179,6 +179,7 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.ndone = ndone;
 	ctx.mpu = mpu;
 	ctx.nmpu = nmpu;
+	ctx.archive = arch;
 	ctx.stop = &_stop;
 	ctx.sync_batch = d->conf->sync_batch;
 	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;
@@ -198,6 +199,9 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		_exit(0);
 	}
 	if (_preflight(&ctx, budget))
+		_exit(0);
+	/* An archive copy stagehand made comes back as its files, verified. */
+	if (xfer_restore_stage_in(&ctx) >= 0)
 		_exit(0);
 	/* Files movers copied in byte ranges are finished before the walk keeps them. */
 	xfer_range_finish(&ctx, done, ndone);

@@ -26,7 +26,16 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		   const gid_t *groups, int ngroups, struct xfer_done_ent *done, size_t ndone,
 		   const struct xfer_backend *be, enum cksum_algo algo, int keep, int idle,
 		   struct xfer_bucket *yb, char *const *exclude, int64_t budget,
-		   const struct xfer_mpu_ent *mpu, size_t nmpu)
+		   const struct xfer_mpu_ent *mpu, size_t nmpu, const struct xfer_archive *arch)
 	__attribute__((noreturn));
+
+/*
+ * worker_archive.c: before the fork of a stage-in of a local path, the
+ * archive copy the source lies in, from the daemon's records (its root and
+ * the checksums of its files when they were archived) into *a. 1 found, 0
+ * none, -1 (logged): the stage-in then copies as usual.
+ */
+int worker__archive_load(struct daemon *d, const struct queue_request *r, struct xfer_archive *a);
+void worker__archive_free(struct xfer_archive *a);
 
 #endif /* STAGEHAND_WORKER_INT_H */

@@ -106,6 +106,19 @@ struct xfer_mpu_ent {
 
 struct xfer_bucket;
 struct conf;
+struct restore_known;
+
+/*
+ * A stage-in whose source lies in an archive copy the daemon made
+ * (daemon/xfer_restore.c): the daemon finds it in its records before the
+ * fork, the worker restores from it as the owner.
+ */
+struct xfer_archive {
+	char *root;                  /* the archive copy (its archive request's dest) */
+	int64_t request_id;          /* that archive request */
+	struct restore_known *known; /* its files' checksums when archived, sorted by path */
+	size_t nknown;
+};
 
 /*
  * A shard of a request (stagehand-mover): the regular files this run copies,
@@ -151,6 +164,8 @@ struct xfer_ctx {
 	const struct xfer_mpu_ent *mpu; /* S3 multipart uploads earlier attempts began
 					   (resume), sorted by relpath; NULL: none */
 	size_t nmpu;
+	const struct xfer_archive *archive; /* stage_in from an archive copy the daemon
+					       made, or NULL (xfer_restore_stage_in) */
 };
 
 
@@ -199,6 +214,16 @@ struct xfer_bundle_params {
 };
 void xfer_bundle_configure(const struct xfer_bundle_params *p);
 extern const struct xfer_backend xfer_backend_bundle;
+
+/*
+ * A stage-in of an archive copy stagehand made (xfer_restore.c): when the
+ * source is ctx->archive's root or lies in it, or is itself the root of a
+ * bundled archive, bring the archived files back into the destination with
+ * common/restore.c (bundles unpacked, every file checked against the
+ * checksum recorded when it was archived) and report the result. -1 when
+ * the source is no such archive: the request's backend copies it as usual.
+ */
+int xfer_restore_stage_in(struct xfer_ctx *ctx);
 
 /* ---- records (worker side) ---- */
 int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,

@@ -297,6 +297,16 @@ enum { XFER_G_FILE = 0, XFER_G_ADD, XFER_G_FULL };
 /* The endpoints of POSIX trees (xfer_local.c): local, and null (reads, stores nothing). */
 extern const struct xfer_endpoint xfer_ep_local;
 extern const struct xfer_endpoint xfer_ep_null;
+/*
+ * Where the local endpoint writes (as the owner), shared with the stage-in
+ * of an archive (xfer_restore.c): a tree's destination directory, made when
+ * missing (a descriptor, or -1 with msg); a single file's (dest names the
+ * copy, or an existing directory that gets base): root->dir and root->name
+ * set, 0, or -1 with msg.
+ */
+int xfer_local_open_dest_tree(const char *dest, char *msg, size_t msglen);
+int xfer_local_open_dest_file(const char *dest, const char *base, struct xfer_root *root,
+			      char *msg, size_t msglen);
 /* The url endpoint (xfer_url*.c): http(s), s3, ftp(s) and sftp, either side. */
 extern const struct xfer_endpoint xfer_ep_url;
 /* Archive trees of many small files as tar bundles and an index (xfer_bundle.c). */

@@ -143,7 +143,7 @@ static void _label(struct xfer_ep *ep, const struct xfer_root *root, const char 
 /* ---- destination ---- */
 
 /* The destination directory of a tree, made (as the owner) when missing. */
-static int _open_dest_tree(const char *dest, char *msg, size_t msglen)
+int xfer_local_open_dest_tree(const char *dest, char *msg, size_t msglen)
 {
 	int droot = -1, e;
 
@@ -168,8 +168,8 @@ static int _open_dest_tree(const char *dest, char *msg, size_t msglen)
 }
 
 /* A single file: dest names the copy, or an existing directory to put it in. */
-static int _open_dest_file(const char *dest, const char *base, struct xfer_root *root,
-			   char *msg, size_t msglen)
+int xfer_local_open_dest_file(const char *dest, const char *base, struct xfer_root *root,
+			      char *msg, size_t msglen)
 {
 	const char *db = strrchr(dest, '/');
 	char dir[XFER_PATH_MAX];
@@ -203,9 +203,9 @@ static int _open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct 
 		return XFER_RETRYABLE;
 	root->dir = -1;
 	if (!S_ISDIR(src->st.st_mode))
-		return _open_dest_file(ctx->dest, src->name, root, msg, msglen) < 0 ? XFER_FINAL :
+		return xfer_local_open_dest_file(ctx->dest, src->name, root, msg, msglen) < 0 ? XFER_FINAL :
 		       XFER_OK;
-	root->dir = _open_dest_tree(ctx->dest, msg, msglen);
+	root->dir = xfer_local_open_dest_tree(ctx->dest, msg, msglen);
 	if (root->dir < 0)
 		return errno == ENOSPC || errno == EIO ? XFER_RETRYABLE : XFER_FINAL;
 	return XFER_OK;
