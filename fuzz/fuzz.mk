@@ -27,11 +27,11 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-Wall -Wno-unused-parameter \
-	-I$(BUILD) -I$(BUILD)/common -I$(SRC)/common -I$(SRC)/daemon $(PKG_CFLAGS)
+	-I$(BUILD) -I$(BUILD)/common -I$(SRC)/common $(addprefix -I$(SRC)/daemon/,core queue engine slurm api movers) $(PKG_CFLAGS)
 
 DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.c $(SRC)/common/log.c \
 	$(SRC)/common/dsl_expand.c
-API_SRCS = $(SRC)/daemon/api_decode.c $(DSL_SRCS)
+API_SRCS = $(SRC)/daemon/api/api_decode.c $(DSL_SRCS)
 DCLIENT_SRCS = $(SRC)/common/dclient.c $(SRC)/common/credbind.c $(SRC)/common/conf.c $(SRC)/common/conf_keys.c \
 	$(SRC)/common/log.c
 BUNDLE_SRCS = $(SRC)/common/bundle.c $(SRC)/common/checksum.c
@@ -46,7 +46,7 @@ $(OUT)/fuzz_plan_json: $(SRC)/fuzz/fuzz_plan_json.c $(DSL_SRCS) $(SRC)/common/ds
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_plan_json.c $(DSL_SRCS) $(PKG_LIBS)
 
-$(OUT)/fuzz_api: $(SRC)/fuzz/fuzz_api.c $(API_SRCS) $(SRC)/daemon/api_decode.h $(BUILD)/config.h
+$(OUT)/fuzz_api: $(SRC)/fuzz/fuzz_api.c $(API_SRCS) $(SRC)/daemon/api/api_decode.h $(BUILD)/config.h
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_api.c $(API_SRCS) $(PKG_LIBS)
 
@@ -59,9 +59,9 @@ $(OUT)/fuzz_bundle_index: $(SRC)/fuzz/fuzz_bundle_index.c $(BUNDLE_SRCS) $(SRC)/
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_bundle_index.c $(BUNDLE_SRCS) $(PKG_LIBS)
 
-$(OUT)/fuzz_listing: $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/xfer_url_xml.c $(SRC)/daemon/xfer_url_xml.h $(BUILD)/config.h
+$(OUT)/fuzz_listing: $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c $(SRC)/daemon/engine/xfer_url_xml.h $(BUILD)/config.h
 	@mkdir -p $(OUT)
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/xfer_url_xml.c $(PKG_LIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c $(PKG_LIBS)
 
 $(OUT)/fuzz_tar_read: $(SRC)/fuzz/fuzz_tar_read.c $(SRC)/common/tar_read.c $(SRC)/common/tar.h $(BUILD)/config.h
 	@mkdir -p $(OUT)
