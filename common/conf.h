@@ -80,7 +80,7 @@ struct conf {
 	int bundle_min_files;          /* bundle a tree only with at least this many small files */
 	uint64_t bundle_file_max;      /* files smaller than this (bytes) go into bundles */
 	uint64_t bundle_size;          /* a bundle is closed before it would grow past this */
-	/* URL backends (daemon/xfer_url.c) */
+	/* URL backends (daemon/engine/xfer_url.c) */
 	char *s3_endpoint;             /* base URL of the S3 service; NULL = AWS for s3_region */
 	char *s3_region;               /* SigV4 region, default us-east-1 */
 	char *s3_credentials_file;     /* site S3 keys (read by root); NULL = per-user only */
@@ -117,7 +117,7 @@ struct conf {
 					  are asked for one by one */
 	char *slurm_conf;              /* SlurmConf: the slurm.conf libslurm reads (set as
 					  SLURM_CONF before slurm_init); NULL = environment */
-	/* Observability and notifications (daemon/metrics_http.c, daemon/notify.c) */
+	/* Observability and notifications (daemon/api/metrics_http.c, daemon/core/notify.c) */
 	char *metrics_host;            /* MetricsAddress host: plain-HTTP /metrics for
 					  Prometheus, no auth; NULL = off */
 	unsigned short metrics_port;   /* MetricsAddress port (when metrics_host) */
@@ -137,7 +137,7 @@ struct conf {
 					  burst-buffer pool (bb mode, Lua only); 0 = no pools */
 	char **trusted_uids;           /* TrustedUids: uids whose releases job_modify never
 					  refuses (Lua only); NULL-terminated numbers */
-	/* Mover jobs (daemon/mover_exec.c): big requests split into shards that
+	/* Mover jobs (daemon/movers/mover_exec.c): big requests split into shards that
 	   run as Slurm jobs of the owner on a transfer partition. */
 	char *mover_partition;         /* MoverPartition: Slurm partition of mover jobs;
 					  NULL = every request runs in local workers */

@@ -2,7 +2,7 @@
  * credbind.h - bound credentials: the MUNGE payload that ties a TCP
  * request's credential to that one request (docs/security.md, "Bound
  * credentials"). The client (common/dclient.c) makes the payload; the
- * daemon (daemon/api_cred.c) checks it against what it received. Both use
+ * daemon (daemon/api/api_cred.c) checks it against what it received. Both use
  * the functions below, so the canonical form exists once.
  *
  * The canonical form of a request is these fields, each followed by one

@@ -51,7 +51,7 @@
  * with the owner's identity, so what a hard link reaches is within the
  * owner's rights anyway. Where a second name would still matter (a
  * temporary file another process could also hold), the caller checks
- * st_nlink == 1 after the open (daemon/xfer_local.c's resume file).
+ * st_nlink == 1 after the open (daemon/engine/xfer_local.c's resume file).
  *
  * Why hand-written: neither libc nor any library we could link offers
  * "open below a descriptor, following no link, with a fallback for kernels

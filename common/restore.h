@@ -1,7 +1,7 @@
 /*
  * restore.h - bring files back from an archive copy made by stagehand, with
  * the caller's own identity, verifying each one. 'stagehand restore' (the
- * CLI) and the daemon's stage-in of an archive (daemon/xfer_restore.c) both
+ * CLI) and the daemon's stage-in of an archive (daemon/engine/xfer_restore.c) both
  * run it.
  *
  * Two archive layouts:

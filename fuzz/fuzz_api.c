@@ -1,6 +1,6 @@
 /*
  * fuzz_api.c - libFuzzer target for the daemon's request decoder
- * (daemon/api_decode.c): what api_handlers.c does with a path, a query and
+ * (daemon/api/api_decode.c): what api_handlers.c does with a path, a query and
  * a body before any handler acts on them.
  *
  * Input format (what fuzz/seeds/api/ holds): the first line is

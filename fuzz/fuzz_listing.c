@@ -1,6 +1,6 @@
 /*
  * fuzz_listing.c - libFuzzer target for the S3 and WebDAV listing parser
- * (daemon/xfer_url_xml.c, expat): the documents come from remote servers.
+ * (daemon/engine/xfer_url_xml.c, expat): the documents come from remote servers.
  *
  * Byte 0 picks the dialect (bit 0: WebDAV, else S3); the rest is the
  * document. Promises checked: an accepted listing has names that are

@@ -120,7 +120,7 @@ function M.bb_job_process(job_script)
 		e.line, e.message, #res.errors, #res.errors == 1 and "" or "s")
 end
 
--- The pool state stagehandd publishes beside its socket (daemon/pool.c):
+-- The pool state stagehandd publishes beside its socket (daemon/core/pool.c):
 -- {"pools":[{"id":ROOT,"quantity":Q,"free":F,"granularity":1}],"updated":T}.
 -- Older than POOL_STATE_MAX_AGE seconds (the daemon is down) = not there.
 local POOL_STATE_MAX_AGE = 120

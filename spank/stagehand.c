@@ -583,7 +583,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 }
 
 /*
- * Where a stage_in lands, by the daemon's rule (daemon/slurm_watch.c
+ * Where a stage_in lands, by the daemon's rule (daemon/slurm/slurm_watch.c
  * _stage_in_dest): to= absolute as is, relative under the working
  * directory; no to= in SCRATCH/USER/JOBID/input/NAME. 0, or -1 if too long.
  */
