@@ -548,26 +548,43 @@ int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
 	return qp_end(q, rc, 1, err, errlen);
 }
 
+/*
+ * Inside the caller's transaction: a run of the job ended and it runs again.
+ * The stored end is cleared, or replaced by end_state (a rerun that ended
+ * already), the notes too when clear_notes; runs and last_run are stored
+ * when runs is more than the count stored (a late event of a run already
+ * counted changes nothing but its own record). 0 or -1.
+ */
+static int _run_again_locked(struct queue *q, int64_t job_id, int runs, const char *how,
+			     const char *end_state, int exit_code, int clear_notes, char *err,
+			     size_t errlen)
+{
+	sqlite3_stmt *st = qp_prep(q, "UPDATE jobs SET end_state=?5, end_exit_code=?6,"
+				   " end_received=CASE WHEN ?5 IS NULL THEN NULL ELSE ?3 END,"
+				   " end_processed=0, notes=CASE WHEN ?7 THEN NULL ELSE notes END,"
+				   " last_run=CASE WHEN ?4 > runs THEN ?2 ELSE last_run END,"
+				   " runs=max(runs, ?4), updated=?3 WHERE job_id=?1", err, errlen);
+
+	if (!st)
+		return -1;
+	sqlite3_bind_int64(st, 1, job_id);
+	qp_bind_text(st, 2, how);
+	sqlite3_bind_int64(st, 3, qp_now());
+	sqlite3_bind_int(st, 4, runs);
+	qp_bind_text(st, 5, end_state);
+	sqlite3_bind_int(st, 6, end_state ? exit_code : 0);
+	sqlite3_bind_int(st, 7, clear_notes);
+	return qp_step_done(q, st, err, errlen);
+}
+
 int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *how, char *err,
 		       size_t errlen)
 {
-	sqlite3_stmt *st;
-	int rc = -1;
+	int rc;
 
 	qp_begin(q);
-	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) < 0)
-		return qp_end(q, -1, 1, err, errlen);
-	/* A late event of a run already counted changes nothing but its own record. */
-	st = qp_prep(q, "UPDATE jobs SET end_state=NULL, end_exit_code=0, end_received=NULL,"
-		     " end_processed=0, last_run=CASE WHEN ?4 > runs THEN ?2 ELSE last_run END,"
-		     " runs=max(runs, ?4), updated=?3 WHERE job_id=?1", err, errlen);
-	if (st) {
-		sqlite3_bind_int64(st, 1, job_id);
-		qp_bind_text(st, 2, how);
-		sqlite3_bind_int64(st, 3, qp_now());
-		sqlite3_bind_int(st, 4, runs);
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	rc = _job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) < 0 ? -1 :
+	     _run_again_locked(q, job_id, runs, how, NULL, 0, 0, err, errlen);
 	return qp_end(q, rc, 1, err, errlen);
 }
 
@@ -736,19 +753,7 @@ int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
 	if (qp_step_done(q, st, err, errlen) < 0)
 		goto out;
 	*cancelled = sqlite3_changes(q->db);
-	st = qp_prep(q, "UPDATE jobs SET end_state=?5, end_exit_code=?6,"
-		     " end_received=CASE WHEN ?5 IS NULL THEN NULL ELSE ?3 END, end_processed=0,"
-		     " notes=NULL, last_run=CASE WHEN ?4 > runs THEN ?2 ELSE last_run END,"
-		     " runs=max(runs, ?4), updated=?3 WHERE job_id=?1", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, job_id);
-	qp_bind_text(st, 2, how);
-	sqlite3_bind_int64(st, 3, now);
-	sqlite3_bind_int(st, 4, runs);
-	qp_bind_text(st, 5, end_state);
-	sqlite3_bind_int(st, 6, end_state ? exit_code : 0);
-	rc = qp_step_done(q, st, err, errlen);
+	rc = _run_again_locked(q, job_id, runs, how, end_state, exit_code, 1, err, errlen);
 out:
 	return qp_end(q, rc, 1, err, errlen);
 }
