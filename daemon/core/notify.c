@@ -14,6 +14,7 @@
 #include "log.h"
 #include "notify.h"
 #include "queue_audit.h"
+#include "spawn_attr.h"
 
 #define NOTIFY_POLL_MS 1000
 #define NOTIFY_ERR_MAX 400
@@ -125,21 +126,18 @@ static void _spawn(struct notify *n, struct _child *k, char **cmd, int timeout,
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
-	posix_spawnattr_init(&at);
-	/* Its own process group, so a timeout also ends what it started; default
-	   signal dispositions, since the daemon ignores SIGPIPE. */
-	posix_spawnattr_setpgroup(&at, 0);
-	{
-		sigset_t def, none;
-
-		sigemptyset(&def);
-		sigaddset(&def, SIGPIPE);
-		sigemptyset(&none);
-		posix_spawnattr_setsigdefault(&at, &def);
-		posix_spawnattr_setsigmask(&at, &none);
+	/* Its own process group, so a timeout also ends what it started. */
+	rc = spawn_attr_init(&at, POSIX_SPAWN_SETPGROUP);
+	if (rc == 0 && (rc = posix_spawnattr_setpgroup(&at, 0)) != 0)
+		posix_spawnattr_destroy(&at);
+	if (rc != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		close(p[0]);
+		close(p[1]);
+		log_err("NotifyCommand for request %lld (job %s): posix_spawnattr: %s; not run",
+			(long long)e->id, e->job, strerror(rc));
+		return;
 	}
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-				 POSIX_SPAWN_SETSIGMASK);
 	rc = posix_spawn(&k->pid, argv[0], &fa, &at, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);

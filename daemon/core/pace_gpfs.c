@@ -46,6 +46,7 @@
 
 #include "log.h"
 #include "pace_probe.h"
+#include "spawn_attr.h"
 
 #define GPFS_ASK_NS (100 * 1000000LL)       /* a request every 100 ms */
 #define GPFS_ANSWER_NS (2000 * 1000000LL)   /* no answer this long: restart mmpmon */
@@ -257,17 +258,16 @@ static void _start(int64_t now)
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
 	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 #endif
-	posix_spawnattr_init(&at);
-	{	/* default signals (the daemon ignores SIGPIPE), none blocked */
-		sigset_t def, none;
-
-		sigemptyset(&def);
-		sigaddset(&def, SIGPIPE);
-		sigemptyset(&none);
-		posix_spawnattr_setsigdefault(&at, &def);
-		posix_spawnattr_setsigmask(&at, &none);
+	rc = spawn_attr_init(&at, 0);
+	if (rc != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		close(in[0]);
+		close(in[1]);
+		close(out[0]);
+		close(out[1]);
+		log_warn("pace: cannot start %s: posix_spawnattr: %s", path, strerror(rc));
+		return;
 	}
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
 	rc = posix_spawn(&_mm.pid, path, &fa, &at, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
