@@ -159,6 +159,21 @@ static int _dest_tmp(struct restore *r, const char *rel, const char **leaf, char
 	return pfd;
 }
 
+/*
+ * Where rel lands (*out, in ob), its directory and the temporary name to
+ * write it under (_dest_tmp); -1 after saying why.
+ */
+static int _dest_open(struct restore *r, const char *rel, char *ob, size_t oblen,
+		      const char **out, const char **leaf, char *tmp, size_t tmplen)
+{
+	*out = _out(r, rel, ob, oblen);
+	if (!*out || !**out) {
+		_err(r, rel, "%s: its name at the destination is too long or empty", rel);
+		return -1;
+	}
+	return _dest_tmp(r, *out, leaf, tmp, tmplen);
+}
+
 /* len bytes of sfd at off into tfd, hashed with algo into got; 0 or an errno. */
 static int _copy_range(struct restore *r, int sfd, int64_t off, int64_t len, int tfd,
 		       enum cksum_algo algo, char *got)
@@ -243,12 +258,7 @@ static int _write_file(struct restore *r, int sfd, int64_t off, int64_t len, con
 			return -1;
 		}
 	}
-	out = _out(r, rel, ob, sizeof(ob));
-	if (!out || !*out) {
-		_err(r, rel, "%s: its name at the destination is too long or empty", rel);
-		return -1;
-	}
-	pfd = _dest_tmp(r, out, &leaf, tmp, sizeof(tmp));
+	pfd = _dest_open(r, rel, ob, sizeof(ob), &out, &leaf, tmp, sizeof(tmp));
 	if (pfd < 0)
 		return -1;
 	tfd = durable_create(pfd, tmp, O_RDWR);
@@ -306,12 +316,7 @@ static int _write_link(struct restore *r, const char *rel, const char *target, i
 	char tmp[NAME_MAX + 1], ob[BUNDLE_PATH_MAX];
 	int pfd, e;
 
-	out = _out(r, rel, ob, sizeof(ob));
-	if (!out || !*out) {
-		_err(r, rel, "%s: its name at the destination is too long or empty", rel);
-		return -1;
-	}
-	pfd = _dest_tmp(r, out, &leaf, tmp, sizeof(tmp));
+	pfd = _dest_open(r, rel, ob, sizeof(ob), &out, &leaf, tmp, sizeof(tmp));
 	if (pfd < 0)
 		return -1;
 	unlinkat(pfd, tmp, 0);
