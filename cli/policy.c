@@ -111,6 +111,25 @@ static int _printable(const char *s)
 	return 1;
 }
 
+
+/*
+ * One PATH_NAME rule, 'stagehand_KIND_N', for the labelled directory d:
+ * ACTION, then pool quoted when given. 1 when d cannot be written into a
+ * rule (not printable: skipped), else 0.
+ */
+static int _gpfs_rule(FILE *fp, const char *kind, size_t i, const char *action,
+		      const char *pool, const char *d)
+{
+	if (!_printable(d))
+		return 1;
+	fprintf(fp, "RULE 'stagehand_%s_%zu' %s", kind, i + 1, action);
+	if (pool)
+		fprintf(fp, " '%s'", pool);
+	fputs("\n  WHERE PATH_NAME LIKE ", fp);
+	_gpfs_like(fp, d);
+	fputc('\n', fp);
+	return 0;
+}
 static int _gpfs(FILE *fp, const struct policy_opts *o, const struct policy_paths *p)
 {
 	size_t i;
@@ -147,39 +166,16 @@ static int _gpfs(FILE *fp, const struct policy_opts *o, const struct policy_path
 		return 0;
 	}
 	/* exempt, pending and skipped alike: never migrate */
-	for (i = 0; i < p->n[POLICY_HOLD] + p->n[POLICY_EXEMPT]; i++) {
-		const char *d = i < p->n[POLICY_HOLD] ? p->v[POLICY_HOLD][i] :
-			p->v[POLICY_EXEMPT][i - p->n[POLICY_HOLD]];
-
-		if (!_printable(d)) {
-			skipped++;
-			continue;
-		}
-		fprintf(fp, "RULE 'stagehand_hold_%zu' EXCLUDE DIRECTORIES_PLUS\n  WHERE PATH_NAME LIKE ",
-			i + 1);
-		_gpfs_like(fp, d);
-		fputc('\n', fp);
-	}
-	for (i = 0; i < p->n[POLICY_PURGE]; i++) {
-		if (!_printable(p->v[POLICY_PURGE][i])) {
-			skipped++;
-			continue;
-		}
-		fprintf(fp, "RULE 'stagehand_purge_%zu' EXCLUDE DIRECTORIES_PLUS\n  WHERE PATH_NAME LIKE ",
-			i + 1);
-		_gpfs_like(fp, p->v[POLICY_PURGE][i]);
-		fputc('\n', fp);
-	}
-	for (i = 0; i < p->n[POLICY_ARCHIVE]; i++) {
-		if (!_printable(p->v[POLICY_ARCHIVE][i])) {
-			skipped++;
-			continue;
-		}
-		fprintf(fp, "RULE 'stagehand_archive_%zu' MIGRATE TO POOL '%s'\n  WHERE PATH_NAME LIKE ",
-			i + 1, o->pool);
-		_gpfs_like(fp, p->v[POLICY_ARCHIVE][i]);
-		fputc('\n', fp);
-	}
+	for (i = 0; i < p->n[POLICY_HOLD] + p->n[POLICY_EXEMPT]; i++)
+		skipped += _gpfs_rule(fp, "hold", i, "EXCLUDE DIRECTORIES_PLUS", NULL,
+				      i < p->n[POLICY_HOLD] ? p->v[POLICY_HOLD][i] :
+				      p->v[POLICY_EXEMPT][i - p->n[POLICY_HOLD]]);
+	for (i = 0; i < p->n[POLICY_PURGE]; i++)
+		skipped += _gpfs_rule(fp, "purge", i, "EXCLUDE DIRECTORIES_PLUS", NULL,
+				      p->v[POLICY_PURGE][i]);
+	for (i = 0; i < p->n[POLICY_ARCHIVE]; i++)
+		skipped += _gpfs_rule(fp, "archive", i, "MIGRATE TO POOL", o->pool,
+				      p->v[POLICY_ARCHIVE][i]);
 	return skipped;
 }
 
