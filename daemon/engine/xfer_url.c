@@ -763,12 +763,15 @@ static int _run_url(struct xfer_ctx *ctx)
 	return xfer_pipeline_run(ctx, &xfer_ep_url, &xfer_ep_local);
 }
 
+static const struct xfer_ep_tree _tree = { .mkdir = url__mkdir, .dir_done = url__dir_done };
+
+static const struct xfer_ep_stream _stream = { .fetch = url__fetch, .put = url__put };
+
 const struct xfer_endpoint xfer_ep_url = {
 	.name = "url",
 	.open_source = url__open_source, .open_dest = url__open_dest, .close = url__ep_close,
-	.list = url__list, .stat = url__ep_stat,
-	.mkdir = url__mkdir, .dir_done = url__dir_done,
-	.fetch = url__fetch, .put = url__put,
+	.stat = url__ep_stat, .list = url__list,
+	.tree = &_tree, .stream = &_stream,
 };
 
 static const char *const _schemes[] = { "http", "https", "s3", "ftp", "ftps", "sftp", NULL };
