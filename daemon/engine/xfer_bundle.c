@@ -708,11 +708,3 @@ const struct xfer_endpoint xfer_ep_bundle = {
 	.open_dest = _open_dest, .close = _close, .open_write = _open_write, .commit = _commit,
 	.tree = &_tree, .device = &_device, .group = &_group,
 };
-
-static int _run_bundle(struct xfer_ctx *ctx)
-{
-	return xfer_pipeline_run(ctx, &xfer_ep_local, strcmp(ctx->action, "archive") == 0 ?
-				 &xfer_ep_bundle : &xfer_ep_local);
-}
-
-const struct xfer_backend xfer_backend_bundle = { "bundle", NULL, _run_bundle };

@@ -269,7 +269,8 @@ struct xfer_ep_group {
 };
 
 struct xfer_endpoint {
-	const char *name;
+	const char *name;            /* options.backend's name for it (xfer_endpoints_for) */
+	const char *const *schemes;  /* the URL schemes it serves, NULL-terminated; NULL: paths */
 	/*
 	 * Nothing is stored (null): no resume, no read-back, and a source is
 	 * never removed because of it.

@@ -495,18 +495,3 @@ const struct xfer_endpoint xfer_ep_null = {
 	.open_write = _null_open_write, .commit = _null_commit,
 	.tree = &_null_tree,
 };
-
-/* ---- the backends: the engine's driver between two endpoints ---- */
-
-static int _run_local(struct xfer_ctx *ctx)
-{
-	return xfer_pipeline_run(ctx, &xfer_ep_local, &xfer_ep_local);
-}
-
-static int _run_null(struct xfer_ctx *ctx)
-{
-	return xfer_pipeline_run(ctx, &xfer_ep_local, &xfer_ep_null);
-}
-
-const struct xfer_backend xfer_backend_local = { "local", NULL, _run_local };
-const struct xfer_backend xfer_backend_null = { "null", NULL, _run_null };

@@ -32,7 +32,8 @@ static int _commit_nospace(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd,
 			   const struct stat *cur, unsigned flags)
 {
 	if (strcmp(wf->name, "nospace") == 0) {
-		xfer_ep_local.device->abort(ep, wf);	/* the contract: on failure no temporary file */
+		/* the contract: on failure no temporary file */
+		xfer_ep_local.device->abort(ep, wf);
 		return ENOSPC;
 	}
 	return xfer_ep_local.commit(ep, wf, sfd, cur, flags);
