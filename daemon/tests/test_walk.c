@@ -393,21 +393,27 @@ int main(void)
 	ok(s.result == XFER_FINAL, "missing source is a final failure");
 
 	{
-		struct xfer_ctx c = { .action = "archive", .source = "/x", .dest = "/y" };
+		/* The pair each name gives paths (url: test_url). */
+		static const struct {
+			const char *action, *backend;
+			const struct xfer_endpoint *src, *dst;
+			const char *what;
+		} pairs[] = {
+			{ "archive", NULL, &xfer_ep_local, &xfer_ep_local, "paths: local to local" },
+			{ "archive", "null", &xfer_ep_local, &xfer_ep_null, "chosen by name" },
+			{ "archive", "bundle", &xfer_ep_local, &xfer_ep_bundle, "archive: bundled" },
+			{ "stage_in", "bundle", &xfer_ep_local, &xfer_ep_local, "stage-in: local" },
+		};
+		struct xfer_ctx c = { .source = "/x", .dest = "/y" };
 		const struct xfer_endpoint *es = NULL, *ed = NULL;
 		char err[128];
 
-		ok(xfer_endpoints_for(&c, &es, &ed, err, sizeof(err)) == XFER_OK &&
-		   es == &xfer_ep_local && ed == &xfer_ep_local, "paths use the local endpoints");
-		c.backend = "null";
-		ok(xfer_endpoints_for(&c, &es, &ed, err, sizeof(err)) == XFER_OK &&
-		   es == &xfer_ep_local && ed == &xfer_ep_null, "endpoint chosen by name");
-		c.backend = "bundle";
-		ok(xfer_endpoints_for(&c, &es, &ed, err, sizeof(err)) == XFER_OK &&
-		   es == &xfer_ep_local && ed == &xfer_ep_bundle, "an archive is bundled");
-		c.action = "stage_in";
-		ok(xfer_endpoints_for(&c, &es, &ed, err, sizeof(err)) == XFER_OK &&
-		   es == &xfer_ep_local && ed == &xfer_ep_local, "a stage-in is never bundled");
+		for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+			c.action = pairs[i].action;
+			c.backend = pairs[i].backend;
+			ok(xfer_endpoints_for(&c, &es, &ed, err, sizeof(err)) == XFER_OK &&
+			   es == pairs[i].src && ed == pairs[i].dst, "endpoints: %s", pairs[i].what);
+		}
 		c.backend = "tape";
 		ok(!xfer_endpoint_named(&c, err, sizeof(err)) &&
 		   strcmp(err, "unknown backend 'tape' (known: local, null, bundle, url)") == 0,
