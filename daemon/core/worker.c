@@ -24,6 +24,7 @@
 #include "worker_int.h"
 #include "xattr.h"
 #include "xfer.h"
+#include "xfer_endpoint.h"
 #include "xfer_range.h"
 #include "xfer_engine.h"
 #include "pace.h"
@@ -437,7 +438,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	struct xfer_archive arch = { 0 };
 	struct xfer_mpu_ent *mpu = NULL;
 	size_t nmpu = 0;
-	const struct xfer_backend *be;
+	const struct xfer_endpoint *be;
 	enum cksum_algo algo = CKSUM_XXH128;
 	gid_t groups[256];
 	int ngroups = 256, sv[2], keep = 1, slot = -1, final;
@@ -482,9 +483,8 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		}
 		json_decref(opts);
 	}
-	/* The URL side chooses the backend: the source, or the dest of an upload. */
-	be = xfer_backend_select(!strstr(r->source, "://") && r->dest && strstr(r->dest, "://") ?
-				 r->dest : r->source, bname, err, sizeof(err));
+	be = xfer_endpoint_named(&(struct xfer_ctx){ .source = r->source, .dest = r->dest,
+						   .backend = bname }, err, sizeof(err));
 	if (!be) {
 		_free_exclude(exclude);
 		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);

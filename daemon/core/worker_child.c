@@ -31,6 +31,7 @@
 #include "cleanup.h"
 #include "worker_int.h"
 #include "xfer.h"
+#include "xfer_endpoint.h"
 #include "xfer_engine.h"
 #include "xfer_range.h"
 
@@ -117,7 +118,7 @@ static int _preflight(struct xfer_ctx *ctx, int64_t budget)
 
 void worker__child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
 		   const gid_t *groups, int ngroups, struct xfer_done_ent *done,
-		   size_t ndone, const struct xfer_backend *be, enum cksum_algo algo, int keep,
+		   size_t ndone, const struct xfer_endpoint *be, enum cksum_algo algo, int keep,
 		   int idle, struct xfer_bucket *yb, char *const *exclude, int64_t budget,
 		   const struct xfer_mpu_ent *mpu, size_t nmpu, const struct xfer_archive *arch)
 {
@@ -156,8 +157,8 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.action = r->action;
 	ctx.source = r->source;
 	ctx.dest = r->dest;
-	if (be == &xfer_backend_url)
-		xfer_url_prepare(&ctx);	/* site files only root reads; still root here */
+	ctx.backend = be->name;
+	xfer_prepare(&ctx);	/* site files only root reads; still root here */
 	if (worker_become(r->uid, r->gid, groups, ngroups) < 0) {
 		snprintf(msg, sizeof(msg), "worker could not switch to uid %u gid %u: %s",
 			 (unsigned)r->uid, (unsigned)r->gid, strerror(errno));
@@ -205,7 +206,7 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		_exit(0);
 	/* Files movers copied in byte ranges are finished before the walk keeps them. */
 	xfer_range_finish(&ctx, done, ndone);
-	be->run(&ctx);
+	xfer_run(&ctx);
 	_exit(0);
 }
 

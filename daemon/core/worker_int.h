@@ -24,7 +24,7 @@
  */
 void worker__child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
 		   const gid_t *groups, int ngroups, struct xfer_done_ent *done, size_t ndone,
-		   const struct xfer_backend *be, enum cksum_algo algo, int keep, int idle,
+		   const struct xfer_endpoint *be, enum cksum_algo algo, int keep, int idle,
 		   struct xfer_bucket *yb, char *const *exclude, int64_t budget,
 		   const struct xfer_mpu_ent *mpu, size_t nmpu, const struct xfer_archive *arch)
 	__attribute__((noreturn));

@@ -1,4 +1,4 @@
-/* xfer.c - see xfer.h: backend table, record protocol, excluded directories, resume set. */
+/* xfer.c - see xfer.h: endpoint choice, record protocol, excluded directories, resume set. */
 #include "config.h"
 
 #include <errno.h>
@@ -14,39 +14,108 @@
 
 #include "log.h"
 #include "xfer.h"
+#include "xfer_endpoint.h"
+#include "xfer_engine.h"
 
-static const struct xfer_backend *const _backends[] = {
-	&xfer_backend_local,
-	&xfer_backend_null,
-	&xfer_backend_bundle,
-	&xfer_backend_url,
+/* Every endpoint, in the order the "unknown backend" message names them. */
+static const struct xfer_endpoint *const _endpoints[] = {
+	&xfer_ep_local,
+	&xfer_ep_null,
+	&xfer_ep_bundle,
+	&xfer_ep_url,
 	NULL,
 };
 
-const struct xfer_backend *xfer_backend_select(const char *source, const char *name,
-					       char *err, size_t errlen)
+const struct xfer_endpoint *xfer_endpoint_named(const struct xfer_ctx *ctx, char *msg,
+					       size_t msglen)
 {
-	const char *sep = strstr(source, "://");
+	/* The URL side chooses: the source, or the dest of an upload. */
+	const char *url = !strstr(ctx->source, "://") && ctx->dest && strstr(ctx->dest, "://") ?
+			  ctx->dest : ctx->source;
+	const char *sep = strstr(url, "://");
 
-	if (name) {
-		for (int i = 0; _backends[i]; i++)
-			if (strcmp(_backends[i]->name, name) == 0)
-				return _backends[i];
-		snprintf(err, errlen, "unknown backend '%s' (known: local, null, bundle, url)", name);
+	if (ctx->backend) {
+		for (int i = 0; _endpoints[i]; i++)
+			if (strcmp(_endpoints[i]->name, ctx->backend) == 0)
+				return _endpoints[i];
+		snprintf(msg, msglen, "unknown backend '%s' (known: local, null, bundle, url)",
+			 ctx->backend);
 		return NULL;
 	}
 	if (sep) {
-		size_t n = (size_t)(sep - source);
+		size_t n = (size_t)(sep - url);
 
-		for (int i = 0; _backends[i]; i++)
-			for (const char *const *s = _backends[i]->schemes; s && *s; s++)
-				if (strlen(*s) == n && strncasecmp(*s, source, n) == 0)
-					return _backends[i];
-		snprintf(err, errlen, "no backend for scheme '%.*s' in this build: only "
-			 "absolute paths can be transferred", (int)(n > 32 ? 32 : n), source);
+		for (int i = 0; _endpoints[i]; i++)
+			for (const char *const *s = _endpoints[i]->schemes; s && *s; s++)
+				if (strlen(*s) == n && strncasecmp(*s, url, n) == 0)
+					return _endpoints[i];
+		snprintf(msg, msglen, "no backend for scheme '%.*s' in this build: only "
+			 "absolute paths can be transferred", (int)(n > 32 ? 32 : n), url);
 		return NULL;
 	}
-	return &xfer_backend_local;
+	return &xfer_ep_local;
+}
+
+/* An endpoint that streams takes one URL side, the other a local path. */
+static int _stream_side(const struct xfer_ctx *ctx, const struct xfer_endpoint *ep,
+			const struct xfer_endpoint **src, const struct xfer_endpoint **dst,
+			char *msg, size_t msglen)
+{
+	int upload = strcmp(ctx->action, "stage_in") != 0;
+	const char *url = upload ? ctx->dest : ctx->source;
+
+	if (strcmp(ctx->action, "label") == 0) {
+		snprintf(msg, msglen, "label requests take a local path, not a URL");
+		return XFER_FINAL;
+	}
+	if (!url || !strstr(url, "://") || (upload && strstr(ctx->source, "://")) ||
+	    (!upload && ctx->dest && strstr(ctx->dest, "://"))) {
+		snprintf(msg, msglen, "the %s backend moves between one URL and one local path",
+			 ep->name);
+		return XFER_FINAL;
+	}
+	if (!upload) {
+		*src = ep;
+		*dst = &xfer_ep_local;
+	}
+	return XFER_OK;
+}
+
+int xfer_endpoints_for(const struct xfer_ctx *ctx, const struct xfer_endpoint **src,
+		       const struct xfer_endpoint **dst, char *msg, size_t msglen)
+{
+	const struct xfer_endpoint *ep = xfer_endpoint_named(ctx, msg, msglen);
+
+	if (!ep)
+		return XFER_FINAL;
+	*src = &xfer_ep_local;
+	*dst = ep;
+	if (ep->stream)
+		return _stream_side(ctx, ep, src, dst, msg, msglen);
+	/* A grouping endpoint stores archives; anything else goes file by file. */
+	if (ep->group && strcmp(ctx->action, "archive") != 0)
+		*dst = &xfer_ep_local;
+	return XFER_OK;
+}
+
+int xfer_run(struct xfer_ctx *ctx)
+{
+	const struct xfer_endpoint *src, *dst;
+	char msg[XFER_TEXT_MAX];
+
+	int rc = xfer_endpoints_for(ctx, &src, &dst, msg, sizeof(msg));
+
+	if (rc != XFER_OK)
+		return xfer_finish(ctx, rc, msg);
+	return xfer_pipeline_run(ctx, src, dst);
+}
+
+void xfer_prepare(struct xfer_ctx *ctx)
+{
+	char msg[XFER_TEXT_MAX];
+
+	if (xfer_endpoint_named(ctx, msg, sizeof(msg)) == &xfer_ep_url)
+		xfer_url_prepare(ctx);
 }
 
 static int _write_all(int fd, const void *buf, size_t len)

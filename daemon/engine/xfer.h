@@ -1,18 +1,18 @@
 /*
  * xfer.h - the transfer engine as seen from a worker process.
  *
- * Owns: the table of transfer backends (chosen by name: "local", "null",
- * "bundle"; URL backends add a row with their schemes), the record protocol a worker
- * streams to the daemon over its socket, the shared bandwidth token bucket
- * (xfer_bucket.c), and the resume set (files verified by an earlier attempt).
- * A backend is what a worker runs for a request: every one ("local",
- * "null", "bundle", "url") is the engine's driver (xfer_pipeline.c) between
- * two endpoints (xfer_endpoint.h: small operations on one side of a
- * transfer), over the engine's shared pieces (xfer_engine.h: the walk, the
- * write path, verification, the resume decision, failure accounting).
+ * Owns: the choice of a request's two endpoints (by name: "local", "null",
+ * "bundle", "url", or by a URL's scheme) from the one table of endpoints,
+ * the record protocol a worker streams to the daemon over its socket, the
+ * shared bandwidth token bucket (xfer_bucket.c), and the resume set (files
+ * verified by an earlier attempt). What a worker runs for a request is the
+ * engine's driver (xfer_pipeline.c) between those two endpoints
+ * (xfer_endpoint.h: small operations on one side of a transfer), over the
+ * engine's shared pieces (xfer_engine.h: the walk, the write path,
+ * verification, the resume decision, failure accounting).
  *
  * Must never: run in the daemon process with root's identity on user paths
- * (backends run only inside a worker that has dropped to the owner), or touch
+ * (endpoints run only inside a worker that has dropped to the owner), or touch
  * the database (the daemon alone writes it, from the records).
  */
 #ifndef STAGEHAND_XFER_H
@@ -166,45 +166,59 @@ struct xfer_ctx {
 	size_t nmpu;
 	const struct xfer_archive *archive; /* stage_in from an archive copy the daemon
 					       made, or NULL (xfer_restore_stage_in) */
+	const char *backend;         /* options.backend: the endpoint named ("local", "null",
+					"bundle", "url"); NULL: by the URL's scheme
+					(xfer_endpoints_for) */
 };
 
 
-struct xfer_backend {
-	const char *name;
-	const char *const *schemes;  /* URL schemes served, NULL-terminated; NULL = paths */
-	/*
-	 * Do the whole request; emit records; return enum xfer_result. For
-	 * Every backend: xfer_pipeline_run with its endpoints.
-	 */
-	int (*run)(struct xfer_ctx *ctx);
-};
+struct xfer_endpoint;
 
 /*
- * Choose the backend for a source: by the options' "backend" name when
- * given, else by URL scheme, else "local". NULL with a message in err.
+ * The one place a request's endpoints are chosen (xfer.c, over the one
+ * table of endpoints). First the endpoint the request names: ctx->backend,
+ * else the one serving the scheme of the URL side (the source, or the
+ * destination when the source is a path), else local; NULL with msg when
+ * there is none (the daemon refuses such a request before a worker starts;
+ * only ctx->source, dest and backend are read).
  */
-const struct xfer_backend *xfer_backend_select(const char *source, const char *name,
-					       char *err, size_t errlen);
-
-/* Backends (xfer_local.c): the driver from the local endpoint to the local or null one. */
-extern const struct xfer_backend xfer_backend_local;
-extern const struct xfer_backend xfer_backend_null;
-/* URLs through libcurl: http, https, s3, ftp, ftps, sftp (xfer_url.c). */
-extern const struct xfer_backend xfer_backend_url;
+const struct xfer_endpoint *xfer_endpoint_named(const struct xfer_ctx *ctx, char *msg,
+					       size_t msglen);
 /*
- * Called in the worker before it drops root (url backend only): reads the
- * site's S3CredentialsFile, which only root may read. ctx has the request's
- * fields and conf set. Never fails the request: run reports problems.
+ * Then the pair: the named endpoint goes on its side of the local one: the
+ * destination, but the source of a stage_in when it streams (url); one that
+ * groups (bundle) stores archives only (other actions: local to local).
+ * XFER_OK with *src and *dst, or XFER_FINAL with msg: no such endpoint, or
+ * it cannot take the request as it is (a label of a URL, a URL to a URL).
+ */
+int xfer_endpoints_for(const struct xfer_ctx *ctx, const struct xfer_endpoint **src,
+		       const struct xfer_endpoint **dst, char *msg, size_t msglen);
+/*
+ * Do the whole request: the driver (xfer_pipeline_run) between the
+ * endpoints xfer_endpoints_for chose, or XFER_FINAL with its message.
+ * Emits every record; returns enum xfer_result.
+ */
+int xfer_run(struct xfer_ctx *ctx);
+/*
+ * In the worker before it drops root, with the request's fields and conf
+ * set in ctx: what the request's endpoint reads as root (url: the site's
+ * S3CredentialsFile, xfer_url_prepare). Never fails the request.
+ */
+void xfer_prepare(struct xfer_ctx *ctx);
+
+/*
+ * xfer_prepare's step for the url endpoint (xfer_url.c): reads the site's
+ * S3CredentialsFile, which only root may read. Never fails the request:
+ * the run reports problems.
  */
 void xfer_url_prepare(struct xfer_ctx *ctx);
 
 /*
- * Backend "bundle" (xfer_bundle.c): archive requests for trees of many small
- * files become tar bundles plus an index in DEST/XFER_BUNDLE_DIR (the
- * endpoint xfer_ep_bundle); anything else is stored by the local endpoint.
- * Its parameters are set in the daemon
- * process (from ArchiveBundle/Bundle* in stagehand.conf) and inherited by
- * the forked workers.
+ * Backend "bundle" (the endpoint xfer_ep_bundle, xfer_bundle.c): archive
+ * requests for trees of many small files become tar bundles plus an index in
+ * DEST/XFER_BUNDLE_DIR; anything else is stored by the local endpoint. Its
+ * parameters are set in the daemon process (from ArchiveBundle/Bundle* in
+ * stagehand.conf) and inherited by the forked workers.
  */
 #define XFER_BUNDLE_DIR ".stagehand-bundles"
 struct xfer_bundle_params {
@@ -213,7 +227,6 @@ struct xfer_bundle_params {
 	uint64_t bundle_size;        /* a bundle closes before it grows past this */
 };
 void xfer_bundle_configure(const struct xfer_bundle_params *p);
-extern const struct xfer_backend xfer_backend_bundle;
 
 /*
  * A stage-in of an archive copy stagehand made (xfer_restore.c): when the
@@ -221,7 +234,7 @@ extern const struct xfer_backend xfer_backend_bundle;
  * bundled archive, bring the archived files back into the destination with
  * common/restore.c (bundles unpacked, every file checked against the
  * checksum recorded when it was archived) and report the result. -1 when
- * the source is no such archive: the request's backend copies it as usual.
+ * the source is no such archive: the request's endpoints copy it as usual.
  */
 int xfer_restore_stage_in(struct xfer_ctx *ctx);
 

@@ -446,7 +446,7 @@ static void _dir_done(struct xfer_ep *r, int dir, int sdir, const struct stat *s
 		r->droot = -1;
 	pthread_mutex_unlock(&r->mu);
 	if (fd >= 0)
-		xfer_ep_local.dir_done(r->loc, fd, sdir, st);
+		xfer_ep_local.tree->dir_done(r->loc, fd, sdir, st);
 }
 
 /* ---- plain files: the local endpoint's, in the directory a handle names ---- */
@@ -482,14 +482,14 @@ static void _abort(struct xfer_ep *r, struct xfer_wfile *wf)
 	int h = wf->dir;
 
 	wf->dir = _fd(r, h, 0);
-	xfer_ep_local.abort(r->loc, wf);
+	xfer_ep_local.device->abort(r->loc, wf);
 	wf->dir = h;
 }
 
 static int _readback(struct xfer_ep *r, const struct xfer_buf *tb, int dir, const char *name,
 		     int64_t expect, char *cks)
 {
-	return xfer_ep_local.readback(r->loc, tb, _fd(r, dir, 0), name, expect, cks);
+	return xfer_ep_local.device->readback(r->loc, tb, _fd(r, dir, 0), name, expect, cks);
 }
 
 /* A plain file verified by the driver: journalled, then listed in the index. */
@@ -692,21 +692,19 @@ static int _finish(struct xfer_ep *r, char *msg, size_t msglen)
 	return bundle__write_index(r, msg, msglen) < 0 ? XFER_RETRYABLE : XFER_OK;
 }
 
-/* Only a destination; symlinks always go into bundles, so it makes none itself. */
-const struct xfer_endpoint xfer_ep_bundle = {
-	.name = "bundle",
-	.open_dest = _open_dest, .close = _close,
-	.mkdir = _mkdir, .dir_done = _dir_done, .open_write = _open_write, .commit = _commit,
-	.abort = _abort, .readback = _readback,
+static const struct xfer_ep_tree _tree = { .mkdir = _mkdir, .dir_done = _dir_done };
+
+static const struct xfer_ep_device _device = { .abort = _abort, .readback = _readback };
+
+static const struct xfer_ep_group _group = {
 	.survey = _survey, .plan = _plan, .kept = _kept, .group_want = _group_want,
 	.group_add = _group_add, .group_commit = _group_commit, .record = _record,
 	.finish = _finish,
 };
 
-static int _run_bundle(struct xfer_ctx *ctx)
-{
-	return xfer_pipeline_run(ctx, &xfer_ep_local, strcmp(ctx->action, "archive") == 0 ?
-				 &xfer_ep_bundle : &xfer_ep_local);
-}
-
-const struct xfer_backend xfer_backend_bundle = { "bundle", NULL, _run_bundle };
+/* Only a destination; symlinks always go into bundles, so it makes none itself. */
+const struct xfer_endpoint xfer_ep_bundle = {
+	.name = "bundle",
+	.open_dest = _open_dest, .close = _close, .open_write = _open_write, .commit = _commit,
+	.tree = &_tree, .device = &_device, .group = &_group,
+};

@@ -22,16 +22,24 @@
  * server's answer ("HTTP 403", a checksum it states) has no errno, so they
  * give the text (struct xfer_stream) and the driver records it.
  *
- * Why these operations and not fewer: stat, list, open_read, open_write,
- * commit and remove are the core; open_source/open_dest/close bound an
- * endpoint's state to one request (the root descriptors, the file a label
- * goes on); readback is how verification sees the stored bytes; mkdir and
- * dir_done exist because a destination tree has directories whose mode and
- * times can only be set once their entries are in place; readlink and
- * symlink because a symlink is recreated, never followed; abort because a
- * failed copy must leave no temporary file; batch_commit because
- * SyncMode=batch makes many files durable with one sync; label because
- * lifecycle labels live on the source.
+ * Why these operations: the core is what a side of any request needs.
+ * open_source, open_dest and close bind an endpoint's state to one request
+ * (the root descriptors, the file a label goes on); stat, list, open_read,
+ * open_write, commit and remove are the entries. An endpoint fills them for
+ * the sides it serves (null and bundle are only destinations) and leaves
+ * open_read, open_write and commit to its stream table (fetch, put) when it
+ * streams.
+ *
+ * Everything else is an optional table, NULL when the endpoint does not do
+ * that, and the driver tests the table: tree (mkdir and dir_done, because a
+ * destination tree has directories whose mode and times can only be set
+ * once their entries are in place; readlink and symlink, because a symlink
+ * is recreated, never followed; NULL ones: no symlinks held), device (the
+ * bytes are on a device this worker writes: abort, because a failed copy
+ * must leave no temporary file; readback, because verification sees the
+ * stored bytes; batch_commit, because SyncMode=batch makes many files
+ * durable with one sync; label, because lifecycle labels live on the
+ * source), stream and group below.
  *
  * Endpoints that stream: url (http(s), s3, ftp(s), sftp) moves bytes to or
  * from a server, not a descriptor of ours, and libcurl pushes a download
@@ -84,6 +92,7 @@
 #include "xfer_engine.h"
 
 struct xfer_ep;                      /* an endpoint opened for one request (its own) */
+struct xfer_endpoint;
 
 /* The root of a request on one side, as opened. */
 struct xfer_root {
@@ -123,56 +132,14 @@ struct xfer_stream {
 					next attempt resumes from (closed, not aborted) */
 };
 
-struct xfer_endpoint {
-	const char *name;
-	/*
-	 * Nothing is stored (null): no resume, no read-back, and a source is
-	 * never removed because of it.
-	 */
-	int discards;
+/* ---- optional tables: NULL, the endpoint does not do that ---- */
 
-	/* ---- the request ---- */
-	/*
-	 * Open the request's side (ctx->source for the source; ctx->dest for
-	 * the destination, which gets the source's root so it knows whether a
-	 * tree or a file comes, and under which name). XFER_OK, or the
-	 * request's result with msg.
-	 */
-	int (*open_source)(struct xfer_ctx *ctx, struct xfer_ep **ep, struct xfer_root *root,
-			   char *msg, size_t msglen);
-	int (*open_dest)(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **ep,
-			 struct xfer_root *root, char *msg, size_t msglen);
-	/* Release what open_* took (a tree's root handle stays the caller's to end). */
-	void (*close)(struct xfer_ep *ep, struct xfer_root *root);
-
-	/* ---- source ---- */
-	/*
-	 * The tree below root->dir, through the engine's walk callbacks (w):
-	 * every entry with its lstat, depth first. A POSIX tree is
-	 * xfer_walk_tree; an endpoint whose server lists (S3, WebDAV) calls the
-	 * callbacks from its listing.
-	 */
-	void (*list)(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir *root);
-	/*
-	 * A regular file of the listing, for reading (pread); cur gets what was
-	 * opened. -1 with errno (EAGAIN: it is not the file that was listed).
-	 */
-	int (*open_read)(struct xfer_ep *ep, int dir, const char *name, const struct stat *st,
-			 struct stat *cur);
-	/* A symlink's target, never followed. 0 or an errno. */
-	int (*readlink)(struct xfer_ep *ep, int dir, const char *name, char *out, size_t outlen);
-	/* keep=no: a verified source file goes (through its directory, never by path). */
-	int (*remove)(struct xfer_ep *ep, int dir, const char *name);
-	/*
-	 * The lifecycle labels on the source (xattrs of a POSIX tree): policy
-	 * and, once archived, where to. NULL: the endpoint holds none.
-	 */
-	void (*label)(struct xfer_ep *ep, const struct xfer_root *root, const char *policy,
-		      const char *location);
-
-	/* ---- destination ---- */
-	/* What is at dir/name now (resume: is an earlier copy still there?). 0 or an errno. */
-	int (*stat)(struct xfer_ep *ep, int dir, const char *name, struct stat *st);
+/*
+ * A tree's entries that are not regular files. Every endpoint here takes
+ * trees, so every one fills mkdir and dir_done; readlink (a source) and
+ * symlink (a destination) are NULL where the endpoint holds no symlinks.
+ */
+struct xfer_ep_tree {
 	/* Make (or open) the directory name in dir; *sub gets its handle. 0 or an errno. */
 	int (*mkdir)(struct xfer_ep *ep, int dir, const char *name, int *sub);
 	/*
@@ -181,18 +148,32 @@ struct xfer_endpoint {
 	 * release the handle.
 	 */
 	void (*dir_done)(struct xfer_ep *ep, int dir, int sdir, const struct stat *st);
-	/* A temporary file for dir/name (wf->dir, wf->name set). 0 or an errno, *what. */
-	int (*open_write)(struct xfer_ep *ep, struct xfer_wfile *wf, unsigned flags,
-			  const char **what);
+	/* A symlink's target, never followed. 0 or an errno. */
+	int (*readlink)(struct xfer_ep *ep, int dir, const char *name, char *out, size_t outlen);
 	/*
-	 * The data is in: the source's mode, times and xattrs (from sfd, the
-	 * source as opened), then durable under the final name. 0 or an errno;
-	 * on failure the temporary file is gone.
+	 * Recreate a symlink as dir/name with target and the source's times,
+	 * durable, then read it back: 0 once it holds target, or an errno with
+	 * *what.
 	 */
-	int (*commit)(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd, const struct stat *cur,
-		      unsigned flags);
-	/* Give up a temporary file. */
+	int (*symlink)(struct xfer_ep *ep, int dir, const char *name, const char *target,
+		       const struct stat *st, const char **what);
+};
+
+/*
+ * An endpoint whose bytes lie on a device this worker writes and reads
+ * itself (local; bundle through local's). NULL: a server holds them (url),
+ * or nothing does (null).
+ */
+struct xfer_ep_device {
+	/* Give up a temporary file (open_write's, not committed). */
 	void (*abort)(struct xfer_ep *ep, struct xfer_wfile *wf);
+	/*
+	 * Read dir/name back from the device and hash it (algorithm
+	 * ctx->algo) into cks: verification sees the stored bytes, not a
+	 * cache. EIO when it does not hold expect bytes.
+	 */
+	int (*readback)(struct xfer_ep *ep, const struct xfer_buf *tb, int dir, const char *name,
+			int64_t expect, char *cks);
 	/*
 	 * SyncMode=batch: n files of one directory, closed by commit(XFER_C_DEFER),
 	 * made durable at once and put in place (the local endpoint: one
@@ -203,23 +184,17 @@ struct xfer_endpoint {
 	void (*batch_commit)(struct xfer_ep *ep, int dir, struct xfer_wfile *const *wf, size_t n,
 			     int *err, const char **what);
 	/*
-	 * Read dir/name back from the device and hash it (algorithm
-	 * ctx->algo) into cks: verification sees the stored bytes, not a
-	 * cache. EIO when it does not hold expect bytes.
+	 * The lifecycle labels on the source (xattrs of a POSIX tree): policy
+	 * and, once archived, where to. NULL: the endpoint holds none.
 	 */
-	int (*readback)(struct xfer_ep *ep, const struct xfer_buf *tb, int dir, const char *name,
-			int64_t expect, char *cks);
-	/*
-	 * Recreate a symlink as dir/name with target and the source's times,
-	 * durable, then read it back: 0 once it holds target, or an errno with
-	 * *what.
-	 */
-	int (*symlink)(struct xfer_ep *ep, int dir, const char *name, const char *target,
-		       const struct stat *st, const char **what);
+	void (*label)(struct xfer_ep *ep, const struct xfer_root *root, const char *policy,
+		      const char *location);
+};
 
-	/* ---- endpoints that stream (url) ---- */
+/* An endpoint that streams (url): see "Endpoints that stream" above. */
+struct xfer_ep_stream {
 	/*
-	 * A source whose files come from a server (set: used instead of
+	 * A source whose files come from a server (used instead of
 	 * open_read). The driver asks stat for dir/name first (what the file
 	 * is now: the listing has only names and sizes) and opens the
 	 * destination's temporary file with XFER_W_RESUME; fetch writes the
@@ -232,8 +207,8 @@ struct xfer_endpoint {
 	 */
 	int (*fetch)(struct xfer_ep *ep, int dir, const char *name, int fd, struct xfer_stream *out);
 	/*
-	 * A destination that sends each file to a server (set: used instead
-	 * of open_write, commit and readback). Send cur->st_size bytes from
+	 * A destination that sends each file to a server (used instead of
+	 * open_write, commit and readback). Send cur->st_size bytes from
 	 * sfd (the source as opened, at offset 0) as dir/name, each read
 	 * charged through xfer_engine_write(ctx, -1, ...), then verify it by
 	 * what the server says. 0 with out->bytes and out->token, or -1 with
@@ -243,8 +218,10 @@ struct xfer_endpoint {
 	 */
 	int (*put)(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
 		   struct xfer_stream *out);
+};
 
-	/* ---- endpoints that group files (bundle) ---- */
+/* A destination that groups files (bundle): see "Endpoints that group files" above. */
+struct xfer_ep_group {
 	/*
 	 * Every entry of the source's listing, while the driver counts it
 	 * (before plan); rel has no '/' at the top of the tree.
@@ -253,8 +230,7 @@ struct xfer_endpoint {
 	/*
 	 * How this request is stored: *use gets this endpoint (it groups) or
 	 * another that stores it file by file (the driver then closes ep and
-	 * opens that one). XFER_OK, or the request's result with msg. NULL: the
-	 * endpoint never groups.
+	 * opens that one). XFER_OK, or the request's result with msg.
 	 */
 	int (*plan)(struct xfer_ep *ep, const struct xfer_endpoint **use, char *msg,
 		    size_t msglen);
@@ -290,6 +266,69 @@ struct xfer_endpoint {
 	int (*record)(struct xfer_ep *ep, const char *rel, const struct stat *st, const char *cks);
 	/* Every entry is in place: the endpoint's own catalogue. XFER_OK, or a result with msg. */
 	int (*finish)(struct xfer_ep *ep, char *msg, size_t msglen);
+};
+
+struct xfer_endpoint {
+	const char *name;            /* options.backend's name for it (xfer_endpoints_for) */
+	const char *const *schemes;  /* the URL schemes it serves, NULL-terminated; NULL: paths */
+	/*
+	 * Nothing is stored (null): no resume, no read-back, and a source is
+	 * never removed because of it.
+	 */
+	int discards;
+
+	/* ---- core: the request ---- */
+	/*
+	 * Open the request's side (ctx->source for the source; ctx->dest for
+	 * the destination, which gets the source's root so it knows whether a
+	 * tree or a file comes, and under which name). XFER_OK, or the
+	 * request's result with msg. NULL: the endpoint is never that side.
+	 */
+	int (*open_source)(struct xfer_ctx *ctx, struct xfer_ep **ep, struct xfer_root *root,
+			   char *msg, size_t msglen);
+	int (*open_dest)(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **ep,
+			 struct xfer_root *root, char *msg, size_t msglen);
+	/* Release what open_* took (a tree's root handle stays the caller's to end). */
+	void (*close)(struct xfer_ep *ep, struct xfer_root *root);
+
+	/* ---- core: entries (NULL only on a side the endpoint never is, or streams) ---- */
+	/*
+	 * What is at dir/name now (a source: a single file, or a file about to
+	 * be fetched; a destination: is an earlier copy still there?). 0 or an
+	 * errno.
+	 */
+	int (*stat)(struct xfer_ep *ep, int dir, const char *name, struct stat *st);
+	/*
+	 * The tree below root->dir, through the engine's walk callbacks (w):
+	 * every entry with its lstat, depth first. A POSIX tree is
+	 * xfer_walk_tree; an endpoint whose server lists (S3, WebDAV) calls the
+	 * callbacks from its listing.
+	 */
+	void (*list)(struct xfer_ep *ep, struct xfer_walk *w, struct xfer_walk_dir *root);
+	/*
+	 * A regular file of the listing, for reading (pread); cur gets what was
+	 * opened. -1 with errno (EAGAIN: it is not the file that was listed).
+	 */
+	int (*open_read)(struct xfer_ep *ep, int dir, const char *name, const struct stat *st,
+			 struct stat *cur);
+	/* A temporary file for dir/name (wf->dir, wf->name set). 0 or an errno, *what. */
+	int (*open_write)(struct xfer_ep *ep, struct xfer_wfile *wf, unsigned flags,
+			  const char **what);
+	/*
+	 * The data is in: the source's mode, times and xattrs (from sfd, the
+	 * source as opened), then durable under the final name. 0 or an errno;
+	 * on failure the temporary file is gone.
+	 */
+	int (*commit)(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd, const struct stat *cur,
+		      unsigned flags);
+	/* keep=no: a verified source file goes (through its directory, never by path). */
+	int (*remove)(struct xfer_ep *ep, int dir, const char *name);
+
+	/* ---- optional tables ---- */
+	const struct xfer_ep_tree *tree;     /* directories, symlinks (every endpoint here) */
+	const struct xfer_ep_device *device; /* read-back, batches, labels: local, bundle */
+	const struct xfer_ep_stream *stream; /* fetch and put: url */
+	const struct xfer_ep_group *group;   /* files grouped into one stream: bundle */
 };
 
 enum { XFER_G_FILE = 0, XFER_G_ADD, XFER_G_FULL };

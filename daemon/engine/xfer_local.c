@@ -401,14 +401,20 @@ static int _symlink(struct xfer_ep *ep, int dir, const char *name, const char *t
 	return 0;
 }
 
+static const struct xfer_ep_tree _tree = {
+	.mkdir = _mkdir, .dir_done = _dir_done, .readlink = _readlink, .symlink = _symlink,
+};
+
+static const struct xfer_ep_device _device = {
+	.abort = _abort, .readback = _readback, .batch_commit = _batch_commit, .label = _label,
+};
+
 const struct xfer_endpoint xfer_ep_local = {
 	.name = "local",
 	.open_source = _open_source, .open_dest = _open_dest, .close = _close,
-	.list = _list, .open_read = _open_read, .readlink = _readlink, .remove = _remove,
-	.label = _label,
-	.stat = _stat, .mkdir = _mkdir, .dir_done = _dir_done, .open_write = _open_write,
-	.commit = _commit, .abort = _abort, .batch_commit = _batch_commit,
-	.readback = _readback, .symlink = _symlink,
+	.stat = _stat, .list = _list, .open_read = _open_read, .open_write = _open_write,
+	.commit = _commit, .remove = _remove,
+	.tree = &_tree, .device = &_device,
 };
 
 /* ---- null: a destination that stores nothing ---- */
@@ -466,12 +472,6 @@ static int _null_commit(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd,
 	return 0;
 }
 
-static void _null_abort(struct xfer_ep *ep, struct xfer_wfile *wf)
-{
-	(void)ep;
-	(void)wf;
-}
-
 static int _null_symlink(struct xfer_ep *ep, int dir, const char *name, const char *target,
 			 const struct stat *st, const char **what)
 {
@@ -484,25 +484,14 @@ static int _null_symlink(struct xfer_ep *ep, int dir, const char *name, const ch
 	return 0;
 }
 
+static const struct xfer_ep_tree _null_tree = {
+	.mkdir = _null_mkdir, .dir_done = _null_dir_done, .symlink = _null_symlink,
+};
+
 /* Only a destination: a request's source is always a real endpoint. */
 const struct xfer_endpoint xfer_ep_null = {
 	.name = "null", .discards = 1,
 	.open_dest = _null_open_dest, .close = _close,
-	.mkdir = _null_mkdir, .dir_done = _null_dir_done, .open_write = _null_open_write,
-	.commit = _null_commit, .abort = _null_abort, .symlink = _null_symlink,
+	.open_write = _null_open_write, .commit = _null_commit,
+	.tree = &_null_tree,
 };
-
-/* ---- the backends: the engine's driver between two endpoints ---- */
-
-static int _run_local(struct xfer_ctx *ctx)
-{
-	return xfer_pipeline_run(ctx, &xfer_ep_local, &xfer_ep_local);
-}
-
-static int _run_null(struct xfer_ctx *ctx)
-{
-	return xfer_pipeline_run(ctx, &xfer_ep_local, &xfer_ep_null);
-}
-
-const struct xfer_backend xfer_backend_local = { "local", NULL, _run_local };
-const struct xfer_backend xfer_backend_null = { "null", NULL, _run_null };

@@ -56,7 +56,7 @@ int pipe__resume_ok(struct pipe__run *r, int ddir, const char *name, const char 
 	/* A server keeps no mtime of ours (put): its size says it is still there. */
 	if (r->dst->stat(r->dep, ddir, name, &dst) == 0 && S_ISREG(dst.st_mode) &&
 	    dst.st_size == st->st_size &&
-	    (r->dst->put || xfer_ns(&dst.st_mtim) == xfer_ns(&st->st_mtim))) {
+	    (r->dst->stream || xfer_ns(&dst.st_mtim) == xfer_ns(&st->st_mtim))) {
 		xfer_tally_add(&r->t, &r->t.kept);
 		return 1;
 	}
@@ -126,10 +126,10 @@ int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, con
 	}
 	if (!e && wf->total != st->st_size)
 		e = EAGAIN;	/* the source changed size while it was copied */
-	if (e)
-		r->dst->abort(r->dep, wf);
-	else
+	if (!e)
 		e = r->dst->commit(r->dep, wf, sfd, &cur, cflags);
+	else if (r->dst->device)
+		r->dst->device->abort(r->dep, wf);	/* null: there is no temporary file */
 	close(sfd);
 	if (e) {
 		if (e != EINTR)
@@ -143,7 +143,7 @@ int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, con
 /* ---- endpoints that stream (url) ---- */
 
 /*
- * One regular file to a destination that streams (dst->put): the endpoint
+ * One regular file to a destination that streams (stream->put): the endpoint
  * sends the source as opened here and verifies it by the server's word,
  * which is what the record carries on both sides. Each upload shows while
  * it runs (XR_ITEM_START), as a big copy does.
@@ -162,7 +162,7 @@ static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir
 		  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
 	if ((sfd = _open_source_file(r, sdir, sname, rel, st, &cur)) < 0)
 		return;
-	e = r->dst->put(r->dep, ddir, name, sfd, &cur, &out) < 0 ? -1 : 0;
+	e = r->dst->stream->put(r->dep, ddir, name, sfd, &cur, &out) < 0 ? -1 : 0;
 	if (!e && (fstat(sfd, &cur) < 0 || cur.st_size != out.bytes ||
 		   xfer_ns(&cur.st_mtim) != xfer_ns(&st->st_mtim)))
 		e = EAGAIN;
@@ -176,7 +176,7 @@ static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir
 }
 
 /*
- * One regular file from a source that streams (src->fetch): asked about
+ * One regular file from a source that streams (stream->fetch): asked about
  * first (the listing has names and sizes only: the resume decision and the
  * record use what the server says now), fetched into a temporary file that
  * keeps a partial download across attempts, then made durable and read back
@@ -206,18 +206,18 @@ static void _fetch_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir
 		xfer_fail(&r->t, rel, e, what);
 		return;
 	}
-	if (r->src->fetch(r->sep, sdir, sname, wf.fd, &out) < 0) {
+	if (r->src->stream->fetch(r->sep, sdir, sname, wf.fd, &out) < 0) {
 		if (out.keep)
 			close(wf.fd);	/* the next attempt resumes from it */
 		else
-			r->dst->abort(r->dep, &wf);
+			r->dst->device->abort(r->dep, &wf);
 		if (!xfer_stopped(r->ctx))
 			xfer_failf(&r->t, rel, out.final, "%s", out.why);
 		return;
 	}
 	wf.total = out.bytes;
 	if ((e = r->dst->commit(r->dep, &wf, -1, &st, 0)) == 0)
-		e = r->dst->readback(r->dep, tb, ddir, name, wf.total, got);
+		e = r->dst->device->readback(r->dep, tb, ddir, name, wf.total, got);
 	if (!e && strcmp(got, out.cks) != 0)
 		e = EIO;
 	if (e && e != EINTR)
@@ -241,8 +241,8 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 	int big = !r->dst->discards && st->st_size >= XFER_BIG_MIN, e;
 	int64_t started = (int64_t)time(NULL);
 
-	if (r->dst->put || r->src->fetch) {
-		if (r->dst->put)
+	if (r->dst->stream || r->src->stream) {
+		if (r->dst->stream)
 			_put_file(r, sdir, sname, ddir, name, rel, st);
 		else
 			_fetch_file(r, tb, sdir, sname, ddir, name, rel);
@@ -259,7 +259,8 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 	/* The big path read the destination back while it wrote it. */
 	if (r->dst->discards)
 		snprintf(got, sizeof(got), "%s", cks);
-	else if (!big && (e = r->dst->readback(r->dep, tb, ddir, name, wf.total, got)) != 0) {
+	else if (!big &&
+		 (e = r->dst->device->readback(r->dep, tb, ddir, name, wf.total, got)) != 0) {
 		if (e != EINTR)
 			xfer_fail(&r->t, rel, e, "cannot verify");
 		return;
@@ -268,7 +269,7 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 		xfer_fail(&r->t, rel, EIO, "checksum mismatch after copy of");
 		return;
 	}
-	if (r->dst->record && (e = r->dst->record(r->dep, rel, st, got)) != 0) {
+	if (r->dst->group && (e = r->dst->group->record(r->dep, rel, st, got)) != 0) {
 		xfer_fail(&r->t, rel, e, "cannot record");
 		return;
 	}
@@ -282,7 +283,7 @@ static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *n
 	const char *what = "cannot create symlink";
 	int e;
 
-	if (!r->dst->symlink) {
+	if (!r->dst->tree->symlink) {
 		/* A server holds no symlinks (url): counted skipped by _count. */
 		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, "symlink skipped: only "
 			  "regular files and directories are uploaded");
@@ -292,12 +293,12 @@ static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *n
 		return;
 	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim), 0, NULL, rel,
 		  "symlink");
-	if ((e = r->src->readlink(r->sep, sdir, name, target, sizeof(target))) != 0) {
+	if ((e = r->src->tree->readlink(r->sep, sdir, name, target, sizeof(target))) != 0) {
 		xfer_fail(&r->t, rel, e, "cannot read symlink");
 		return;
 	}
 	/* In place and read back now, so that what was verified survives a crash. */
-	if ((e = r->dst->symlink(r->dep, ddir, name, target, st, &what)) != 0) {
+	if ((e = r->dst->tree->symlink(r->dep, ddir, name, target, st, &what)) != 0) {
 		xfer_fail(&r->t, rel, e, what);
 		return;
 	}
@@ -341,7 +342,7 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 		char msg[256];
 
 		snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories%s are "
-			 "copied", kind, r->dst->symlink ? " and symlinks" : "");
+			 "copied", kind, r->dst->tree->symlink ? " and symlinks" : "");
 		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, msg);
 	}
 	return 0;
@@ -359,7 +360,7 @@ static int _enter(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_wa
 		xfer_fail(&r->t, sub->rel, ENOMEM, "cannot create destination directory");
 		return -1;
 	}
-	if ((e = r->dst->mkdir(r->dep, ld->ddir, name, &d2)) != 0) {
+	if ((e = r->dst->tree->mkdir(r->dep, ld->ddir, name, &d2)) != 0) {
 		/* ELOOP: a symlink where a directory belongs is refused. */
 		xfer_fail(&r->t, sub->rel, e, "cannot create destination directory");
 		free(child);
@@ -385,7 +386,7 @@ static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_w
 		pipe__group_flush(r);
 	pipe__batch_end(r, &ld->b);
 	/* A source that streams has no descriptors: its handles are its own. */
-	r->dst->dir_done(r->dep, ld->ddir, r->src->fetch ? -1 : sub->fd, sub->st);
+	r->dst->tree->dir_done(r->dep, ld->ddir, r->src->stream ? -1 : sub->fd, sub->st);
 	free(ld);
 }
 
@@ -431,7 +432,7 @@ static int _open_dest(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	struct xfer_count c;
 	struct xfer_walk w;
 
-	xfer_count_init(&w, &c, &r->t, !r->dst->symlink);
+	xfer_count_init(&w, &c, &r->t, !r->dst->tree->symlink);
 	r->t.skipped += sroot->skipped;
 	pipe__count(r, sroot, tree, &w);
 	return r->dst->open_dest(r->ctx, sroot, &r->dep, droot, msg, msglen);
@@ -448,13 +449,13 @@ static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	root.b.ddir = root.ddir;
 	/* To or from a server: one file, one connection at a time; the endpoint's state
 	   is the walker's. */
-	if (!r->dst->put && !r->src->fetch)
+	if (!r->dst->stream && !r->src->stream)
 		pipe__pool_start(r);
 	r->src->list(r->sep, &w, &top);
 	if (r->g.on)
 		pipe__group_flush(r);
 	pipe__batch_end(r, &root.b);
-	r->dst->dir_done(r->dep, root.ddir, -1, &sroot->st);
+	r->dst->tree->dir_done(r->dep, root.ddir, -1, &sroot->st);
 	droot->dir = -1;
 }
 
@@ -489,8 +490,8 @@ int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
 	if (strcmp(ctx->action, "label") == 0) {
 		const char *pol = ctx->label_policy ? ctx->label_policy : "archive";
 
-		if (src->label)
-			src->label(r.sep, &sroot, pol, NULL);
+		if (src->device && src->device->label)
+			src->device->label(r.sep, &sroot, pol, NULL);
 		snprintf(msg, sizeof(msg), "labelled %s", pol);
 		return _finish(&r, &sroot, &droot, XFER_OK, msg);
 	}
@@ -499,7 +500,7 @@ int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
 		snprintf(msg, sizeof(msg), "source %s is neither a file nor a directory", ctx->source);
 		return _finish(&r, &sroot, &droot, XFER_FINAL, msg);
 	}
-	rc = dst->plan ? pipe__group_open(&r, &sroot, &droot, tree, msg, sizeof(msg)) :
+	rc = dst->group ? pipe__group_open(&r, &sroot, &droot, tree, msg, sizeof(msg)) :
 	     _open_dest(&r, &sroot, &droot, tree, msg, sizeof(msg));
 	if (rc != XFER_OK)
 		return _finish(&r, &sroot, &droot, rc, msg);
@@ -511,11 +512,11 @@ int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
 		return _finish(&r, &sroot, &droot, XFER_INTERRUPTED, "interrupted; will be redone");
 	/* Every file was verified as it was copied; the final check is the count. */
 	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
-	if (r.g.on && (rc = r.dst->finish(r.dep, msg, sizeof(msg))) != XFER_OK)
+	if (r.g.on && (rc = r.dst->group->finish(r.dep, msg, sizeof(msg))) != XFER_OK)
 		return _finish(&r, &sroot, &droot, rc, msg);
-	if (!r.t.failures && !r.dst->discards && !ctx->shard && src->label &&
-	    strcmp(ctx->action, "archive") == 0)
-		src->label(r.sep, &sroot, "archived", ctx->dest);
+	if (!r.t.failures && !r.dst->discards && !ctx->shard && src->device &&
+	    src->device->label && strcmp(ctx->action, "archive") == 0)
+		src->device->label(r.sep, &sroot, "archived", ctx->dest);
 	rc = xfer_tally_verdict(&r.t, tree, "the source tree", msg, sizeof(msg));
 	return _finish(&r, &sroot, &droot, rc, rc == XFER_OK ? NULL : msg);
 }

@@ -39,7 +39,7 @@ static int _survey_visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const c
 {
 	struct _survey *s = w->arg;
 
-	s->r->dst->survey(s->r->dep, rel, st);
+	s->r->dst->group->survey(s->r->dep, rel, st);
 	return s->count(w, dir, name, rel, st);
 }
 
@@ -58,7 +58,7 @@ int pipe__group_open(struct pipe__run *r, struct xfer_root *sroot, struct xfer_r
 	w.visit = _survey_visit;
 	w.arg = &s;
 	pipe__count(r, sroot, tree, &w);
-	if ((rc = r->dst->plan(r->dep, &use, msg, msglen)) != XFER_OK)
+	if ((rc = r->dst->group->plan(r->dep, &use, msg, msglen)) != XFER_OK)
 		return rc;
 	if (use == r->dst) {
 		r->g.on = 1;
@@ -113,7 +113,7 @@ static void _add(struct pipe__run *r, int sdir, const char *name, const char *re
 			  "cannot open source");
 		return;
 	}
-	e = r->dst->group_add(r->dep, rel, sfd, st, target, p->cks, &what);
+	e = r->dst->group->group_add(r->dep, rel, sfd, st, target, p->cks, &what);
 	if (sfd >= 0)
 		close(sfd);
 	if (!e && (!(p->name = strdup(name)) || !(p->rel = strdup(rel))))
@@ -141,15 +141,15 @@ int pipe__group_visit(struct pipe__run *r, int sdir, int ddir, const char *name,
 			xfer_tally_add(&r->t, &r->t.kept);
 		return 1;
 	}
-	if (link && (e = r->src->readlink(r->sep, sdir, name, target, sizeof(target))) != 0) {
+	if (link && (e = r->src->tree->readlink(r->sep, sdir, name, target, sizeof(target))) != 0) {
 		xfer_fail(&r->t, rel, e, "cannot read symlink");
 		return 1;
 	}
-	if (r->dst->kept(r->dep, ddir, name, rel, st, link ? target : NULL, cks)) {
+	if (r->dst->group->kept(r->dep, ddir, name, rel, st, link ? target : NULL, cks)) {
 		_kept(r, sdir, name, rel, st, cks);
 		return 1;
 	}
-	want = r->dst->group_want(r->dep, rel, st, link ? target : NULL);
+	want = r->dst->group->group_want(r->dep, rel, st, link ? target : NULL);
 	if (want == XFER_G_FILE)
 		return 0;
 	if (want == XFER_G_FULL)
@@ -161,7 +161,7 @@ int pipe__group_visit(struct pipe__run *r, int sdir, int ddir, const char *name,
 void pipe__group_flush(struct pipe__run *r)
 {
 	const char *what = "cannot write bundle for";
-	int e = r->g.n ? r->dst->group_commit(r->dep, &what) : 0;
+	int e = r->g.n ? r->dst->group->group_commit(r->dep, &what) : 0;
 	int64_t now = (int64_t)time(NULL);
 
 	for (size_t i = 0; i < r->g.n; i++) {

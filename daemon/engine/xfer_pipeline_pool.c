@@ -68,7 +68,7 @@ static void _batch_copy(struct pipe__run *r, const struct xfer_buf *tb, struct p
 static void _batch_verify(struct pipe__run *r, const struct xfer_buf *tb, struct pipe__pend *p)
 {
 	char got[CKSUM_HEX_MAX];
-	int e = r->dst->readback(r->dep, tb, p->wf.dir, p->name, p->wf.total, got);
+	int e = r->dst->device->readback(r->dep, tb, p->wf.dir, p->name, p->wf.total, got);
 
 	if (e) {
 		if (e != EINTR)
@@ -198,8 +198,8 @@ void pipe__submit(struct pipe__run *r, int sdir, int ddir, const char *name, con
 
 int pipe__batchable(const struct pipe__run *r, const struct stat *st)
 {
-	return r->ctx->sync_batch && r->dst->batch_commit && r->nth &&
-	       st->st_size <= BATCH_FILE_MAX;
+	return r->ctx->sync_batch && r->dst->device && r->dst->device->batch_commit &&
+	       r->nth && st->st_size <= BATCH_FILE_MAX;
 }
 
 /* Add a small file to the directory's batch and start its copy on a thread. */
@@ -256,7 +256,7 @@ static size_t _batch_commit(struct pipe__run *r, struct pipe__batch *b)
 		if (p->state != 1)
 			continue;
 		if (xfer_stopped(r->ctx)) {
-			r->dst->abort(r->dep, &p->wf);
+			r->dst->device->abort(r->dep, &p->wf);
 			p->state = 0;
 			continue;
 		}
@@ -265,7 +265,7 @@ static size_t _batch_commit(struct pipe__run *r, struct pipe__batch *b)
 	}
 	if (!n)
 		return 0;
-	r->dst->batch_commit(r->dep, b->ddir, wf, n, err, what);
+	r->dst->device->batch_commit(r->dep, b->ddir, wf, n, err, what);
 	for (size_t k = 0; k < n; k++) {
 		pp[k]->state = err[k] ? 0 : 2;
 		if (err[k])

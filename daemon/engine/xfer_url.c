@@ -743,34 +743,15 @@ int url__ep_stat(struct xfer_ep *ep, int dir, const char *name, struct stat *st)
 	return 0;
 }
 
-/*
- * A URL to a local path or a local path to a URL, through the engine's
- * driver (xfer_pipeline.c) with the url endpoint on the remote side.
- */
-static int _run_url(struct xfer_ctx *ctx)
-{
-	int upload = strcmp(ctx->action, "stage_in") != 0;
-	const char *url = upload ? ctx->dest : ctx->source;
+static const struct xfer_ep_tree _tree = { .mkdir = url__mkdir, .dir_done = url__dir_done };
 
-	if (strcmp(ctx->action, "label") == 0)
-		return xfer_finish(ctx, XFER_FINAL, "label requests take a local path, not a URL");
-	if (!url || !strstr(url, "://") || (upload && strstr(ctx->source, "://")) ||
-	    (!upload && ctx->dest && strstr(ctx->dest, "://")))
-		return xfer_finish(ctx, XFER_FINAL, "the url backend moves between one URL and one "
-				   "local path");
-	if (upload)
-		return xfer_pipeline_run(ctx, &xfer_ep_local, &xfer_ep_url);
-	return xfer_pipeline_run(ctx, &xfer_ep_url, &xfer_ep_local);
-}
-
-const struct xfer_endpoint xfer_ep_url = {
-	.name = "url",
-	.open_source = url__open_source, .open_dest = url__open_dest, .close = url__ep_close,
-	.list = url__list, .stat = url__ep_stat,
-	.mkdir = url__mkdir, .dir_done = url__dir_done,
-	.fetch = url__fetch, .put = url__put,
-};
+static const struct xfer_ep_stream _stream = { .fetch = url__fetch, .put = url__put };
 
 static const char *const _schemes[] = { "http", "https", "s3", "ftp", "ftps", "sftp", NULL };
 
-const struct xfer_backend xfer_backend_url = { "url", _schemes, _run_url };
+const struct xfer_endpoint xfer_ep_url = {
+	.name = "url", .schemes = _schemes,
+	.open_source = url__open_source, .open_dest = url__open_dest, .close = url__ep_close,
+	.stat = url__ep_stat, .list = url__list,
+	.tree = &_tree, .stream = &_stream,
+};

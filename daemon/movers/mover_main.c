@@ -161,7 +161,6 @@ static void _queue_rec(struct _mover *m, const struct xfer_rec *r, const char *p
 
 struct _engine {
 	struct xfer_ctx ctx;
-	const struct xfer_backend *be;
 	struct xfer_range *ranges;   /* owned: byte ranges of big files this shard copies */
 	size_t nranges;
 };
@@ -178,7 +177,7 @@ static void *_engine(void *arg)
 	else if (e->nranges && !e->ctx.shard->nfiles)
 		xfer_finish(&e->ctx, XFER_OK, "");	/* ranges only: no walk needed */
 	else
-		e->be->run(&e->ctx);
+		xfer_run(&e->ctx);
 	shutdown(e->ctx.chan, SHUT_WR);
 	return NULL;
 }
@@ -266,7 +265,7 @@ static void _ctx_from_shard(struct _engine *e, long long req, json_t *doc,
 	o = json_object_get(doc, "options");
 	memset(e, 0, sizeof(*e));
 	/* Movers copy local paths with the local engine; the daemon sends nothing else. */
-	e->be = &xfer_backend_local;
+	e->ctx.backend = "local";
 	e->ctx.request_id = req;
 	e->ctx.job_id = json_integer_value(json_object_get(doc, "job_id"));
 	e->ctx.uid = geteuid();

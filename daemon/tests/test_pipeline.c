@@ -32,7 +32,8 @@ static int _commit_nospace(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd,
 			   const struct stat *cur, unsigned flags)
 {
 	if (strcmp(wf->name, "nospace") == 0) {
-		xfer_ep_local.abort(ep, wf);	/* the contract: on failure no temporary file */
+		/* the contract: on failure no temporary file */
+		xfer_ep_local.device->abort(ep, wf);
 		return ENOSPC;
 	}
 	return xfer_ep_local.commit(ep, wf, sfd, cur, flags);
@@ -41,7 +42,7 @@ static int _commit_nospace(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd,
 static int _readback_corrupt(struct xfer_ep *ep, const struct xfer_buf *tb, int dir,
 			     const char *name, int64_t expect, char *cks)
 {
-	int e = xfer_ep_local.readback(ep, tb, dir, name, expect, cks);
+	int e = xfer_ep_local.device->readback(ep, tb, dir, name, expect, cks);
 
 	if (!e && strcmp(name, "bad") == 0)
 		cks[strlen(cks) - 1] ^= 1;	/* what a flipped bit on the device reads back as */
@@ -49,6 +50,7 @@ static int _readback_corrupt(struct xfer_ep *ep, const struct xfer_buf *tb, int 
 }
 
 static struct xfer_endpoint _faulty;
+static struct xfer_ep_device _faulty_device;
 
 /* ---- run the driver in a child, collect its records ---- */
 
@@ -176,7 +178,9 @@ int main(void)
 	_faulty = xfer_ep_local;
 	_faulty.name = "faulty";
 	_faulty.commit = _commit_nospace;
-	_faulty.readback = _readback_corrupt;
+	_faulty_device = *xfer_ep_local.device;
+	_faulty_device.readback = _readback_corrupt;
+	_faulty.device = &_faulty_device;
 	if (!mkdtemp(_dir))
 		return 1;
 	snprintf(src, sizeof(src), "%s/src", _dir);

@@ -197,6 +197,23 @@ static void _test_walk(void)
 	url__ep_close(ep, &(struct xfer_root){ .dir = 0 });
 }
 
+/*
+ * xfer_endpoints_for for a request: 10 url -> local, 20 local -> url, 0 any
+ * other pair, or XFER_FINAL.
+ */
+static int _pair(const char *action, const char *source, const char *dest)
+{
+	struct xfer_ctx c = { .action = action, .source = source, .dest = dest };
+	const struct xfer_endpoint *s, *d;
+	char err[256];
+	int rc = xfer_endpoints_for(&c, &s, &d, err, sizeof(err));
+
+	if (rc != XFER_OK)
+		return rc;
+	return s == &xfer_ep_url && d == &xfer_ep_local ? 10 :
+	       s == &xfer_ep_local && d == &xfer_ep_url ? 20 : 0;
+}
+
 int main(void)
 {
 	char err[256];
@@ -250,11 +267,16 @@ int main(void)
 	   strcmp(url__url_path("https://h"), "/") == 0 && strcmp(url__url_path("/x/y"), "/x/y") == 0,
 	   "path of a URL");
 
-	ok(xfer_backend_select("https://h/x", NULL, err, sizeof(err)) == &xfer_backend_url &&
-	   xfer_backend_select("S3://b/k", NULL, err, sizeof(err)) == &xfer_backend_url &&
-	   xfer_backend_select("sftp://h/x", NULL, err, sizeof(err)) == &xfer_backend_url,
-	   "URL schemes choose the url backend");
-	ok(xfer_backend_select("file:///x", NULL, err, sizeof(err)) == NULL, "file:// has no backend");
+	ok(_pair("stage_in", "https://h/x", "/d") == 10 &&
+	   _pair("stage_in", "S3://b/k", "/d") == 10 &&
+	   _pair("stage_in", "sftp://h/x", "/d") == 10 &&
+	   _pair("archive", "/s", "s3://b/k") == 20,
+	   "URL schemes choose the url endpoint, on the URL's side");
+	ok(_pair("stage_in", "file:///x", "/d") == XFER_FINAL, "file:// has no endpoint");
+	ok(_pair("stage_in", "https://h/x", "s3://b/k") == XFER_FINAL &&
+	   _pair("archive", "https://h/x", "/d") == XFER_FINAL &&
+	   _pair("label", "https://h/x", NULL) == XFER_FINAL,
+	   "a URL to a URL, a URL archived to a path and a label of a URL are refused");
 
 	c = conf_create();
 	ok(c && strcmp(c->s3_region, "us-east-1") == 0 && !c->s3_endpoint && !c->s3_credentials_file &&

@@ -17,6 +17,7 @@
 
 #include "tests/tap.h"
 #include "xfer.h"
+#include "xfer_endpoint.h"
 
 static char _dir[] = "/tmp/test_walk_XXXXXX";
 
@@ -32,8 +33,8 @@ static volatile sig_atomic_t _stop;
 static int _sync_batch, _verify_sample, _nokeep;
 static const char *const *_exclude;
 
-/* Run backend be for source -> dest in a child; collect what it reports. */
-static void _run(const struct xfer_backend *be, const char *action, const char *src,
+/* Run backend (by name) for source -> dest in a child; collect what it reports. */
+static void _run(const char *backend, const char *action, const char *src,
 		 const char *dst, struct _seen *s)
 {
 	int sv[2];
@@ -63,7 +64,8 @@ static void _run(const struct xfer_backend *be, const char *action, const char *
 		ctx.stop = &_stop;
 		ctx.sync_batch = _sync_batch;
 		ctx.verify_sample = _verify_sample;
-		be->run(&ctx);
+		ctx.backend = backend;
+		xfer_run(&ctx);
 		_exit(0);
 	}
 	close(sv[1]);
@@ -205,7 +207,7 @@ int main(void)
 	if (symlink(p[3], p[6]) < 0 || symlink(p[2], p[7]) < 0 || mkfifo(p[8], 0644) < 0)
 		return 77;
 
-	_run(&xfer_backend_local, "stage_in", p[0], p[9], &s);
+	_run("local", "stage_in", p[0], p[9], &s);
 	ok(s.result == XFER_OK, "tree copied (result %d, failed %d %s)", s.result, s.failed, s.failed_path);
 	ok(s.files_total == 2, "walk counted 2 regular files (symlinks and FIFO not counted)");
 	ok(s.done == 4, "2 files + 2 symlinks verified (%d)", s.done);
@@ -239,7 +241,7 @@ int main(void)
 	mkdir(p[22], 0755);
 	if (symlink(p[22], p[21]) < 0)
 		return 77;
-	_run(&xfer_backend_local, "stage_in", p[0], p[20], &s);
+	_run("local", "stage_in", p[0], p[20], &s);
 	ok(s.result != XFER_OK, "copy refused to write through a planted symlink (result %d)", s.result);
 	ok(s.failed >= 1 && strcmp(s.failed_path, "sub") == 0, "failure names 'sub' (%s)", s.failed_path);
 	ok(!_exists(p[23]), "nothing written into the symlink's target");
@@ -249,14 +251,14 @@ int main(void)
 	P(31, "%s/one/data", _dir);
 	P(32, "%s/renamed", _dir);
 	mkdir(p[30], 0755);
-	_run(&xfer_backend_local, "stage_in", p[4], p[30], &s);
+	_run("local", "stage_in", p[4], p[30], &s);
 	ok(s.result == XFER_OK && _same(p[4], p[31]), "file into an existing directory");
-	_run(&xfer_backend_local, "stage_in", p[4], p[32], &s);
+	_run("local", "stage_in", p[4], p[32], &s);
 	ok(s.result == XFER_OK && _same(p[4], p[32]), "file to a new name");
 
 	/* Null backend: reads and verifies nothing into the destination. */
 	P(40, "%s/nulldst", _dir);
-	_run(&xfer_backend_null, "stage_in", p[0], p[40], &s);
+	_run("null", "stage_in", p[0], p[40], &s);
 	ok(s.result == XFER_OK && s.done == 4 && !_exists(p[40]), "null backend writes nothing");
 
 	/* SyncMode=batch across batch boundaries, and a big file (sampled read-back). */
@@ -294,7 +296,7 @@ int main(void)
 		}
 		_sync_batch = 1;
 		_verify_sample = 4;
-		_run(&xfer_backend_local, "stage_in", p[50], p[53], &s);
+		_run("local", "stage_in", p[50], p[53], &s);
 		_sync_batch = 0;
 		_verify_sample = 0;
 		ok(s.result == XFER_OK && s.failed == 0, "batched tree copied (result %d, failed %d %s)",
@@ -361,7 +363,7 @@ int main(void)
 		_write(p[40], "a/b/y\n");
 		_exclude = ex;
 		_nokeep = 1;
-		_run(&xfer_backend_local, "archive", p[60], p[64], &s);
+		_run("local", "archive", p[60], p[64], &s);
 		_exclude = NULL;
 		_nokeep = 0;
 		ok(s.result == XFER_OK && s.failed == 0, "tree with excluded dirs archived (result %d)",
@@ -387,17 +389,39 @@ int main(void)
 
 	/* Missing source: final failure. */
 	P(41, "%s/nope", _dir);
-	_run(&xfer_backend_local, "stage_in", p[41], p[40], &s);
+	_run("local", "stage_in", p[41], p[40], &s);
 	ok(s.result == XFER_FINAL, "missing source is a final failure");
 
 	{
+		/* The pair each name gives paths (url: test_url). */
+		static const struct {
+			const char *action, *backend;
+			const struct xfer_endpoint *src, *dst;
+			const char *what;
+		} pairs[] = {
+			{ "archive", NULL, &xfer_ep_local, &xfer_ep_local, "paths: local to local" },
+			{ "archive", "null", &xfer_ep_local, &xfer_ep_null, "chosen by name" },
+			{ "archive", "bundle", &xfer_ep_local, &xfer_ep_bundle, "archive: bundled" },
+			{ "stage_in", "bundle", &xfer_ep_local, &xfer_ep_local, "stage-in: local" },
+		};
+		struct xfer_ctx c = { .source = "/x", .dest = "/y" };
+		const struct xfer_endpoint *es = NULL, *ed = NULL;
 		char err[128];
 
-		ok(xfer_backend_select("/x", NULL, err, sizeof(err)) == &xfer_backend_local,
-		   "paths use the local backend");
-		ok(xfer_backend_select("/x", "null", err, sizeof(err)) == &xfer_backend_null,
-		   "backend chosen by name");
-		ok(xfer_backend_select("gopher://x", NULL, err, sizeof(err)) == NULL &&
+		for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+			c.action = pairs[i].action;
+			c.backend = pairs[i].backend;
+			ok(xfer_endpoints_for(&c, &es, &ed, err, sizeof(err)) == XFER_OK &&
+			   es == pairs[i].src && ed == pairs[i].dst, "endpoints: %s", pairs[i].what);
+		}
+		c.backend = "tape";
+		ok(!xfer_endpoint_named(&c, err, sizeof(err)) &&
+		   strcmp(err, "unknown backend 'tape' (known: local, null, bundle, url)") == 0,
+		   "unknown name refused: %s", err);
+		c.backend = NULL;
+		c.source = "gopher://x";
+		ok(!xfer_endpoint_named(&c, err, sizeof(err)) &&
+		   xfer_endpoints_for(&c, &es, &ed, err, sizeof(err)) == XFER_FINAL &&
 		   strstr(err, "gopher"), "unknown scheme refused: %s", err);
 	}
 	{
