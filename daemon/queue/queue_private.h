@@ -84,7 +84,7 @@ int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64
  * use qp_step_reset. NULL with err.
  */
 sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errlen);
-/* Steps once and resets a cached statement. 0 or -1. */
+/* Steps once and resets a cached statement (or one stepped in a loop). 0 or -1. */
 int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen);
 
 /*
