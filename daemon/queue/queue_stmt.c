@@ -84,78 +84,76 @@ int qp_bindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, ...)
 	return rc;
 }
 
+/* Where _bound takes its statement from. */
+enum { _PREP, _CACHED, _READ };
+
+/*
+ * A statement from qp_prep, qp_cached or qp_read (how), its parameters bound
+ * by fmt from ap. NULL with err, and then nothing is left open: a prepared
+ * statement is finalized, a cached one unbound, a read ended.
+ */
+static sqlite3_stmt *_bound(struct queue *q, int how, const char *sql, char *err, size_t errlen,
+			    const char *fmt, va_list ap)
+{
+	sqlite3_stmt *st = how == _CACHED ? qp_cached(q, sql, err, errlen) :
+			   how == _READ ? qp_read(q, sql, err, errlen) :
+			   qp_prep(q, sql, err, errlen);
+
+	if (!st || qp_vbindf(st, err, errlen, fmt, ap) == 0)
+		return st;
+	if (how == _CACHED)
+		sqlite3_clear_bindings(st);
+	else if (how == _READ)
+		qp_read_end(q, st, -1, err, errlen);
+	else
+		sqlite3_finalize(st);
+	return NULL;
+}
+
 sqlite3_stmt *qp_prepf(struct queue *q, const char *sql, char *err, size_t errlen,
 		       const char *fmt, ...)
 {
-	sqlite3_stmt *st = qp_prep(q, sql, err, errlen);
+	sqlite3_stmt *st;
 	va_list ap;
-	int rc;
 
-	if (!st)
-		return NULL;
 	va_start(ap, fmt);
-	rc = qp_vbindf(st, err, errlen, fmt, ap);
+	st = _bound(q, _PREP, sql, err, errlen, fmt, ap);
 	va_end(ap);
-	if (rc < 0) {
-		sqlite3_finalize(st);
-		return NULL;
-	}
 	return st;
 }
 
 int qp_execf(struct queue *q, const char *sql, char *err, size_t errlen, const char *fmt, ...)
 {
-	sqlite3_stmt *st = qp_prep(q, sql, err, errlen);
+	sqlite3_stmt *st;
 	va_list ap;
-	int rc;
 
-	if (!st)
-		return -1;
 	va_start(ap, fmt);
-	rc = qp_vbindf(st, err, errlen, fmt, ap);
+	st = _bound(q, _PREP, sql, err, errlen, fmt, ap);
 	va_end(ap);
-	if (rc < 0) {
-		sqlite3_finalize(st);
-		return -1;
-	}
-	return qp_step_done(q, st, err, errlen);
+	return st ? qp_step_done(q, st, err, errlen) : -1;
 }
 
 sqlite3_stmt *qp_cachedf(struct queue *q, const char *sql, char *err, size_t errlen,
 			 const char *fmt, ...)
 {
-	sqlite3_stmt *st = qp_cached(q, sql, err, errlen);
+	sqlite3_stmt *st;
 	va_list ap;
-	int rc;
 
-	if (!st)
-		return NULL;
 	va_start(ap, fmt);
-	rc = qp_vbindf(st, err, errlen, fmt, ap);
+	st = _bound(q, _CACHED, sql, err, errlen, fmt, ap);
 	va_end(ap);
-	if (rc < 0) {
-		sqlite3_clear_bindings(st);
-		return NULL;
-	}
 	return st;
 }
 
 sqlite3_stmt *qp_readf(struct queue *q, const char *sql, char *err, size_t errlen,
 		       const char *fmt, ...)
 {
-	sqlite3_stmt *st = qp_read(q, sql, err, errlen);
+	sqlite3_stmt *st;
 	va_list ap;
-	int rc;
 
-	if (!st)
-		return NULL;
 	va_start(ap, fmt);
-	rc = qp_vbindf(st, err, errlen, fmt, ap);
+	st = _bound(q, _READ, sql, err, errlen, fmt, ap);
 	va_end(ap);
-	if (rc < 0) {
-		qp_read_end(q, st, -1, err, errlen);
-		return NULL;
-	}
 	return st;
 }
 

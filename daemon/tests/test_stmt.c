@@ -1,13 +1,17 @@
 /* test_stmt.c - the queue's statement helpers: every bind letter, bad formats, a column map. */
 #include "config.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#include "queue.h"
 #include "queue_private.h"
 #include "tests/tap.h"
 
@@ -117,6 +121,68 @@ static void _test_bad(sqlite3 *db)
 	sqlite3_finalize(st);
 }
 
+/* In another thread: 0 if the readers' lock is free (a read that failed did not keep it). */
+static void *_try_rlock(void *arg)
+{
+	struct queue *q = arg;
+	intptr_t busy = pthread_mutex_trylock(&q->rlock) != 0;
+
+	if (!busy)
+		pthread_mutex_unlock(&q->rlock);
+	return (void *)busy;
+}
+
+/* The statement makers on a queue: a bad format leaves nothing open, a good one works. */
+static void _test_queue(void)
+{
+	char dir[] = "/tmp/test_stmt_XXXXXX", path[300], err[256] = "";
+	struct queue *q;
+	sqlite3_stmt *st;
+	pthread_t t;
+	void *busy = (void *)1;
+	static const char *const sql = "SELECT ?1 + ?2";
+
+	if (!mkdtemp(dir)) {
+		ok(0, "a temporary directory");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/q.db", dir);
+	q = queue_open(path, err, sizeof(err));
+	ok(q != NULL, "queue opened (%s)", err);
+	if (!q)
+		return;
+	ok(qp_execf(q, "UPDATE jobs SET runs=?2 WHERE job_id=?1", err, sizeof(err), "Iq",
+		    (int64_t)1, 2) < 0 && strstr(err, "'q'"), "qp_execf: a bad letter (%s)", err);
+	err[0] = 0;
+	ok(qp_execf(q, "UPDATE jobs SET runs=?2 WHERE job_id=?1", err, sizeof(err), "Ii",
+		    (int64_t)1, 2) == 0, "qp_execf: a good format runs (%s)", err);
+	ok(qp_cachedf(q, sql, err, sizeof(err), "i", 1) == NULL, "qp_cachedf: too few letters");
+	st = qp_cachedf(q, sql, err, sizeof(err), "ii", 1, 2);
+	ok(st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 3,
+	   "qp_cachedf: the cached statement serves again");
+	if (st)
+		sqlite3_reset(st);
+	ok(qp_readf(q, sql, err, sizeof(err), "iz", 1, 2) == NULL, "qp_readf: a bad letter");
+	if (pthread_create(&t, NULL, _try_rlock, q) == 0)
+		pthread_join(t, &busy);
+	ok(busy == NULL, "qp_readf: a failed read leaves the readers' lock free");
+	st = qp_prepf(q, sql, err, sizeof(err), "IU", (int64_t)40, (int64_t)2);
+	ok(st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 42,
+	   "qp_prepf: bound and read");
+	sqlite3_finalize(st);
+	queue_close(q);
+	{
+		static const char *const sfx[] = { "", "-wal", "-shm" };
+		char p[320];
+
+		for (int i = 0; i < 3; i++) {
+			snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
+			unlink(p);
+		}
+		rmdir(dir);
+	}
+}
+
 int main(void)
 {
 	sqlite3 *db = NULL;
@@ -131,5 +197,6 @@ int main(void)
 	_test_letters(db);
 	_test_bad(db);
 	sqlite3_close(db);
+	_test_queue();
 	return tap_done();
 }
