@@ -104,17 +104,23 @@ int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen);
  */
 int qp_vbindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, va_list ap);
 int qp_bindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, ...);
-/* qp_prep and bind: the caller finalizes (qp_step_done). On failure nothing is left open. */
-sqlite3_stmt *qp_prepf(struct queue *q, const char *sql, char *err, size_t errlen,
-		       const char *fmt, ...);
+/*
+ * A statement from qp_prep (QP_PREP: the caller finalizes it, qp_step_done),
+ * qp_cached (QP_CACHED: the cache's, qp_step_reset, never finalize) or
+ * qp_read (QP_READ: end it with qp_read_end), its parameters bound by fmt.
+ * NULL with err, and then nothing is left open: a prepared statement is
+ * finalized, a cached one unbound, a read ended (unlocked). Called as
+ * qp_prepf, qp_cachedf and qp_readf.
+ */
+enum qp_from { QP_PREP, QP_CACHED, QP_READ };
+sqlite3_stmt *qp_stmtf(struct queue *q, enum qp_from from, const char *sql, char *err,
+		       size_t errlen, const char *fmt, ...);
+#define qp_prepf(q, sql, err, errlen, ...) qp_stmtf(q, QP_PREP, sql, err, errlen, __VA_ARGS__)
+#define qp_cachedf(q, sql, err, errlen, ...) \
+	qp_stmtf(q, QP_CACHED, sql, err, errlen, __VA_ARGS__)
+#define qp_readf(q, sql, err, errlen, ...) qp_stmtf(q, QP_READ, sql, err, errlen, __VA_ARGS__)
 /* qp_prep, bind, step once, finalize: a change with no row to read. */
 int qp_execf(struct queue *q, const char *sql, char *err, size_t errlen, const char *fmt, ...);
-/* qp_cached and bind: the statement stays the cache's (qp_step_reset, never finalize). */
-sqlite3_stmt *qp_cachedf(struct queue *q, const char *sql, char *err, size_t errlen,
-			 const char *fmt, ...);
-/* qp_read and bind: end it with qp_read_end. On failure the read is ended (unlocked). */
-sqlite3_stmt *qp_readf(struct queue *q, const char *sql, char *err, size_t errlen,
-		       const char *fmt, ...);
 
 /*
  * A row read into a struct by a column map: entry i reads column i into the

@@ -84,77 +84,46 @@ int qp_bindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, ...)
 	return rc;
 }
 
-/* Where _bound takes its statement from. */
-enum { _PREP, _CACHED, _READ };
-
-/*
- * A statement from qp_prep, qp_cached or qp_read (how), its parameters bound
- * by fmt from ap. NULL with err, and then nothing is left open: a prepared
- * statement is finalized, a cached one unbound, a read ended.
- */
-static sqlite3_stmt *_bound(struct queue *q, int how, const char *sql, char *err, size_t errlen,
-			    const char *fmt, va_list ap)
+/* A statement from where from says, bound by fmt from ap (see qp_stmtf). */
+static sqlite3_stmt *_bound(struct queue *q, enum qp_from from, const char *sql, char *err,
+			    size_t errlen, const char *fmt, va_list ap)
 {
-	sqlite3_stmt *st = how == _CACHED ? qp_cached(q, sql, err, errlen) :
-			   how == _READ ? qp_read(q, sql, err, errlen) :
+	sqlite3_stmt *st = from == QP_CACHED ? qp_cached(q, sql, err, errlen) :
+			   from == QP_READ ? qp_read(q, sql, err, errlen) :
 			   qp_prep(q, sql, err, errlen);
 
 	if (!st || qp_vbindf(st, err, errlen, fmt, ap) == 0)
 		return st;
-	if (how == _CACHED)
+	if (from == QP_CACHED)
 		sqlite3_clear_bindings(st);
-	else if (how == _READ)
+	else if (from == QP_READ)
 		qp_read_end(q, st, -1, err, errlen);
 	else
 		sqlite3_finalize(st);
 	return NULL;
 }
 
-sqlite3_stmt *qp_prepf(struct queue *q, const char *sql, char *err, size_t errlen,
-		       const char *fmt, ...)
+sqlite3_stmt *qp_stmtf(struct queue *q, enum qp_from from, const char *sql, char *err,
+		       size_t errlen, const char *fmt, ...)
 {
 	sqlite3_stmt *st;
 	va_list ap;
 
 	va_start(ap, fmt);
-	st = _bound(q, _PREP, sql, err, errlen, fmt, ap);
+	st = _bound(q, from, sql, err, errlen, fmt, ap);
 	va_end(ap);
 	return st;
 }
 
 int qp_execf(struct queue *q, const char *sql, char *err, size_t errlen, const char *fmt, ...)
 {
-	sqlite3_stmt *st;
 	va_list ap;
+	sqlite3_stmt *st;
 
 	va_start(ap, fmt);
-	st = _bound(q, _PREP, sql, err, errlen, fmt, ap);
+	st = _bound(q, QP_PREP, sql, err, errlen, fmt, ap);
 	va_end(ap);
 	return st ? qp_step_done(q, st, err, errlen) : -1;
-}
-
-sqlite3_stmt *qp_cachedf(struct queue *q, const char *sql, char *err, size_t errlen,
-			 const char *fmt, ...)
-{
-	sqlite3_stmt *st;
-	va_list ap;
-
-	va_start(ap, fmt);
-	st = _bound(q, _CACHED, sql, err, errlen, fmt, ap);
-	va_end(ap);
-	return st;
-}
-
-sqlite3_stmt *qp_readf(struct queue *q, const char *sql, char *err, size_t errlen,
-		       const char *fmt, ...)
-{
-	sqlite3_stmt *st;
-	va_list ap;
-
-	va_start(ap, fmt);
-	st = _bound(q, _READ, sql, err, errlen, fmt, ap);
-	va_end(ap);
-	return st;
 }
 
 /* The size of a field that holds type t; 0 for QC_CHARS (any array) and QC_SKIP. */
