@@ -468,22 +468,16 @@ void queue_close(struct queue *q)
 
 int queue_recover(struct queue *q, int *nrequests, int *nitems, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE items SET state='queued' WHERE state IN ('running','verifying')",
-		   err, errlen);
-	if (!st || qp_step_done(q, st, err, errlen) < 0)
+	if (qp_execf(q, "UPDATE items SET state='queued' WHERE state IN ('running','verifying')",
+		     err, errlen, "") < 0)
 		goto out;
 	*nitems = sqlite3_changes(q->db);
-	st = qp_prep(q, "UPDATE requests SET state='queued', updated=?1, error="
-		   "'interrupted (daemon restart); redone' WHERE state IN ('running','verifying')",
-		   err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, qp_now());
-	if (qp_step_done(q, st, err, errlen) < 0)
+	if (qp_execf(q, "UPDATE requests SET state='queued', updated=?1, error="
+		     "'interrupted (daemon restart); redone' WHERE state IN ('running','verifying')",
+		     err, errlen, "I", qp_now()) < 0)
 		goto out;
 	*nrequests = sqlite3_changes(q->db);
 	rc = 0;
@@ -522,33 +516,15 @@ void queue_job_free(struct queue_job *j)
 int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64_t not_before,
 		      int64_t *id_out, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	int64_t now = qp_now();
 
 	/* The claim skips a queued request until next_attempt_at (queue_request_claim_ex). */
-	st = qp_prep(q, "INSERT INTO requests (uid, gid, user, job_id, action, source, dest,"
-		   " options, state, max_retries, next_attempt_at, created, updated) VALUES"
-		   " (?1,?2,?3,?4,?5,?6,?7,?8,'queued',?9,?10,?11,?11)", err, errlen);
-	if (!st)
-		return -1;
-	sqlite3_bind_int64(st, 1, nr->uid);
-	sqlite3_bind_int64(st, 2, nr->gid);
-	qp_bind_text(st, 3, nr->user);
-	if (nr->job_id > 0)
-		sqlite3_bind_int64(st, 4, nr->job_id);
-	else
-		sqlite3_bind_null(st, 4);
-	qp_bind_text(st, 5, nr->action);
-	qp_bind_text(st, 6, nr->source);
-	qp_bind_text(st, 7, nr->dest);
-	qp_bind_text(st, 8, nr->options ? nr->options : "{}");
-	sqlite3_bind_int(st, 9, nr->max_retries);
-	if (not_before > now)
-		sqlite3_bind_int64(st, 10, not_before);
-	else
-		sqlite3_bind_null(st, 10);
-	sqlite3_bind_int64(st, 11, now);
-	if (qp_step_done(q, st, err, errlen) < 0)
+	if (qp_execf(q, "INSERT INTO requests (uid, gid, user, job_id, action, source, dest,"
+		     " options, state, max_retries, next_attempt_at, created, updated) VALUES"
+		     " (?1,?2,?3,?4,?5,?6,?7,?8,'queued',?9,?10,?11,?11)", err, errlen,
+		     "IItPttttiPI", (int64_t)nr->uid, (int64_t)nr->gid, nr->user, nr->job_id,
+		     nr->action, nr->source, nr->dest, nr->options ? nr->options : "{}",
+		     nr->max_retries, not_before > now ? not_before : 0, now) < 0)
 		return -1;
 	*id_out = sqlite3_last_insert_rowid(q->db);
 	return 0;
@@ -568,6 +544,20 @@ int queue_request_create(struct queue *q, const struct queue_new_request *nr,
 	" max_retries, next_attempt_at, error, created, updated, bytes_total, bytes_done," \
 	" files_total, files_done, files_skipped"
 
+/* REQ_COLS into a struct queue_request, in order; the state is read by name. */
+#define REQ_COL(type, field) QP_COL(type, struct queue_request, field)
+static const struct qp_col _request_cols[] = {
+	REQ_COL(QC_I64, id), REQ_COL(QC_ID, uid), REQ_COL(QC_ID, gid), REQ_COL(QC_STR, user),
+	REQ_COL(QC_I64, job_id), REQ_COL(QC_STR, action), REQ_COL(QC_STR, source),
+	REQ_COL(QC_STR, dest), REQ_COL(QC_STR, options), REQ_COL(QC_SKIP, state),
+	REQ_COL(QC_INT, attempts), REQ_COL(QC_INT, max_retries),
+	REQ_COL(QC_I64, next_attempt_at), REQ_COL(QC_STR, error), REQ_COL(QC_I64, created),
+	REQ_COL(QC_I64, updated), REQ_COL(QC_I64, bytes_total), REQ_COL(QC_I64, bytes_done),
+	REQ_COL(QC_I64, files_total), REQ_COL(QC_I64, files_done),
+	REQ_COL(QC_I64, files_skipped),
+};
+
+/* The current row of a REQ_COLS select: a new request (queue_request_free), NULL on no memory. */
 static struct queue_request *_row_request(sqlite3_stmt *st)
 {
 	struct queue_request *r = calloc(1, sizeof(*r));
@@ -576,30 +566,14 @@ static struct queue_request *_row_request(sqlite3_stmt *st)
 
 	if (!r)
 		return NULL;
-	r->id = sqlite3_column_int64(st, 0);
-	r->uid = (uid_t)sqlite3_column_int64(st, 1);
-	r->gid = (gid_t)sqlite3_column_int64(st, 2);
-	r->user = qp_col_dup(st, 3);
-	r->job_id = sqlite3_column_int64(st, 4);
-	r->action = qp_col_dup(st, 5);
-	r->source = qp_col_dup(st, 6);
-	r->dest = qp_col_dup(st, 7);
-	r->options = qp_col_dup(st, 8);
+	if (qp_row(st, _request_cols, QP_NCOLS(_request_cols), r, NULL, 0) < 0) {
+		queue_request_free(r);
+		return NULL;
+	}
 	s = (const char *)sqlite3_column_text(st, 9);
 	if (s)
 		queue_state_from_name(s, &qs);
 	r->state = qs;
-	r->attempts = sqlite3_column_int(st, 10);
-	r->max_retries = sqlite3_column_int(st, 11);
-	r->next_attempt_at = sqlite3_column_int64(st, 12);
-	r->error = qp_col_dup(st, 13);
-	r->created = sqlite3_column_int64(st, 14);
-	r->updated = sqlite3_column_int64(st, 15);
-	r->bytes_total = sqlite3_column_int64(st, 16);
-	r->bytes_done = sqlite3_column_int64(st, 17);
-	r->files_total = sqlite3_column_int64(st, 18);
-	r->files_done = sqlite3_column_int64(st, 19);
-	r->files_skipped = sqlite3_column_int64(st, 20);
 	if (!r->user || !r->action || !r->source || !r->options) {
 		queue_request_free(r);
 		return NULL;
@@ -611,12 +585,12 @@ static struct queue_request *_row_request(sqlite3_stmt *st)
 static int _get_locked(struct queue *q, int64_t id, struct queue_request **out,
 		       char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_prep(q, "SELECT " REQ_COLS " FROM requests WHERE id=?1", err, errlen);
+	sqlite3_stmt *st = qp_prepf(q, "SELECT " REQ_COLS " FROM requests WHERE id=?1", err, errlen,
+				    "I", id);
 	int rc;
 
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_DONE) {
 		sqlite3_finalize(st);
@@ -639,13 +613,13 @@ static int _get_locked(struct queue *q, int64_t id, struct queue_request **out,
 int queue_request_get(struct queue *q, int64_t id, struct queue_request **out,
 		      char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_read(q, "SELECT " REQ_COLS " FROM requests WHERE id=?1", err, errlen);
+	sqlite3_stmt *st;
 	int rc, found = 0;
 
 	*out = NULL;
+	st = qp_readf(q, "SELECT " REQ_COLS " FROM requests WHERE id=?1", err, errlen, "I", id);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		found = 1;
@@ -666,20 +640,16 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = qp_read(q, "SELECT " REQ_COLS " FROM requests WHERE (?1 < 0 OR uid=?1)"
-		   " AND (?2 = 0 OR job_id=?2) AND (?3 IS NULL OR state=?3)"
-		   " AND (?4 IS NULL OR action=?4)"
-		   " AND (?6 <= 0 OR state IN ('queued','running','verifying')"
-		   "  OR (state IN ('failed_retryable','failed_final') AND updated >= ?6))"
-		   " ORDER BY id DESC LIMIT ?5", err, errlen);
+	st = qp_readf(q, "SELECT " REQ_COLS " FROM requests WHERE (?1 < 0 OR uid=?1)"
+		      " AND (?2 = 0 OR job_id=?2) AND (?3 IS NULL OR state=?3)"
+		      " AND (?4 IS NULL OR action=?4)"
+		      " AND (?6 <= 0 OR state IN ('queued','running','verifying')"
+		      "  OR (state IN ('failed_retryable','failed_final') AND updated >= ?6))"
+		      " ORDER BY id DESC LIMIT ?5", err, errlen, "IIttiI", f->uid, f->job_id,
+		      f->state >= 0 ? queue_state_name((enum queue_state)f->state) : NULL,
+		      f->action, f->limit > 0 ? f->limit : -1, f->attention_since);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, f->uid);
-	sqlite3_bind_int64(st, 2, f->job_id);
-	qp_bind_text(st, 3, f->state >= 0 ? queue_state_name((enum queue_state)f->state) : NULL);
-	qp_bind_text(st, 4, f->action);
-	sqlite3_bind_int(st, 5, f->limit > 0 ? f->limit : -1);
-	sqlite3_bind_int64(st, 6, f->attention_since);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct queue_request *r = _row_request(st);
 		int stop;
@@ -722,7 +692,7 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 	 * several have work. The inner query reads each queued row once (index
 	 * requests_fair); in-flight counts and dispatch have a row per user.
 	 */
-	st = qp_prep(q, "SELECT c.id FROM"
+	st = qp_prepf(q, "SELECT c.id FROM"
 		   " (SELECT uid, action IN ('archive','stage_out') AS cls, min(id) AS id"
 		   "  FROM requests WHERE state='queued'"
 		   "  AND (next_attempt_at IS NULL OR next_attempt_at <= ?1)"
@@ -732,11 +702,9 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 		   "  WHERE state IN ('running','verifying') GROUP BY uid) f ON f.uid = c.uid"
 		   " LEFT JOIN dispatch d ON d.uid = c.uid"
 		   " ORDER BY c.cls, coalesce(f.n, 0), coalesce(d.last_claim, 0), c.id LIMIT 1",
-		   err, errlen);
+		   err, errlen, "Ii", now, after_job_ok ? 1 : 0);
 	if (!st)
 		goto out;
-	sqlite3_bind_int64(st, 1, now);
-	sqlite3_bind_int(st, 2, after_job_ok ? 1 : 0);
 	step = sqlite3_step(st);
 	if (step != SQLITE_ROW) {
 		sqlite3_finalize(st);
@@ -749,25 +717,16 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 	}
 	id = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
-	st = qp_prep(q, "UPDATE requests SET state='running', attempts=attempts+1,"
-		   " next_attempt_at=NULL, updated=?2,"
-		   " files_done=(SELECT count(*) FROM items WHERE request_id=?1 AND state='done'"
-		   "  AND type='file'),"
-		   " bytes_done=(SELECT coalesce(sum(size),0) FROM items WHERE request_id=?1"
-		   "  AND state='done' AND type='file') WHERE id=?1", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, now);
-	if (qp_step_done(q, st, err, errlen) < 0)
-		goto out;
-	st = qp_prep(q, "INSERT OR REPLACE INTO dispatch (uid, last_claim) SELECT uid,"
-		   " (SELECT coalesce(max(last_claim), 0) + 1 FROM dispatch) FROM requests"
-		   " WHERE id=?1", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	if (qp_step_done(q, st, err, errlen) < 0)
+	if (qp_execf(q, "UPDATE requests SET state='running', attempts=attempts+1,"
+		     " next_attempt_at=NULL, updated=?2,"
+		     " files_done=(SELECT count(*) FROM items WHERE request_id=?1 AND state='done'"
+		     "  AND type='file'),"
+		     " bytes_done=(SELECT coalesce(sum(size),0) FROM items WHERE request_id=?1"
+		     "  AND state='done' AND type='file') WHERE id=?1", err, errlen, "II", id,
+		     now) < 0 ||
+	    qp_execf(q, "INSERT OR REPLACE INTO dispatch (uid, last_claim) SELECT uid,"
+		     " (SELECT coalesce(max(last_claim), 0) + 1 FROM dispatch) FROM requests"
+		     " WHERE id=?1", err, errlen, "I", id) < 0)
 		goto out;
 	rc = _get_locked(q, id, out, err, errlen);
 out:
@@ -778,13 +737,13 @@ out:
 static int _set_state_locked(struct queue *q, int64_t id, int from, enum queue_state to,
 			     const char *error, int64_t next_at, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_prep(q, "SELECT state FROM requests WHERE id=?1", err, errlen);
+	sqlite3_stmt *st = qp_prepf(q, "SELECT state FROM requests WHERE id=?1", err, errlen,
+				    "I", id);
 	enum queue_state cur;
 	const char *s;
 
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, id);
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_finalize(st);
 		qp_err(err, errlen, "request %lld does not exist", (long long)id);
@@ -802,19 +761,10 @@ static int _set_state_locked(struct queue *q, int64_t id, int from, enum queue_s
 		     queue_state_name(cur), queue_state_name(to));
 		return 1;
 	}
-	st = qp_prep(q, "UPDATE requests SET state=?2, error=?3, updated=?4, next_attempt_at=?5"
-		   " WHERE id=?1", err, errlen);
-	if (!st)
-		return -1;
-	sqlite3_bind_int64(st, 1, id);
-	qp_bind_text(st, 2, queue_state_name(to));
-	qp_bind_text(st, 3, error);
-	sqlite3_bind_int64(st, 4, qp_now());
-	if (next_at)
-		sqlite3_bind_int64(st, 5, next_at);
-	else
-		sqlite3_bind_null(st, 5);
-	return qp_step_done(q, st, err, errlen);
+	/* next_at is a time (now + a delay) or 0 for none: P binds NULL for 0. */
+	return qp_execf(q, "UPDATE requests SET state=?2, error=?3, updated=?4,"
+			" next_attempt_at=?5 WHERE id=?1", err, errlen, "IttIP", id,
+			queue_state_name(to), error, qp_now(), next_at);
 }
 
 int queue_request_set_state(struct queue *q, int64_t id, int from, enum queue_state to,
@@ -862,24 +812,18 @@ int queue_request_fail(struct queue *q, int64_t id, const char *error, int retry
 
 int queue_requeue_due(struct queue *q, int64_t now, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
-	int rc = -1, n = 0;
+	int rc, n;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE requests SET state='queued', updated=?1 WHERE"
-		   " state='failed_retryable' AND next_attempt_at <= ?1", err, errlen);
-	if (st) {
-		sqlite3_bind_int64(st, 1, now);
-		rc = qp_step_done(q, st, err, errlen);
-		n = sqlite3_changes(q->db);
-	}
+	rc = qp_execf(q, "UPDATE requests SET state='queued', updated=?1 WHERE"
+		      " state='failed_retryable' AND next_attempt_at <= ?1", err, errlen, "I", now);
+	n = rc == 0 ? sqlite3_changes(q->db) : 0;
 	rc = qp_end(q, rc, 0, err, errlen);
 	return rc < 0 ? -1 : n;
 }
 
 int queue_request_retry(struct queue *q, int64_t id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc;
 
 	qp_begin(q);
@@ -888,35 +832,20 @@ int queue_request_retry(struct queue *q, int64_t id, char *err, size_t errlen)
 		qp_end(q, 0, 0, NULL, 0);
 		return 1;
 	}
-	if (rc == 0) {
-		st = qp_prep(q, "UPDATE requests SET attempts=0 WHERE id=?1", err, errlen);
-		if (!st)
-			rc = -1;
-		else {
-			sqlite3_bind_int64(st, 1, id);
-			rc = qp_step_done(q, st, err, errlen);
-		}
-	}
+	if (rc == 0)
+		rc = qp_execf(q, "UPDATE requests SET attempts=0 WHERE id=?1", err, errlen, "I", id);
 	return qp_end(q, rc, 1, err, errlen);
 }
 
 int queue_request_totals(struct queue *q, int64_t id, int64_t files_total,
 			 int64_t bytes_total, int64_t files_skipped, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
-	int rc = -1;
+	int rc;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE requests SET files_total=?2, bytes_total=?3, files_skipped=?4,"
-		   " updated=?5 WHERE id=?1", err, errlen);
-	if (st) {
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_bind_int64(st, 2, files_total);
-		sqlite3_bind_int64(st, 3, bytes_total);
-		sqlite3_bind_int64(st, 4, files_skipped);
-		sqlite3_bind_int64(st, 5, qp_now());
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	rc = qp_execf(q, "UPDATE requests SET files_total=?2, bytes_total=?3, files_skipped=?4,"
+		      " updated=?5 WHERE id=?1", err, errlen, "IIIII", id, files_total, bytes_total,
+		      files_skipped, qp_now());
 	return qp_end(q, rc, 0, err, errlen);
 }
 

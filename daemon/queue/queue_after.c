@@ -22,7 +22,6 @@ int queue_after_set(struct queue *q, int64_t job_id, const char *jobs, const cha
 		    const char *reason, int *changed, char *err, size_t errlen)
 {
 	char *oj = NULL, *os = NULL, *orr = NULL;
-	sqlite3_stmt *st;
 	int rc, found;
 
 	if (changed)
@@ -42,18 +41,10 @@ int queue_after_set(struct queue *q, int64_t job_id, const char *jobs, const cha
 	if (changed)
 		*changed = 1;
 	qp_begin(q);
-	st = qp_prep(q, "INSERT INTO after_waits (job_id, jobs, state, reason, updated)"
-		     " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(job_id) DO UPDATE SET"
-		     " jobs = ?2, state = ?3, reason = ?4, updated = ?5", err, errlen);
-	rc = -1;
-	if (st) {
-		sqlite3_bind_int64(st, 1, job_id);
-		qp_bind_text(st, 2, jobs);
-		qp_bind_text(st, 3, state);
-		qp_bind_text(st, 4, reason);
-		sqlite3_bind_int64(st, 5, qp_now());
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	rc = qp_execf(q, "INSERT INTO after_waits (job_id, jobs, state, reason, updated)"
+		      " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(job_id) DO UPDATE SET"
+		      " jobs = ?2, state = ?3, reason = ?4, updated = ?5", err, errlen, "ItttI",
+		      job_id, jobs, state, reason, qp_now());
 	/* A verdict the user was shown survives a power loss. */
 	return qp_end(q, rc, 1, err, errlen);
 }
@@ -65,10 +56,10 @@ int queue_after_get(struct queue *q, int64_t job_id, char **jobs, char **state, 
 	int rc;
 
 	*jobs = *state = *reason = NULL;
-	st = qp_read(q, "SELECT jobs, state, reason FROM after_waits WHERE job_id = ?1", err, errlen);
+	st = qp_readf(q, "SELECT jobs, state, reason FROM after_waits WHERE job_id = ?1", err,
+		      errlen, "I", job_id);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, job_id);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		*jobs = qp_col_dup(st, 0);
@@ -96,16 +87,14 @@ int queue_after_transfers(struct queue *q, int64_t job_id, int64_t uid,
 	int rc;
 
 	memset(s, 0, sizeof(*s));
-	st = qp_read(q, "SELECT state, count(*), max(error), sum(files_done), sum(files_total)"
+	st = qp_readf(q, "SELECT state, count(*), max(error), sum(files_done), sum(files_total)"
 		     " FROM requests WHERE job_id = ?1 AND uid = ?2 AND (action IN ('archive', 'stage_out') OR"
 		     " (action = 'label' AND json_extract(options, '$.policy') IS NULL))"
 		     /* A run superseded by a rerun (queue_job_rerun) is not the final run. */
 		     " AND id > COALESCE((SELECT before_id FROM job_reruns WHERE job_id = ?1), 0)"
-		     " GROUP BY state", err, errlen);
+		     " GROUP BY state", err, errlen, "II", job_id, uid);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, job_id);
-	sqlite3_bind_int64(st, 2, uid);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
 		const char *e = (const char *)sqlite3_column_text(st, 2);
@@ -146,13 +135,11 @@ int queue_after_tasks(struct queue *q, int64_t array_job_id, int64_t task_id, in
 	sqlite3_stmt *st;
 	int n = 0, rc;
 
-	st = qp_read(q, "SELECT job_id FROM jobs WHERE array_job_id = ?1 AND"
-		     " (?2 < 0 OR array_task_id = ?2) ORDER BY array_task_id LIMIT ?3", err, errlen);
+	st = qp_readf(q, "SELECT job_id FROM jobs WHERE array_job_id = ?1 AND"
+		      " (?2 < 0 OR array_task_id = ?2) ORDER BY array_task_id LIMIT ?3", err, errlen,
+		      "IIi", array_job_id, task_id, max);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, array_job_id);
-	sqlite3_bind_int64(st, 2, task_id);
-	sqlite3_bind_int(st, 3, max);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max)
 		ids[n++] = sqlite3_column_int64(st, 0);
 	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : n;

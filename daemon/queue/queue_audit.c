@@ -28,6 +28,15 @@ static const char *const _sql[] = {
 		" ORDER BY a.id LIMIT ?4",
 };
 
+/* The columns every select of _sql has, in order. Strings borrowed from the row. */
+#define AUDIT_COL(type, field) QP_COL(type, struct queue_audit_row, field)
+static const struct qp_col _row_cols[] = {
+	AUDIT_COL(QC_I64, job_id), AUDIT_COL(QC_I64, uid), AUDIT_COL(QC_BORROW, user),
+	AUDIT_COL(QC_BORROW, action), AUDIT_COL(QC_I64, requests), AUDIT_COL(QC_I64, files),
+	AUDIT_COL(QC_I64, bytes), AUDIT_COL(QC_I64, first), AUDIT_COL(QC_I64, last),
+	AUDIT_COL(QC_BORROW, src), AUDIT_COL(QC_BORROW, dst), AUDIT_COL(QC_BORROW, checksum),
+};
+
 int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 		     int (*fn)(const struct queue_audit_row *r, void *arg), void *arg,
 		     char *err, size_t errlen)
@@ -35,31 +44,18 @@ int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 	sqlite3_stmt *st;
 	int rc, n = 0;
 
-	st = qp_read(q, _sql[f->by], err, errlen);
+	st = qp_readf(q, _sql[f->by], err, errlen, "PUII", f->job_id, f->uid, f->since,
+		      f->limit > 0 ? f->limit : (int64_t)1);
 	if (!st)
 		return -1;
-	if (f->job_id > 0)
-		sqlite3_bind_int64(st, 1, f->job_id);
-	if (f->uid >= 0)
-		sqlite3_bind_int64(st, 2, f->uid);
-	sqlite3_bind_int64(st, 3, f->since);
-	sqlite3_bind_int64(st, 4, f->limit > 0 ? f->limit : 1);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct queue_audit_row r;
 
 		memset(&r, 0, sizeof(r));
-		r.job_id = sqlite3_column_int64(st, 0);
-		r.uid = sqlite3_column_int64(st, 1);
-		r.user = (const char *)sqlite3_column_text(st, 2);
-		r.action = (const char *)sqlite3_column_text(st, 3);
-		r.requests = sqlite3_column_int64(st, 4);
-		r.files = sqlite3_column_int64(st, 5);
-		r.bytes = sqlite3_column_int64(st, 6);
-		r.first = sqlite3_column_int64(st, 7);
-		r.last = sqlite3_column_int64(st, 8);
-		r.src = (const char *)sqlite3_column_text(st, 9);
-		r.dst = (const char *)sqlite3_column_text(st, 10);
-		r.checksum = (const char *)sqlite3_column_text(st, 11);
+		if (qp_row(st, _row_cols, QP_NCOLS(_row_cols), &r, err, errlen) < 0) {
+			rc = -1;
+			break;
+		}
 		n++;
 		if (fn(&r, arg))
 			break;
@@ -81,10 +77,9 @@ int queue_audit_under(struct queue *q, const char *root, int src, int64_t *files
 	int rc;
 
 	*files = *bytes = 0;
-	st = qp_read(q, sql[src ? 1 : 0], err, errlen);
+	st = qp_readf(q, sql[src ? 1 : 0], err, errlen, "t", strcmp(root, "/") == 0 ? "" : root);
 	if (!st)
 		return -1;
-	qp_bind_text(st, 1, strcmp(root, "/") == 0 ? "" : root);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		*files = sqlite3_column_int64(st, 0);
@@ -93,27 +88,35 @@ int queue_audit_under(struct queue *q, const char *root, int src, int64_t *files
 	return qp_read_end(q, st, rc, err, errlen);
 }
 
+/* The columns of queue_notice_next's select, in order. Strings borrowed from the row. */
+#define NOTICE_COL(type, field) QP_COL(type, struct queue_notice, field)
+static const struct qp_col _notice_cols[] = {
+	NOTICE_COL(QC_I64, id), NOTICE_COL(QC_I64, job_id), NOTICE_COL(QC_I64, uid),
+	NOTICE_COL(QC_BORROW, user), NOTICE_COL(QC_BORROW, state), NOTICE_COL(QC_BORROW, source),
+	NOTICE_COL(QC_BORROW, dest), NOTICE_COL(QC_BORROW, error), NOTICE_COL(QC_I64, files),
+	NOTICE_COL(QC_I64, bytes), NOTICE_COL(QC_BORROW, action),
+};
+
 int queue_notice_next(struct queue *q, int64_t since,
 		      void (*fn)(const struct queue_notice *n, void *arg), void *arg,
 		      char *err, size_t errlen)
 {
-	sqlite3_stmt *st, *ins;
+	sqlite3_stmt *st;
 	struct queue_notice n;
 	int rc;
 
 	qp_begin(q);
 	/* Archives when done or failed; stage-in and stage-out when failed (nothing
 	   else tells a user whose job has ended, or waits held, with no one looking). */
-	st = qp_prep(q, "SELECT r.id, COALESCE(r.job_id, 0), r.uid, r.user, r.state, r.source,"
+	st = qp_prepf(q, "SELECT r.id, COALESCE(r.job_id, 0), r.uid, r.user, r.state, r.source,"
 		     " r.dest, r.error, r.files_done, r.bytes_done, r.action FROM requests r"
 		     " WHERE ((r.action = 'archive' AND r.state IN ('done', 'failed_final'))"
 		     " OR (r.action IN ('stage_in', 'stage_out') AND r.state = 'failed_final'))"
 		     " AND r.updated >= ?1 AND NOT EXISTS (SELECT 1 FROM notices n"
 		     " WHERE n.request_id = r.id AND n.state = r.state)"
-		     " ORDER BY r.updated, r.id LIMIT 1", err, errlen);
+		     " ORDER BY r.updated, r.id LIMIT 1", err, errlen, "I", since);
 	if (!st)
 		return qp_end(q, -1, 0, err, errlen);
-	sqlite3_bind_int64(st, 1, since);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_DONE) {
 		sqlite3_finalize(st);
@@ -125,27 +128,9 @@ int queue_notice_next(struct queue *q, int64_t since,
 		return qp_end(q, -1, 0, err, errlen);
 	}
 	memset(&n, 0, sizeof(n));
-	n.id = sqlite3_column_int64(st, 0);
-	n.job_id = sqlite3_column_int64(st, 1);
-	n.uid = sqlite3_column_int64(st, 2);
-	n.user = (const char *)sqlite3_column_text(st, 3);
-	n.state = (const char *)sqlite3_column_text(st, 4);
-	n.source = (const char *)sqlite3_column_text(st, 5);
-	n.dest = (const char *)sqlite3_column_text(st, 6);
-	n.error = (const char *)sqlite3_column_text(st, 7);
-	n.files = sqlite3_column_int64(st, 8);
-	n.bytes = sqlite3_column_int64(st, 9);
-	n.action = (const char *)sqlite3_column_text(st, 10);
-	ins = qp_prep(q, "INSERT INTO notices (request_id, state, at) VALUES (?1, ?2, ?3)", err,
-		      errlen);
-	if (!ins) {
-		sqlite3_finalize(st);
-		return qp_end(q, -1, 0, err, errlen);
-	}
-	sqlite3_bind_int64(ins, 1, n.id);
-	qp_bind_text(ins, 2, n.state);
-	sqlite3_bind_int64(ins, 3, qp_now());
-	if (qp_step_done(q, ins, err, errlen) < 0) {
+	if (qp_row(st, _notice_cols, QP_NCOLS(_notice_cols), &n, err, errlen) < 0 ||
+	    qp_execf(q, "INSERT INTO notices (request_id, state, at) VALUES (?1, ?2, ?3)", err,
+		     errlen, "ItI", n.id, n.state, qp_now()) < 0) {
 		sqlite3_finalize(st);
 		return qp_end(q, -1, 0, err, errlen);
 	}

@@ -32,27 +32,16 @@ int queue_cleanup_create(struct queue *q, const struct queue_new_request *nr, in
 		     " VALUES (?1,?2,'file',?3,?4,'queued')", err, errlen);
 	if (!st)
 		goto out;
-	for (size_t i = 0; i < n; i++) {
-		sqlite3_bind_int64(st, 1, id);
-		qp_bind_text(st, 2, items[i].relpath);
-		sqlite3_bind_int64(st, 3, items[i].size);
-		sqlite3_bind_int64(st, 4, items[i].mtime_ns);
-		if (sqlite3_step(st) != SQLITE_DONE) {
-			qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
+	for (size_t i = 0; i < n; i++)
+		if (qp_bindf(st, err, errlen, "ItII", id, items[i].relpath, items[i].size,
+			     items[i].mtime_ns) < 0 || qp_step_reset(q, st, err, errlen) < 0) {
 			sqlite3_finalize(st);
 			goto out;
 		}
-		sqlite3_reset(st);
-		sqlite3_clear_bindings(st);
-	}
 	sqlite3_finalize(st);
-	st = qp_prep(q, "UPDATE requests SET files_total=?2, bytes_total=(SELECT coalesce(sum(size),0)"
-		     " FROM items WHERE request_id=?1) WHERE id=?1", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, (int64_t)n);
-	if (qp_step_done(q, st, err, errlen) < 0)
+	if (qp_execf(q, "UPDATE requests SET files_total=?2, bytes_total=(SELECT"
+		     " coalesce(sum(size),0) FROM items WHERE request_id=?1) WHERE id=?1", err, errlen,
+		     "II", id, (int64_t)n) < 0)
 		goto out;
 	*id_out = id;
 	rc = 0;

@@ -27,15 +27,10 @@ int queue_drain_set(struct queue *q, const char *reason, int64_t by_uid, int64_t
 	was = sqlite3_step(st) == SQLITE_ROW;
 	sqlite3_finalize(st);
 	/* A second drain keeps the first one's time and admin: maintenance began then. */
-	st = qp_prep(q, "INSERT INTO drain (id, since, by_uid, reason) VALUES (1, ?1, ?2,"
-		     " COALESCE(?3, '')) ON CONFLICT(id) DO UPDATE SET"
-		     " reason = COALESCE(?3, reason)", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, now);
-	sqlite3_bind_int64(st, 2, by_uid);
-	qp_bind_text(st, 3, reason && *reason ? reason : NULL);
-	rc = qp_step_done(q, st, err, errlen);
+	rc = qp_execf(q, "INSERT INTO drain (id, since, by_uid, reason) VALUES (1, ?1, ?2,"
+		      " COALESCE(?3, '')) ON CONFLICT(id) DO UPDATE SET"
+		      " reason = COALESCE(?3, reason)", err, errlen, "IIt", now, by_uid,
+		      reason && *reason ? reason : NULL);
 out:
 	rc = qp_end(q, rc, 1, err, errlen);
 	if (rc == 0 && already)

@@ -8,19 +8,6 @@
 #include "queue.h"
 #include "queue_private.h"
 
-/* A cached statement on one item, its request (?1) and relpath (?2) bound. NULL with err. */
-static sqlite3_stmt *_item_stmt(struct queue *q, const char *sql, int64_t req,
-				const char *relpath, char *err, size_t errlen)
-{
-	sqlite3_stmt *st = qp_cached(q, sql, err, errlen);
-
-	if (st) {
-		sqlite3_bind_int64(st, 1, req);
-		qp_bind_text(st, 2, relpath);
-	}
-	return st;
-}
-
 int queue_item_start(struct queue *q, int64_t req, const char *relpath, const char *type,
 		     int64_t size, int64_t mtime_ns, int mode, char *err, size_t errlen)
 {
@@ -28,18 +15,14 @@ int queue_item_start(struct queue *q, int64_t req, const char *relpath, const ch
 	int rc = -1;
 
 	qp_begin(q);
-	st = _item_stmt(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
-		      " attempts) VALUES (?1,?2,?3,?4,?5,?6,'running',1)"
-		      " ON CONFLICT (request_id, relpath) DO UPDATE SET type=?3, size=?4, mtime=?5,"
-		      " mode=?6, state='running', attempts=attempts+1, checksum_src=NULL,"
-		      " checksum_dst=NULL, error=NULL", req, relpath, err, errlen);
-	if (st) {
-		qp_bind_text(st, 3, type);
-		sqlite3_bind_int64(st, 4, size);
-		sqlite3_bind_int64(st, 5, mtime_ns);
-		sqlite3_bind_int(st, 6, mode);
+	st = qp_cachedf(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
+			" attempts) VALUES (?1,?2,?3,?4,?5,?6,'running',1)"
+			" ON CONFLICT (request_id, relpath) DO UPDATE SET type=?3, size=?4, mtime=?5,"
+			" mode=?6, state='running', attempts=attempts+1, checksum_src=NULL,"
+			" checksum_dst=NULL, error=NULL", err, errlen, "IttIIi", req, relpath, type,
+			size, mtime_ns, mode);
+	if (st)
 		rc = qp_step_reset(q, st, err, errlen);
-	}
 	return qp_end(q, rc, 0, err, errlen);
 }
 
@@ -50,10 +33,10 @@ int queue_item_copied(struct queue *q, int64_t req, const char *relpath, const c
 	int rc = -1;
 
 	qp_begin(q);
-	st = _item_stmt(q, "UPDATE items SET state='verifying', checksum_src=?3 WHERE request_id=?1"
-		      " AND relpath=?2 AND state='running'", req, relpath, err, errlen);
+	st = qp_cachedf(q, "UPDATE items SET state='verifying', checksum_src=?3 WHERE request_id=?1"
+			" AND relpath=?2 AND state='running'", err, errlen, "Itt", req, relpath,
+			cks_src);
 	if (st) {
-		qp_bind_text(st, 3, cks_src);
 		rc = qp_step_reset(q, st, err, errlen);
 		if (rc == 0 && sqlite3_changes(q->db) != 1) {
 			qp_err(err, errlen, "request %lld: item '%s' was not running",
@@ -67,14 +50,12 @@ int queue_item_copied(struct queue *q, int64_t req, const char *relpath, const c
 /* One more file done for request req, of size bytes (inside the caller's transaction). */
 static int _count_file_done(struct queue *q, int64_t req, int64_t size, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_cached(q, "UPDATE requests SET files_done=files_done+1,"
-				     " bytes_done=bytes_done+?2, updated=?3 WHERE id=?1", err, errlen);
+	sqlite3_stmt *st = qp_cachedf(q, "UPDATE requests SET files_done=files_done+1,"
+				      " bytes_done=bytes_done+?2, updated=?3 WHERE id=?1", err,
+				      errlen, "III", req, size, qp_now());
 
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	sqlite3_bind_int64(st, 2, size);
-	sqlite3_bind_int64(st, 3, qp_now());
 	return qp_step_reset(q, st, err, errlen);
 }
 
@@ -85,24 +66,14 @@ static int _count_file_done(struct queue *q, int64_t req, int64_t size, char *er
 static int _audit_add(struct queue *q, int64_t req, const struct queue_audit *a, char *err,
 		      size_t errlen)
 {
-	sqlite3_stmt *st = qp_cached(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id,"
-				     " path_src, path_dst, bytes, checksum, started, ended)"
-				     " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)", err, errlen);
+	sqlite3_stmt *st = qp_cachedf(q, "INSERT OR IGNORE INTO audit (job_id, uid, request_id,"
+				      " path_src, path_dst, bytes, checksum, started, ended)"
+				      " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)", err, errlen,
+				      "PIIttItII", a->job_id, (int64_t)a->uid, req, a->path_src,
+				      a->path_dst, a->bytes, a->checksum, a->started, a->ended);
 
 	if (!st)
 		return -1;
-	if (a->job_id > 0)
-		sqlite3_bind_int64(st, 1, a->job_id);
-	else
-		sqlite3_bind_null(st, 1);
-	sqlite3_bind_int64(st, 2, a->uid);
-	sqlite3_bind_int64(st, 3, req);
-	qp_bind_text(st, 4, a->path_src);
-	qp_bind_text(st, 5, a->path_dst);
-	sqlite3_bind_int64(st, 6, a->bytes);
-	qp_bind_text(st, 7, a->checksum);
-	sqlite3_bind_int64(st, 8, a->started);
-	sqlite3_bind_int64(st, 9, a->ended);
 	return qp_step_reset(q, st, err, errlen);
 }
 
@@ -120,9 +91,9 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 	 * equals the source's may become done: the comparison is done here as well
 	 * as in the worker, so nothing is marked done unverified.
 	 */
-	st = _item_stmt(q, "SELECT size, type, checksum_src FROM items WHERE request_id=?1 AND"
-		      " relpath=?2 AND state IN ('verifying','running')",
-		      req, relpath, err, errlen);
+	st = qp_cachedf(q, "SELECT size, type, checksum_src FROM items WHERE request_id=?1 AND"
+			" relpath=?2 AND state IN ('verifying','running')", err, errlen, "It", req,
+			relpath);
 	if (!st)
 		goto out;
 	if (sqlite3_step(st) != SQLITE_ROW) {
@@ -142,11 +113,11 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 		goto out;
 	}
 	sqlite3_reset(st);
-	st = _item_stmt(q, "UPDATE items SET state='done', checksum_dst=?3, error=NULL"
-		      " WHERE request_id=?1 AND relpath=?2", req, relpath, err, errlen);
+	st = qp_cachedf(q, "UPDATE items SET state='done', checksum_dst=?3, error=NULL"
+			" WHERE request_id=?1 AND relpath=?2", err, errlen, "Itt", req, relpath,
+			cks_dst);
 	if (!st)
 		goto out;
-	qp_bind_text(st, 3, cks_dst);
 	if (qp_step_reset(q, st, err, errlen) < 0)
 		goto out;
 	if (is_file) {
@@ -174,25 +145,22 @@ int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int6
 		return -1;
 	}
 	qp_begin(q);
-	st = _item_stmt(q, "SELECT state FROM items WHERE request_id=?1 AND relpath=?2",
-			req, relpath, err, errlen);
+	st = qp_cachedf(q, "SELECT state FROM items WHERE request_id=?1 AND relpath=?2", err,
+			errlen, "It", req, relpath);
 	if (!st)
 		goto out;
 	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
 		was_done = strcmp((const char *)sqlite3_column_text(st, 0), "done") == 0;
 	sqlite3_reset(st);
-	st = _item_stmt(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
-		         " checksum_src, checksum_dst, attempts) VALUES"
-		         " (?1,?2,'file',?3,?4,?5,'done',?6,?6,1)"
-		         " ON CONFLICT (request_id, relpath) DO UPDATE SET type='file', size=?3,"
-		         " mtime=?4, mode=?5, state='done', checksum_src=?6, checksum_dst=?6,"
-		         " error=NULL, attempts=attempts+1", req, relpath, err, errlen);
+	st = qp_cachedf(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
+			" checksum_src, checksum_dst, attempts) VALUES"
+			" (?1,?2,'file',?3,?4,?5,'done',?6,?6,1)"
+			" ON CONFLICT (request_id, relpath) DO UPDATE SET type='file', size=?3,"
+			" mtime=?4, mode=?5, state='done', checksum_src=?6, checksum_dst=?6,"
+			" error=NULL, attempts=attempts+1", err, errlen, "ItIIit", req, relpath,
+			size, mtime_ns, mode, cks_dst);
 	if (!st)
 		goto out;
-	sqlite3_bind_int64(st, 3, size);
-	sqlite3_bind_int64(st, 4, mtime_ns);
-	sqlite3_bind_int(st, 5, mode);
-	qp_bind_text(st, 6, cks_dst);
 	if (qp_step_reset(q, st, err, errlen) < 0)
 		goto out;
 	if (!was_done) {
@@ -213,17 +181,23 @@ int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const c
 	int rc = -1;
 
 	qp_begin(q);
-	st = _item_stmt(q, "INSERT INTO items (request_id, relpath, type, state, error, attempts)"
-		      " VALUES (?1,?2,?3,?4,?5,1) ON CONFLICT (request_id, relpath) DO UPDATE"
-		      " SET state=?4, error=?5", req, relpath, err, errlen);
-	if (st) {
-		qp_bind_text(st, 3, type ? type : "file");
-		qp_bind_text(st, 4, queue_item_state_name(state));
-		qp_bind_text(st, 5, error);
+	st = qp_cachedf(q, "INSERT INTO items (request_id, relpath, type, state, error, attempts)"
+			" VALUES (?1,?2,?3,?4,?5,1) ON CONFLICT (request_id, relpath) DO UPDATE"
+			" SET state=?4, error=?5", err, errlen, "Itttt", req, relpath,
+			type ? type : "file", queue_item_state_name(state), error);
+	if (st)
 		rc = qp_step_reset(q, st, err, errlen);
-	}
 	return qp_end(q, rc, 0, err, errlen);
 }
+
+/* The columns of queue_item_list's select; the state is read by name. Strings borrowed. */
+#define ITEM_COL(type, field) QP_COL(type, struct queue_item, field)
+static const struct qp_col _item_cols[] = {
+	ITEM_COL(QC_BORROW, relpath), ITEM_COL(QC_BORROW, type), ITEM_COL(QC_I64, size),
+	ITEM_COL(QC_I64, mtime_ns), ITEM_COL(QC_INT, mode), ITEM_COL(QC_SKIP, state),
+	ITEM_COL(QC_BORROW, checksum_src), ITEM_COL(QC_BORROW, checksum_dst),
+	ITEM_COL(QC_INT, attempts), ITEM_COL(QC_BORROW, error),
+};
 
 int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 		    int (*fn)(const struct queue_item *it, void *arg), void *arg,
@@ -232,29 +206,22 @@ int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = qp_read(q, "SELECT relpath, type, size, mtime, mode, state, checksum_src,"
-		     " checksum_dst, attempts, error FROM items WHERE request_id=?1 AND"
-		     " (?2 IS NULL OR state=?2) ORDER BY relpath LIMIT ?3", err, errlen);
+	st = qp_readf(q, "SELECT relpath, type, size, mtime, mode, state, checksum_src,"
+		      " checksum_dst, attempts, error FROM items WHERE request_id=?1 AND"
+		      " (?2 IS NULL OR state=?2) ORDER BY relpath LIMIT ?3", err, errlen, "Iti", req,
+		      state >= 0 ? queue_item_state_name((enum queue_item_state)state) : NULL,
+		      limit > 0 ? limit : -1);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	qp_bind_text(st, 2, state >= 0 ? queue_item_state_name((enum queue_item_state)state) : NULL);
-	sqlite3_bind_int(st, 3, limit > 0 ? limit : -1);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct queue_item it = {
-			.relpath = (const char *)sqlite3_column_text(st, 0),
-			.type = (const char *)sqlite3_column_text(st, 1),
-			.size = sqlite3_column_int64(st, 2),
-			.mtime_ns = sqlite3_column_int64(st, 3),
-			.mode = sqlite3_column_int(st, 4),
-			.state = (enum queue_item_state)qp_item_state_from_name(
-				(const char *)sqlite3_column_text(st, 5)),
-			.checksum_src = (const char *)sqlite3_column_text(st, 6),
-			.checksum_dst = (const char *)sqlite3_column_text(st, 7),
-			.attempts = sqlite3_column_int(st, 8),
-			.error = (const char *)sqlite3_column_text(st, 9),
-		};
+		struct queue_item it = { 0 };
 
+		if (qp_row(st, _item_cols, QP_NCOLS(_item_cols), &it, err, errlen) < 0) {
+			rc = -1;
+			break;
+		}
+		it.state = (enum queue_item_state)qp_item_state_from_name(
+			(const char *)sqlite3_column_text(st, 5));
 		if (!it.relpath || !it.type)
 			continue;
 		if (fn(&it, arg)) {
@@ -272,13 +239,12 @@ int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **des
 	int rc, found = 0;
 
 	*dest = NULL;
-	st = qp_read(q, "SELECT id, dest FROM requests WHERE action='archive' AND state='done'"
-		     " AND dest IS NOT NULL AND (dest=?1 OR (length(?1) > length(dest) AND"
-		     " substr(?1, 1, length(dest) + 1) = dest || '/'))"
-		     " ORDER BY length(dest) DESC, id DESC LIMIT 1", err, errlen);
+	st = qp_readf(q, "SELECT id, dest FROM requests WHERE action='archive' AND state='done'"
+		      " AND dest IS NOT NULL AND (dest=?1 OR (length(?1) > length(dest) AND"
+		      " substr(?1, 1, length(dest) + 1) = dest || '/'))"
+		      " ORDER BY length(dest) DESC, id DESC LIMIT 1", err, errlen, "t", path);
 	if (!st)
 		return -1;
-	qp_bind_text(st, 1, path);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		*req = sqlite3_column_int64(st, 0);
@@ -299,29 +265,12 @@ static int _job_upsert_locked(struct queue *q, int64_t job_id, int64_t uid, int6
 			      const char *user, const char *work_dir, const char *plan,
 			      char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_prep(q,
+	return qp_execf(q,
 		"INSERT INTO jobs (job_id, uid, gid, user, work_dir, plan, created, updated)"
 		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) ON CONFLICT (job_id) DO UPDATE SET"
 		" uid=coalesce(?2, uid), gid=coalesce(?3, gid), user=coalesce(?4, user),"
 		" work_dir=coalesce(?5, work_dir), plan=coalesce(?6, plan), updated=?7",
-		err, errlen);
-
-	if (!st)
-		return -1;
-	sqlite3_bind_int64(st, 1, job_id);
-	if (uid >= 0)
-		sqlite3_bind_int64(st, 2, uid);
-	else
-		sqlite3_bind_null(st, 2);
-	if (gid >= 0)
-		sqlite3_bind_int64(st, 3, gid);
-	else
-		sqlite3_bind_null(st, 3);
-	qp_bind_text(st, 4, user);
-	qp_bind_text(st, 5, work_dir);
-	qp_bind_text(st, 6, plan);
-	sqlite3_bind_int64(st, 7, qp_now());
-	return qp_step_done(q, st, err, errlen);
+		err, errlen, "IUUtttI", job_id, uid, gid, user, work_dir, plan, qp_now());
 }
 
 int queue_job_upsert(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
@@ -338,18 +287,26 @@ int queue_job_upsert(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
 int queue_job_set_hold_state(struct queue *q, int64_t job_id, const char *hold_state,
 			     char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc = -1;
 
 	qp_begin(q);
-	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) == 0 &&
-	    (st = qp_prep(q, "UPDATE jobs SET hold_state=?2 WHERE job_id=?1", err, errlen))) {
-		sqlite3_bind_int64(st, 1, job_id);
-		qp_bind_text(st, 2, hold_state);
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) == 0)
+		rc = qp_execf(q, "UPDATE jobs SET hold_state=?2 WHERE job_id=?1", err, errlen, "It",
+			      job_id, hold_state);
 	return qp_end(q, rc, 1, err, errlen);
 }
+
+/* The columns of queue_job_get's select, in order. Strings owned by the job. */
+#define JOB_COL(type, field) QP_COL(type, struct queue_job, field)
+static const struct qp_col _job_cols[] = {
+	JOB_COL(QC_I64, job_id), JOB_COL(QC_I64N, uid), JOB_COL(QC_I64N, gid),
+	JOB_COL(QC_STR, user), JOB_COL(QC_STR, work_dir), JOB_COL(QC_STR, plan),
+	JOB_COL(QC_STR, hold_state), JOB_COL(QC_STR, end_state), JOB_COL(QC_INT, end_exit_code),
+	JOB_COL(QC_I64, end_received), JOB_COL(QC_INT, end_processed), JOB_COL(QC_I64, created),
+	JOB_COL(QC_I64, updated), JOB_COL(QC_STR, refused), JOB_COL(QC_STR, notes),
+	JOB_COL(QC_I64N, array_job_id), JOB_COL(QC_I64N, array_task_id), JOB_COL(QC_INT, runs),
+	JOB_COL(QC_STR, last_run),
+};
 
 int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 		  char *err, size_t errlen)
@@ -358,39 +315,19 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 	struct queue_job *j;
 	int rc;
 
-	st = qp_read(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
-		     " end_exit_code, end_received, end_processed, created, updated, refused, notes,"
-		     " array_job_id, array_task_id, runs, last_run FROM jobs"
-		     " WHERE job_id=?1", err, errlen);
+	st = qp_readf(q, "SELECT job_id, uid, gid, user, work_dir, plan, hold_state, end_state,"
+		      " end_exit_code, end_received, end_processed, created, updated, refused, notes,"
+		      " array_job_id, array_task_id, runs, last_run FROM jobs"
+		      " WHERE job_id=?1", err, errlen, "I", job_id);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, job_id);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW)
 		return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : 1;
 	j = calloc(1, sizeof(*j));
-	if (j) {
-		j->job_id = sqlite3_column_int64(st, 0);
-		j->uid = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
-		j->gid = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
-		j->user = qp_col_dup(st, 3);
-		j->work_dir = qp_col_dup(st, 4);
-		j->plan = qp_col_dup(st, 5);
-		j->hold_state = qp_col_dup(st, 6);
-		j->end_state = qp_col_dup(st, 7);
-		j->end_exit_code = sqlite3_column_int(st, 8);
-		j->end_received = sqlite3_column_int64(st, 9);
-		j->end_processed = sqlite3_column_int(st, 10);
-		j->created = sqlite3_column_int64(st, 11);
-		j->updated = sqlite3_column_int64(st, 12);
-		j->refused = qp_col_dup(st, 13);
-		j->notes = qp_col_dup(st, 14);
-		j->array_job_id = sqlite3_column_type(st, 15) == SQLITE_NULL ? -1 :
-				  sqlite3_column_int64(st, 15);
-		j->array_task_id = sqlite3_column_type(st, 16) == SQLITE_NULL ? -1 :
-				   sqlite3_column_int64(st, 16);
-		j->runs = sqlite3_column_int(st, 17);
-		j->last_run = qp_col_dup(st, 18);
+	if (j && qp_row(st, _job_cols, QP_NCOLS(_job_cols), j, NULL, 0) < 0) {
+		queue_job_free(j);
+		j = NULL;
 	}
 	qp_read_end(q, st, rc, err, errlen);
 	if (!j) {
@@ -412,20 +349,14 @@ int queue_job_end(struct queue *q, int64_t job_id, const char *state, int exit_c
 int queue_job_add_note(struct queue *q, int64_t job_id, const char *note_json, char *err,
 		       size_t errlen)
 {
-	sqlite3_stmt *st;
-	int rc = -1;
+	int rc;
 
 	qp_begin(q);
 	/* Idempotent: a job end processed again (after a crash) adds no twin. */
-	st = qp_prep(q, "UPDATE jobs SET notes=json_insert(COALESCE(notes, '[]'), '$[#]',"
-		     " json(?2)) WHERE job_id=?1 AND NOT EXISTS (SELECT 1 FROM"
-		     " json_each(COALESCE(notes, '[]')) WHERE value = json(?2))", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, job_id);
-	qp_bind_text(st, 2, note_json);
-	rc = qp_step_done(q, st, err, errlen);
-out:
+	rc = qp_execf(q, "UPDATE jobs SET notes=json_insert(COALESCE(notes, '[]'), '$[#]',"
+		      " json(?2)) WHERE job_id=?1 AND NOT EXISTS (SELECT 1 FROM"
+		      " json_each(COALESCE(notes, '[]')) WHERE value = json(?2))", err, errlen,
+		      "It", job_id, note_json);
 	return qp_end(q, rc, 1, err, errlen);
 }
 
@@ -439,10 +370,9 @@ int queue_job_end_refused(struct queue *q, int64_t job_id, const char *state, in
 
 	*duplicate = 0;
 	qp_begin(q);
-	st = qp_prep(q, "SELECT end_state FROM jobs WHERE job_id=?1", err, errlen);
+	st = qp_prepf(q, "SELECT end_state FROM jobs WHERE job_id=?1", err, errlen, "I", job_id);
 	if (!st)
 		goto out;
-	sqlite3_bind_int64(st, 1, job_id);
 	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
 		*duplicate = 1;
 	sqlite3_finalize(st);
@@ -452,16 +382,9 @@ int queue_job_end_refused(struct queue *q, int64_t job_id, const char *state, in
 	}
 	if (_job_upsert_locked(q, job_id, uid, gid, user, work_dir, plan, err, errlen) < 0)
 		goto out;
-	st = qp_prep(q, "UPDATE jobs SET end_state=?2, end_exit_code=?3, end_received=?4,"
-		     " end_processed=0, refused=?5 WHERE job_id=?1", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, job_id);
-	qp_bind_text(st, 2, state);
-	sqlite3_bind_int(st, 3, exit_code);
-	sqlite3_bind_int64(st, 4, now);
-	qp_bind_text(st, 5, refused);
-	rc = qp_step_done(q, st, err, errlen);
+	rc = qp_execf(q, "UPDATE jobs SET end_state=?2, end_exit_code=?3, end_received=?4,"
+		      " end_processed=0, refused=?5 WHERE job_id=?1", err, errlen, "ItiIt", job_id,
+		      state, exit_code, now, refused);
 out:
 	return qp_end(q, rc, 1, err, errlen);
 }
@@ -481,11 +404,10 @@ int queue_job_ends_pending(struct queue *q, int64_t *ids, int max, char *err, si
 {
 	sqlite3_stmt *st;
 
-	st = qp_read(q, "SELECT job_id FROM jobs WHERE end_state IS NOT NULL AND"
-		     " end_processed=0 ORDER BY end_received LIMIT ?1", err, errlen);
+	st = qp_readf(q, "SELECT job_id FROM jobs WHERE end_state IS NOT NULL AND"
+		      " end_processed=0 ORDER BY end_received LIMIT ?1", err, errlen, "i", max);
 	if (!st)
 		return -1;
-	sqlite3_bind_int(st, 1, max);
 	return _read_ids(q, st, ids, max, err, errlen);
 }
 
@@ -494,28 +416,20 @@ int queue_jobs_in_hold(struct queue *q, const char *a, const char *b, int64_t *i
 {
 	sqlite3_stmt *st;
 
-	st = qp_read(q, "SELECT job_id FROM jobs WHERE hold_state IN (?1, ?2) AND end_state IS NULL"
-		     " ORDER BY job_id LIMIT ?3", err, errlen);
+	st = qp_readf(q, "SELECT job_id FROM jobs WHERE hold_state IN (?1, ?2) AND"
+		      " end_state IS NULL ORDER BY job_id LIMIT ?3", err, errlen, "tti", a, b, max);
 	if (!st)
 		return -1;
-	qp_bind_text(st, 1, a);
-	qp_bind_text(st, 2, b);
-	sqlite3_bind_int(st, 3, max);
 	return _read_ids(q, st, ids, max, err, errlen);
 }
 
 int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
-	int rc = -1;
+	int rc;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE jobs SET end_processed=1, updated=?2 WHERE job_id=?1", err, errlen);
-	if (st) {
-		sqlite3_bind_int64(st, 1, job_id);
-		sqlite3_bind_int64(st, 2, qp_now());
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	rc = qp_execf(q, "UPDATE jobs SET end_processed=1, updated=?2 WHERE job_id=?1", err, errlen,
+		      "II", job_id, qp_now());
 	return qp_end(q, rc, 1, err, errlen);
 }
 
@@ -530,21 +444,12 @@ int queue_job_end_processed(struct queue *q, int64_t job_id, char *err, size_t e
 int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
 			int64_t array_task_id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc = -1;
 
 	qp_begin(q);
-	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) == 0 &&
-	    (st = qp_prep(q, "UPDATE jobs SET array_job_id=?2, array_task_id=?3 WHERE job_id=?1",
-			  err, errlen))) {
-		sqlite3_bind_int64(st, 1, job_id);
-		sqlite3_bind_int64(st, 2, array_job_id);
-		if (array_task_id >= 0)
-			sqlite3_bind_int64(st, 3, array_task_id);
-		else
-			sqlite3_bind_null(st, 3);
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) == 0)
+		rc = qp_execf(q, "UPDATE jobs SET array_job_id=?2, array_task_id=?3 WHERE job_id=?1",
+			      err, errlen, "IIU", job_id, array_job_id, array_task_id);
 	return qp_end(q, rc, 1, err, errlen);
 }
 
@@ -559,22 +464,13 @@ static int _run_again_locked(struct queue *q, int64_t job_id, int runs, const ch
 			     const char *end_state, int exit_code, int clear_notes, char *err,
 			     size_t errlen)
 {
-	sqlite3_stmt *st = qp_prep(q, "UPDATE jobs SET end_state=?5, end_exit_code=?6,"
-				   " end_received=CASE WHEN ?5 IS NULL THEN NULL ELSE ?3 END,"
-				   " end_processed=0, notes=CASE WHEN ?7 THEN NULL ELSE notes END,"
-				   " last_run=CASE WHEN ?4 > runs THEN ?2 ELSE last_run END,"
-				   " runs=max(runs, ?4), updated=?3 WHERE job_id=?1", err, errlen);
-
-	if (!st)
-		return -1;
-	sqlite3_bind_int64(st, 1, job_id);
-	qp_bind_text(st, 2, how);
-	sqlite3_bind_int64(st, 3, qp_now());
-	sqlite3_bind_int(st, 4, runs);
-	qp_bind_text(st, 5, end_state);
-	sqlite3_bind_int(st, 6, end_state ? exit_code : 0);
-	sqlite3_bind_int(st, 7, clear_notes);
-	return qp_step_done(q, st, err, errlen);
+	return qp_execf(q, "UPDATE jobs SET end_state=?5, end_exit_code=?6,"
+			" end_received=CASE WHEN ?5 IS NULL THEN NULL ELSE ?3 END,"
+			" end_processed=0, notes=CASE WHEN ?7 THEN NULL ELSE notes END,"
+			" last_run=CASE WHEN ?4 > runs THEN ?2 ELSE last_run END,"
+			" runs=max(runs, ?4), updated=?3 WHERE job_id=?1", err, errlen, "ItIitii",
+			job_id, how, qp_now(), runs, end_state, end_state ? exit_code : 0,
+			clear_notes);
 }
 
 int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *how, char *err,
@@ -591,19 +487,12 @@ int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *ho
 int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, int exit_code,
 			    char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
-	int rc = -1;
+	int rc;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE jobs SET end_state=?2, updated=?3, end_exit_code=?4 WHERE"
-		     " job_id=?1 AND end_state IS NOT NULL", err, errlen);
-	if (st) {
-		sqlite3_bind_int64(st, 1, job_id);
-		qp_bind_text(st, 2, state);
-		sqlite3_bind_int64(st, 3, qp_now());
-		sqlite3_bind_int(st, 4, exit_code);
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	rc = qp_execf(q, "UPDATE jobs SET end_state=?2, updated=?3, end_exit_code=?4 WHERE"
+		      " job_id=?1 AND end_state IS NOT NULL", err, errlen, "ItIi", job_id, state,
+		      qp_now(), exit_code);
 	return qp_end(q, rc, 1, err, errlen);
 }
 
@@ -615,11 +504,10 @@ int queue_job_stage_in(struct queue *q, int64_t job_id, const char **state, char
 	int rc;
 
 	*error = NULL;
-	st = qp_read(q, "SELECT state, count(*), max(error) FROM requests WHERE " QJ_MINE
-		     " AND action='stage_in' GROUP BY state", err, errlen);
+	st = qp_readf(q, "SELECT state, count(*), max(error) FROM requests WHERE " QJ_MINE
+		      " AND action='stage_in' GROUP BY state", err, errlen, "I", job_id);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, job_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		enum queue_state s;
 		const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -666,37 +554,24 @@ int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int
 {
 	sqlite3_stmt *st;
 
-	st = qp_read(q, "SELECT id FROM requests WHERE " QJ_MINE " AND state IN"
-		     " ('failed_retryable','failed_final') ORDER BY id LIMIT ?2", err, errlen);
+	st = qp_readf(q, "SELECT id FROM requests WHERE " QJ_MINE " AND state IN"
+		      " ('failed_retryable','failed_final') ORDER BY id LIMIT ?2", err, errlen,
+		      "Ii", job_id, max);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, job_id);
-	sqlite3_bind_int(st, 2, max);
 	return _read_ids(q, st, ids, max, err, errlen);
 }
 
 int queue_request_checkpoint(struct queue *q, int64_t id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc = -1;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE items SET state='queued' WHERE request_id=?1 AND"
-		     " state IN ('running','verifying')", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	if (qp_step_done(q, st, err, errlen) < 0)
-		goto out;
-	st = qp_prep(q, "UPDATE requests SET state='queued', updated=?2, error="
-		     "'interrupted by shutdown; will be redone' WHERE id=?1 AND"
-		     " state IN ('running','verifying')", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, qp_now());
-	rc = qp_step_done(q, st, err, errlen);
-out:
+	if (qp_execf(q, "UPDATE items SET state='queued' WHERE request_id=?1 AND"
+		     " state IN ('running','verifying')", err, errlen, "I", id) == 0)
+		rc = qp_execf(q, "UPDATE requests SET state='queued', updated=?2, error="
+			      "'interrupted by shutdown; will be redone' WHERE id=?1 AND"
+			      " state IN ('running','verifying')", err, errlen, "II", id, qp_now());
 	return qp_end(q, rc, 1, err, errlen);
 }
 
@@ -722,35 +597,22 @@ int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
 		 how ? how : "requeued");
 	qp_begin(q);
 	/* Asked before the cancel below: a purge label applied or running. */
-	st = qp_prep(q, "SELECT count(*) FROM requests WHERE job_id=?1 AND action='label' AND"
-		     " json_extract(options, '$.policy')='purge' AND state IN ('done', 'running',"
-		     " 'verifying')", err, errlen);
+	st = qp_prepf(q, "SELECT count(*) FROM requests WHERE job_id=?1 AND action='label' AND"
+		      " json_extract(options, '$.policy')='purge' AND state IN ('done', 'running',"
+		      " 'verifying')", err, errlen, "I", job_id);
 	if (!st)
 		goto out;
-	sqlite3_bind_int64(st, 1, job_id);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		*purge_labelled = sqlite3_column_int(st, 0) > 0;
 	sqlite3_finalize(st);
-	st = qp_prep(q, "INSERT INTO job_reruns (job_id, before_id, run, at) VALUES (?1,"
+	if (qp_execf(q, "INSERT INTO job_reruns (job_id, before_id, run, at) VALUES (?1,"
 		     " COALESCE((SELECT max(id) FROM requests WHERE job_id=?1), 0), ?2, ?3)"
 		     " ON CONFLICT(job_id) DO UPDATE SET before_id=excluded.before_id,"
-		     " run=excluded.run, at=excluded.at", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, job_id);
-	sqlite3_bind_int(st, 2, runs);
-	sqlite3_bind_int64(st, 3, now);
-	if (qp_step_done(q, st, err, errlen) < 0)
-		goto out;
-	st = qp_prep(q, "UPDATE requests SET state='cancelled', error=?2, updated=?3 WHERE"
+		     " run=excluded.run, at=excluded.at", err, errlen, "IiI", job_id, runs,
+		     now) < 0 ||
+	    qp_execf(q, "UPDATE requests SET state='cancelled', error=?2, updated=?3 WHERE"
 		     " job_id=?1 AND " QJ_AFTER_JOB " AND state IN ('queued', 'running',"
-		     " 'verifying', 'failed_retryable')", err, errlen);
-	if (!st)
-		goto out;
-	sqlite3_bind_int64(st, 1, job_id);
-	qp_bind_text(st, 2, why);
-	sqlite3_bind_int64(st, 3, now);
-	if (qp_step_done(q, st, err, errlen) < 0)
+		     " 'verifying', 'failed_retryable')", err, errlen, "ItI", job_id, why, now) < 0)
 		goto out;
 	*cancelled = sqlite3_changes(q->db);
 	rc = _run_again_locked(q, job_id, runs, how, end_state, exit_code, 1, err, errlen);
@@ -760,14 +622,13 @@ out:
 
 int64_t queue_rerun_boundary(struct queue *q, int64_t job_id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_read(q, "SELECT before_id FROM job_reruns WHERE job_id=?1", err,
-				   errlen);
+	sqlite3_stmt *st = qp_readf(q, "SELECT before_id FROM job_reruns WHERE job_id=?1", err,
+				    errlen, "I", job_id);
 	int64_t b = 0;
 	int rc;
 
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, job_id);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		b = sqlite3_column_int64(st, 0);
 	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : b;

@@ -60,57 +60,30 @@ static int _forget(struct queue *q, int64_t req, const char *rel, char *err, siz
 		"DELETE FROM s3_uploads WHERE request_id=?1 AND relpath=?2",
 	};
 
-	for (int i = 0; i < 2; i++) {
-		sqlite3_stmt *st = qp_prep(q, sql[i], err, errlen);
-
-		if (!st)
+	for (int i = 0; i < 2; i++)
+		if (qp_execf(q, sql[i], err, errlen, "It", req, rel) < 0)
 			return -1;
-		sqlite3_bind_int64(st, 1, req);
-		qp_bind_text(st, 2, rel);
-		if (qp_step_done(q, st, err, errlen) < 0)
-			return -1;
-	}
 	return 0;
 }
 
 static int _begin(struct queue *q, int64_t req, const struct xfer_rec *rec, const char *rel,
 		  const char *id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
-
 	if (_forget(q, req, rel, err, errlen) < 0)
 		return -1;
-	st = qp_prep(q, "INSERT INTO s3_uploads (request_id, relpath, upload_id, size, mtime,"
-		     " part_size, started) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", err, errlen);
-	if (!st)
-		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	qp_bind_text(st, 2, rel);
-	qp_bind_text(st, 3, id);
-	sqlite3_bind_int64(st, 4, rec->a);
-	sqlite3_bind_int64(st, 5, rec->b);
-	sqlite3_bind_int64(st, 6, rec->c);
-	sqlite3_bind_int64(st, 7, qp_now());
-	return qp_step_done(q, st, err, errlen);
+	return qp_execf(q, "INSERT INTO s3_uploads (request_id, relpath, upload_id, size, mtime,"
+			" part_size, started) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", err, errlen,
+			"IttIIII", req, rel, id, rec->a, rec->b, rec->c,
+			qp_now());
 }
 
 static int _part(struct queue *q, int64_t req, const struct xfer_rec *rec, const char *rel,
 		 const char *id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_prep(q, "INSERT OR REPLACE INTO s3_upload_parts (request_id,"
-				   " relpath, part, len, md5) SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS"
-				   " (SELECT 1 FROM s3_uploads WHERE request_id=?1 AND relpath=?2"
-				   " AND upload_id=?6)", err, errlen);
-
-	if (!st)
-		return -1;
-	sqlite3_bind_int64(st, 1, req);
-	qp_bind_text(st, 2, rel);
-	sqlite3_bind_int64(st, 3, rec->a);
-	sqlite3_bind_int64(st, 4, rec->b);
-	qp_bind_text(st, 5, rec->cks);
-	qp_bind_text(st, 6, id);
-	return qp_step_done(q, st, err, errlen);
+	return qp_execf(q, "INSERT OR REPLACE INTO s3_upload_parts (request_id, relpath, part,"
+			" len, md5) SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM"
+			" s3_uploads WHERE request_id=?1 AND relpath=?2 AND upload_id=?6)", err,
+			errlen, "ItIItt", req, rel, rec->a, rec->b, rec->cks, id);
 }
 
 int queue_mpu_apply(struct queue *q, int64_t req, const struct xfer_rec *rec, const char *path,
@@ -214,13 +187,12 @@ int queue_mpu_load(struct queue *q, int64_t req, struct xfer_mpu_ent **out, size
 
 	*out = NULL;
 	*n = 0;
-	st = qp_read(q, "SELECT u.relpath, u.upload_id, u.size, u.mtime, u.part_size, p.part,"
-		     " p.len, p.md5 FROM s3_uploads u LEFT JOIN s3_upload_parts p"
-		     " ON p.request_id=u.request_id AND p.relpath=u.relpath"
-		     " WHERE u.request_id=?1 ORDER BY u.relpath, p.part", err, errlen);
+	st = qp_readf(q, "SELECT u.relpath, u.upload_id, u.size, u.mtime, u.part_size, p.part,"
+		      " p.len, p.md5 FROM s3_uploads u LEFT JOIN s3_upload_parts p"
+		      " ON p.request_id=u.request_id AND p.relpath=u.relpath"
+		      " WHERE u.request_id=?1 ORDER BY u.relpath, p.part", err, errlen, "I", req);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		if (_row(st, out, n, &cap) < 0) {
 			qp_err(err, errlen, "out of memory");

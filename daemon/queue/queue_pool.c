@@ -16,21 +16,13 @@ const char *const queue_pool_schema =
 int queue_pool_set(struct queue *q, int64_t job, const char *pool, int64_t size, char *err,
 		   size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc;
 
 	qp_lock(q);
-	st = qp_prep(q, "INSERT INTO bb_pool (job_id, pool, size, torn_down, updated)"
-		     " VALUES (?1, ?2, ?3, 0, ?4) ON CONFLICT(job_id) DO UPDATE SET"
-		     " pool = ?2, size = ?3, torn_down = 0, updated = ?4", err, errlen);
-	rc = st ? 0 : -1;
-	if (st) {
-		sqlite3_bind_int64(st, 1, job);
-		qp_bind_text(st, 2, pool);
-		sqlite3_bind_int64(st, 3, size);
-		sqlite3_bind_int64(st, 4, qp_now());
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	rc = qp_execf(q, "INSERT INTO bb_pool (job_id, pool, size, torn_down, updated)"
+		      " VALUES (?1, ?2, ?3, 0, ?4) ON CONFLICT(job_id) DO UPDATE SET"
+		      " pool = ?2, size = ?3, torn_down = 0, updated = ?4", err, errlen, "ItII", job,
+		      pool, size, qp_now());
 	qp_unlock(q);
 	return rc;
 }
@@ -44,12 +36,11 @@ int queue_pool_get(struct queue *q, int64_t job, int64_t *size, char **pool, cha
 	*size = 0;
 	*pool = NULL;
 	qp_lock(q);
-	st = qp_prep(q, "SELECT size, pool FROM bb_pool WHERE job_id = ?1", err, errlen);
+	st = qp_prepf(q, "SELECT size, pool FROM bb_pool WHERE job_id = ?1", err, errlen, "I", job);
 	if (!st) {
 		qp_unlock(q);
 		return -1;
 	}
-	sqlite3_bind_int64(st, 1, job);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		*size = sqlite3_column_int64(st, 0);
@@ -76,12 +67,11 @@ int queue_pool_need(struct queue *q, int64_t job, int64_t *bytes, int *counted, 
 	*counted = *requests = 0;
 	qp_lock(q);
 	/* files_total > 0 once the worker's walk reported: an empty source counts 0 bytes. */
-	st = qp_prep(q, "SELECT COALESCE(sum(bytes_total), 0), count(*),"
+	st = qp_prepf(q, "SELECT COALESCE(sum(bytes_total), 0), count(*),"
 		     " COALESCE(sum(files_total > 0 OR bytes_total > 0), 0) FROM requests"
 		     " WHERE job_id = ?1 AND action = 'stage_in' AND state != 'cancelled'",
-		     err, errlen);
+		     err, errlen, "I", job);
 	if (st) {
-		sqlite3_bind_int64(st, 1, job);
 		if (sqlite3_step(st) == SQLITE_ROW) {
 			*bytes = sqlite3_column_int64(st, 0);
 			*requests = sqlite3_column_int(st, 1);
@@ -98,17 +88,11 @@ int queue_pool_need(struct queue *q, int64_t job, int64_t *bytes, int *counted, 
 
 int queue_pool_torn_down(struct queue *q, int64_t job, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
-	int rc = -1;
+	int rc;
 
 	qp_lock(q);
-	st = qp_prep(q, "UPDATE bb_pool SET torn_down = 1, updated = ?2 WHERE job_id = ?1",
-		     err, errlen);
-	if (st) {
-		sqlite3_bind_int64(st, 1, job);
-		sqlite3_bind_int64(st, 2, qp_now());
-		rc = qp_step_done(q, st, err, errlen);
-	}
+	rc = qp_execf(q, "UPDATE bb_pool SET torn_down = 1, updated = ?2 WHERE job_id = ?1",
+		      err, errlen, "II", job, qp_now());
 	qp_unlock(q);
 	return rc;
 }
@@ -121,11 +105,10 @@ int queue_pool_held(struct queue *q, const char *pool, int64_t *bytes, char *err
 
 	*bytes = 0;
 	qp_lock(q);
-	st = qp_prep(q, "SELECT COALESCE(sum(r.bytes_done), 0) FROM bb_pool b JOIN requests r"
-		     " ON r.job_id = b.job_id WHERE b.pool = ?1 AND b.torn_down = 0"
-		     " AND r.action = 'stage_in' AND r.state != 'cancelled'", err, errlen);
+	st = qp_prepf(q, "SELECT COALESCE(sum(r.bytes_done), 0) FROM bb_pool b JOIN requests r"
+		      " ON r.job_id = b.job_id WHERE b.pool = ?1 AND b.torn_down = 0"
+		      " AND r.action = 'stage_in' AND r.state != 'cancelled'", err, errlen, "t", pool);
 	if (st) {
-		qp_bind_text(st, 1, pool);
 		if (sqlite3_step(st) == SQLITE_ROW) {
 			*bytes = sqlite3_column_int64(st, 0);
 			rc = 0;

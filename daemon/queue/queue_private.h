@@ -1,7 +1,7 @@
 /*
  * queue_private.h - shared by the queue module's files (queue.c,
- * queue_jobs.c, queue_audit.c, queue_labels.c, queue_shards.c) only: the
- * handle and the transaction helpers. Nothing outside the queue module
+ * queue_jobs.c, queue_audit.c, queue_labels.c, queue_shards.c, ...) only: the
+ * handle, the transaction helpers and the statement helpers (queue_stmt.c). Nothing outside the queue module
  * includes it.
  */
 #ifndef STAGEHAND_QUEUE_PRIVATE_H
@@ -9,6 +9,8 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define QP_CACHE_MAX 16
@@ -82,7 +84,74 @@ int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64
  * use qp_step_reset. NULL with err.
  */
 sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errlen);
-/* Steps once and resets a cached statement. 0 or -1. */
+/* Steps once and resets a cached statement (or one stepped in a loop). 0 or -1. */
 int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen);
+
+/*
+ * Statements by format (queue_stmt.c). fmt has one letter per parameter,
+ * ?1 first, and exactly as many letters as the statement has parameters
+ * (its highest ?N); a mismatch or an unknown letter is an error:
+ *   i  int
+ *   I  int64_t
+ *   P  int64_t, bound as NULL unless > 0 (an id or a time; 0 = none)
+ *   U  int64_t, bound as NULL when < 0 (-1 = unknown: uid, gid, task id)
+ *   d  double
+ *   t  const char *, copied by SQLite; NULL is bound as NULL
+ *   n  NULL (takes no argument)
+ * The compiler cannot check the arguments against the letters: pass exactly
+ * these types (an int for I or P is undefined behaviour; cast it).
+ * All return 0 / a statement, or -1 / NULL with err.
+ */
+int qp_vbindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, va_list ap);
+int qp_bindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, ...);
+/*
+ * A statement from qp_prep (QP_PREP: the caller finalizes it, qp_step_done),
+ * qp_cached (QP_CACHED: the cache's, qp_step_reset, never finalize) or
+ * qp_read (QP_READ: end it with qp_read_end), its parameters bound by fmt.
+ * NULL with err, and then nothing is left open: a prepared statement is
+ * finalized, a cached one unbound, a read ended (unlocked). Called as
+ * qp_prepf, qp_cachedf and qp_readf.
+ */
+enum qp_from { QP_PREP, QP_CACHED, QP_READ };
+sqlite3_stmt *qp_stmtf(struct queue *q, enum qp_from from, const char *sql, char *err,
+		       size_t errlen, const char *fmt, ...);
+#define qp_prepf(q, sql, err, errlen, ...) qp_stmtf(q, QP_PREP, sql, err, errlen, __VA_ARGS__)
+#define qp_cachedf(q, sql, err, errlen, ...) \
+	qp_stmtf(q, QP_CACHED, sql, err, errlen, __VA_ARGS__)
+#define qp_readf(q, sql, err, errlen, ...) qp_stmtf(q, QP_READ, sql, err, errlen, __VA_ARGS__)
+/* qp_prep, bind, step once, finalize: a change with no row to read. */
+int qp_execf(struct queue *q, const char *sql, char *err, size_t errlen, const char *fmt, ...);
+
+/*
+ * A row read into a struct by a column map: entry i reads column i into the
+ * field at offset off, whose size (sizeof the field) must fit the type.
+ */
+enum qp_col_type {
+	QC_SKIP,     /* not read */
+	QC_INT,      /* int */
+	QC_I64,      /* int64_t; NULL reads 0 */
+	QC_I64N,     /* int64_t; NULL reads -1 */
+	QC_ID,       /* uid_t or gid_t */
+	QC_DOUBLE,   /* double */
+	QC_STR,      /* char *: a new string (strdup), owned by the struct; NULL stays NULL */
+	QC_BORROW,   /* const char *: borrowed from the row, valid until the next step,
+			reset or finalize of the statement */
+	QC_CHARS,    /* char[size]: the text copied; NULL reads ""; longer is an error */
+};
+struct qp_col {
+	int type;        /* enum qp_col_type */
+	size_t off;      /* offsetof(struct, field) */
+	size_t size;     /* sizeof the field */
+};
+/* One entry of a map: type, the struct type and its field. */
+#define QP_COL(type, s, field) { (type), offsetof(s, field), sizeof(((s *)0)->field) }
+/*
+ * Reads the current row of st into out by map (n entries). 0, or -1 with err
+ * (a map that does not fit, out of memory, a QC_CHARS text too long); the
+ * strings copied so far stay in out: free out as usual (calloc it first).
+ */
+int qp_row(sqlite3_stmt *st, const struct qp_col *map, int n, void *out, char *err,
+	   size_t errlen);
+#define QP_NCOLS(map) ((int)(sizeof(map) / sizeof((map)[0])))
 
 #endif

@@ -88,9 +88,8 @@ int queue_shards_create(struct queue *q, int64_t req, int nshards,
 	if (!st)
 		goto out;
 	for (int i = 0; i < nshards; i++) {
-		sqlite3_bind_int64(st, 1, req);
-		sqlite3_bind_int(st, 2, i);
-		sqlite3_bind_int64(st, 3, now);
+		if (qp_bindf(st, err, errlen, "IiI", req, i, now) < 0)
+			goto out;
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
 			goto out;
@@ -105,10 +104,9 @@ int queue_shards_create(struct queue *q, int64_t req, int nshards,
 	for (size_t i = 0; i < nfiles; i++) {
 		if (files[i].ranged)
 			continue;
-		sqlite3_bind_int64(st, 1, req);
-		qp_bind_text(st, 2, files[i].relpath);
-		sqlite3_bind_int(st, 3, files[i].idx);
-		sqlite3_bind_int64(st, 4, files[i].size);
+		if (qp_bindf(st, err, errlen, "ItiI", req, files[i].relpath, files[i].idx,
+			     files[i].size) < 0)
+			goto out;
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			qp_err(err, errlen, "database: shard file %s: %s", files[i].relpath,
 			       sqlite3_errmsg(q->db));
@@ -124,12 +122,9 @@ int queue_shards_create(struct queue *q, int64_t req, int nshards,
 	for (size_t i = 0; i < nfiles; i++) {
 		if (!files[i].ranged)
 			continue;
-		sqlite3_bind_int64(st, 1, req);
-		qp_bind_text(st, 2, files[i].relpath);
-		sqlite3_bind_int64(st, 3, files[i].off);
-		sqlite3_bind_int64(st, 4, files[i].len);
-		sqlite3_bind_int64(st, 5, files[i].size);
-		sqlite3_bind_int(st, 6, files[i].idx);
+		if (qp_bindf(st, err, errlen, "ItIIIi", req, files[i].relpath, files[i].off,
+			     files[i].len, files[i].size, files[i].idx) < 0)
+			goto out;
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			qp_err(err, errlen, "database: shard range %s@%lld: %s", files[i].relpath,
 			       (long long)files[i].off, sqlite3_errmsg(q->db));
@@ -156,6 +151,14 @@ out:
 	return qp_end(q, rc, 1, err, errlen);
 }
 
+/* The columns of queue_shards_list's select; the state is read by name. error owned. */
+#define SHARD_COL(type, field) QP_COL(type, struct queue_shard, field)
+static const struct qp_col _shard_cols[] = {
+	SHARD_COL(QC_INT, idx), SHARD_COL(QC_SKIP, state), SHARD_COL(QC_I64, slurm_job),
+	SHARD_COL(QC_I64, files), SHARD_COL(QC_I64, bytes), SHARD_COL(QC_INT, attempts),
+	SHARD_COL(QC_STR, error),
+};
+
 int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, int *n,
 		      char *err, size_t errlen)
 {
@@ -165,11 +168,10 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 
 	*out = NULL;
 	*n = 0;
-	st = qp_read(q, "SELECT idx, state, slurm_job, files, bytes, attempts, error FROM shards"
-		     " WHERE request_id=?1 ORDER BY idx", err, errlen);
+	st = qp_readf(q, "SELECT idx, state, slurm_job, files, bytes, attempts, error FROM shards"
+		      " WHERE request_id=?1 ORDER BY idx", err, errlen, "I", req);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct queue_shard *e;
 		int state = _state_from((const char *)sqlite3_column_text(st, 1));
@@ -187,13 +189,11 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 		e = &s[(*n)++];
 		memset(e, 0, sizeof(*e));
 		e->request_id = req;
-		e->idx = sqlite3_column_int(st, 0);
 		e->state = state < 0 ? QSH_QUEUED : (enum queue_shard_state)state;
-		e->slurm_job = sqlite3_column_int64(st, 2);
-		e->files = sqlite3_column_int64(st, 3);
-		e->bytes = sqlite3_column_int64(st, 4);
-		e->attempts = sqlite3_column_int(st, 5);
-		e->error = qp_col_dup(st, 6);
+		if (qp_row(st, _shard_cols, QP_NCOLS(_shard_cols), e, err, errlen) < 0) {
+			rc = -1;
+			break;
+		}
 	}
 	if (qp_read_end(q, st, rc, err, errlen) < 0) {
 		queue_shards_free(s, *n);
@@ -204,19 +204,6 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 	return 0;
 }
 
-/* A read of one shard's rows: sql with ?1 the request and ?2 the shard. NULL with err. */
-static sqlite3_stmt *_shard_read(struct queue *q, const char *sql, int64_t req, int idx,
-				 char *err, size_t errlen)
-{
-	sqlite3_stmt *st = qp_read(q, sql, err, errlen);
-
-	if (st) {
-		sqlite3_bind_int64(st, 1, req);
-		sqlite3_bind_int(st, 2, idx);
-	}
-	return st;
-}
-
 int queue_shard_files(struct queue *q, int64_t req, int idx,
 		      int (*fn)(const char *relpath, int64_t size, void *arg), void *arg,
 		      char *err, size_t errlen)
@@ -224,8 +211,8 @@ int queue_shard_files(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = _shard_read(q, "SELECT relpath, size FROM shard_files WHERE request_id=?1 AND idx=?2"
-			 " ORDER BY relpath", req, idx, err, errlen);
+	st = qp_readf(q, "SELECT relpath, size FROM shard_files WHERE request_id=?1 AND idx=?2"
+		      " ORDER BY relpath", err, errlen, "Ii", req, idx);
 	if (!st)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -241,10 +228,10 @@ int queue_shard_done(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = _shard_read(q, "SELECT i.relpath, i.size, i.mtime FROM shard_files f JOIN items i"
-			 " ON i.request_id=f.request_id AND i.relpath=f.relpath"
-			 " WHERE f.request_id=?1 AND f.idx=?2 AND i.state='done' AND i.type='file'"
-			 " ORDER BY f.relpath", req, idx, err, errlen);
+	st = qp_readf(q, "SELECT i.relpath, i.size, i.mtime FROM shard_files f JOIN items i"
+		      " ON i.request_id=f.request_id AND i.relpath=f.relpath"
+		      " WHERE f.request_id=?1 AND f.idx=?2 AND i.state='done' AND i.type='file'"
+		      " ORDER BY f.relpath", err, errlen, "Ii", req, idx);
 	if (!st)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -261,8 +248,8 @@ int queue_shard_ranges(struct queue *q, int64_t req, int idx,
 	sqlite3_stmt *st;
 	int rc;
 
-	st = _shard_read(q, "SELECT relpath, off, len, size FROM shard_ranges WHERE request_id=?1"
-			 " AND idx=?2 AND done=0 ORDER BY relpath, off", req, idx, err, errlen);
+	st = qp_readf(q, "SELECT relpath, off, len, size FROM shard_ranges WHERE request_id=?1"
+		      " AND idx=?2 AND done=0 ORDER BY relpath, off", err, errlen, "Ii", req, idx);
 	if (!st)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -276,7 +263,6 @@ int queue_range_done(struct queue *q, int64_t req, int idx, const char *relpath,
 		     int64_t len, int64_t size, int64_t mtime_ns, const char *cks, char *err,
 		     size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc;
 
 	if (!cks || !*cks) {
@@ -285,20 +271,10 @@ int queue_range_done(struct queue *q, int64_t req, int idx, const char *relpath,
 		return -1;
 	}
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE shard_ranges SET done=1, src_size=?6, mtime=?7, checksum=?8"
-		     " WHERE request_id=?1 AND relpath=?2 AND off=?3 AND len=?4 AND idx=?5"
-		     " AND done=0", err, errlen);
-	if (!st)
-		return qp_end(q, -1, 0, err, errlen);
-	sqlite3_bind_int64(st, 1, req);
-	qp_bind_text(st, 2, relpath);
-	sqlite3_bind_int64(st, 3, off);
-	sqlite3_bind_int64(st, 4, len);
-	sqlite3_bind_int(st, 5, idx);
-	sqlite3_bind_int64(st, 6, size);
-	sqlite3_bind_int64(st, 7, mtime_ns);
-	qp_bind_text(st, 8, cks);
-	rc = qp_step_done(q, st, err, errlen);
+	rc = qp_execf(q, "UPDATE shard_ranges SET done=1, src_size=?6, mtime=?7, checksum=?8"
+		      " WHERE request_id=?1 AND relpath=?2 AND off=?3 AND len=?4 AND idx=?5"
+		      " AND done=0", err, errlen, "ItIIiIIt", req, relpath, off, len, idx, size,
+		      mtime_ns, cks);
 	if (rc == 0 && sqlite3_changes(q->db) == 0)
 		rc = 1;
 	return qp_end(q, rc < 0 ? -1 : 0, 0, err, errlen) < 0 ? -1 : rc;
@@ -341,13 +317,12 @@ int queue_ranges_assembled(struct queue *q, int64_t req, enum cksum_algo algo,
 	sqlite3_stmt *st;
 	int rc, stop = 0;
 
-	st = qp_read(q, "SELECT relpath, off, len, size, done, src_size, mtime, checksum"
-		     " FROM shard_ranges r WHERE request_id=?1 AND NOT EXISTS (SELECT 1 FROM items i"
-		     " WHERE i.request_id=r.request_id AND i.relpath=r.relpath AND i.state='done')"
-		     " ORDER BY relpath, off", err, errlen);
+	st = qp_readf(q, "SELECT relpath, off, len, size, done, src_size, mtime, checksum"
+		      " FROM shard_ranges r WHERE request_id=?1 AND NOT EXISTS (SELECT 1 FROM items"
+		      " i WHERE i.request_id=r.request_id AND i.relpath=r.relpath AND"
+		      " i.state='done') ORDER BY relpath, off", err, errlen, "I", req);
 	if (!st)
 		return -1;
-	sqlite3_bind_int64(st, 1, req);
 	while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *rel = (const char *)sqlite3_column_text(st, 0);
 		const char *cks = (const char *)sqlite3_column_text(st, 7);
@@ -398,12 +373,11 @@ int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen)
 	if (job <= 0)
 		return 0;
 	qp_lock(q);
-	st = qp_prep(q, "SELECT 1 FROM shards WHERE slurm_job=?1 LIMIT 1", err, errlen);
+	st = qp_prepf(q, "SELECT 1 FROM shards WHERE slurm_job=?1 LIMIT 1", err, errlen, "I", job);
 	if (!st) {
 		qp_unlock(q);
 		return -1;
 	}
-	sqlite3_bind_int64(st, 1, job);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
@@ -415,19 +389,12 @@ int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen)
 int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_job,
 			  char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE shards SET state='submitted', slurm_job=?3, attempts=attempts+1,"
-		     " updated=?4 WHERE request_id=?1 AND idx=?2", err, errlen);
-	if (!st)
-		return qp_end(q, -1, 1, err, errlen);
-	sqlite3_bind_int64(st, 1, req);
-	sqlite3_bind_int(st, 2, idx);
-	sqlite3_bind_int64(st, 3, slurm_job);
-	sqlite3_bind_int64(st, 4, qp_now());
-	rc = qp_step_done(q, st, err, errlen);
+	rc = qp_execf(q, "UPDATE shards SET state='submitted', slurm_job=?3, attempts=attempts+1,"
+		      " updated=?4 WHERE request_id=?1 AND idx=?2", err, errlen, "IiII", req, idx,
+		      slurm_job, qp_now());
 	/* Durable: after a restart the job must be found again, not submitted twice. */
 	return qp_end(q, rc, 1, err, errlen);
 }
@@ -435,23 +402,14 @@ int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_j
 int queue_shard_set(struct queue *q, int64_t req, int idx, int64_t job,
 		    enum queue_shard_state to, const char *error, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	int rc;
 
 	qp_begin(q);
-	st = qp_prep(q, "UPDATE shards SET state=?3, error=?4, updated=?5,"
-		     " slurm_job=CASE WHEN ?3='queued' THEN 0 ELSE slurm_job END"
-		     " WHERE request_id=?1 AND idx=?2 AND (?6=0 OR slurm_job=?6)"
-		     " AND state IN ('queued','submitted')", err, errlen);
-	if (!st)
-		return qp_end(q, -1, 0, err, errlen);
-	sqlite3_bind_int64(st, 1, req);
-	sqlite3_bind_int(st, 2, idx);
-	qp_bind_text(st, 3, queue_shard_state_name(to));
-	qp_bind_text(st, 4, error);
-	sqlite3_bind_int64(st, 5, qp_now());
-	sqlite3_bind_int64(st, 6, job);
-	rc = qp_step_done(q, st, err, errlen);
+	rc = qp_execf(q, "UPDATE shards SET state=?3, error=?4, updated=?5,"
+		      " slurm_job=CASE WHEN ?3='queued' THEN 0 ELSE slurm_job END"
+		      " WHERE request_id=?1 AND idx=?2 AND (?6=0 OR slurm_job=?6)"
+		      " AND state IN ('queued','submitted')", err, errlen, "IittII", req, idx,
+		      queue_shard_state_name(to), error, qp_now(), job);
 	if (rc == 0 && sqlite3_changes(q->db) == 0)
 		rc = 1;
 	return qp_end(q, rc < 0 ? -1 : 0, 0, err, errlen) < 0 ? -1 : rc;

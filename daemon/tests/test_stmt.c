@@ -1,0 +1,202 @@
+/* test_stmt.c - the queue's statement helpers: every bind letter, bad formats, a column map. */
+#include "config.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "queue.h"
+#include "queue_private.h"
+#include "tests/tap.h"
+
+struct row {
+	int i;
+	int64_t big, pos, unset, none;
+	uid_t uid;
+	double d;
+	char *str;
+	const char *borrowed;
+	char fixed[8];
+	int64_t skipped;
+};
+
+static const struct qp_col _map[] = {
+	QP_COL(QC_INT, struct row, i),
+	QP_COL(QC_I64, struct row, big),
+	QP_COL(QC_I64N, struct row, pos),
+	QP_COL(QC_I64N, struct row, unset),
+	QP_COL(QC_I64, struct row, none),
+	QP_COL(QC_ID, struct row, uid),
+	QP_COL(QC_DOUBLE, struct row, d),
+	QP_COL(QC_STR, struct row, str),
+	QP_COL(QC_BORROW, struct row, borrowed),
+	QP_COL(QC_CHARS, struct row, fixed),
+	QP_COL(QC_SKIP, struct row, skipped),
+};
+
+static sqlite3_stmt *_prep(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		tap_diag("prepare: %s", sqlite3_errmsg(db));
+	return st;
+}
+
+/* Every letter once, the NULL forms of P and U, then the row read back by the map. */
+static void _test_letters(sqlite3 *db)
+{
+	sqlite3_stmt *st = _prep(db, "INSERT INTO t VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)");
+	struct row r;
+	char err[256] = "";
+	int rc;
+
+	rc = qp_bindf(st, err, sizeof(err), "iIPUnUdttti", 7, (int64_t)1 << 40, (int64_t)5,
+		      (int64_t)-1, (int64_t)1001, 2.5, "owned", "borrowed", "short", 99);
+	ok(rc == 0, "bind: every letter (%s)", err);
+	ok(sqlite3_step(st) == SQLITE_DONE, "the row is stored");
+	sqlite3_finalize(st);
+	st = _prep(db, "SELECT typeof(c), typeof(d), typeof(e) FROM t");
+	ok(st && sqlite3_step(st) == SQLITE_ROW &&
+	   strcmp((const char *)sqlite3_column_text(st, 0), "integer") == 0 &&
+	   strcmp((const char *)sqlite3_column_text(st, 1), "null") == 0 &&
+	   strcmp((const char *)sqlite3_column_text(st, 2), "null") == 0,
+	   "P > 0 binds its value, U < 0 and n bind NULL");
+	sqlite3_finalize(st);
+
+	st = _prep(db, "SELECT * FROM t");
+	memset(&r, 0, sizeof(r));
+	r.skipped = 42;
+	ok(st && sqlite3_step(st) == SQLITE_ROW, "row read");
+	rc = qp_row(st, _map, QP_NCOLS(_map), &r, err, sizeof(err));
+	ok(rc == 0, "map: the row is read (%s)", err);
+	ok(r.i == 7 && r.big == (int64_t)1 << 40 && r.pos == 5, "map: int, int64, int64");
+	ok(r.unset == -1 && r.none == 0, "map: NULL reads -1 (QC_I64N) or 0 (QC_I64)");
+	ok(r.uid == 1001 && r.d == 2.5, "map: uid and double");
+	is_str(r.str, "owned", "map: QC_STR is a copy");
+	is_str(r.borrowed, "borrowed", "map: QC_BORROW points into the row");
+	is_str(r.fixed, "short", "map: QC_CHARS copied into the array");
+	ok(r.skipped == 42, "map: QC_SKIP leaves its field alone");
+	free(r.str);
+	sqlite3_finalize(st);
+}
+
+/* A format that does not fit the statement, and maps that do not fit the struct or the row. */
+static void _test_bad(sqlite3 *db)
+{
+	sqlite3_stmt *st = _prep(db, "SELECT ?1, ?2");
+	struct row r;
+	char err[256] = "";
+	static const struct qp_col wrong[] = { { QC_INT, offsetof(struct row, big),
+						  sizeof(int64_t) } };
+	static const struct qp_col unknown[] = { { 99, 0, sizeof(int) } };
+	static const struct qp_col toolong[] = { QP_COL(QC_CHARS, struct row, fixed) };
+
+	ok(qp_bindf(st, err, sizeof(err), "ix", 1) < 0 && strstr(err, "unknown letter 'x'"),
+	   "bind: an unknown letter is an error (%s)", err);
+	ok(qp_bindf(st, err, sizeof(err), "i", 1) < 0 && strstr(err, "2 parameters"),
+	   "bind: too few letters is an error (%s)", err);
+	ok(qp_bindf(st, err, sizeof(err), "iii", 1, 2, 3) < 0, "bind: too many letters too");
+	ok(qp_bindf(st, NULL, 0, "tP", "x", (int64_t)0) == 0, "bind: no err buffer is fine");
+	ok(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 1) == SQLITE_NULL,
+	   "P of 0 binds NULL");
+	sqlite3_finalize(st);
+
+	st = _prep(db, "SELECT 'longer than eight', 2");
+	memset(&r, 0, sizeof(r));
+	ok(st && sqlite3_step(st) == SQLITE_ROW, "row read");
+	ok(qp_row(st, wrong, 1, &r, err, sizeof(err)) < 0 && strstr(err, "does not fit"),
+	   "map: a type on a field of another size is an error (%s)", err);
+	ok(qp_row(st, unknown, 1, &r, err, sizeof(err)) < 0, "map: an unknown type is an error");
+	ok(qp_row(st, toolong, 1, &r, err, sizeof(err)) < 0 && strstr(err, "longer"),
+	   "map: a text longer than its array is an error (%s)", err);
+	ok(qp_row(st, _map, QP_NCOLS(_map), &r, err, sizeof(err)) < 0 && strstr(err, "map of"),
+	   "map: more columns than the row has is an error (%s)", err);
+	sqlite3_finalize(st);
+}
+
+/* In another thread: 0 if the readers' lock is free (a read that failed did not keep it). */
+static void *_try_rlock(void *arg)
+{
+	struct queue *q = arg;
+	intptr_t busy = pthread_mutex_trylock(&q->rlock) != 0;
+
+	if (!busy)
+		pthread_mutex_unlock(&q->rlock);
+	return (void *)busy;
+}
+
+/* The statement makers on a queue: a bad format leaves nothing open, a good one works. */
+static void _test_queue(void)
+{
+	char dir[] = "/tmp/test_stmt_XXXXXX", path[300], err[256] = "";
+	struct queue *q;
+	sqlite3_stmt *st;
+	pthread_t t;
+	void *busy = (void *)1;
+	static const char *const sql = "SELECT ?1 + ?2";
+
+	if (!mkdtemp(dir)) {
+		ok(0, "a temporary directory");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/q.db", dir);
+	q = queue_open(path, err, sizeof(err));
+	ok(q != NULL, "queue opened (%s)", err);
+	if (!q)
+		return;
+	ok(qp_execf(q, "UPDATE jobs SET runs=?2 WHERE job_id=?1", err, sizeof(err), "Iq",
+		    (int64_t)1, 2) < 0 && strstr(err, "'q'"), "qp_execf: a bad letter (%s)", err);
+	err[0] = 0;
+	ok(qp_execf(q, "UPDATE jobs SET runs=?2 WHERE job_id=?1", err, sizeof(err), "Ii",
+		    (int64_t)1, 2) == 0, "qp_execf: a good format runs (%s)", err);
+	ok(qp_cachedf(q, sql, err, sizeof(err), "i", 1) == NULL, "qp_cachedf: too few letters");
+	st = qp_cachedf(q, sql, err, sizeof(err), "ii", 1, 2);
+	ok(st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 3,
+	   "qp_cachedf: the cached statement serves again");
+	if (st)
+		sqlite3_reset(st);
+	ok(qp_readf(q, sql, err, sizeof(err), "iz", 1, 2) == NULL, "qp_readf: a bad letter");
+	if (pthread_create(&t, NULL, _try_rlock, q) == 0)
+		pthread_join(t, &busy);
+	ok(busy == NULL, "qp_readf: a failed read leaves the readers' lock free");
+	st = qp_prepf(q, sql, err, sizeof(err), "IU", (int64_t)40, (int64_t)2);
+	ok(st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 42,
+	   "qp_prepf: bound and read");
+	sqlite3_finalize(st);
+	queue_close(q);
+	{
+		static const char *const sfx[] = { "", "-wal", "-shm" };
+		char p[320];
+
+		for (int i = 0; i < 3; i++) {
+			snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
+			unlink(p);
+		}
+		rmdir(dir);
+	}
+}
+
+int main(void)
+{
+	sqlite3 *db = NULL;
+
+	if (sqlite3_open(":memory:", &db) != SQLITE_OK ||
+	    sqlite3_exec(db, "CREATE TABLE t (a, b, c, d, e, f, g, h, i, j, k)", NULL, NULL,
+			 NULL) != SQLITE_OK) {
+		tap_diag("cannot open a database in memory");
+		sqlite3_close(db);
+		return 77;
+	}
+	_test_letters(db);
+	_test_bad(db);
+	sqlite3_close(db);
+	_test_queue();
+	return tap_done();
+}
