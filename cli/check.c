@@ -286,7 +286,7 @@ static json_t *_file_json(const char *file, const struct dsl_plan *p)
 }
 
 /*
- * Long (~120 lines) on purpose: the subcommand from arguments to exit code,
+ * Long on purpose: the subcommand from arguments to exit code,
  * straight down (options, scripts, the site's configuration, each script's
  * report, the summary).
  */

@@ -501,7 +501,7 @@ static int _by_path(const void *a, const void *b)
 }
 
 /*
- * Long (~135 lines) on purpose: the subcommand from arguments to exit code,
+ * Long on purpose: the subcommand from arguments to exit code,
  * straight down; most of it is the option table and the checks of option
  * combinations, each with its own message.
  */

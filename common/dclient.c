@@ -442,7 +442,7 @@ static int _grow(char **buf, size_t *cap, size_t need)
 
 /* Read the response into resp. 0, or a dclient_fail with err. */
 /*
- * Long (~115 lines) on purpose: one bounded read loop over a hostile peer's
+ * Long on purpose: one bounded read loop over a hostile peer's
  * bytes (header, then a length-delimited or closed body, each against the
  * deadline and the size limit); one loop keeps every bound in sight.
  */

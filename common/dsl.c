@@ -188,7 +188,7 @@ static size_t _tok_end(const char *line, size_t ll, size_t i)
  * Read the tokens of a directive line (after "#DATA"). Returns 0, or 1 after
  * reporting the first bad token.
  *
- * Long (~100 lines) on purpose: the tokenizer is one state machine over
+ * Long on purpose: the tokenizer is one state machine over
  * the line (key, '=', quoted or bare value); its states share the position
  * and the error report.
  */
@@ -400,7 +400,7 @@ static void _tok_err(struct _parser *ps, int lineno, const struct _tok *t, const
 /*
  * Check the tokens of one line and build its directive; 0 ok, 1 error reported.
  *
- * Long (~125 lines) on purpose: one check per key of a directive, in the
+ * Long on purpose: one check per key of a directive, in the
  * grammar's order (docs/directives.md), each with its own diagnostic code.
  */
 static int _check_tokens(struct _parser *ps, int lineno, struct dsl_directive *d)

@@ -50,7 +50,7 @@ static int _put(struct _buf *b, const char *s, size_t n, bool slash_to_underscor
 }
 
 /*
- * Long (~110 lines) on purpose: the expansion and then every check of its
+ * Long on purpose: the expansion and then every check of its
  * result (URL left alone, control characters, '..', normalisation, room)
  * in one place, so that no caller gets an unchecked path.
  */

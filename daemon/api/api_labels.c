@@ -482,7 +482,7 @@ static void _check_archive(const struct _job *j, const struct _reqs *rq, struct 
 }
 
 /*
- * Long (~130 lines) on purpose: one label's checks in the order a reviewer
+ * Long on purpose: one label's checks in the order a reviewer
  * reads them (path, policy, owner, job, the job's requests, the verdict),
  * each ending in its own answer; split up, each piece would need the whole
  * context and verdict passed in.

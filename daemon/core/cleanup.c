@@ -170,8 +170,7 @@ static int64_t _label(struct daemon *d, const struct queue_job *j, const char *i
 }
 
 /*
- * Long (~100 lines) on purpose: one job's cleanup from its records, in the
- * order the decisions are made (where, what was staged, done already, the
+ * One job's cleanup from its records, in the order the decisions are made (where, what was staged, done already, the
  * label, the schedule), so that nothing is removed by a path through helpers.
  */
 int cleanup_schedule(struct daemon *d, const struct queue_job *j, int64_t *label_id,

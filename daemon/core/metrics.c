@@ -195,6 +195,7 @@ static void _render_audit(struct daemon *d, struct _buf *b)
 		free(roots[i]);
 }
 
+/* Long on purpose: the /metrics page in the order it is served, one family after another. */
 char *metrics_render(struct daemon *d)
 {
 	struct metrics *m = d->metrics;

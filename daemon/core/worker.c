@@ -692,6 +692,7 @@ static void _label_fd(struct daemon *d, struct _worker *w, const char *name, con
 	close(fd);
 }
 
+/* Long on purpose: one case per record a worker sends, all in one switch. */
 static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_rec *rec,
 		   const char *path, const char *text)
 {

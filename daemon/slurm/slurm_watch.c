@@ -384,7 +384,12 @@ static int _after_ready(struct daemon *d, const struct sjob *j, const struct sjo
 }
 static char *_expanded_plan(const struct sjob *j, const char *user, char *err, size_t errlen);
 
-/* Create the stage_in requests of a newly seen held job. */
+/*
+ * Create the stage_in requests of a newly seen held job.
+ *
+ * Long on purpose: the job recorded, then its plan's stage-ins one by one,
+ * each refusal telling the job's owner why in the job's comment.
+ */
 static void _start_staging(struct daemon *d, const struct sjob *j)
 {
 	char err[512], user[256], src[4096], to[4096], dest[8192];
