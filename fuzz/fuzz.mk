@@ -59,9 +59,11 @@ $(OUT)/fuzz_bundle_index: $(SRC)/fuzz/fuzz_bundle_index.c $(BUNDLE_SRCS) $(SRC)/
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_bundle_index.c $(BUNDLE_SRCS) $(PKG_LIBS)
 
-$(OUT)/fuzz_listing: $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c $(SRC)/daemon/engine/xfer_url_xml.h $(BUILD)/config.h
+$(OUT)/fuzz_listing: $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c $(SRC)/daemon/engine/xfer_url_xml.h \
+		$(SRC)/common/grow.c $(BUILD)/config.h
 	@mkdir -p $(OUT)
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c $(PKG_LIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c \
+		$(SRC)/common/grow.c $(PKG_LIBS)
 
 $(OUT)/fuzz_tar_read: $(SRC)/fuzz/fuzz_tar_read.c $(SRC)/common/tar_read.c $(SRC)/common/tar.h $(BUILD)/config.h
 	@mkdir -p $(OUT)
