@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "log.h"
 #include "metrics.h"
 #include "userdir.h"
@@ -202,15 +203,8 @@ static int _collect_done(const struct queue_item *it, void *arg)
 
 	if (strcmp(it->type, "file") != 0)
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct xfer_done_ent *e = realloc(s->e, cap * sizeof(*e));
-
-		if (!e)
-			return 1;
-		s->e = e;
-		s->cap = cap;
-	}
+	if (grow_array((void **)&s->e, &s->cap, s->n + 1, sizeof(*s->e), 64) < 0)
+		return 1;
 	s->e[s->n].relpath = strdup(it->relpath);
 	if (!s->e[s->n].relpath)
 		return 1;
