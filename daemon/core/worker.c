@@ -686,7 +686,19 @@ static void _label_fd(struct daemon *d, struct _worker *w, const char *name, con
 	close(fd);
 }
 
-/* Long on purpose: one case per record a worker sends, all in one switch. */
+/*
+ * Where the audit row of path in r says it was read from and written to
+ * (src, dst); one cut short by its buffer is logged and recorded as it is.
+ */
+static void _audit_paths(const struct queue_request *r, const char *path, char *src,
+			 size_t srclen, char *dst, size_t dstlen)
+{
+	if (snprintf(src, srclen, "%s/%s", r->source, path) >= (int)srclen ||
+	    snprintf(dst, dstlen, "%s/%s", r->dest ? r->dest : "-", path) >= (int)dstlen)
+		log_warn("request %lld: audit path truncated", (long long)r->id);
+}
+
+/* One record a worker sent, applied to the queue (and the metrics). */
 static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_rec *rec,
 		   const char *path, const char *text)
 {
@@ -728,10 +740,7 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		struct queue_audit a = { r->job_id, r->uid, src, dst, rec->cks, rec->a, rec->b, rec->c };
 
 		/* A single-file request's relpath is the destination's own name. */
-		if (snprintf(src, sizeof(src), "%s/%s", r->source, path) >= (int)sizeof(src) ||
-		    snprintf(dst, sizeof(dst), "%s/%s", r->dest ? r->dest : "-", path) >=
-		    (int)sizeof(dst))
-			log_warn("request %lld: audit path truncated", (long long)r->id);
+		_audit_paths(r, path, src, sizeof(src), dst, sizeof(dst));
 		rc = queue_item_done(d->q, r->id, path, is_file ? rec->cks : NULL,
 				     is_file ? &a : NULL, err, sizeof(err));
 		if (rc == 0 && is_file) {
@@ -744,10 +753,7 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2];
 		struct queue_audit a = { r->job_id, r->uid, src, dst, rec->cks2, rec->a, rec->d, rec->e };
 
-		if (snprintf(src, sizeof(src), "%s/%s", r->source, path) >= (int)sizeof(src) ||
-		    snprintf(dst, sizeof(dst), "%s/%s", r->dest ? r->dest : "-", path) >=
-		    (int)sizeof(dst))
-			log_warn("request %lld: audit path truncated", (long long)r->id);
+		_audit_paths(r, path, src, sizeof(src), dst, sizeof(dst));
 		rc = queue_item_file_done(d->q, r->id, path, rec->a, rec->b, (int)rec->c, rec->cks,
 					  rec->cks2, &a, err, sizeof(err));
 		if (rc == 0) {
