@@ -385,14 +385,52 @@ static int _after_ready(struct daemon *d, const struct sjob *j, const struct sjo
 static char *_expanded_plan(const struct sjob *j, const char *user, char *err, size_t errlen);
 
 /*
- * Create the stage_in requests of a newly seen held job.
- *
- * Long on purpose: the job recorded, then its plan's stage-ins one by one,
- * each refusal telling the job's owner why in the job's comment.
+ * One directive of a held job's plan: nothing (0) unless it is a stage_in,
+ * else its request, created (1) or shared with the array's other tasks (1);
+ * -1 with err filled when it is refused. ctx expands its patterns.
  */
+static int _stage_in_one(struct daemon *d, const struct sjob *j, const char *user,
+			 const struct dsl_expand_ctx *ctx, const struct dsl_directive *dir,
+			 char *err, size_t errlen)
+{
+	char src[4096], to[4096], dest[8192];
+	struct lifecycle_request lr;
+	bool shared = j->array_job_id && !_per_task(dir->path) && !_per_task(dir->to);
+	int64_t id;
+
+	if (dir->action != DSL_STAGE_IN)
+		return 0;
+	if (dsl_expand(dir->path, ctx, src, sizeof(src), err, errlen) < 0 ||
+	    (dir->to && dsl_expand(dir->to, ctx, to, sizeof(to), err, errlen) < 0) ||
+	    _stage_in_dest(d, j, user, src, dir->to ? to : NULL,
+			   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared, dest,
+			   sizeof(dest), err, errlen) < 0)
+		return -1;
+	if (shared) {
+		if (_shared_request(d, j, user, src, dest, &id, err, errlen) < 0)
+			return -1;
+		log_info("job %u: array %u task %u: shared stage-in request %lld: %s -> %s",
+			 j->job_id, j->array_job_id, j->array_task_id, (long long)id, src, dest);
+		return 1;
+	}
+	memset(&lr, 0, sizeof(lr));
+	lr.uid = j->uid;
+	lr.gid = j->gid;
+	lr.user = user;
+	lr.job_id = j->job_id;
+	lr.action = "stage_in";
+	lr.source = src;
+	lr.dest = dest;
+	if (lifecycle_create_request(d, &lr, &id, err, errlen) < 0)
+		return -1;
+	log_info("job %u: stage-in request %lld: %s -> %s", j->job_id, (long long)id, src, dest);
+	return 1;
+}
+
+/* Create the stage_in requests of a newly seen held job. */
 static void _start_staging(struct daemon *d, const struct sjob *j)
 {
-	char err[512], user[256], src[4096], to[4096], dest[8192];
+	char err[512], user[256];
 	struct dsl_config dc;
 	struct dsl_plan *plan;
 	struct dsl_expand_ctx ctx;
@@ -453,41 +491,12 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 	}
 	for (i = 0; i < plan->ndirs; i++) {
 		const struct dsl_directive *dir = &plan->dirs[i];
-		struct lifecycle_request lr;
-		bool shared = j->array_job_id && !_per_task(dir->path) && !_per_task(dir->to);
-		int64_t id;
+		int rc = _stage_in_one(d, j, user, &ctx, dir, err, sizeof(err));
 
-		if (dir->action != DSL_STAGE_IN)
-			continue;
-		if (dsl_expand(dir->path, &ctx, src, sizeof(src), err, sizeof(err)) < 0 ||
-		    (dir->to && dsl_expand(dir->to, &ctx, to, sizeof(to), err, sizeof(err)) < 0) ||
-		    _stage_in_dest(d, j, user, src, dir->to ? to : NULL,
-				   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared, dest,
-				   sizeof(dest),
-				   err, sizeof(err)) < 0)
-			goto refused;
-		if (shared) {
-			if (_shared_request(d, j, user, src, dest, &id, err, sizeof(err)) < 0)
-				goto refused;
-			log_info("job %u: array %u task %u: shared stage-in request %lld: %s -> %s",
-				 j->job_id, j->array_job_id, j->array_task_id, (long long)id, src, dest);
-			nreq++;
+		if (rc >= 0) {
+			nreq += (size_t)rc;
 			continue;
 		}
-		memset(&lr, 0, sizeof(lr));
-		lr.uid = j->uid;
-		lr.gid = j->gid;
-		lr.user = user;
-		lr.job_id = j->job_id;
-		lr.action = "stage_in";
-		lr.source = src;
-		lr.dest = dest;
-		if (lifecycle_create_request(d, &lr, &id, err, sizeof(err)) < 0)
-			goto refused;
-		log_info("job %u: stage-in request %lld: %s -> %s", j->job_id, (long long)id, src, dest);
-		nreq++;
-		continue;
-refused:
 		log_warn("job %u: stage-in refused (line %d): %s", j->job_id, dir->line, err);
 		_comment(j, "stagehand: stage-in refused (script line %d): %s - fix the #DATA line "
 			 "and resubmit", dir->line, err);
