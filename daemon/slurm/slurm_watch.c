@@ -288,6 +288,20 @@ static int _find_shared(const struct queue_request *r, void *arg)
 	return 1;
 }
 
+/* lr: a stage_in of src to dest for job_id (the job's or its array's), as j's owner (user). */
+static void _stage_in_request(struct lifecycle_request *lr, const struct sjob *j,
+			      const char *user, int64_t job_id, const char *src, const char *dest)
+{
+	memset(lr, 0, sizeof(*lr));
+	lr->uid = j->uid;
+	lr->gid = j->gid;
+	lr->user = user;
+	lr->job_id = job_id;
+	lr->action = "stage_in";
+	lr->source = src;
+	lr->dest = dest;
+}
+
 /*
  * A stage_in of an array task that does not depend on the task (no %a, no
  * %j): made once, as a request of the array's job id with options.shared,
@@ -309,14 +323,7 @@ static int _shared_request(struct daemon *d, const struct sjob *j, const char *u
 		*id = sf.id;
 		return 0;
 	}
-	memset(&lr, 0, sizeof(lr));
-	lr.uid = j->uid;
-	lr.gid = j->gid;
-	lr.user = user;
-	lr.job_id = j->array_job_id;
-	lr.action = "stage_in";
-	lr.source = src;
-	lr.dest = dest;
+	_stage_in_request(&lr, j, user, j->array_job_id, src, dest);
 	lr.options = "{\"shared\":true}";
 	return lifecycle_create_request(d, &lr, id, err, errlen);
 }
@@ -413,14 +420,7 @@ static int _stage_in_one(struct daemon *d, const struct sjob *j, const char *use
 			 j->job_id, j->array_job_id, j->array_task_id, (long long)id, src, dest);
 		return 1;
 	}
-	memset(&lr, 0, sizeof(lr));
-	lr.uid = j->uid;
-	lr.gid = j->gid;
-	lr.user = user;
-	lr.job_id = j->job_id;
-	lr.action = "stage_in";
-	lr.source = src;
-	lr.dest = dest;
+	_stage_in_request(&lr, j, user, j->job_id, src, dest);
 	if (lifecycle_create_request(d, &lr, &id, err, errlen) < 0)
 		return -1;
 	log_info("job %u: stage-in request %lld: %s -> %s", j->job_id, (long long)id, src, dest);
