@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "grow.h"
 #include "conf.h"
 #include "dsl.h"
 
@@ -67,21 +68,15 @@ static char *_slurp(const char *path, size_t *len, char *err, size_t errlen)
 		size_t got;
 
 		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 16384;
-			char *nb;
-
 			if (cap >= CHECK_MAX_SCRIPT) {
 				snprintf(err, errlen, "larger than %u MiB: not a batch script",
 					 CHECK_MAX_SCRIPT / (1024 * 1024));
 				goto fail;
 			}
-			nb = realloc(buf, nc);
-			if (!nb) {
+			if (grow_array((void **)&buf, &cap, n + 1, 1, 16384) < 0) {
 				snprintf(err, errlen, "out of memory");
 				goto fail;
 			}
-			buf = nb;
-			cap = nc;
 		}
 		got = fread(buf + n, 1, cap - n, fp);
 		n += got;
@@ -286,7 +281,7 @@ static json_t *_file_json(const char *file, const struct dsl_plan *p)
 }
 
 /*
- * Long (~120 lines) on purpose: the subcommand from arguments to exit code,
+ * Long on purpose: the subcommand from arguments to exit code,
  * straight down (options, scripts, the site's configuration, each script's
  * report, the summary).
  */

@@ -441,7 +441,7 @@ static void _submit_usage(FILE *fp)
 }
 
 /*
- * Long (~115 lines) on purpose: the subcommand from arguments to exit code,
+ * Long on purpose: the subcommand from arguments to exit code,
  * straight down; most of it is the option table and its checks.
  */
 int cmd_submit(int argc, char **argv)
@@ -715,7 +715,7 @@ static int _print_status(json_t *resp, int is_job)
 }
 
 /*
- * Long (~120 lines) on purpose: the options, then the three kinds of answer
+ * Long on purpose: the options, then the three kinds of answer
  * (a request, a job, the list) from one call each, straight down.
  */
 int cmd_status(int argc, char **argv)

@@ -269,6 +269,7 @@ static void _rbh_purge(FILE *fp, const struct policy_opts *o)
 		"}\n", o->exempt_days);
 }
 
+/* Long on purpose: the policy file in the order Robinhood reads it, block after block. */
 static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy_paths *p)
 {
 	static const char *const exempt[] = { "exempt", NULL };
@@ -595,6 +596,7 @@ static int _path_ok(const char *s)
 	return 1;
 }
 
+/* Long on purpose: the subcommand from arguments to exit code, each option checked in turn. */
 int cmd_policy(int argc, char **argv)
 {
 	enum { O_FORMAT = 1, O_NS, O_PATHS, O_POOL, O_AID, O_HTAG, O_ATAG, O_CONFIG, O_RBH,

@@ -133,7 +133,7 @@ static char *_normalise_file(const char *f)
 }
 
 /*
- * Long (~155 lines) on purpose: the subcommand from arguments to exit code,
+ * Long on purpose: the subcommand from arguments to exit code,
  * straight down (options, the index, the selection, the restore, the
  * report); the restore itself is in its own functions.
  */

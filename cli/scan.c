@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "grow.h"
 #include "labels.h"
 #include "scan.h"
 #include "xattr.h"
@@ -64,15 +65,8 @@ static int _push_tree(struct scan_result *r, const char *path, const struct stat
 {
 	struct scan_tree *t;
 
-	if (r->ntrees == r->cap) {
-		size_t nc = r->cap ? r->cap * 2 : 64;
-		struct scan_tree *nt = realloc(r->trees, nc * sizeof(*nt));
-
-		if (!nt)
-			return -1;
-		r->trees = nt;
-		r->cap = nc;
-	}
+	if (grow_array((void **)&r->trees, &r->cap, r->ntrees + 1, sizeof(*r->trees), 64) < 0)
+		return -1;
 	t = &r->trees[r->ntrees];
 	memset(t, 0, sizeof(*t));
 	t->path = strdup(path);
@@ -501,7 +495,7 @@ static int _by_path(const void *a, const void *b)
 }
 
 /*
- * Long (~135 lines) on purpose: the subcommand from arguments to exit code,
+ * Long on purpose: the subcommand from arguments to exit code,
  * straight down; most of it is the option table and the checks of option
  * combinations, each with its own message.
  */

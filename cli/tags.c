@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "grow.h"
 #include "labels.h"
 
 #define BATCH_LABELS 200          /* labels per verify request */
@@ -85,16 +86,9 @@ static int _collect(const char *path, const struct stat *st, int depth, const ch
 	}
 	if (rc == 0)
 		return 0;
-	if (t->n == t->cap) {
-		size_t nc = t->cap ? t->cap * 2 : 64;
-		struct _entry *ne = realloc(t->e, nc * sizeof(*ne));
-
-		if (!ne) {
-			client_errx("out of memory after %zu labels", t->n);
-			return -1;
-		}
-		t->e = ne;
-		t->cap = nc;
+	if (grow_array((void **)&t->e, &t->cap, t->n + 1, sizeof(*t->e), 64) < 0) {
+		client_errx("out of memory after %zu labels", t->n);
+		return -1;
 	}
 	e = &t->e[t->n];
 	memset(e, 0, sizeof(*e));

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bundle.h"
+#include "grow.h"
 #include "tar.h"
 
 void bundle_name(char out[BUNDLE_NAME_SIZE], int num)
@@ -361,22 +362,13 @@ static int _cmp_path(const void *a, const void *b)
 static int _append(struct bundle_line **v, size_t *n, size_t *cap, long **lines, long lineno,
 		   struct bundle_line *l)
 {
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		struct bundle_line *nv = realloc(*v, nc * sizeof(**v));
+	/* lines, when kept, is v's twin: both grow to the same capacity. */
+	size_t nc = *cap, lc = *cap;
 
-		if (!nv)
-			return -1;
-		*v = nv;
-		if (lines) {
-			long *nl = realloc(*lines, nc * sizeof(**lines));
-
-			if (!nl)
-				return -1;
-			*lines = nl;
-		}
-		*cap = nc;
-	}
+	if (grow_array((void **)v, &nc, *n + 1, sizeof(**v), 64) < 0 ||
+	    (lines && grow_array((void **)lines, &lc, *n + 1, sizeof(**lines), 64) < 0))
+		return -1;
+	*cap = nc;
 	if (lines)
 		(*lines)[*n] = lineno;
 	(*v)[(*n)++] = *l;

@@ -22,6 +22,7 @@
 #include "conf.h"
 #include "credbind.h"
 #include "dclient.h"
+#include "grow.h"
 
 #define HEAD_MAX 8192
 
@@ -422,27 +423,9 @@ int dclient_format_request(const struct dclient_target *t, const char *method,
 	return 0;
 }
 
-/* Grow *buf to hold at least need bytes (doubling), up to limit. */
-static int _grow(char **buf, size_t *cap, size_t need)
-{
-	size_t c = *cap ? *cap : 16384;
-	char *p;
-
-	while (c < need)
-		c *= 2;
-	if (c == *cap)
-		return 0;
-	p = realloc(*buf, c);
-	if (p == NULL)
-		return -1;
-	*buf = p;
-	*cap = c;
-	return 0;
-}
-
 /* Read the response into resp. 0, or a dclient_fail with err. */
 /*
- * Long (~115 lines) on purpose: one bounded read loop over a hostile peer's
+ * Long on purpose: one bounded read loop over a hostile peer's
  * bytes (header, then a length-delimited or closed body, each against the
  * deadline and the size limit); one loop keeps every bound in sight.
  */
@@ -464,8 +447,9 @@ static int _read_resp(int fd, const struct dclient_target *t, long long deadline
 				 "%zu bytes; refusing it", t->label, max_body);
 			goto out;
 		}
-		if (len + 4096 > cap && _grow(&buf, &cap, len + 4096 < limit ? len + 4096 :
-					       limit) < 0) {
+		if (len + 4096 > cap &&
+		    grow_array((void **)&buf, &cap, len + 4096 < limit ? len + 4096 : limit, 1,
+			       16384) < 0) {
 			snprintf(err, errlen, "out of memory");
 			goto out;
 		}

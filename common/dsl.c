@@ -20,6 +20,7 @@
 
 #include "dsl.h"
 #include "dsl_int.h"
+#include "grow.h"
 
 /* Bytes of a long line kept in a line-level token. */
 #define DSL__TOKEN_CUT 64
@@ -60,26 +61,6 @@ struct _parser {
 	bool oom;
 };
 
-static bool _grow(void **arr, size_t *cap, size_t need, size_t elsize)
-{
-	size_t nc;
-	void *p;
-
-	if (need <= *cap)
-		return true;
-	nc = *cap ? *cap * 2 : 8;
-	while (nc < need)
-		nc *= 2;
-	if (nc > SIZE_MAX / elsize)
-		return false;
-	p = realloc(*arr, nc * elsize);
-	if (!p)
-		return false;
-	*arr = p;
-	*cap = nc;
-	return true;
-}
-
 /* Add a diagnostic; takes ownership of msg (may be NULL: out of memory). */
 static void _diag(struct _parser *ps, bool warning, int line, const char *code,
 		  const char *tok, size_t toklen, char *msg)
@@ -92,7 +73,7 @@ static void _diag(struct _parser *ps, bool warning, int line, const char *code,
 	char *t;
 
 	t = dsl__strndup(tok, toklen);
-	if (!msg || !t || !_grow((void **)arr, cap, *n + 1, sizeof(**arr))) {
+	if (!msg || !t || grow_array((void **)arr, cap, *n + 1, sizeof(**arr), 8) < 0) {
 		free(msg);
 		free(t);
 		ps->oom = true;
@@ -170,7 +151,7 @@ static bool _looks_misspelt(const char *line, size_t ll)
 
 static bool _scratch_put(struct _parser *ps, char c)
 {
-	if (!_grow((void **)&ps->scratch, &ps->capscratch, ps->scratchlen + 1, 1))
+	if (grow_array((void **)&ps->scratch, &ps->capscratch, ps->scratchlen + 1, 1, 8) < 0)
 		return false;
 	ps->scratch[ps->scratchlen++] = c;
 	return true;
@@ -188,7 +169,7 @@ static size_t _tok_end(const char *line, size_t ll, size_t i)
  * Read the tokens of a directive line (after "#DATA"). Returns 0, or 1 after
  * reporting the first bad token.
  *
- * Long (~100 lines) on purpose: the tokenizer is one state machine over
+ * Long on purpose: the tokenizer is one state machine over
  * the line (key, '=', quoted or bare value); its states share the position
  * and the error report.
  */
@@ -199,7 +180,7 @@ static int _lex(struct _parser *ps, int lineno, const char *line, size_t ll)
 	ps->ntoks = 0;
 	ps->scratchlen = 0;
 	/* values point into scratch, so it must exist even when all are empty */
-	if (!_grow((void **)&ps->scratch, &ps->capscratch, ll + 1, 1)) {
+	if (grow_array((void **)&ps->scratch, &ps->capscratch, ll + 1, 1, 8) < 0) {
 		ps->oom = true;
 		return 1;
 	}
@@ -230,7 +211,8 @@ static int _lex(struct _parser *ps, int lineno, const char *line, size_t ll)
 			return 1;
 		}
 		eq = i++;
-		if (!_grow((void **)&ps->toks, &ps->captoks, ps->ntoks + 1, sizeof(*ps->toks))) {
+		if (grow_array((void **)&ps->toks, &ps->captoks, ps->ntoks + 1, sizeof(*ps->toks),
+			       8) < 0) {
 			ps->oom = true;
 			return 1;
 		}
@@ -400,7 +382,7 @@ static void _tok_err(struct _parser *ps, int lineno, const struct _tok *t, const
 /*
  * Check the tokens of one line and build its directive; 0 ok, 1 error reported.
  *
- * Long (~125 lines) on purpose: one check per key of a directive, in the
+ * Long on purpose: one check per key of a directive, in the
  * grammar's order (docs/directives.md), each with its own diagnostic code.
  */
 static int _check_tokens(struct _parser *ps, int lineno, struct dsl_directive *d)
@@ -761,7 +743,7 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 		_dir_free(&d);
 		return;
 	}
-	if (!_grow((void **)&pl->dirs, &ps->capdirs, pl->ndirs + 1, sizeof(*pl->dirs))) {
+	if (grow_array((void **)&pl->dirs, &ps->capdirs, pl->ndirs + 1, sizeof(*pl->dirs), 8) < 0) {
 		_dir_free(&d);
 		ps->oom = true;
 		return;

@@ -20,6 +20,7 @@
 
 #include "dsl.h"
 #include "dsl_int.h"
+#include "grow.h"
 #include "log.h"
 
 struct _buf {
@@ -31,18 +32,8 @@ static int _put(struct _buf *b, const char *s, size_t n, bool slash_to_underscor
 {
 	size_t i;
 
-	if (b->len + n + 1 > b->cap) {
-		size_t nc = (b->cap ? b->cap : 64);
-		char *np;
-
-		while (nc < b->len + n + 1)
-			nc *= 2;
-		np = realloc(b->p, nc);
-		if (!np)
-			return -1;
-		b->p = np;
-		b->cap = nc;
-	}
+	if (grow_array((void **)&b->p, &b->cap, b->len + n + 1, 1, 64) < 0)
+		return -1;
 	for (i = 0; i < n; i++)
 		b->p[b->len++] = slash_to_underscore && s[i] == '/' ? '_' : s[i];
 	b->p[b->len] = '\0';
@@ -50,7 +41,7 @@ static int _put(struct _buf *b, const char *s, size_t n, bool slash_to_underscor
 }
 
 /*
- * Long (~110 lines) on purpose: the expansion and then every check of its
+ * Long on purpose: the expansion and then every check of its
  * result (URL left alone, control characters, '..', normalisation, room)
  * in one place, so that no caller gets an unchecked path.
  */

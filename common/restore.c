@@ -539,8 +539,8 @@ static int _open_bundle(struct restore *r, int bi)
 }
 
 /*
- * Long (~100 lines) on purpose: the four passes of a bundled restore in the
- * order the safety of the result needs them (directories, files, symlinks
+ * The four passes of a bundled restore in the order the safety of the
+ * result needs them (directories, files, symlinks
  * last, directory modes and times deepest first), over one selection.
  */
 static void _restore_bundled(struct restore *r)

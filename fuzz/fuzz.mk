@@ -30,11 +30,11 @@ FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer \
 	-I$(BUILD) -I$(BUILD)/common -I$(SRC)/common $(addprefix -I$(SRC)/daemon/,core queue engine slurm api movers) $(PKG_CFLAGS)
 
 DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.c $(SRC)/common/log.c \
-	$(SRC)/common/dsl_expand.c
+	$(SRC)/common/dsl_expand.c $(SRC)/common/grow.c
 API_SRCS = $(SRC)/daemon/api/api_decode.c $(DSL_SRCS)
 DCLIENT_SRCS = $(SRC)/common/dclient.c $(SRC)/common/credbind.c $(SRC)/common/conf.c $(SRC)/common/conf_keys.c \
-	$(SRC)/common/log.c
-BUNDLE_SRCS = $(SRC)/common/bundle.c $(SRC)/common/checksum.c
+	$(SRC)/common/log.c $(SRC)/common/grow.c
+BUNDLE_SRCS = $(SRC)/common/bundle.c $(SRC)/common/checksum.c $(SRC)/common/grow.c
 
 all: $(addprefix $(OUT)/,$(TARGETS))
 
@@ -59,9 +59,11 @@ $(OUT)/fuzz_bundle_index: $(SRC)/fuzz/fuzz_bundle_index.c $(BUNDLE_SRCS) $(SRC)/
 	@mkdir -p $(OUT)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_bundle_index.c $(BUNDLE_SRCS) $(PKG_LIBS)
 
-$(OUT)/fuzz_listing: $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c $(SRC)/daemon/engine/xfer_url_xml.h $(BUILD)/config.h
+$(OUT)/fuzz_listing: $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c $(SRC)/daemon/engine/xfer_url_xml.h \
+		$(SRC)/common/grow.c $(BUILD)/config.h
 	@mkdir -p $(OUT)
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c $(PKG_LIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $(SRC)/fuzz/fuzz_listing.c $(SRC)/daemon/engine/xfer_url_xml.c \
+		$(SRC)/common/grow.c $(PKG_LIBS)
 
 $(OUT)/fuzz_tar_read: $(SRC)/fuzz/fuzz_tar_read.c $(SRC)/common/tar_read.c $(SRC)/common/tar.h $(BUILD)/config.h
 	@mkdir -p $(OUT)

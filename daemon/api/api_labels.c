@@ -24,6 +24,7 @@
 #include "api_decode.h"
 #include "api_labels.h"
 #include "dsl.h"
+#include "grow.h"
 #include "log.h"
 #include "queue.h"
 #include "queue_labels.h"
@@ -182,16 +183,9 @@ static struct _job *_job(struct _ctx *c, int64_t id, char *err, size_t errlen)
 	for (size_t i = 0; i < c->njobs; i++)
 		if (c->jobs[i].id == id)
 			return &c->jobs[i];
-	if (c->njobs == c->cap) {
-		size_t ncap = c->cap ? c->cap * 2 : 16;
-		struct _job *nj = realloc(c->jobs, ncap * sizeof(*nj));
-
-		if (!nj) {
-			snprintf(err, errlen, "out of memory");
-			return NULL;
-		}
-		c->jobs = nj;
-		c->cap = ncap;
+	if (grow_array((void **)&c->jobs, &c->cap, c->njobs + 1, sizeof(*c->jobs), 16) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
 	}
 	j = &c->jobs[c->njobs];
 	memset(j, 0, sizeof(*j));
@@ -482,7 +476,7 @@ static void _check_archive(const struct _job *j, const struct _reqs *rq, struct 
 }
 
 /*
- * Long (~130 lines) on purpose: one label's checks in the order a reviewer
+ * Long on purpose: one label's checks in the order a reviewer
  * reads them (path, policy, owner, job, the job's requests, the verdict),
  * each ending in its own answer; split up, each piece would need the whole
  * context and verdict passed in.

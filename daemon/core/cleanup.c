@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cleanup.h"
+#include "grow.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "queue.h"
@@ -77,15 +78,8 @@ static int _collect_req(const struct queue_request *r, void *arg)
 	if (strcmp(r->action, "stage_in") != 0 || r->state != QS_DONE || !r->dest ||
 	    strstr(r->options, "\"shared\":true"))
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		struct _req *nr = realloc(s->r, cap * sizeof(*nr));
-
-		if (!nr)
-			return 1;
-		s->r = nr;
-		s->cap = cap;
-	}
+	if (grow_array((void **)&s->r, &s->cap, s->n + 1, sizeof(*s->r), 8) < 0)
+		return 1;
 	s->r[s->n].id = r->id;
 	s->r[s->n].dest = strdup(r->dest);
 	if (!s->r[s->n].dest)
@@ -114,6 +108,7 @@ static int _collect_item(const struct queue_item *it, void *arg)
 {
 	struct _items *s = arg;
 	char rel[4096];
+	size_t cap, pcap;
 	int rc;
 
 	if (strcmp(it->type, "file") != 0)
@@ -123,20 +118,14 @@ static int _collect_item(const struct queue_item *it, void *arg)
 		s->bad |= rc < 0;
 		return rc < 0;
 	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct cleanup_item *nv = realloc(s->v, cap * sizeof(*nv));
-		char **np = nv ? realloc(s->paths, cap * sizeof(*np)) : NULL;
-
-		if (nv)
-			s->v = nv;
-		if (!np) {
-			s->bad = 1;
-			return 1;
-		}
-		s->paths = np;
-		s->cap = cap;
+	/* paths is v's twin: both grow to the same capacity. */
+	cap = pcap = s->cap;
+	if (grow_array((void **)&s->v, &cap, s->n + 1, sizeof(*s->v), 64) < 0 ||
+	    grow_array((void **)&s->paths, &pcap, s->n + 1, sizeof(*s->paths), 64) < 0) {
+		s->bad = 1;
+		return 1;
 	}
+	s->cap = cap;
 	s->paths[s->n] = strdup(rel);
 	if (!s->paths[s->n]) {
 		s->bad = 1;
@@ -170,8 +159,7 @@ static int64_t _label(struct daemon *d, const struct queue_job *j, const char *i
 }
 
 /*
- * Long (~100 lines) on purpose: one job's cleanup from its records, in the
- * order the decisions are made (where, what was staged, done already, the
+ * One job's cleanup from its records, in the order the decisions are made (where, what was staged, done already, the
  * label, the schedule), so that nothing is removed by a path through helpers.
  */
 int cleanup_schedule(struct daemon *d, const struct queue_job *j, int64_t *label_id,

@@ -204,9 +204,112 @@ static int _bad_exclude(const json_t *v, const char *action, char *err, size_t e
 }
 
 /*
- * Long (~150 lines) on purpose: the site's rules for a new request, one
- * check after another, each with its own message; kept in one list so that
- * a rule cannot be skipped by a path through helper functions.
+ * One key k of a request's options with its value v: -1 with err filled when
+ * it is unknown or not allowed for lr (src_url, dst_url: its source, its dest
+ * is a URL). k and v are borrowed.
+ */
+static int _bad_option(const struct lifecycle_request *lr, const char *k, const json_t *v,
+		       int src_url, int dst_url, char *err, size_t errlen)
+{
+	if (strcmp(k, "backend") == 0) {
+		if (!json_is_string(v) || (strcmp(json_string_value(v), "local") &&
+					   strcmp(json_string_value(v), "null") &&
+					   strcmp(json_string_value(v), "bundle"))) {
+			snprintf(err, errlen, "options.backend must be \"local\", \"null\" "
+				 "or \"bundle\"");
+			return -1;
+		}
+		if (strcmp(json_string_value(v), "bundle") == 0 && dst_url) {
+			snprintf(err, errlen, "options.backend \"bundle\" writes to a "
+				 "path, not to a URL");
+			return -1;
+		}
+		if (strcmp(json_string_value(v), "bundle") == 0 &&
+		    strcmp(lr->action, "archive") != 0) {
+			snprintf(err, errlen, "options.backend \"bundle\" is for archive "
+				 "requests only");
+			return -1;
+		}
+	} else if (strcmp(k, "keep") == 0) {
+		if (!json_is_boolean(v) || strcmp(lr->action, "archive") != 0) {
+			snprintf(err, errlen, "options.keep is a boolean for archive requests only");
+			return -1;
+		}
+	} else if (strcmp(k, "shared") == 0) {
+		/* An array's input staged once for all its tasks (slurm_watch.c). */
+		if (!json_is_boolean(v) || strcmp(lr->action, "stage_in") != 0) {
+			snprintf(err, errlen, "options.shared is a boolean for stage_in "
+				 "requests only");
+			return -1;
+		}
+	} else if (strcmp(k, "exclude") == 0) {
+		if (_bad_exclude(v, lr->action, err, errlen) < 0)
+			return -1;
+	} else if (strcmp(k, "beneath") == 0) {
+		/* Only ever stricter: no symlink followed below it. */
+		if (!json_is_string(v) || src_url ||
+		    json_string_value(v)[0] != '/' ||
+		    !_under(lr->source, json_string_value(v))) {
+			snprintf(err, errlen, "options.beneath must be an absolute "
+				 "directory above the source path");
+			return -1;
+		}
+	} else if (strcmp(k, "policy") == 0) {
+		if (!json_is_string(v) || strcmp(lr->action, "label") != 0 ||
+		    (strcmp(json_string_value(v), "archive") &&
+		     strcmp(json_string_value(v), "skipped") &&
+		     strcmp(json_string_value(v), "purge") &&
+		     strcmp(json_string_value(v), "exempt"))) {
+			snprintf(err, errlen, "options.policy is \"archive\", "
+				 "\"skipped\", \"purge\" or \"exempt\", for label "
+				 "requests only");
+			return -1;
+		}
+	} else if (strcmp(k, "line") == 0) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000000) {
+			snprintf(err, errlen, "options.line must be a #DATA line number");
+			return -1;
+		}
+	} else {
+		snprintf(err, errlen, "unknown option '%.64s' (known: backend, keep, "
+			 "exclude, shared, beneath, line, policy)", k);
+		return -1;
+	}
+	return 0;
+}
+
+/* lr->options, when set: a JSON object whose every key passes _bad_option. */
+static int _bad_options(const struct lifecycle_request *lr, int src_url, int dst_url,
+			char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *o;
+	const char *k;
+	json_t *v;
+
+	if (!lr->options)
+		return 0;
+	o = json_loads(lr->options, 0, &je);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		snprintf(err, errlen, "'options' must be a JSON object");
+		return -1;
+	}
+	json_object_foreach(o, k, v) {
+		if (_bad_option(lr, k, v, src_url, dst_url, err, errlen) < 0) {
+			json_decref(o);
+			return -1;
+		}
+	}
+	json_decref(o);
+	return 0;
+}
+
+/*
+ * The site's rules for a new request, one check after another, each with its
+ * own message; the request's options last (_bad_options), each key by
+ * _bad_option. Every rule is on the one path down this function.
  */
 int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr,
 			    char *err, size_t errlen)
@@ -270,97 +373,8 @@ int lifecycle_check_request(struct daemon *d, const struct lifecycle_request *lr
 		if (_check_roots(lr->dest, roots, "dest", "ArchiveRoot", err, errlen) < 0)
 			return -1;
 	}
-	if (lr->options) {
-		json_error_t je;
-		json_t *o = json_loads(lr->options, 0, &je);
-		const char *k;
-		json_t *v;
-
-		if (!json_is_object(o)) {
-			json_decref(o);
-			snprintf(err, errlen, "'options' must be a JSON object");
-			return -1;
-		}
-		json_object_foreach(o, k, v) {
-			if (strcmp(k, "backend") == 0) {
-				if (!json_is_string(v) || (strcmp(json_string_value(v), "local") &&
-							   strcmp(json_string_value(v), "null") &&
-							   strcmp(json_string_value(v), "bundle"))) {
-					json_decref(o);
-					snprintf(err, errlen, "options.backend must be \"local\", \"null\" "
-						 "or \"bundle\"");
-					return -1;
-				}
-				if (strcmp(json_string_value(v), "bundle") == 0 && dst_url) {
-					json_decref(o);
-					snprintf(err, errlen, "options.backend \"bundle\" writes to a "
-						 "path, not to a URL");
-					return -1;
-				}
-				if (strcmp(json_string_value(v), "bundle") == 0 &&
-				    strcmp(lr->action, "archive") != 0) {
-					json_decref(o);
-					snprintf(err, errlen, "options.backend \"bundle\" is for archive "
-						 "requests only");
-					return -1;
-				}
-			} else if (strcmp(k, "keep") == 0) {
-				if (!json_is_boolean(v) || strcmp(lr->action, "archive") != 0) {
-					json_decref(o);
-					snprintf(err, errlen, "options.keep is a boolean for archive requests only");
-					return -1;
-				}
-			} else if (strcmp(k, "shared") == 0) {
-				/* An array's input staged once for all its tasks (slurm_watch.c). */
-				if (!json_is_boolean(v) || strcmp(lr->action, "stage_in") != 0) {
-					json_decref(o);
-					snprintf(err, errlen, "options.shared is a boolean for stage_in "
-						 "requests only");
-					return -1;
-				}
-			} else if (strcmp(k, "exclude") == 0) {
-				if (_bad_exclude(v, lr->action, err, errlen) < 0) {
-					json_decref(o);
-					return -1;
-				}
-			} else if (strcmp(k, "beneath") == 0) {
-				/* Only ever stricter: no symlink followed below it. */
-				if (!json_is_string(v) || src_url ||
-				    json_string_value(v)[0] != '/' ||
-				    !_under(lr->source, json_string_value(v))) {
-					json_decref(o);
-					snprintf(err, errlen, "options.beneath must be an absolute "
-						 "directory above the source path");
-					return -1;
-				}
-			} else if (strcmp(k, "policy") == 0) {
-				if (!json_is_string(v) || strcmp(lr->action, "label") != 0 ||
-				    (strcmp(json_string_value(v), "archive") &&
-				     strcmp(json_string_value(v), "skipped") &&
-				     strcmp(json_string_value(v), "purge") &&
-				     strcmp(json_string_value(v), "exempt"))) {
-					json_decref(o);
-					snprintf(err, errlen, "options.policy is \"archive\", "
-						 "\"skipped\", \"purge\" or \"exempt\", for label "
-						 "requests only");
-					return -1;
-				}
-			} else if (strcmp(k, "line") == 0) {
-				if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-				    json_integer_value(v) > 1000000) {
-					json_decref(o);
-					snprintf(err, errlen, "options.line must be a #DATA line number");
-					return -1;
-				}
-			} else {
-				snprintf(err, errlen, "unknown option '%.64s' (known: backend, keep, "
-					 "exclude, shared, beneath, line, policy)", k);
-				json_decref(o);
-				return -1;
-			}
-		}
-		json_decref(o);
-	}
+	if (_bad_options(lr, src_url, dst_url, err, errlen) < 0)
+		return -1;
 	return 0;
 }
 
@@ -658,9 +672,175 @@ static int _label_skipped(struct daemon *d, const struct queue_job *j, const cha
 }
 
 /*
- * Long (~170 lines) on purpose: a job's end, read top to bottom (its
- * record, the requeue and end-state rules, then each action of the plan into
- * its request), so that the order of those decisions is visible in one place.
+ * Where an archive action without ArchiveMode=label copies to: its to=,
+ * expanded and resolved, or ArchiveRoot/USER/RUN/NAME. Returns 0, or -1 with
+ * why filled (the action is skipped).
+ */
+static int _end_archive_dest(const struct daemon *d, const struct queue_job *j,
+			     const char *path, const char *to, char *dst, size_t dstlen,
+			     char *why, size_t whylen)
+{
+	char exp[PATH_LIMIT + 1];
+
+	if (to) {
+		if (_expand(to, j, exp, sizeof(exp), why, whylen) < 0 ||
+		    _resolve(exp, j->work_dir, dst, dstlen, why, whylen) < 0)
+			return -1;
+	} else if (!d->conf->archive_root) {
+		snprintf(why, whylen, "no to= and no ArchiveRoot configured");
+		return -1;
+	} else {
+		const char *rel = path[0] == '/' ? strrchr(path, '/') + 1 : path;
+		char run[48];
+		int k;
+
+		/* An array task is archived under ARRAYID_TASK, as squeue names it. */
+		if (j->array_job_id > 0 && j->array_task_id >= 0)
+			snprintf(run, sizeof(run), "%lld_%lld",
+				 (long long)j->array_job_id, (long long)j->array_task_id);
+		else
+			snprintf(run, sizeof(run), "%lld", (long long)j->job_id);
+		k = snprintf(dst, dstlen, "%s/%s/%s/%s", d->conf->archive_root,
+			     j->user ? j->user : "unknown", run, rel);
+
+		if (k < 0 || (size_t)k >= dstlen) {
+			snprintf(why, whylen, "archive path too long");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * What a request from line of an ended job's plan carries in its options
+ * (opt) besides backend= and keep=: beneath= and line= for a path source,
+ * exclude= for the plan's exempt= directories inside src.
+ */
+static void _end_options(const struct daemon *d, const struct queue_job *j,
+			 const json_t *actions, const char *src, const char *action, int line,
+			 json_t *opt)
+{
+	/* Nothing below the scratch root or work dir is followed (xfer_open_beneath). */
+	if (!strstr(src, "://")) {
+		json_object_set_new(opt, "beneath",
+				    json_string(_beneath(d->conf, src, j->work_dir)));
+		if (line > 0)
+			json_object_set_new(opt, "line", json_integer(line));
+	}
+	/* exempt= directories inside this one are left out of the copy. */
+	if (strcmp(action, "label") != 0) {
+		json_t *ex = json_array();
+
+		if (ex && _exempts_inside(actions, src, j->work_dir, j->job_id, line, ex) > 0)
+			json_object_set(opt, "exclude", ex);
+		json_decref(ex);
+	}
+}
+
+/*
+ * One action of an ended job's plan (a) into its request, whose id is added
+ * to ids (at most max, *n so far); an action that cannot be done is noted on
+ * the job (_note) and logged. actions is the whole plan (for exempt=),
+ * success whether the job ended COMPLETED with exit code 0.
+ */
+static void _end_action(struct daemon *d, const struct queue_job *j, const json_t *actions,
+			json_t *a, int success, int64_t *ids, int max, int *n)
+{
+	int64_t job_id = j->job_id;
+	const char *act = json_string_value(json_object_get(a, "action"));
+	const char *path = json_string_value(json_object_get(a, "path"));
+	const char *to = json_string_value(json_object_get(a, "to"));
+	const char *when = json_string_value(json_object_get(a, "when"));
+	json_t *keep = json_object_get(a, "keep");
+	json_t *opt = NULL;
+	char *opt_text = NULL;
+	char src[PATH_LIMIT + 1], dst[PATH_LIMIT + 1], exp[PATH_LIMIT + 1], why[512];
+	struct lifecycle_request lr;
+	int64_t id;
+	int line = (int)json_integer_value(json_object_get(a, "line"));
+
+	if (!act || !path)
+		return;
+	if (strcmp(act, "archive") != 0 && strcmp(act, "stage_out") != 0)
+		return;
+	if (j->refused) {
+		/* The plugin refused the job's directories: nothing is copied,
+		   labelled or removed (the daemon would refuse a link as well). */
+		snprintf(why, sizeof(why), "the job was refused at start: %.400s", j->refused);
+		_note(d, job_id, line, act, path, why);
+		return;
+	}
+	if (strcmp(act, "archive") == 0 && when && strcmp(when, "success") == 0 && !success) {
+		snprintf(why, sizeof(why), "when=success and the job ended %s (exit %d)",
+			 j->end_state ? j->end_state : "?", j->end_exit_code);
+		_note(d, job_id, line, act, path, why);
+		if (_label_skipped(d, j, path, line, &id) == 0 && *n < max)
+			ids[(*n)++] = id;
+		return;
+	}
+	/* action, source, dest and options are set below. */
+	lifecycle_request_init(&lr, j, NULL, NULL, NULL);
+	if (_resolve(path, j->work_dir, src, sizeof(src), why, sizeof(why)) < 0)
+		goto skip;
+	opt = json_object();
+	if (!opt) {
+		snprintf(why, sizeof(why), "out of memory");
+		goto skip;
+	}
+	if (strcmp(act, "archive") == 0 && d->conf->archive_mode == CONF_ARCHIVE_LABEL) {
+		lr.action = "label";
+	} else if (strcmp(act, "archive") == 0) {
+		lr.action = "archive";
+		if (_end_archive_dest(d, j, path, to, dst, sizeof(dst), why, sizeof(why)) < 0)
+			goto skip;
+		lr.dest = dst;
+		/* ArchiveBundle=yes: small-file trees become tar bundles (xfer_bundle.c);
+		 * a URL destination goes to the url backend, file by file. */
+		if (d->conf->archive_bundle && !strstr(dst, "://"))
+			json_object_set_new(opt, "backend", json_string("bundle"));
+		if (json_is_false(keep))
+			json_object_set_new(opt, "keep", json_false());
+	} else {
+		lr.action = "stage_out";
+		if (!to) {
+			snprintf(why, sizeof(why), "stage_out without to=");
+			goto skip;
+		}
+		if (_expand(to, j, exp, sizeof(exp), why, sizeof(why)) < 0 ||
+		    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
+			goto skip;
+		lr.dest = dst;
+	}
+	lr.source = src;
+	_end_options(d, j, actions, src, lr.action, line, opt);
+	if (json_object_size(opt) > 0) {
+		opt_text = json_dumps(opt, JSON_COMPACT);
+		if (!opt_text) {
+			snprintf(why, sizeof(why), "out of memory");
+			goto skip;
+		}
+		lr.options = opt_text;
+	}
+	if (lifecycle_create_request(d, &lr, &id, why, sizeof(why)) < 0)
+		goto skip;
+	free(opt_text);
+	json_decref(opt);
+	if (*n < max)
+		ids[(*n)++] = id;
+	return;
+skip:
+	free(opt_text);
+	json_decref(opt);
+	log_warn("job %lld: plan line %d (%s=%s) skipped: %s", (long long)job_id, line, act,
+		 path, why);
+	/* A job waiting for this one (after=) must learn the archive never comes. */
+	_note(d, job_id, line, act, path, why);
+}
+
+/*
+ * A job's end, read top to bottom: its record, the requeue and end-state
+ * rules (_end_check), then each action of the plan into its request
+ * (_end_action), then the cleanup of its staged inputs.
  */
 static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int max, int *n,
 			    char *err, size_t errlen)
@@ -699,134 +879,8 @@ static int _process_job_end(struct daemon *d, int64_t job_id, int64_t *ids, int 
 			 (long long)job_id);
 		actions = NULL;
 	}
-	json_array_foreach(actions, i, a) {
-		const char *act = json_string_value(json_object_get(a, "action"));
-		const char *path = json_string_value(json_object_get(a, "path"));
-		const char *to = json_string_value(json_object_get(a, "to"));
-		const char *when = json_string_value(json_object_get(a, "when"));
-		json_t *keep = json_object_get(a, "keep");
-		json_t *opt = NULL;
-		char *opt_text = NULL;
-		char src[PATH_LIMIT + 1], dst[PATH_LIMIT + 1], exp[PATH_LIMIT + 1], why[512];
-		struct lifecycle_request lr;
-		int64_t id;
-		int line = (int)json_integer_value(json_object_get(a, "line"));
-
-		if (!act || !path)
-			continue;
-		if (strcmp(act, "archive") != 0 && strcmp(act, "stage_out") != 0)
-			continue;
-		if (j->refused) {
-			/* The plugin refused the job's directories: nothing is copied,
-			   labelled or removed (the daemon would refuse a link as well). */
-			snprintf(why, sizeof(why), "the job was refused at start: %.400s", j->refused);
-			_note(d, job_id, line, act, path, why);
-			continue;
-		}
-		if (strcmp(act, "archive") == 0 && when && strcmp(when, "success") == 0 && !success) {
-			snprintf(why, sizeof(why), "when=success and the job ended %s (exit %d)",
-				 j->end_state ? j->end_state : "?", j->end_exit_code);
-			_note(d, job_id, line, act, path, why);
-			if (_label_skipped(d, j, path, line, &id) == 0 && *n < max)
-				ids[(*n)++] = id;
-			continue;
-		}
-		/* action, source, dest and options are set below. */
-		lifecycle_request_init(&lr, j, NULL, NULL, NULL);
-		if (_resolve(path, j->work_dir, src, sizeof(src), why, sizeof(why)) < 0)
-			goto skip;
-		opt = json_object();
-		if (!opt) {
-			snprintf(why, sizeof(why), "out of memory");
-			goto skip;
-		}
-		if (strcmp(act, "archive") == 0 && d->conf->archive_mode == CONF_ARCHIVE_LABEL) {
-			lr.action = "label";
-		} else if (strcmp(act, "archive") == 0) {
-			lr.action = "archive";
-			if (to) {
-				if (_expand(to, j, exp, sizeof(exp), why, sizeof(why)) < 0 ||
-				    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
-					goto skip;
-			} else if (!d->conf->archive_root) {
-				snprintf(why, sizeof(why), "no to= and no ArchiveRoot configured");
-				goto skip;
-			} else {
-				const char *rel = path[0] == '/' ? strrchr(path, '/') + 1 : path;
-				char run[48];
-				int k;
-
-				/* An array task is archived under ARRAYID_TASK, as squeue names it. */
-				if (j->array_job_id > 0 && j->array_task_id >= 0)
-					snprintf(run, sizeof(run), "%lld_%lld",
-						 (long long)j->array_job_id, (long long)j->array_task_id);
-				else
-					snprintf(run, sizeof(run), "%lld", (long long)job_id);
-				k = snprintf(dst, sizeof(dst), "%s/%s/%s/%s", d->conf->archive_root,
-					     j->user ? j->user : "unknown", run, rel);
-
-				if (k < 0 || (size_t)k >= sizeof(dst)) {
-					snprintf(why, sizeof(why), "archive path too long");
-					goto skip;
-				}
-			}
-			lr.dest = dst;
-			/* ArchiveBundle=yes: small-file trees become tar bundles (xfer_bundle.c);
-			 * a URL destination goes to the url backend, file by file. */
-			if (d->conf->archive_bundle && !strstr(dst, "://"))
-				json_object_set_new(opt, "backend", json_string("bundle"));
-			if (json_is_false(keep))
-				json_object_set_new(opt, "keep", json_false());
-		} else {
-			lr.action = "stage_out";
-			if (!to) {
-				snprintf(why, sizeof(why), "stage_out without to=");
-				goto skip;
-			}
-			if (_expand(to, j, exp, sizeof(exp), why, sizeof(why)) < 0 ||
-			    _resolve(exp, j->work_dir, dst, sizeof(dst), why, sizeof(why)) < 0)
-				goto skip;
-			lr.dest = dst;
-		}
-		lr.source = src;
-		/* Nothing below the scratch root or work dir is followed (xfer_open_beneath). */
-		if (!strstr(src, "://")) {
-			json_object_set_new(opt, "beneath",
-					    json_string(_beneath(d->conf, src, j->work_dir)));
-			if (line > 0)
-				json_object_set_new(opt, "line", json_integer(line));
-		}
-		/* exempt= directories inside this one are left out of the copy. */
-		if (strcmp(lr.action, "label") != 0) {
-			json_t *ex = json_array();
-
-			if (ex && _exempts_inside(actions, src, j->work_dir, job_id, line, ex) > 0)
-				json_object_set(opt, "exclude", ex);
-			json_decref(ex);
-		}
-		if (json_object_size(opt) > 0) {
-			opt_text = json_dumps(opt, JSON_COMPACT);
-			if (!opt_text) {
-				snprintf(why, sizeof(why), "out of memory");
-				goto skip;
-			}
-			lr.options = opt_text;
-		}
-		if (lifecycle_create_request(d, &lr, &id, why, sizeof(why)) < 0)
-			goto skip;
-		free(opt_text);
-		json_decref(opt);
-		if (*n < max)
-			ids[(*n)++] = id;
-		continue;
-skip:
-		free(opt_text);
-		json_decref(opt);
-		log_warn("job %lld: plan line %d (%s=%s) skipped: %s", (long long)job_id, line, act,
-			 path, why);
-		/* A job waiting for this one (after=) must learn the archive never comes. */
-		_note(d, job_id, line, act, path, why);
-	}
+	json_array_foreach(actions, i, a)
+		_end_action(d, j, actions, a, success, ids, max, n);
 	json_decref(plan);
 	/* Hold mode: the inputs staged for it are done with (bb mode: at teardown, api_bb.c). */
 	if (d->conf->submit_mode != CONF_SUBMIT_BB) {

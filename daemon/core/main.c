@@ -347,10 +347,11 @@ static void _loop(struct daemon *d)
 }
 
 /*
- * Long (~150 lines) on purpose: straight-line startup, the loop, and the
- * teardown mirroring the startup, readable in one screenful order.
+ * The command line into *path, *foreground and *check. Returns -1 to go on,
+ * or the exit status when there is nothing more to do (--version, --help) or
+ * an argument is wrong.
  */
-int main(int argc, char **argv)
+static int _parse_args(int argc, char **argv, const char **path, int *foreground, int *check)
 {
 	static const struct option opts[] = {
 		{ "foreground", no_argument, NULL, 'F' },
@@ -360,17 +361,13 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct daemon d;
-	struct sigaction sa;
-	const char *path = CONF_DEFAULT_FILE;
-	int foreground = 0, check = 0, c, status_fd = -1, nreq = 0, nitems = 0, rc = 1;
-	char err[1024];
+	int c;
 
 	while ((c = getopt_long(argc, argv, "Fc:Vh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'F': foreground = 1; break;
-		case 'c': path = optarg; break;
-		case 'C': check = 1; break;
+		case 'F': *foreground = 1; break;
+		case 'c': *path = optarg; break;
+		case 'C': *check = 1; break;
 		case 'V': printf("stagehandd %s\n", PACKAGE_VERSION); return 0;
 		case 'h': _usage(stdout); return 0;
 		default: _usage(stderr); return 2;
@@ -381,26 +378,88 @@ int main(int argc, char **argv)
 		_usage(stderr);
 		return 2;
 	}
+	return -1;
+}
+
+/*
+ * --check-config: "configuration OK" and 0, or the error (err: why conf could
+ * not be loaded, when it is NULL) and 1. Takes conf and destroys it.
+ */
+static int _check_config(struct conf *conf, char *err, size_t errlen)
+{
+	if (!conf) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	if (_check_privileges(conf, err, errlen) < 0) {
+		fprintf(stderr, "%s\n", err);
+		conf_destroy(conf);
+		return 1;
+	}
+	/* Warnings only: a root may be mounted later. */
+	userdir_check_roots(conf, stdout);
+	printf("configuration OK\n");
+	conf_destroy(conf);
+	return 0;
+}
+
+/* Handlers only set flags (_on_signal); a peer gone away is not a SIGPIPE. */
+static void _signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = _on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+}
+
+/*
+ * The parts of d made from nothing but memory (bandwidth bucket, metrics,
+ * worker pool, notifications, movers) and the wake-up eventfd. Returns -1
+ * with errno set when one could not be made; main's teardown destroys
+ * whatever was.
+ */
+static int _create_parts(struct daemon *d)
+{
+	d->bucket = xfer_bucket_create(d->conf->bandwidth_cap);
+	d->metrics = metrics_create();
+	d->pool = worker_pool_create(d);
+	/* Outcomes (archives, failed stage-ins and stage-outs) up to 5 minutes before
+	   this start are still announced. */
+	d->notify = notify_create((int64_t)d->started - 300);
+	d->movers = mover_exec_create(d);
+	d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!d->bucket || !d->metrics || !d->pool || !d->notify || !d->movers || d->wake_fd < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Long on purpose: straight-line startup, the loop, and the teardown
+ * mirroring the startup, each label undoing the stages above it; a stage
+ * moved out of sight would part it from its undo.
+ */
+int main(int argc, char **argv)
+{
+	struct daemon d;
+	const char *path = CONF_DEFAULT_FILE;
+	int foreground = 0, check = 0, c, status_fd = -1, nreq = 0, nitems = 0, rc = 1;
+	char err[1024];
+
+	c = _parse_args(argc, argv, &path, &foreground, &check);
+	if (c >= 0)
+		return c;
 	memset(&d, 0, sizeof(d));
 	d.wake_fd = -1;
 	d.conf_path = path;
 	d.conf = _load(path, err, sizeof(err));
-	if (check) {
-		if (!d.conf) {
-			fprintf(stderr, "%s\n", err);
-			return 1;
-		}
-		if (_check_privileges(d.conf, err, sizeof(err)) < 0) {
-			fprintf(stderr, "%s\n", err);
-			conf_destroy(d.conf);
-			return 1;
-		}
-		/* Warnings only: a root may be mounted later. */
-		userdir_check_roots(d.conf, stdout);
-		printf("configuration OK\n");
-		conf_destroy(d.conf);
-		return 0;
-	}
+	if (check)
+		return _check_config(d.conf, err, sizeof(err));
 	if (!d.conf || _check_privileges(d.conf, err, sizeof(err)) < 0) {
 		fprintf(stderr, "stagehandd: %s\n", err);
 		if (d.conf)
@@ -415,14 +474,7 @@ int main(int argc, char **argv)
 	pthread_rwlock_init(&d.conf_lock, NULL);
 	d.started = time(NULL);
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = _on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sa.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &sa, NULL);
+	_signals();
 
 	_mkparent(d.conf->state_db, 0700);
 	d.q = queue_open(d.conf->state_db, err, sizeof(err));
@@ -438,15 +490,7 @@ int main(int argc, char **argv)
 		log_info("recovery: %d interrupted requests and %d files queued again", nreq, nitems);
 	if (_drained_at_start(&d) < 0)
 		goto out_queue;
-	d.bucket = xfer_bucket_create(d.conf->bandwidth_cap);
-	d.metrics = metrics_create();
-	d.pool = worker_pool_create(&d);
-	/* Outcomes (archives, failed stage-ins and stage-outs) up to 5 minutes before
-	   this start are still announced. */
-	d.notify = notify_create((int64_t)d.started - 300);
-	d.movers = mover_exec_create(&d);
-	d.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!d.bucket || !d.metrics || !d.pool || !d.notify || !d.movers || d.wake_fd < 0) {
+	if (_create_parts(&d) < 0) {
 		log_err("out of resources at startup: %s", strerror(errno));
 		goto out_pool;
 	}

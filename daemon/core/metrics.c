@@ -8,6 +8,7 @@
 
 #include "checksum.h"
 #include "cleanup.h"
+#include "grow.h"
 #include "metrics.h"
 #include "pace.h"
 #include "queue.h"
@@ -71,16 +72,9 @@ static void _add(struct _buf *b, const char *fmt, ...)
 			b->len += (size_t)n;
 			return;
 		}
-		{
-			size_t cap = b->cap * 2 + (size_t)n;
-			char *s = realloc(b->s, cap);
-
-			if (!s) {
-				b->oom = 1;
-				return;
-			}
-			b->s = s;
-			b->cap = cap;
+		if (grow_array((void **)&b->s, &b->cap, b->len + (size_t)n + 1, 1, 4096) < 0) {
+			b->oom = 1;
+			return;
 		}
 	}
 }
@@ -195,6 +189,7 @@ static void _render_audit(struct daemon *d, struct _buf *b)
 		free(roots[i]);
 }
 
+/* Long on purpose: the /metrics page in the order it is served, one family after another. */
 char *metrics_render(struct daemon *d)
 {
 	struct metrics *m = d->metrics;

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "log.h"
 #include "metrics.h"
 #include "userdir.h"
@@ -202,15 +203,8 @@ static int _collect_done(const struct queue_item *it, void *arg)
 
 	if (strcmp(it->type, "file") != 0)
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct xfer_done_ent *e = realloc(s->e, cap * sizeof(*e));
-
-		if (!e)
-			return 1;
-		s->e = e;
-		s->cap = cap;
-	}
+	if (grow_array((void **)&s->e, &s->cap, s->n + 1, sizeof(*s->e), 64) < 0)
+		return 1;
 	s->e[s->n].relpath = strdup(it->relpath);
 	if (!s->e[s->n].relpath)
 		return 1;
@@ -425,11 +419,119 @@ int worker_pool_busy_after_job(const struct worker_pool *p)
 	return n;
 }
 
+/* A free slot of p (grown by one when none is): its index, or -1 out of memory. */
+static int _free_slot(struct worker_pool *p)
+{
+	int slot = -1;
+
+	for (int i = 0; i < p->nslots; i++)
+		if (p->w[i].pid == 0 && p->w[i].chan < 0)
+			slot = i;
+	if (slot < 0) {
+		struct _worker *nw = realloc(p->w, (size_t)(p->nslots + 1) * sizeof(*nw));
+
+		if (!nw)
+			return -1;
+		p->w = nw;
+		slot = p->nslots++;
+		memset(&p->w[slot], 0, sizeof(p->w[slot]));
+		p->w[slot].chan = -1;
+	}
+	return slot;
+}
+
 /*
- * Long (~150 lines) on purpose: the claim of one request, straight down
- * (options, backend, groups, the user's directory, the resume set, the
- * bucket, the socket pair, the fork); each step fails the request in its
- * own words, and split up the steps would pass a dozen locals around.
+ * r's options: backend= copied into name (namelen) and pointed to by *bname,
+ * keep=false into *keep, exclude= into *exclude (the caller frees it with
+ * _free_exclude). Returns -1 with err filled when exclude= is wrong.
+ */
+static int _start_options(const struct queue_request *r, char *name, size_t namelen,
+			  const char **bname, int *keep, char ***exclude, char *err, size_t errlen)
+{
+	json_t *opts = json_loads(r->options, 0, NULL);
+
+	if (opts) {
+		json_t *b = json_object_get(opts, "backend"), *k = json_object_get(opts, "keep");
+
+		if (json_is_string(b) && snprintf(name, namelen, "%s", json_string_value(b)) <
+		    (int)namelen)
+			*bname = name;
+		if (json_is_false(k))
+			*keep = 0;
+		if (_read_exclude(json_object_get(opts, "exclude"), exclude, err, errlen) < 0) {
+			json_decref(opts);
+			return -1;
+		}
+		json_decref(opts);
+	}
+	return 0;
+}
+
+/*
+ * What r has done already, sorted by relpath, into ds: a purge's items, or
+ * the files done and those assembled from ranges. Unreadable, it is logged
+ * and ds is left empty (the request starts over).
+ */
+static void _resume_set(struct daemon *d, const struct queue_request *r, enum cksum_algo algo,
+			struct _doneset *ds)
+{
+	char err[512];
+
+	if (!strcmp(r->action, "purge") ?
+	    queue_item_list(d->q, r->id, -1, 0, _collect_purge, ds, err, sizeof(err)) < 0 :
+	    (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, ds, err, sizeof(err)) < 0 ||
+	     queue_ranges_assembled(d->q, r->id, algo, _collect_ranged, ds, err,
+				    sizeof(err)) < 0)) {
+		log_err("request %lld: cannot read resume state: %s", (long long)r->id, err);
+		_free_done(ds);
+		*ds = (struct _doneset){ 0 };
+	}
+	if (ds->n > 1)
+		qsort(ds->e, ds->n, sizeof(*ds->e), _by_relpath);	/* assembled files joined it */
+}
+
+/*
+ * The slot's own bucket in front of the global one, made when missing, reset
+ * for a new request: the yield module pauses or throttles this worker alone.
+ * Made before fork so both see one page. -1: out of memory.
+ */
+static int _slot_bucket(struct worker_pool *p, int slot)
+{
+	if (!p->w[slot].yb) {
+		p->w[slot].yb = xfer_bucket_create(0);
+		if (!p->w[slot].yb)
+			return -1;
+	}
+	xfer_bucket_set_parent(p->w[slot].yb, p->d->bucket);
+	xfer_bucket_reset_io(p->w[slot].yb);
+	xfer_bucket_set_rate(p->w[slot].yb, 0);
+	xfer_bucket_set_paused(p->w[slot].yb, 0);
+	xfer_bucket_set_flush(p->w[slot].yb, XFER_FLUSH_OFF);	/* the slot's last request's */
+	return 0;
+}
+
+/* The slot now runs r in worker pid, read through chan; it keeps its bucket. */
+static void _slot_started(struct worker_pool *p, int slot, pid_t pid, int chan,
+			  struct queue_request *r)
+{
+	struct _worker *w = &p->w[slot];
+	struct xfer_bucket *yb = w->yb;
+
+	memset(w, 0, sizeof(*w));
+	w->pid = pid;
+	w->chan = chan;
+	w->req = r;
+	w->result = -1;
+	w->yb = yb;
+	/* Yield from the first byte if its file system is busy already. */
+	_yield_one(p, w, _now_ms());
+}
+
+/*
+ * Long on purpose: the claim of one request, straight down (the slot,
+ * options, backend, groups, the user's directory, the resume set, the
+ * bucket, the socket pair, the fork); each step fails the request in its own
+ * words and frees what the steps above it made.
  */
 int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 {
@@ -445,43 +547,19 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	char err[512], name[64];
 	const char *bname = NULL;
 	char **exclude = NULL;
-	json_t *opts;
 	struct passwd pw, *pwp = NULL;
 	char pwbuf[4096];
 	int64_t budget;
 	pid_t pid;
 
-	for (int i = 0; i < p->nslots; i++)
-		if (p->w[i].pid == 0 && p->w[i].chan < 0)
-			slot = i;
-	if (slot < 0) {
-		struct _worker *nw = realloc(p->w, (size_t)(p->nslots + 1) * sizeof(*nw));
-
-		if (!nw)
-			goto fail_mem;
-		p->w = nw;
-		slot = p->nslots++;
-		memset(&p->w[slot], 0, sizeof(p->w[slot]));
-		p->w[slot].chan = -1;
-	}
-	opts = json_loads(r->options, 0, NULL);
-	if (opts) {
-		json_t *b = json_object_get(opts, "backend"), *k = json_object_get(opts, "keep");
-
-		if (json_is_string(b) && snprintf(name, sizeof(name), "%s", json_string_value(b)) <
-		    (int)sizeof(name))
-			bname = name;
-		if (json_is_false(k))
-			keep = 0;
-		if (_read_exclude(json_object_get(opts, "exclude"), &exclude, err,
-				  sizeof(err)) < 0) {
-			json_decref(opts);
-			log_err("request %lld: refused: %s", (long long)r->id, err);
-			queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
-			queue_request_free(r);
-			return 0;
-		}
-		json_decref(opts);
+	slot = _free_slot(p);
+	if (slot < 0)
+		goto fail_mem;
+	if (_start_options(r, name, sizeof(name), &bname, &keep, &exclude, err, sizeof(err)) < 0) {
+		log_err("request %lld: refused: %s", (long long)r->id, err);
+		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
+		queue_request_free(r);
+		return 0;
 	}
 	be = xfer_endpoint_named(&(struct xfer_ctx){ .source = r->source, .dest = r->dest,
 						   .backend = bname }, err, sizeof(err));
@@ -508,32 +586,12 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		queue_request_free(r);
 		return 0;
 	}
-	if (!strcmp(r->action, "purge") ?
-	    queue_item_list(d->q, r->id, -1, 0, _collect_purge, &ds, err, sizeof(err)) < 0 :
-	    (queue_item_list(d->q, r->id, QI_DONE, 0, _collect_done, &ds, err, sizeof(err)) < 0 ||
-	     queue_ranges_assembled(d->q, r->id, algo, _collect_ranged, &ds, err,
-				    sizeof(err)) < 0)) {
-		log_err("request %lld: cannot read resume state: %s", (long long)r->id, err);
+	_resume_set(d, r, algo, &ds);
+	if (_slot_bucket(p, slot) < 0) {
 		_free_done(&ds);
-		ds = (struct _doneset){ 0 };
+		_free_exclude(exclude);
+		goto fail_mem;
 	}
-	if (ds.n > 1)
-		qsort(ds.e, ds.n, sizeof(*ds.e), _by_relpath);	/* assembled files joined it */
-	/* Its own bucket in front of the global one: the yield module pauses or
-	   throttles this worker alone. Made before fork so both see one page. */
-	if (!p->w[slot].yb) {
-		p->w[slot].yb = xfer_bucket_create(0);
-		if (!p->w[slot].yb) {
-			_free_done(&ds);
-			_free_exclude(exclude);
-			goto fail_mem;
-		}
-	}
-	xfer_bucket_set_parent(p->w[slot].yb, d->bucket);
-	xfer_bucket_reset_io(p->w[slot].yb);
-	xfer_bucket_set_rate(p->w[slot].yb, 0);
-	xfer_bucket_set_paused(p->w[slot].yb, 0);
-	xfer_bucket_set_flush(p->w[slot].yb, XFER_FLUSH_OFF);	/* the slot's last request's */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_err("request %lld: socketpair: %s", (long long)r->id, strerror(errno));
 		_free_done(&ds);
@@ -568,19 +626,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	queue_mpu_free(mpu, nmpu);
 	_free_exclude(exclude);
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-	{
-		struct _worker *w = &p->w[slot];
-		struct xfer_bucket *yb = w->yb;
-
-		memset(w, 0, sizeof(*w));
-		w->pid = pid;
-		w->chan = sv[0];
-		w->req = r;
-		w->result = -1;
-		w->yb = yb;
-		/* Yield from the first byte if its file system is busy already. */
-		_yield_one(p, w, _now_ms());
-	}
+	_slot_started(p, slot, pid, sv[0], r);
 	p->busy++;
 	atomic_store(&d->metrics->workers_busy, p->busy);
 	log_info("request %lld: worker %d started as uid %u (%s %s -> %s, attempt %d, %s backend)",
@@ -640,6 +686,19 @@ static void _label_fd(struct daemon *d, struct _worker *w, const char *name, con
 	close(fd);
 }
 
+/*
+ * Where the audit row of path in r says it was read from and written to
+ * (src, dst); one cut short by its buffer is logged and recorded as it is.
+ */
+static void _audit_paths(const struct queue_request *r, const char *path, char *src,
+			 size_t srclen, char *dst, size_t dstlen)
+{
+	if (snprintf(src, srclen, "%s/%s", r->source, path) >= (int)srclen ||
+	    snprintf(dst, dstlen, "%s/%s", r->dest ? r->dest : "-", path) >= (int)dstlen)
+		log_warn("request %lld: audit path truncated", (long long)r->id);
+}
+
+/* One record a worker sent, applied to the queue (and the metrics). */
 static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_rec *rec,
 		   const char *path, const char *text)
 {
@@ -681,10 +740,7 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		struct queue_audit a = { r->job_id, r->uid, src, dst, rec->cks, rec->a, rec->b, rec->c };
 
 		/* A single-file request's relpath is the destination's own name. */
-		if (snprintf(src, sizeof(src), "%s/%s", r->source, path) >= (int)sizeof(src) ||
-		    snprintf(dst, sizeof(dst), "%s/%s", r->dest ? r->dest : "-", path) >=
-		    (int)sizeof(dst))
-			log_warn("request %lld: audit path truncated", (long long)r->id);
+		_audit_paths(r, path, src, sizeof(src), dst, sizeof(dst));
 		rc = queue_item_done(d->q, r->id, path, is_file ? rec->cks : NULL,
 				     is_file ? &a : NULL, err, sizeof(err));
 		if (rc == 0 && is_file) {
@@ -697,10 +753,7 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2];
 		struct queue_audit a = { r->job_id, r->uid, src, dst, rec->cks2, rec->a, rec->d, rec->e };
 
-		if (snprintf(src, sizeof(src), "%s/%s", r->source, path) >= (int)sizeof(src) ||
-		    snprintf(dst, sizeof(dst), "%s/%s", r->dest ? r->dest : "-", path) >=
-		    (int)sizeof(dst))
-			log_warn("request %lld: audit path truncated", (long long)r->id);
+		_audit_paths(r, path, src, sizeof(src), dst, sizeof(dst));
 		rc = queue_item_file_done(d->q, r->id, path, rec->a, rec->b, (int)rec->c, rec->cks,
 					  rec->cks2, &a, err, sizeof(err));
 		if (rc == 0) {

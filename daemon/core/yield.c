@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "log.h"
 #include "metrics.h"
 #include "pace.h"
@@ -94,16 +95,9 @@ int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *pat
 		_start_clear(&fresh);
 		return -1;
 	}
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 16;
-		struct yield_start *v = realloc(t->v, cap * sizeof(*v));
-
-		if (!v) {
-			_start_clear(&fresh);
-			return -1;
-		}
-		t->v = v;
-		t->cap = cap;
+	if (grow_array((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v), 16) < 0) {
+		_start_clear(&fresh);
+		return -1;
 	}
 	t->v[t->n++] = fresh;
 	return 0;

@@ -236,7 +236,7 @@ static int _write_chunk(struct _big *b, int64_t i)
 }
 
 /*
- * Long (~115 lines) on purpose: the pipeline's set-up, run and tear-down in
+ * Long on purpose: the pipeline's set-up, run and tear-down in
  * one place (buffers, checksums, reader thread, preallocation, the writer
  * loop, the join), so that every early exit releases what was set up.
  */

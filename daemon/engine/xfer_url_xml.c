@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "xfer_url_xml.h"
 
 /* Element names arrive as "namespace-URI local" (the local name has no blank). */
@@ -238,15 +239,8 @@ static int _push(struct _px *x)
 {
 	struct urlx_listing *o = x->out;
 
-	if (o->n == o->cap) {
-		size_t nc = o->cap ? o->cap * 2 : 256;
-		struct urlx_item *ni = realloc(o->items, nc * sizeof(*ni));
-
-		if (!ni)
-			return -1;
-		o->items = ni;
-		o->cap = nc;
-	}
+	if (grow_array((void **)&o->items, &o->cap, o->n + 1, sizeof(*o->items), 256) < 0)
+		return -1;
 	o->items[o->n++] = x->cur;
 	memset(&x->cur, 0, sizeof(x->cur));
 	return 0;

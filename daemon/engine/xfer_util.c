@@ -13,6 +13,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "log.h"
 #include "resolve.h"
 #include "xattr.h"
@@ -158,17 +159,7 @@ int xfer_open_source(const struct xfer_ctx *ctx, struct stat *st, char *msg, siz
 
 int xfer_grow(void **p, size_t n, size_t *cap, size_t elem, size_t first)
 {
-	size_t c = *cap ? *cap * 2 : first;
-	void *q;
-
-	if (n < *cap)
-		return 0;
-	q = realloc(*p, c * elem);
-	if (!q)
-		return -1;
-	*p = q;
-	*cap = c;
-	return 0;
+	return grow_array(p, cap, n + 1, elem, first);
 }
 
 int xfer_err_final(int err)

@@ -63,8 +63,8 @@ int xfer_open_source(const struct xfer_ctx *ctx, struct stat *st, char *msg, siz
 
 /*
  * Room for one more element in the array *p of *n used and *cap allocated
- * elements of elem bytes (doubling, from first): 0, or -1 when out of
- * memory (*p is then unchanged).
+ * elements of elem bytes (doubling, from first; common/grow.h): 0, or -1
+ * with errno ENOMEM or EOVERFLOW (*p and *cap are then unchanged).
  */
 int xfer_grow(void **p, size_t n, size_t *cap, size_t elem, size_t first);
 

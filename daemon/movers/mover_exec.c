@@ -13,6 +13,7 @@
 
 
 #include "executor.h"
+#include "grow.h"
 #include "log.h"
 #include "mover_exec.h"
 #include "pool.h"
@@ -50,7 +51,8 @@ struct plan_job {
 struct mover_exec {
 	struct daemon *d;
 	struct queue_request **r;    /* owned: requests run by mover jobs */
-	int n, cap;
+	int n;
+	size_t cap;
 	int64_t next_ms;
 	int64_t check_ms;            /* next look whether the request being listed left */
 	/* The planner threads: each lists one request at a time as its owner (a
@@ -171,15 +173,8 @@ int mover_exec_active(const struct mover_exec *m)
 
 static int _add(struct mover_exec *m, struct queue_request *r)
 {
-	if (m->n == m->cap) {
-		int cap = m->cap ? m->cap * 2 : 16;
-		struct queue_request **n = realloc(m->r, (size_t)cap * sizeof(*n));
-
-		if (!n)
-			return -1;
-		m->r = n;
-		m->cap = cap;
-	}
+	if (grow_array((void **)&m->r, &m->cap, (size_t)m->n + 1, sizeof(*m->r), 16) < 0)
+		return -1;
 	m->r[m->n++] = r;
 	return 0;
 }

@@ -338,7 +338,7 @@ static void _ctx_from_shard(struct _engine *e, long long req, json_t *doc,
 	*done_out = done;
 }
 
-/* The mover's life in order, straight down: arguments, fetch, run, report (~110 lines). */
+/* Long on purpose: the mover's life in order, straight down: arguments, fetch, run, report. */
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bundle.h"
+#include "grow.h"
 #include "mover_plan.h"
 #include "worker.h"
 #include "xfer.h"
@@ -26,15 +27,8 @@
 
 int mover_plan_add(struct mover_plan *p, const char *relpath, int64_t size)
 {
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 1024;
-		struct mover_plan_file *f = realloc(p->f, cap * sizeof(*f));
-
-		if (!f)
-			return -1;
-		p->f = f;
-		p->cap = cap;
-	}
+	if (grow_array((void **)&p->f, &p->cap, p->n + 1, sizeof(*p->f), 1024) < 0)
+		return -1;
 	p->f[p->n].relpath = strdup(relpath);
 	if (!p->f[p->n].relpath)
 		return -1;
@@ -283,14 +277,8 @@ static int _read_all(int fd, pid_t pid, const _Atomic int *cancel, char **buf, s
 	for (;;) {
 		ssize_t n;
 
-		if (*len == cap) {
-			char *b = realloc(*buf, cap * 2);
-
-			if (!b)
-				return -1;
-			*buf = b;
-			cap *= 2;
-		}
+		if (grow_array((void **)buf, &cap, *len + 1, 1, 1 << 16) < 0)
+			return -1;
 		if (!killed && cancel) {
 			struct pollfd pf = { .fd = fd, .events = POLLIN };
 

@@ -208,8 +208,8 @@ static void _judge_missing(const struct after_view *v, const struct sjob *dep,
  * One name of the list: a job, a whole array (every task slurmctld or the
  * queue knows), or one task.
  *
- * Long (~80 lines) on purpose: what a name means is decided in one place,
- * from the table, then the queue, then one question to slurmctld.
+ * What a name means is decided in one place, from the table, then the
+ * queue, then one question to slurmctld.
  */
 static void _judge_name(struct queue *q, const struct after_view *v, const struct sjob *dep,
 			const struct dsl_after *a, struct verdict *out)

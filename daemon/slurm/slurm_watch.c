@@ -288,6 +288,20 @@ static int _find_shared(const struct queue_request *r, void *arg)
 	return 1;
 }
 
+/* lr: a stage_in of src to dest for job_id (the job's or its array's), as j's owner (user). */
+static void _stage_in_request(struct lifecycle_request *lr, const struct sjob *j,
+			      const char *user, int64_t job_id, const char *src, const char *dest)
+{
+	memset(lr, 0, sizeof(*lr));
+	lr->uid = j->uid;
+	lr->gid = j->gid;
+	lr->user = user;
+	lr->job_id = job_id;
+	lr->action = "stage_in";
+	lr->source = src;
+	lr->dest = dest;
+}
+
 /*
  * A stage_in of an array task that does not depend on the task (no %a, no
  * %j): made once, as a request of the array's job id with options.shared,
@@ -309,14 +323,7 @@ static int _shared_request(struct daemon *d, const struct sjob *j, const char *u
 		*id = sf.id;
 		return 0;
 	}
-	memset(&lr, 0, sizeof(lr));
-	lr.uid = j->uid;
-	lr.gid = j->gid;
-	lr.user = user;
-	lr.job_id = j->array_job_id;
-	lr.action = "stage_in";
-	lr.source = src;
-	lr.dest = dest;
+	_stage_in_request(&lr, j, user, j->array_job_id, src, dest);
 	lr.options = "{\"shared\":true}";
 	return lifecycle_create_request(d, &lr, id, err, errlen);
 }
@@ -384,10 +391,46 @@ static int _after_ready(struct daemon *d, const struct sjob *j, const struct sjo
 }
 static char *_expanded_plan(const struct sjob *j, const char *user, char *err, size_t errlen);
 
+/*
+ * One directive of a held job's plan: nothing (0) unless it is a stage_in,
+ * else its request, created (1) or shared with the array's other tasks (1);
+ * -1 with err filled when it is refused. ctx expands its patterns.
+ */
+static int _stage_in_one(struct daemon *d, const struct sjob *j, const char *user,
+			 const struct dsl_expand_ctx *ctx, const struct dsl_directive *dir,
+			 char *err, size_t errlen)
+{
+	char src[4096], to[4096], dest[8192];
+	struct lifecycle_request lr;
+	bool shared = j->array_job_id && !_per_task(dir->path) && !_per_task(dir->to);
+	int64_t id;
+
+	if (dir->action != DSL_STAGE_IN)
+		return 0;
+	if (dsl_expand(dir->path, ctx, src, sizeof(src), err, errlen) < 0 ||
+	    (dir->to && dsl_expand(dir->to, ctx, to, sizeof(to), err, errlen) < 0) ||
+	    _stage_in_dest(d, j, user, src, dir->to ? to : NULL,
+			   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared, dest,
+			   sizeof(dest), err, errlen) < 0)
+		return -1;
+	if (shared) {
+		if (_shared_request(d, j, user, src, dest, &id, err, errlen) < 0)
+			return -1;
+		log_info("job %u: array %u task %u: shared stage-in request %lld: %s -> %s",
+			 j->job_id, j->array_job_id, j->array_task_id, (long long)id, src, dest);
+		return 1;
+	}
+	_stage_in_request(&lr, j, user, j->job_id, src, dest);
+	if (lifecycle_create_request(d, &lr, &id, err, errlen) < 0)
+		return -1;
+	log_info("job %u: stage-in request %lld: %s -> %s", j->job_id, (long long)id, src, dest);
+	return 1;
+}
+
 /* Create the stage_in requests of a newly seen held job. */
 static void _start_staging(struct daemon *d, const struct sjob *j)
 {
-	char err[512], user[256], src[4096], to[4096], dest[8192];
+	char err[512], user[256];
 	struct dsl_config dc;
 	struct dsl_plan *plan;
 	struct dsl_expand_ctx ctx;
@@ -448,41 +491,12 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 	}
 	for (i = 0; i < plan->ndirs; i++) {
 		const struct dsl_directive *dir = &plan->dirs[i];
-		struct lifecycle_request lr;
-		bool shared = j->array_job_id && !_per_task(dir->path) && !_per_task(dir->to);
-		int64_t id;
+		int rc = _stage_in_one(d, j, user, &ctx, dir, err, sizeof(err));
 
-		if (dir->action != DSL_STAGE_IN)
-			continue;
-		if (dsl_expand(dir->path, &ctx, src, sizeof(src), err, sizeof(err)) < 0 ||
-		    (dir->to && dsl_expand(dir->to, &ctx, to, sizeof(to), err, sizeof(err)) < 0) ||
-		    _stage_in_dest(d, j, user, src, dir->to ? to : NULL,
-				   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared, dest,
-				   sizeof(dest),
-				   err, sizeof(err)) < 0)
-			goto refused;
-		if (shared) {
-			if (_shared_request(d, j, user, src, dest, &id, err, sizeof(err)) < 0)
-				goto refused;
-			log_info("job %u: array %u task %u: shared stage-in request %lld: %s -> %s",
-				 j->job_id, j->array_job_id, j->array_task_id, (long long)id, src, dest);
-			nreq++;
+		if (rc >= 0) {
+			nreq += (size_t)rc;
 			continue;
 		}
-		memset(&lr, 0, sizeof(lr));
-		lr.uid = j->uid;
-		lr.gid = j->gid;
-		lr.user = user;
-		lr.job_id = j->job_id;
-		lr.action = "stage_in";
-		lr.source = src;
-		lr.dest = dest;
-		if (lifecycle_create_request(d, &lr, &id, err, sizeof(err)) < 0)
-			goto refused;
-		log_info("job %u: stage-in request %lld: %s -> %s", j->job_id, (long long)id, src, dest);
-		nreq++;
-		continue;
-refused:
 		log_warn("job %u: stage-in refused (line %d): %s", j->job_id, dir->line, err);
 		_comment(j, "stagehand: stage-in refused (script line %d): %s - fix the #DATA line "
 			 "and resubmit", dir->line, err);
