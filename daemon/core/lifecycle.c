@@ -14,9 +14,6 @@
 #include "cleanup.h"
 #include "dsl.h"
 #include "lifecycle.h"
-#include "pool.h"
-#include "slurm_watch.h"
-#include "yield.h"
 #include "log.h"
 #include "queue.h"
 #include "xfer.h"
@@ -462,8 +459,8 @@ static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t e
 	   main loop's job-end hook (within a second) does it. */
 	if (!_in_hook && d->conf->slurm_watch)
 		return 1;
-	r = slurm_watch_end_check(d, j->job_id, j->end_state, st, sizeof(st), &code, &restarts,
-				  &aj, &at, j->end_received, j->plan ? NULL : &plan);
+	r = lifecycle_ops.end_check(d, j->job_id, j->end_state, st, sizeof(st), &code,
+				    &restarts, &aj, &at, j->end_received, j->plan ? NULL : &plan);
 	/* No plan known: the end came from Epilog= (no plugin, which sends it) for
 	   a job that was never held. slurmctld's record has the one job_submit.lua
 	   wrote. */
@@ -944,7 +941,7 @@ static void _job_end_tick(struct daemon *d, int64_t now_ms)
 	_in_hook = false;
 }
 
-static const struct lifecycle_hook _job_end_hook = {
+const struct lifecycle_hook lifecycle_job_end_hook = {
 	.name = "job-end",
 	.period_ms = 1000,
 	.tick = _job_end_tick,
@@ -972,20 +969,11 @@ static int _bundle_conf_init(struct daemon *d, char *err, size_t errlen)
 	return 0;
 }
 
-static const struct lifecycle_hook _bundle_conf_hook = {
+const struct lifecycle_hook lifecycle_bundle_conf_hook = {
 	.name = "bundle-conf",
 	.period_ms = 1000,
 	.init = _bundle_conf_init,
 	.tick = _bundle_conf_tick,
-};
-
-const struct lifecycle_hook *const lifecycle_hooks[] = {
-	&_job_end_hook,
-	&_bundle_conf_hook,
-	&slurm_watch_hook,
-	&yield_hook,
-	&pool_hook,
-	NULL,
 };
 
 static int64_t _last_run[16];

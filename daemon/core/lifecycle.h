@@ -10,7 +10,7 @@
  *
  * Adding a module (e.g. the Slurm watcher that finds held jobs, stages them
  * and releases them): write a `struct lifecycle_hook` with init/tick/fini,
- * add its address to `lifecycle_hooks[]` in lifecycle.c. tick runs in the
+ * add its address to `lifecycle_hooks[]` in core/wiring.c. tick runs in the
  * main thread every period_ms (never faster than the loop's 200 ms turn);
  * it may call everything in queue.h and the functions below, and must not
  * block for long (the main loop also reads worker progress).
@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include "daemon.h"
+#include "slurm_watch.h"
 
 struct lifecycle_hook {
 	const char *name;
@@ -35,8 +36,23 @@ struct lifecycle_hook {
 	void (*fini)(struct daemon *d);                    /* NULL = none */
 };
 
-/* NULL-terminated; lifecycle.c lists the built-in job-end hook first. */
+/* NULL-terminated, in the order they run; core/wiring.c lists them, the
+   built-in job-end hook first. */
 extern const struct lifecycle_hook *const lifecycle_hooks[];
+/* The built-in hooks: a stored job end into after-job requests, the Bundle*
+   settings for the workers to inherit. */
+extern const struct lifecycle_hook lifecycle_job_end_hook;
+extern const struct lifecycle_hook lifecycle_bundle_conf_hook;
+
+/* What the job-end hook asks of the Slurm watch; the instance is in core/wiring.c. */
+struct lifecycle_ops {
+	/* slurmctld's word on a job whose end is processed (slurm_watch_end_check). */
+	enum slurm_watch_end (*end_check)(struct daemon *d, int64_t job_id,
+					  const char *event_state, char *state, size_t statelen,
+					  int *exit_code, int *restarts, int64_t *array_job_id,
+					  int64_t *array_task_id, int64_t received, char **plan);
+};
+extern const struct lifecycle_ops lifecycle_ops;
 
 int lifecycle_init(struct daemon *d, char *err, size_t errlen);
 /* Run the hooks that are due. */

@@ -32,8 +32,6 @@
 #include "pool.h"
 #include "queue_mpu.h"
 #include "queue_shards.h"
-#include "slurm_watch.h"
-#include "yield.h"
 
 #define BUF_MAX (2 * (sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX))
 #define MAX_FDS 16
@@ -309,7 +307,7 @@ static int _stage_in_can_wait(const struct conf *c, const struct queue_request *
 	if (c->yield_mode != CONF_YIELD_ADAPTIVE || c->yield_stage_in_lead <= 0 ||
 	    strcmp(r->action, "stage_in") != 0 || r->job_id <= 0)
 		return 0;
-	*start = slurm_watch_expected_start(r->job_id);
+	*start = worker_ops.expected_start(r->job_id);
 	return *start > time(NULL) + c->yield_stage_in_lead;
 }
 
@@ -342,7 +340,7 @@ static int _yield_one(struct worker_pool *p, struct _worker *w, int64_t now_ms)
 
 	if (!w->yb || !w->req)
 		return 0;
-	if (c->yield_to_jobs && !yield_after_job(w->req->action))
+	if (c->yield_to_jobs && !worker_ops.after_job(w->req->action))
 		return _yield_stage_in(c, w);
 	if (c->yield_to_jobs) {
 		if (c->yield_mode == CONF_YIELD_ADAPTIVE)
@@ -352,7 +350,7 @@ static int _yield_one(struct worker_pool *p, struct _worker *w, int64_t now_ms)
 		/* Written back chunk by chunk: a pause leaves no dirty pages behind. */
 		xfer_bucket_set_flush(w->yb, XFER_FLUSH_RANGES);
 	}
-	if (yield_request_affected(p->d, w->req)) {
+	if (worker_ops.request_affected(p->d, w->req)) {
 		if (!w->yield_since_ms)
 			w->yield_since_ms = now_ms;
 		/*
@@ -414,7 +412,7 @@ int worker_pool_busy_after_job(const struct worker_pool *p)
 	int n = 0;
 
 	for (int k = 0; k < p->nslots; k++)
-		if (p->w[k].pid > 0 && p->w[k].req && yield_after_job(p->w[k].req->action))
+		if (p->w[k].pid > 0 && p->w[k].req && worker_ops.after_job(p->w[k].req->action))
 			n++;
 	return n;
 }

@@ -16,11 +16,27 @@
 #include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "daemon.h"
 #include "queue.h"
 
 struct worker_pool;
+
+/*
+ * What the pool asks of the Slurm watch and of yield, through a table whose
+ * instance core/wiring.c fills: worker.c calls neither module (yield calls
+ * the pool, the same way, through yield_ops). Main thread.
+ */
+struct worker_ops {
+	/* When the scheduler expects job_id to start; 0 none (slurm_watch_expected_start). */
+	time_t (*expected_start)(int64_t job_id);
+	/* 1 for the actions that run after the job (yield_after_job). */
+	int (*after_job)(const char *action);
+	/* 1 if r is held back now (yield_request_affected). */
+	int (*request_affected)(struct daemon *d, const struct queue_request *r);
+};
+extern const struct worker_ops worker_ops;
 
 struct worker_pool *worker_pool_create(struct daemon *d);
 /* Kills (SIGKILL) and reaps any worker left; use after draining. */

@@ -19,7 +19,6 @@
 #include "queue.h"
 #include "queue_shards.h"
 #include "slurm_jobs.h"
-#include "worker.h"
 #include "xfer.h"
 #include "yield.h"
 
@@ -525,9 +524,9 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		return;
 	_last_full_ms = now_ms;
 	_refresh(d);
-	held = worker_pool_yield(d->pool, now_ms);
+	held = yield_ops.pool_yield(d->pool, now_ms);
 	pthread_mutex_lock(&_starts_lock);
-	_npaused = worker_pool_paused(d->pool, _paused, 64);
+	_npaused = yield_ops.pool_paused(d->pool, _paused, 64);
 	pthread_mutex_unlock(&_starts_lock);
 	atomic_store(&_applied_seq, seq);
 	atomic_store(&d->metrics->yield_busy_fs, (int)_nbusy + _unknown_busy);

@@ -48,8 +48,24 @@
 #include "lifecycle.h"
 
 struct queue_request;
+struct worker_pool;
+struct xfer_bucket;
 
 extern const struct lifecycle_hook yield_hook;
+
+/*
+ * What yield's tick asks of the worker pool, through a table whose instance
+ * core/wiring.c fills: yield.c calls no function of worker.c (the pool asks
+ * yield_request_affected the same way, through worker_ops). Main thread.
+ */
+struct yield_ops {
+	/* Pause, throttle or release each after-job worker; how many are held
+	   back (worker_pool_yield). */
+	int (*pool_yield)(struct worker_pool *p, int64_t now_ms);
+	/* The buckets of the workers paused now, borrowed (worker_pool_paused). */
+	int (*pool_paused)(const struct worker_pool *p, struct xfer_bucket **out, int max);
+};
+extern const struct yield_ops yield_ops;
 
 /*
  * Replace the running jobs' paths from slurmctld; takes ownership of paths

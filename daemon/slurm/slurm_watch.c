@@ -49,7 +49,6 @@
 #include "slurm_compat.h"
 #include "slurm_jobs.h"
 #include "slurm_watch.h"
-#include "yield.h"
 
 /* hold_state values kept in the queue's jobs table (queue_job.hold_state). */
 #define HS_STAGING   "staging"    /* requests created, waiting for them */
@@ -325,7 +324,7 @@ static int _shared_request(struct daemon *d, const struct sjob *j, const char *u
 	}
 	_stage_in_request(&lr, j, user, j->array_job_id, src, dest);
 	lr.options = "{\"shared\":true}";
-	return lifecycle_create_request(d, &lr, id, err, errlen);
+	return slurm_watch_ops.create_request(d, &lr, id, err, errlen);
 }
 
 /*
@@ -421,7 +420,7 @@ static int _stage_in_one(struct daemon *d, const struct sjob *j, const char *use
 		return 1;
 	}
 	_stage_in_request(&lr, j, user, j->job_id, src, dest);
-	if (lifecycle_create_request(d, &lr, &id, err, errlen) < 0)
+	if (slurm_watch_ops.create_request(d, &lr, &id, err, errlen) < 0)
 		return -1;
 	log_info("job %u: stage-in request %lld: %s -> %s", j->job_id, (long long)id, src, dest);
 	return 1;
@@ -932,8 +931,8 @@ static void _rerun_after_end(struct daemon *d, const struct sjob *j, const struc
 
 	snprintf(how, sizeof(how), "run %d ended %s and was processed; slurmctld requeued the job "
 		 "(run %u)", qj->runs + 1, qj->end_state ? qj->end_state : "?", j->restarts + 1);
-	if (lifecycle_job_rerun(d, j->job_id, (int)j->restarts, how, fin, j->exit_code, err,
-				sizeof(err)) < 0) {
+	if (slurm_watch_ops.job_rerun(d, j->job_id, (int)j->restarts, how, fin, j->exit_code,
+				      err, sizeof(err)) < 0) {
 		log_err("job %u: cannot record its rerun: %s", j->job_id, err);
 		return;
 	}
@@ -1109,8 +1108,8 @@ static void _tick(struct daemon *d, int64_t now_ms)
 	jobs = _cache;
 	n = _ncache;
 	/* The yield module takes a list of its own (slurmctld's view a moment ago). */
-	yield_set_running(d, _dup_paths(_cache_running), _cache_run_ids, _ncache_run_ids,
-			  _cache_since);
+	slurm_watch_ops.set_running(d, _dup_paths(_cache_running), _cache_run_ids,
+				    _ncache_run_ids, _cache_since);
 	for (i = 0; i < n; i++) {
 		const struct sjob *j = &jobs[i];
 		struct queue_job *qj = NULL;

@@ -1,16 +1,42 @@
 /*
  * slurm_watch.h - the lifecycle hook that stages inputs of jobs held at
  * submit time and releases them (see slurm_watch.c).
+ *
+ * The watch calls no function of core/: what it asks of core (create a
+ * request, record a job's rerun, tell yield which jobs run) goes through
+ * slurm_watch_ops, a table whose type is declared here and whose one
+ * instance core/wiring.c fills with core's functions. Same calls, made at
+ * the same moments with the same answers, but slurm/ depends on core/ only
+ * for the types of lifecycle.h, not for its code.
  */
 #ifndef STAGEHAND_SLURM_WATCH_H
 #define STAGEHAND_SLURM_WATCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
-#include "lifecycle.h"
+struct daemon;
+struct lifecycle_hook;
+struct lifecycle_request;
 
 extern const struct lifecycle_hook slurm_watch_hook;
+
+/* What the watch asks of core, called from its tick (main thread). */
+struct slurm_watch_ops {
+	/* Check, store as queued, wake the main loop; the new id in *id_out.
+	   0 or -1 with err (lifecycle_create_request). */
+	int (*create_request)(struct daemon *d, const struct lifecycle_request *lr,
+			      int64_t *id_out, char *err, size_t errlen);
+	/* The job ran again after its end was processed (lifecycle_job_rerun). */
+	int (*job_rerun)(struct daemon *d, int64_t job_id, int runs, const char *how,
+			 const char *end_state, int exit_code, char *err, size_t errlen);
+	/* The running jobs' paths, owned by the callee (yield_set_running). */
+	void (*set_running)(struct daemon *d, char **paths, const uint32_t *ids, size_t nids,
+			    time_t table_time);
+};
+/* Defined in core/wiring.c. */
+extern const struct slurm_watch_ops slurm_watch_ops;
 
 /* What slurmctld says about a job whose end event is about to be processed. */
 enum slurm_watch_end {
