@@ -242,6 +242,27 @@ void qp_begin(struct queue *q)
 	sqlite3_exec(q->db, q->batch ? "SAVEPOINT qp" : "BEGIN IMMEDIATE", NULL, NULL, NULL);
 }
 
+/*
+ * COMMIT the open transaction (durable: with synchronous=FULL for this
+ * commit only); a failed commit is rolled back. 0, or -1 with err. The
+ * caller holds the lock and keeps it.
+ */
+static int _commit(struct queue *q, int durable, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	if (durable)
+		sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
+		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		rc = -1;
+	}
+	if (durable)
+		sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+	return rc;
+}
+
 /* Commit (rc == 0) or roll back, then unlock. durable: this commit is FULL. */
 int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 {
@@ -253,19 +274,10 @@ int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 		qp_unlock(q);
 		return rc;
 	}
-	if (rc == 0) {
-		if (durable)
-			sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-		if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-			qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
-			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-			rc = -1;
-		}
-		if (durable)
-			sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
-	} else {
+	if (rc == 0)
+		rc = _commit(q, durable, err, errlen);
+	else
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-	}
 	qp_unlock(q);
 	return rc;
 }
@@ -433,19 +445,11 @@ int queue_batch_begin(struct queue *q)
 
 int queue_batch_end(struct queue *q, char *err, size_t errlen)
 {
-	int rc = 0, durable = q->batch_durable;
+	int rc, durable = q->batch_durable;
 
 	q->batch = 0;
 	q->batch_durable = 0;
-	if (durable)
-		sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-		rc = -1;
-	}
-	if (durable)
-		sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+	rc = _commit(q, durable, err, errlen);
 	qp_unlock(q);
 	return rc;
 }
