@@ -489,34 +489,6 @@ out:
 	return qp_end(q, rc, 1, err, errlen);
 }
 
-void queue_request_free(struct queue_request *r)
-{
-	if (!r)
-		return;
-	free(r->user);
-	free(r->action);
-	free(r->source);
-	free(r->dest);
-	free(r->options);
-	free(r->error);
-	free(r);
-}
-
-void queue_job_free(struct queue_job *j)
-{
-	if (!j)
-		return;
-	free(j->user);
-	free(j->work_dir);
-	free(j->plan);
-	free(j->hold_state);
-	free(j->end_state);
-	free(j->refused);
-	free(j->notes);
-	free(j->last_run);
-	free(j);
-}
-
 int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64_t not_before,
 		      int64_t *id_out, char *err, size_t errlen)
 {
@@ -560,6 +532,14 @@ static const struct qp_col _request_cols[] = {
 	REQ_COL(QC_I64, files_total), REQ_COL(QC_I64, files_done),
 	REQ_COL(QC_I64, files_skipped),
 };
+
+void queue_request_free(struct queue_request *r)
+{
+	if (!r)
+		return;
+	qp_row_free(_request_cols, QP_NCOLS(_request_cols), r);
+	free(r);
+}
 
 /* The current row of a REQ_COLS select: a new request (queue_request_free), NULL on no memory. */
 static struct queue_request *_row_request(sqlite3_stmt *st)

@@ -313,6 +313,14 @@ static const struct qp_col _job_cols[] = {
 	JOB_COL(QC_STR, last_run),
 };
 
+void queue_job_free(struct queue_job *j)
+{
+	if (!j)
+		return;
+	qp_row_free(_job_cols, QP_NCOLS(_job_cols), j);
+	free(j);
+}
+
 int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 		  char *err, size_t errlen)
 {
