@@ -236,6 +236,26 @@ static void _rbh_params(FILE *fp, const char *policy)
 		"\n", policy);
 }
 
+/*
+ * A policy's parameters and its rules: the archive class at once, then
+ * the comment after (where the site's rules go, or why there is none).
+ */
+static void _rbh_archive_rules(FILE *fp, const char *policy, const char *after)
+{
+	_rbh_params(fp, policy);
+	fprintf(fp, "%s_rules {\n", policy);
+	_rbh_ignore(fp);
+	fprintf(fp,
+		"\n"
+		"    rule stagehand_archive_now {\n"
+		"        target_fileclass = stagehand_archive;\n"
+		"        condition { last_mod >= 0sec }\n"
+		"    }\n"
+		"    # %s\n"
+		"}\n"
+		"\n", after);
+}
+
 /* stagehand's own purge policy: status_manager none, so any Robinhood 3 loads it. */
 static void _rbh_purge(FILE *fp, const struct policy_opts *o)
 {
@@ -269,7 +289,7 @@ static void _rbh_purge(FILE *fp, const struct policy_opts *o)
 		"}\n", o->exempt_days);
 }
 
-/* Long on purpose: the policy file in the order Robinhood reads it, block after block. */
+/* The policy file in the order Robinhood reads it, block after block. */
 static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy_paths *p)
 {
 	static const char *const exempt[] = { "exempt", NULL };
@@ -333,18 +353,7 @@ static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy
 		   "# never archive or release",
 		   p->v[POLICY_PURGE], p->n[POLICY_PURGE], &skipped);
 	if (lhsm) {
-		_rbh_params(fp, "lhsm_archive");
-		fprintf(fp, "lhsm_archive_rules {\n");
-		_rbh_ignore(fp);
-		fprintf(fp,
-			"\n"
-			"    rule stagehand_archive_now {\n"
-			"        target_fileclass = stagehand_archive;\n"
-			"        condition { last_mod >= 0sec }\n"
-			"    }\n"
-			"    # the site's own archive rules follow here\n"
-			"}\n"
-			"\n");
+		_rbh_archive_rules(fp, "lhsm_archive", "the site's own archive rules follow here");
 		_rbh_params(fp, "lhsm_release");
 		fprintf(fp, "lhsm_release_rules {\n");
 		_rbh_ignore(fp);
@@ -369,18 +378,8 @@ static int _robinhood(FILE *fp, const struct policy_opts *o, const struct policy
 			"    default_lru_sort_attr = last_mod;\n"
 			"}\n"
 			"\n");
-		_rbh_params(fp, "stagehand_archive");
-		fprintf(fp, "stagehand_archive_rules {\n");
-		_rbh_ignore(fp);
-		fprintf(fp,
-			"\n"
-			"    rule stagehand_archive_now {\n"
-			"        target_fileclass = stagehand_archive;\n"
-			"        condition { last_mod >= 0sec }\n"
-			"    }\n"
-			"    # no default rule: unlabelled data is the site's own policies' business\n"
-			"}\n"
-			"\n");
+		_rbh_archive_rules(fp, "stagehand_archive",
+				   "no default rule: unlabelled data is the site's own policies' business");
 	}
 	_rbh_purge(fp, o);
 	if (!o->paths_from)

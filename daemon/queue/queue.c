@@ -242,6 +242,27 @@ void qp_begin(struct queue *q)
 	sqlite3_exec(q->db, q->batch ? "SAVEPOINT qp" : "BEGIN IMMEDIATE", NULL, NULL, NULL);
 }
 
+/*
+ * COMMIT the open transaction (durable: with synchronous=FULL for this
+ * commit only); a failed commit is rolled back. 0, or -1 with err. The
+ * caller holds the lock and keeps it.
+ */
+static int _commit(struct queue *q, int durable, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	if (durable)
+		sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
+		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		rc = -1;
+	}
+	if (durable)
+		sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+	return rc;
+}
+
 /* Commit (rc == 0) or roll back, then unlock. durable: this commit is FULL. */
 int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 {
@@ -253,19 +274,10 @@ int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 		qp_unlock(q);
 		return rc;
 	}
-	if (rc == 0) {
-		if (durable)
-			sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-		if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-			qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
-			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-			rc = -1;
-		}
-		if (durable)
-			sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
-	} else {
+	if (rc == 0)
+		rc = _commit(q, durable, err, errlen);
+	else
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-	}
 	qp_unlock(q);
 	return rc;
 }
@@ -433,19 +445,11 @@ int queue_batch_begin(struct queue *q)
 
 int queue_batch_end(struct queue *q, char *err, size_t errlen)
 {
-	int rc = 0, durable = q->batch_durable;
+	int rc, durable = q->batch_durable;
 
 	q->batch = 0;
 	q->batch_durable = 0;
-	if (durable)
-		sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-		rc = -1;
-	}
-	if (durable)
-		sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+	rc = _commit(q, durable, err, errlen);
 	qp_unlock(q);
 	return rc;
 }
@@ -483,34 +487,6 @@ int queue_recover(struct queue *q, int *nrequests, int *nitems, char *err, size_
 	rc = 0;
 out:
 	return qp_end(q, rc, 1, err, errlen);
-}
-
-void queue_request_free(struct queue_request *r)
-{
-	if (!r)
-		return;
-	free(r->user);
-	free(r->action);
-	free(r->source);
-	free(r->dest);
-	free(r->options);
-	free(r->error);
-	free(r);
-}
-
-void queue_job_free(struct queue_job *j)
-{
-	if (!j)
-		return;
-	free(j->user);
-	free(j->work_dir);
-	free(j->plan);
-	free(j->hold_state);
-	free(j->end_state);
-	free(j->refused);
-	free(j->notes);
-	free(j->last_run);
-	free(j);
 }
 
 int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64_t not_before,
@@ -556,6 +532,14 @@ static const struct qp_col _request_cols[] = {
 	REQ_COL(QC_I64, files_total), REQ_COL(QC_I64, files_done),
 	REQ_COL(QC_I64, files_skipped),
 };
+
+void queue_request_free(struct queue_request *r)
+{
+	if (!r)
+		return;
+	qp_row_free(_request_cols, QP_NCOLS(_request_cols), r);
+	free(r);
+}
 
 /* The current row of a REQ_COLS select: a new request (queue_request_free), NULL on no memory. */
 static struct queue_request *_row_request(sqlite3_stmt *st)

@@ -77,6 +77,33 @@ static int _audit_add(struct queue *q, int64_t req, const struct queue_audit *a,
 	return qp_step_reset(q, st, err, errlen);
 }
 
+/* The checksum refusal of queue_item_done and queue_item_file_done, in err. */
+static void _cks_mismatch(char *err, size_t errlen, int64_t req, const char *relpath)
+{
+	qp_err(err, errlen, "request %lld: item '%s': destination checksum does not match "
+	       "the source", (long long)req, relpath);
+}
+
+/*
+ * After an item's done statement st (cached; NULL when it failed): step it,
+ * count one more file done when counted, add the audit row a if any. 0 or -1.
+ */
+static int _item_done_tail(struct queue *q, sqlite3_stmt *st, int64_t req, int counted,
+			   int64_t size, const struct queue_audit *a, char *err, size_t errlen)
+{
+	if (!st)
+		return -1;
+	if (qp_step_reset(q, st, err, errlen) < 0)
+		return -1;
+	if (counted) {
+		if (_count_file_done(q, req, size, err, errlen) < 0)
+			return -1;
+	}
+	if (a && _audit_add(q, req, a, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
 int queue_item_done(struct queue *q, int64_t req, const char *relpath, const char *cks_dst,
 		    const struct queue_audit *a, char *err, size_t errlen)
 {
@@ -108,25 +135,14 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 	if (is_file && (!cks_dst || !sqlite3_column_text(st, 2) ||
 			strcmp((const char *)sqlite3_column_text(st, 2), cks_dst) != 0)) {
 		sqlite3_reset(st);
-		qp_err(err, errlen, "request %lld: item '%s': destination checksum does not match "
-		       "the source", (long long)req, relpath);
+		_cks_mismatch(err, errlen, req, relpath);
 		goto out;
 	}
 	sqlite3_reset(st);
 	st = qp_cachedf(q, "UPDATE items SET state='done', checksum_dst=?3, error=NULL"
 			" WHERE request_id=?1 AND relpath=?2", err, errlen, "Itt", req, relpath,
 			cks_dst);
-	if (!st)
-		goto out;
-	if (qp_step_reset(q, st, err, errlen) < 0)
-		goto out;
-	if (is_file) {
-		if (_count_file_done(q, req, size, err, errlen) < 0)
-			goto out;
-	}
-	if (a && _audit_add(q, req, a, err, errlen) < 0)
-		goto out;
-	rc = 0;
+	rc = _item_done_tail(q, st, req, is_file, size, a, err, errlen);
 out:
 	return qp_end(q, rc, 0, err, errlen);
 }
@@ -140,8 +156,7 @@ int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int6
 
 	/* Checked here as well as in the worker: nothing is marked done unverified. */
 	if (!cks_src || !cks_dst || !*cks_src || strcmp(cks_src, cks_dst) != 0) {
-		qp_err(err, errlen, "request %lld: item '%s': destination checksum does not match "
-		       "the source", (long long)req, relpath);
+		_cks_mismatch(err, errlen, req, relpath);
 		return -1;
 	}
 	qp_begin(q);
@@ -159,17 +174,7 @@ int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int6
 			" mtime=?4, mode=?5, state='done', checksum_src=?6, checksum_dst=?6,"
 			" error=NULL, attempts=attempts+1", err, errlen, "ItIIit", req, relpath,
 			size, mtime_ns, mode, cks_dst);
-	if (!st)
-		goto out;
-	if (qp_step_reset(q, st, err, errlen) < 0)
-		goto out;
-	if (!was_done) {
-		if (_count_file_done(q, req, size, err, errlen) < 0)
-			goto out;
-	}
-	if (a && _audit_add(q, req, a, err, errlen) < 0)
-		goto out;
-	rc = 0;
+	rc = _item_done_tail(q, st, req, !was_done, size, a, err, errlen);
 out:
 	return qp_end(q, rc, 0, err, errlen);
 }
@@ -307,6 +312,14 @@ static const struct qp_col _job_cols[] = {
 	JOB_COL(QC_I64N, array_job_id), JOB_COL(QC_I64N, array_task_id), JOB_COL(QC_INT, runs),
 	JOB_COL(QC_STR, last_run),
 };
+
+void queue_job_free(struct queue_job *j)
+{
+	if (!j)
+		return;
+	qp_row_free(_job_cols, QP_NCOLS(_job_cols), j);
+	free(j);
+}
 
 int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 		  char *err, size_t errlen)

@@ -153,5 +153,11 @@ struct qp_col {
 int qp_row(sqlite3_stmt *st, const struct qp_col *map, int n, void *out, char *err,
 	   size_t errlen);
 #define QP_NCOLS(map) ((int)(sizeof(map) / sizeof((map)[0])))
+/*
+ * Frees the strings a map owns in out (its QC_STR fields), not out itself:
+ * a struct's free is the map's strings and then the struct, so a string
+ * field added to the map is freed with it.
+ */
+void qp_row_free(const struct qp_col *map, int n, void *out);
 
 #endif

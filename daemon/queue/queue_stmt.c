@@ -224,3 +224,15 @@ int qp_row(sqlite3_stmt *st, const struct qp_col *map, int n, void *out, char *e
 	}
 	return 0;
 }
+
+void qp_row_free(const struct qp_col *map, int n, void *out)
+{
+	for (int i = 0; i < n; i++) {
+		char *s;
+
+		if (map[i].type != QC_STR)
+			continue;
+		memcpy(&s, (char *)out + map[i].off, sizeof(s));
+		free(s);
+	}
+}
