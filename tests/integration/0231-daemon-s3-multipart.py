@@ -399,5 +399,8 @@ def test_cancelled_request_leaves_no_upload_open(daemon, s3, proxy, base_dir):
     proxy.release.set()
     assert daemon.api.wait(r["id"], timeout=30)["state"] == "cancelled"
     assert proxy.calls("DELETE", "uploadId=") == 1
-    assert "aborted (the request was cancelled)" in daemon.log_tail(400)
+    # The worker logs the abort after its DELETE, through its record stream:
+    # the request is already cancelled (the API set that), so wait for the line.
+    until(lambda: "aborted (the request was cancelled)" in daemon.log_tail(400),
+          "the abort logged", d=daemon)
     until(lambda: recorded(daemon, "s3_uploads", r["id"]) == 0, "the upload forgotten", d=daemon)
