@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "grow.h"
 #include "xfer_url_int.h"
 #include "xfer_url_xml.h"
 
@@ -158,18 +159,8 @@ static size_t _to_mem(char *b, size_t sz, size_t nm, void *p)
 		m->too_big = 1;
 		return 0;
 	}
-	if (m->n + n + 1 > m->cap) {
-		size_t cap = m->cap ? m->cap : 65536;
-		char *q;
-
-		while (cap < m->n + n + 1)
-			cap *= 2;
-		q = realloc(m->p, cap);
-		if (!q)
-			return 0;
-		m->p = q;
-		m->cap = cap;
-	}
+	if (grow_array((void **)&m->p, &m->cap, m->n + n + 1, 1, 65536) < 0)
+		return 0;
 	memcpy(m->p + m->n, b, n);
 	m->n += n;
 	m->p[m->n] = '\0';

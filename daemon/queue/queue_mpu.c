@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "queue_mpu.h"
 #include "queue_private.h"
 
@@ -142,15 +143,8 @@ static int _row(sqlite3_stmt *st, struct xfer_mpu_ent **out, size_t *n, size_t *
 	if (!rel)
 		return -1;
 	if (!e || strcmp(e->relpath, rel) != 0) {
-		if (*n == *cap) {
-			size_t nc = *cap ? *cap * 2 : 4;
-			struct xfer_mpu_ent *ne = realloc(*out, nc * sizeof(*ne));
-
-			if (!ne)
-				return -1;
-			*out = ne;
-			*cap = nc;
-		}
+		if (grow_array((void **)out, cap, *n + 1, sizeof(**out), 4) < 0)
+			return -1;
 		e = &(*out)[(*n)++];
 		memset(e, 0, sizeof(*e));
 		e->relpath = strdup(rel);

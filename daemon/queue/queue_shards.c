@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "queue_private.h"
 #include "queue_shards.h"
 
@@ -164,7 +165,8 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 {
 	sqlite3_stmt *st;
 	struct queue_shard *s = NULL;
-	int cap = 0, rc;
+	size_t cap = 0;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
@@ -176,15 +178,10 @@ int queue_shards_list(struct queue *q, int64_t req, struct queue_shard **out, in
 		struct queue_shard *e;
 		int state = _state_from((const char *)sqlite3_column_text(st, 1));
 
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 8;
-			e = realloc(s, (size_t)cap * sizeof(*s));
-			if (!e) {
-				qp_err(err, errlen, "out of memory");
-				rc = -1;
-				break;
-			}
-			s = e;
+		if (grow_array((void **)&s, &cap, (size_t)*n + 1, sizeof(*s), 8) < 0) {
+			qp_err(err, errlen, "out of memory");
+			rc = -1;
+			break;
 		}
 		e = &s[(*n)++];
 		memset(e, 0, sizeof(*e));
