@@ -10,7 +10,7 @@
  * declares in its header the table of functions it needs (lifecycle_ops,
  * slurm_watch_ops, worker_ops, yield_ops) and this file, which knows them
  * all, fills the tables and lists the hooks. The calls go one way, from
- * here down, and each module reads (or is tested) against its own table.
+ * here down, and each module reads against its own table.
  *
  * Why tables and not a queue of events that the main loop drains: the
  * answers are needed at once, within the same tick (the watch logs the id
