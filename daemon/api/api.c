@@ -20,6 +20,7 @@
 #include "api.h"
 #include "api_cred.h"
 #include "api_private.h"
+#include "api_writer.h"
 #include "log.h"
 
 #define MAX_UIDS 1024
@@ -69,6 +70,7 @@ struct _conn {
 	int cut;                     /* shut down (sweeper, refusal or room for another) */
 	int64_t cut_at_ms;           /* refused: shut it down at this time (ms), 0 = no */
 	int linked;                  /* in api.conns */
+	int busy;                    /* its request is with the writer: complete, not idle */
 	struct _conn *prev, *next;
 };
 
@@ -94,6 +96,7 @@ struct api {
 	int evict_at;                /* open connections on a listener before making room */
 	unsigned long evicted;       /* connections closed to make room (evict_at) */
 	time_t evicted_logged;       /* last time an eviction was logged */
+	struct api_writer *writer;   /* answers POST and DELETE (api_writer.h) */
 };
 
 /* Per HTTP request (con_cls). */
@@ -103,6 +106,8 @@ struct _req {
 	char *body;
 	size_t len, cap;
 	int too_big;
+	int queued;                  /* handed to the writer; job.rep is the answer once resumed */
+	struct api_wjob job;
 };
 
 void api_error(struct api_reply *out, unsigned status, const char *fmt, ...)
@@ -526,6 +531,17 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 		}
 		return MHD_YES;
 	}
+	if (r->queued) {	/* resumed by the writer: its answer is ready */
+		si = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		if ((k = si ? si->socket_context : NULL)) {
+			pthread_mutex_lock(&a->lock);
+			k->busy = 0;
+			pthread_mutex_unlock(&a->lock);
+		}
+		log_debug("api: uid %u %s %s -> %u", (unsigned)r->job.who.uid, method, url,
+			  r->job.rep.status);
+		return _send(c, &r->job.rep, 0);
+	}
 	if (*upload_size) {
 		if (!r->too_big && r->len + *upload_size <= limit) {
 			if (r->len + *upload_size + 1 > r->cap) {
@@ -571,6 +587,22 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 
 		who.peer = ai ? ai->client_addr : NULL;
+	}
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 && a->writer) {
+		/* A change: the writer answers it; reads go on here meanwhile. */
+		r->job = (struct api_wjob){ .c = c, .who = who, .method = method, .url = url,
+					    .body = r->body, .len = r->len,
+					    .submit = api_route_is_submit(method, url) };
+		pthread_mutex_lock(&a->lock);
+		k->busy = 1;
+		pthread_mutex_unlock(&a->lock);
+		if (api_writer_submit(a->writer, &r->job) == 0) {
+			r->queued = 1;
+			return MHD_YES;
+		}
+		pthread_mutex_lock(&a->lock);
+		k->busy = 0;
+		pthread_mutex_unlock(&a->lock);
 	}
 	pthread_rwlock_rdlock(&d->conf_lock);
 	who.admin = api_is_admin(d, who.uid, who.gid);
@@ -709,7 +741,7 @@ static void *_sweep(void *arg)
 		pthread_rwlock_unlock(&a->d->conf_lock);
 
 		for (struct _conn *k = a->conns; k; k = k->next) {
-			if (k->cut || k->fd < 0)
+			if (k->cut || k->fd < 0 || k->busy)
 				continue;
 			if (k->cut_at_ms && k->cut_at_ms <= ms) {
 				_cut(a, k);	/* refused, and the grace is over */
@@ -744,7 +776,7 @@ static void *_sweep(void *arg)
 static struct MHD_Daemon *_start(struct api *a, int fd, unsigned timeout, unsigned per_ip)
 {
 	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-				MHD_USE_ERROR_LOG, 0, NULL, NULL, _handle, a,
+				MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, _handle, a,
 				MHD_OPTION_LISTEN_SOCKET, fd,
 				MHD_OPTION_CONNECTION_TIMEOUT, timeout,
 				MHD_OPTION_CONNECTION_LIMIT, a->conn_limit,
@@ -803,6 +835,9 @@ int api_start(struct api *a, char *err, size_t errlen)
 		return -1;
 	}
 	a->sweeper_on = 1;
+	a->writer = api_writer_start(a->d, err, errlen);
+	if (!a->writer)
+		return -1;
 	if (a->tcp_fd >= 0) {
 		a->mt = _start(a, a->tcp_fd, timeout, per_ip);
 		if (!a->mt) {
@@ -829,6 +864,9 @@ void api_stop(struct api *a)
 		pthread_mutex_unlock(&a->lock);
 		pthread_join(a->sweeper, NULL);
 	}
+	/* First: it answers what waits and resumes those connections. */
+	api_writer_stop(a->writer);
+	a->writer = NULL;
 	if (a->mu)
 		MHD_stop_daemon(a->mu);
 	if (a->mt)

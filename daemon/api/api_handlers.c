@@ -845,6 +845,14 @@ static void _job_retry(struct daemon *d, const struct api_caller *who, int64_t j
 	out->body = json_pack("{s:I,s:o}", "job_id", (json_int_t)job, "requeued", arr);
 }
 
+int api_route_is_submit(const char *method, const char *url)
+{
+	struct api_path p;
+
+	return strcmp(method, "POST") == 0 && api_decode_path(url, &p) == 0 && p.nseg == 2 &&
+	       strcmp(p.seg[0], "v1") == 0 && strcmp(p.seg[1], "requests") == 0;
+}
+
 void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
 	       const char *method, const char *url, const char *body, size_t len,
 	       struct api_reply *out)

@@ -35,6 +35,9 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 	       const char *method, const char *url, const char *body, size_t len,
 	       struct api_reply *out);
 
+/* 1 if method and url are POST /v1/requests (creating requests). */
+int api_route_is_submit(const char *method, const char *url);
+
 /* {"error": msg} with status. */
 void api_error(struct api_reply *out, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
