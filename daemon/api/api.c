@@ -19,6 +19,7 @@
 
 #include "api.h"
 #include "api_cred.h"
+#include "api_decode.h"
 #include "api_private.h"
 #include "api_writer.h"
 #include "log.h"
@@ -591,8 +592,11 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 && a->writer) {
 		/* A change: the writer answers it; reads go on here meanwhile. */
 		r->job = (struct api_wjob){ .c = c, .who = who, .method = method, .url = url,
-					    .body = r->body, .len = r->len,
 					    .submit = api_route_is_submit(method, url) };
+		if (strcmp(method, "POST") == 0 &&
+		    api_decode_body(r->body, r->len, &r->job.jb, r->job.body_err,
+				    sizeof(r->job.body_err)) < 0)
+			r->job.jb = NULL;
 		pthread_mutex_lock(&a->lock);
 		k->busy = 1;
 		pthread_mutex_unlock(&a->lock);
@@ -603,6 +607,8 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 		pthread_mutex_lock(&a->lock);
 		k->busy = 0;
 		pthread_mutex_unlock(&a->lock);
+		json_decref(r->job.jb);
+		r->job.jb = NULL;
 	}
 	pthread_rwlock_rdlock(&d->conf_lock);
 	who.admin = api_is_admin(d, who.uid, who.gid);

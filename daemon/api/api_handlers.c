@@ -260,36 +260,41 @@ static int _own_job(struct daemon *d, const struct api_caller *who, int64_t job,
 	return mine ? 0 : -1;
 }
 
-static void _submit(struct daemon *d, const struct api_caller *who, json_t *body,
-		    struct api_reply *out)
+/*
+ * One request to create (a POST /v1/requests body, or one of its
+ * "requests"), decoded and checked for the caller into lr (its options in
+ * *opt_text: free it). 0, or -1 with out answered.
+ */
+static int _submit_check(struct daemon *d, const struct api_caller *who, json_t *body,
+			 struct lifecycle_request *lr, char **opt_text, struct api_reply *out)
 {
-	struct lifecycle_request lr = { 0 };
 	struct api_submit s;
-	char err[1024], *opt_text = NULL;
-	int64_t id;
+	char err[1024];
 
-	if (atomic_load(&d->draining)) {
-		api_error(out, 503, "stagehandd is shutting down: submit again when it is back");
-		return;
+	*opt_text = NULL;
+	if (!json_is_object(body)) {
+		api_error(out, 400, "a request must be a JSON object");
+		return -1;
 	}
 	if (api_decode_submit(body, &s, err, sizeof(err)) < 0) {
 		api_error(out, 400, "%s", err);
-		return;
+		return -1;
 	}
-	lr.uid = who->uid;	/* the kernel's or MUNGE's word, never the body's */
-	lr.gid = who->gid;
-	lr.action = s.action;
-	lr.source = s.source;
-	lr.dest = s.dest;
-	lr.job_id = s.job_id;
-	lr.options = opt_text = s.options_text;
-	if (lr.job_id) {
+	memset(lr, 0, sizeof(*lr));
+	lr->uid = who->uid;	/* the kernel's or MUNGE's word, never the body's */
+	lr->gid = who->gid;
+	lr->action = s.action;
+	lr->source = s.source;
+	lr->dest = s.dest;
+	lr->job_id = s.job_id;
+	lr->options = *opt_text = s.options_text;
+	if (lr->job_id) {
 		struct queue_job *j = NULL;
-		struct queue_filter f = { .uid = -1, .job_id = lr.job_id, .state = -1, .limit = 0 };
+		struct queue_filter f = { .uid = -1, .job_id = lr->job_id, .state = -1, .limit = 0 };
 		struct _owner_check oc = { who->uid, 0 };
 		int other = 0;
 
-		if (queue_job_get(d->q, lr.job_id, &j, err, sizeof(err)) == 0) {
+		if (queue_job_get(d->q, lr->job_id, &j, err, sizeof(err)) == 0) {
 			other = j->uid >= 0 && j->uid != (int64_t)who->uid;
 			queue_job_free(j);
 		}
@@ -297,20 +302,32 @@ static void _submit(struct daemon *d, const struct api_caller *who, json_t *body
 		if (!other && queue_request_list(d->q, &f, _other_owner, &oc, err, sizeof(err)) == 0)
 			other = oc.other;
 		if (other) {
-			free(opt_text);
-			api_error(out, 403, "job %lld belongs to another user", (long long)lr.job_id);
-			return;
+			api_error(out, 403, "job %lld belongs to another user", (long long)lr->job_id);
+			goto fail;
 		}
-		if (!who->admin && d->conf->slurm_watch && _own_job(d, who, lr.job_id, out) < 0) {
-			free(opt_text);
-			return;
-		}
+		if (!who->admin && d->conf->slurm_watch && _own_job(d, who, lr->job_id, out) < 0)
+			goto fail;
 	}
-	if (lifecycle_check_request(d, &lr, err, sizeof(err)) < 0) {
-		free(opt_text);
+	if (lifecycle_check_request(d, lr, err, sizeof(err)) < 0) {
 		api_error(out, 400, "%s", err);
-		return;
+		goto fail;
 	}
+	return 0;
+fail:
+	free(*opt_text);
+	*opt_text = NULL;
+	return -1;
+}
+
+static void _submit_one(struct daemon *d, const struct api_caller *who, json_t *body,
+			struct api_reply *out)
+{
+	struct lifecycle_request lr;
+	char err[1024], *opt_text;
+	int64_t id;
+
+	if (_submit_check(d, who, body, &lr, &opt_text, out) < 0)
+		return;
 	if (lifecycle_create_request(d, &lr, &id, err, sizeof(err)) < 0) {
 		free(opt_text);
 		api_error(out, 500, "could not store the request: %s", err);
@@ -318,6 +335,111 @@ static void _submit(struct daemon *d, const struct api_caller *who, json_t *body
 	}
 	free(opt_text);
 	_reply_request(d, id, 201, out);
+}
+
+/* out's error message prefixed with where it arose ("requests[3]: ..."). */
+static void _error_at(struct api_reply *out, size_t i)
+{
+	const char *m = json_string_value(json_object_get(out->body, "error"));
+	char *msg = strdup(m ? m : "refused");
+
+	api_error(out, out->status, "requests[%zu]: %s; none of the requests was created", i,
+		  msg ? msg : "refused");
+	free(msg);
+}
+
+/*
+ * {"requests": [...]}: several requests created in one transaction, all or
+ * none (a site's workflow tool submitting a campaign's stage-ins pays one
+ * fsync, not one each). Each is checked as a single one would be; the first
+ * refused one is named and nothing is created.
+ */
+static void _submit_many(struct daemon *d, const struct api_caller *who, json_t *list,
+			 struct api_reply *out)
+{
+	size_t n = json_array_size(list), i;
+	struct lifecycle_request *lr = calloc(n ? n : 1, sizeof(*lr));
+	char **opts = calloc(n ? n : 1, sizeof(*opts)), err[1024];
+	int64_t *ids = calloc(n ? n : 1, sizeof(*ids));
+	json_t *arr = NULL;
+	int token = -1, ok = 1;
+
+	if (!lr || !opts || !ids) {
+		api_error(out, 503, "out of memory");
+		goto done;
+	}
+	for (i = 0; i < n; i++)
+		if (_submit_check(d, who, json_array_get(list, i), &lr[i], &opts[i], out) < 0) {
+			_error_at(out, i);
+			goto done;
+		}
+	token = queue_atomic_begin(d->q);
+	if (token < 0) {
+		api_error(out, 503, "could not store the requests: the state database is busy; "
+			  "submit again");
+		goto done;
+	}
+	for (i = 0; i < n && ok; i++)
+		if (lifecycle_create_request(d, &lr[i], &ids[i], err, sizeof(err)) < 0) {
+			api_error(out, 500, "could not store requests[%zu]: %s; none of the requests "
+				  "was created", i, err);
+			ok = 0;
+		}
+	arr = ok ? json_array() : NULL;
+	for (i = 0; ok && i < n; i++) {
+		struct queue_request *r = NULL;
+
+		ok = arr && queue_request_get(d->q, ids[i], &r, err, sizeof(err)) == 0 &&
+		     json_array_append_new(arr, _request_json(r)) == 0;
+		queue_request_free(r);
+		if (!ok)
+			api_error(out, 500, "could not read back requests[%zu]: %s; none of the "
+				  "requests was created", i, err);
+	}
+	if (!ok && ids[0])
+		log_warn("api: requests %lld and after, for uid %u, rolled back: %s",
+			 (long long)ids[0], (unsigned)who->uid, err);
+	if (queue_atomic_end(d->q, token, ok, err, sizeof(err)) < 0 && ok) {
+		ok = 0;
+		api_error(out, 503, "could not store the requests: %s; none was created, submit "
+			  "again", err);
+	}
+	if (ok) {
+		out->status = 201;
+		out->body = json_pack("{s:O}", "requests", arr);
+	}
+done:
+	json_decref(arr);
+	for (i = 0; opts && i < n; i++)
+		free(opts[i]);
+	free(opts);
+	free(lr);
+	free(ids);
+}
+
+#define SUBMIT_MANY_MAX 10000
+
+static void _submit(struct daemon *d, const struct api_caller *who, json_t *body,
+		    struct api_reply *out)
+{
+	json_t *list = json_object_get(body, "requests");
+
+	if (atomic_load(&d->draining)) {
+		api_error(out, 503, "stagehandd is shutting down: submit again when it is back");
+		return;
+	}
+	if (!list) {
+		_submit_one(d, who, body, out);
+		return;
+	}
+	if (!json_is_array(list) || json_array_size(list) == 0 ||
+	    json_array_size(list) > SUBMIT_MANY_MAX || json_object_size(body) != 1) {
+		api_error(out, 400, "'requests' must be the body's only key, an array of 1 to %d "
+			  "requests, each as a single POST /v1/requests would send it",
+			  SUBMIT_MANY_MAX);
+		return;
+	}
+	_submit_many(d, who, list, out);
 }
 
 static const char *_query_arg(void *cls, const char *key)
@@ -857,22 +979,33 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 	       const char *method, const char *url, const char *body, size_t len,
 	       struct api_reply *out)
 {
+	json_t *jb = NULL;
+	char err[512] = "";
+
+	if (strcmp(method, "POST") == 0 && api_decode_body(body, len, &jb, err, sizeof(err)) < 0)
+		jb = NULL;
+	api_route_json(d, who, c, method, url, jb, err, out);
+}
+
+void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
+		    const char *method, const char *url, json_t *jb, const char *body_err,
+		    struct api_reply *out)
+{
 	struct api_path p;
-	char **seg = p.seg, err[512];
+	char **seg = p.seg;
 	int nseg, is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
 	int is_delete = strcmp(method, "DELETE") == 0;
-	json_t *jb = NULL;
 	int64_t id = 0;
 
 	out->status = 500;
 	if (api_decode_path(url, &p) < 0) {
 		api_error(out, 404, "no such path: %.200s", url);
-		return;
+		goto done;
 	}
 	nseg = p.nseg;
-	if (is_post && api_decode_body(body, len, &jb, err, sizeof(err)) < 0) {
-		api_error(out, 400, "%s", err);
-		return;
+	if (is_post && !jb) {
+		api_error(out, 400, "%s", body_err);
+		goto done;
 	}
 	if (nseg == 1 && strcmp(seg[0], "metrics") == 0) {
 		if (!is_get)

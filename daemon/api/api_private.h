@@ -34,6 +34,13 @@ struct api_reply {
 void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connection *conn,
 	       const char *method, const char *url, const char *body, size_t len,
 	       struct api_reply *out);
+/*
+ * The same with a POST's body decoded already (api_decode_body; owned, and
+ * freed here): jb NULL means it could not be, and body_err says why.
+ */
+void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_Connection *conn,
+		    const char *method, const char *url, json_t *jb, const char *body_err,
+		    struct api_reply *out);
 
 /* 1 if method and url are POST /v1/requests (creating requests). */
 int api_route_is_submit(const char *method, const char *url);

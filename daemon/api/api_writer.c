@@ -26,7 +26,8 @@ static void _route(struct api_writer *w, struct api_wjob *j)
 {
 	pthread_rwlock_rdlock(&w->d->conf_lock);
 	j->who.admin = api_is_admin(w->d, j->who.uid, j->who.gid);
-	api_route(w->d, &j->who, j->c, j->method, j->url, j->body, j->len, &j->rep);
+	api_route_json(w->d, &j->who, j->c, j->method, j->url, j->jb, j->body_err, &j->rep);
+	j->jb = NULL;
 	pthread_rwlock_unlock(&w->d->conf_lock);
 }
 

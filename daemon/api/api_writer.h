@@ -3,6 +3,10 @@
  * something (POST, DELETE) is answered here, one at a time, while the
  * listener threads keep answering reads (status, lists, /metrics) at once.
  *
+ * The listener decodes a POST's JSON before handing it over, so on a
+ * machine with two cores the next mover's records are parsed while the
+ * writer stores the last ones.
+ *
  * Why a thread of its own: libmicrohttpd's listener thread answered every
  * request in turn, so a `stagehand status` waited behind a mover's 250
  * records or a request's durable commit (an fsync); reads go to the queue's
@@ -31,8 +35,9 @@
 struct api_wjob {
 	struct MHD_Connection *c;    /* suspended while the writer has the job */
 	struct api_caller who;
-	const char *method, *url, *body;
-	size_t len;
+	const char *method, *url;
+	json_t *jb;                  /* a POST's body, decoded by the listener (owned); */
+	char body_err[512];          /* NULL: why it could not be */
 	int submit;                  /* POST /v1/requests: may share a commit */
 	struct api_reply rep;        /* the answer, set before c is resumed */
 	struct api_wjob *next;

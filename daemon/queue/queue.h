@@ -122,6 +122,17 @@ int queue_recover(struct queue *q, int *nrequests, int *nitems, char *err, size_
 int queue_batch_begin(struct queue *q);
 int queue_batch_end(struct queue *q, char *err, size_t errlen);
 
+/*
+ * All or nothing: the changes this thread makes until queue_atomic_end are
+ * kept together or none is (a savepoint), inside this thread's batch if one
+ * is open, else in a transaction of their own, committed at the end (FULL if
+ * a change asked for it). The queue stays locked meanwhile. begin: a token
+ * for end (0 or 1), or -1 if no transaction could start. end: ok = 0 rolls
+ * every change back; 0, or -1 with err (the commit failed: nothing kept).
+ */
+int queue_atomic_begin(struct queue *q);
+int queue_atomic_end(struct queue *q, int token, int ok, char *err, size_t errlen);
+
 /* ---- requests ---- */
 int queue_request_create(struct queue *q, const struct queue_new_request *nr,
 			 int64_t *id_out, char *err, size_t errlen);
@@ -228,6 +239,23 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
 int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int64_t size,
 			 int64_t mtime_ns, int mode, const char *cks_src, const char *cks_dst,
 			 const struct queue_audit *a, char *err, size_t errlen);
+/*
+ * Several such files of one request at once (a mover's records): the same
+ * rows as queue_item_file_done, each file in turn, in one transaction (a
+ * savepoint inside a batch), and the request's counters advanced once for
+ * them all. 0 when all are stored. A file whose checksums differ stops the
+ * call: 1, the files before it stored (*stored says how many), it and those
+ * after not, and err says which. -1 with err, and *stored = 0, when the
+ * database fails.
+ */
+struct queue_file_done {
+	const char *relpath, *cks_src, *cks_dst;
+	int64_t size, mtime_ns;
+	int mode;
+	struct queue_audit audit;    /* its checksum is cks_dst's; no audit row if path_src is NULL */
+};
+int queue_items_files_done(struct queue *q, int64_t req, const struct queue_file_done *f, int n,
+			   int *stored, char *err, size_t errlen);
 /* failed or skipped with a message. */
 int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const char *type,
 		      enum queue_item_state st, const char *error, char *err, size_t errlen);

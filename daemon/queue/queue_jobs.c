@@ -151,32 +151,97 @@ int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int6
 			 int64_t mtime_ns, int mode, const char *cks_src, const char *cks_dst,
 			 const struct queue_audit *a, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
-	int rc = -1, was_done = 0;
+	struct queue_file_done f = { relpath, cks_src, cks_dst, size, mtime_ns, mode, { 0 } };
+	int stored;
 
-	/* Checked here as well as in the worker: nothing is marked done unverified. */
-	if (!cks_src || !cks_dst || !*cks_src || strcmp(cks_src, cks_dst) != 0) {
-		_cks_mismatch(err, errlen, req, relpath);
-		return -1;
-	}
-	qp_begin(q);
-	st = qp_cachedf(q, "SELECT state FROM items WHERE request_id=?1 AND relpath=?2", err,
-			errlen, "It", req, relpath);
-	if (!st)
-		goto out;
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-		was_done = strcmp((const char *)sqlite3_column_text(st, 0), "done") == 0;
-	sqlite3_reset(st);
+	if (a)
+		f.audit = *a;
+
+	return queue_items_files_done(q, req, &f, 1, &stored, err, errlen) == 0 ? 0 : -1;
+}
+
+/* The update of a verified file's existing item (cond: "" or a condition on its state). */
+static int _file_redone(struct queue *q, int64_t req, const struct queue_file_done *f,
+			const char *cond, char *err, size_t errlen)
+{
+	static const char any[] = "UPDATE items SET type='file', size=?3, mtime=?4, mode=?5,"
+		" checksum_src=?6, checksum_dst=?6, error=NULL, attempts=attempts+1, state='done'"
+		" WHERE request_id=?1 AND relpath=?2";
+	static const char not_done[] = "UPDATE items SET type='file', size=?3, mtime=?4, mode=?5,"
+		" checksum_src=?6, checksum_dst=?6, error=NULL, attempts=attempts+1, state='done'"
+		" WHERE request_id=?1 AND relpath=?2 AND state != 'done'";
+	sqlite3_stmt *st = qp_cachedf(q, *cond ? not_done : any, err, errlen, "ItIIit", req,
+				      f->relpath, f->size, f->mtime_ns, f->mode, f->cks_dst);
+
+	return st ? qp_step_reset(q, st, err, errlen) : -1;
+}
+
+/*
+ * One verified file in the caller's transaction: its item made or made done
+ * (*counted = 1 unless it was done already) and its audit row. The common
+ * case, a file the queue has not seen, is one insert; an item that exists
+ * (started by a worker, or reported again after a mover's restart) is
+ * updated, and counted only if it was not done. 0 or -1.
+ */
+static int _file_done_one(struct queue *q, int64_t req, const struct queue_file_done *f,
+			  int *counted, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
 	st = qp_cachedf(q, "INSERT INTO items (request_id, relpath, type, size, mtime, mode, state,"
 			" checksum_src, checksum_dst, attempts) VALUES"
-			" (?1,?2,'file',?3,?4,?5,'done',?6,?6,1)"
-			" ON CONFLICT (request_id, relpath) DO UPDATE SET type='file', size=?3,"
-			" mtime=?4, mode=?5, state='done', checksum_src=?6, checksum_dst=?6,"
-			" error=NULL, attempts=attempts+1", err, errlen, "ItIIit", req, relpath,
-			size, mtime_ns, mode, cks_dst);
-	rc = _item_done_tail(q, st, req, !was_done, size, a, err, errlen);
-out:
-	return qp_end(q, rc, 0, err, errlen);
+			" (?1,?2,'file',?3,?4,?5,'done',?6,?6,1) ON CONFLICT DO NOTHING", err, errlen,
+			"ItIIit", req, f->relpath, f->size, f->mtime_ns, f->mode, f->cks_dst);
+	if (!st || qp_step_reset(q, st, err, errlen) < 0)
+		return -1;
+	*counted = sqlite3_changes(q->db) == 1;
+	if (!*counted) {
+		if (_file_redone(q, req, f, " AND state != 'done'", err, errlen) < 0)
+			return -1;
+		*counted = sqlite3_changes(q->db) == 1;
+		/* Done already: refreshed, not counted again. */
+		if (!*counted && _file_redone(q, req, f, "", err, errlen) < 0)
+			return -1;
+	}
+	return f->audit.path_src ? _audit_add(q, req, &f->audit, err, errlen) : 0;
+}
+
+int queue_items_files_done(struct queue *q, int64_t req, const struct queue_file_done *f, int n,
+			   int *stored, char *err, size_t errlen)
+{
+	int i, rc = 0, counted, bad = -1;
+	int64_t files = 0, bytes = 0;
+	sqlite3_stmt *st;
+
+	*stored = 0;
+	/* Checked here as well as in the worker: nothing is marked done unverified. */
+	for (i = 0; i < n && bad < 0; i++)
+		if (!f[i].cks_src || !f[i].cks_dst || !*f[i].cks_src ||
+		    strcmp(f[i].cks_src, f[i].cks_dst) != 0)
+			bad = i;
+	if (bad >= 0)
+		n = bad;
+	qp_begin(q);
+	for (i = 0; i < n && rc == 0; i++) {
+		counted = 0;
+		rc = _file_done_one(q, req, &f[i], &counted, err, errlen);
+		files += counted;
+		bytes += counted ? f[i].size : 0;
+	}
+	if (rc == 0 && files > 0) {
+		st = qp_cachedf(q, "UPDATE requests SET files_done=files_done+?2,"
+				" bytes_done=bytes_done+?3, updated=?4 WHERE id=?1", err, errlen,
+				"IIII", req, files, bytes, qp_now());
+		rc = st ? qp_step_reset(q, st, err, errlen) : -1;
+	}
+	if (qp_end(q, rc, 0, err, errlen) < 0)
+		return -1;
+	*stored = n;
+	if (bad >= 0) {
+		_cks_mismatch(err, errlen, req, f[bad].relpath);
+		return 1;
+	}
+	return 0;
 }
 
 int queue_item_finish(struct queue *q, int64_t req, const char *relpath, const char *type,

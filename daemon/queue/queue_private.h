@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define QP_CACHE_MAX 16
+#define QP_CACHE_MAX 24
 
 struct queue_new_request;
 

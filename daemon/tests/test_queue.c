@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,113 @@ static int _audit_rows(int64_t req)
 	return n;
 }
 
+/* One integer from the database file, read with a connection of the test's own. */
+static int64_t _sql_int(const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int64_t v = -1;
+
+	if (sqlite3_open_v2(_db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+		if (sqlite3_step(st) == SQLITE_ROW)
+			v = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+	}
+	sqlite3_close(db);
+	return v;
+}
+
+static int64_t _files_done(struct queue *q, int64_t id)
+{
+	struct queue_request *r = NULL;
+	int64_t v = -1;
+	char err[256];
+
+	if (queue_request_get(q, id, &r, err, sizeof(err)) == 0)
+		v = r->files_done * 1000000 + r->bytes_done;
+	queue_request_free(r);
+	return v;
+}
+
+/*
+ * A mover's verified files stored as a run (queue_items_files_done): each
+ * counted once, redone ones refreshed and not counted, an item a worker
+ * started counted when it becomes done, a checksum mismatch stopping the
+ * run at that file, and the same inside a batch.
+ */
+static void _test_files_done(struct queue *q)
+{
+	struct queue_file_done f[3] = {
+		{ "a", "x:1", "x:1", 10, 1, 0644, { 0, 1001, "/s/a", "/d/a", "x:1", 10, 1, 2 } },
+		{ "b", "x:2", "x:2", 20, 1, 0644, { 0, 1001, "/s/b", "/d/b", "x:2", 20, 1, 2 } },
+		{ "c", "x:3", "x:3", 30, 1, 0644, { 0, 1001, "/s/c", "/d/c", "x:3", 30, 1, 2 } },
+	};
+	int64_t id = _create(q, "archive", 0, 3), id2;
+	char err[256] = "", sql[128], sql2[128];
+	int stored = -1;
+
+	ok(queue_items_files_done(q, id, f, 3, &stored, err, sizeof(err)) == 0 && stored == 3,
+	   "three verified files stored as one run%s%s", *err ? ": " : "", err);
+	ok(_files_done(q, id) == 3 * 1000000 + 60, "counted once each: 3 files, 60 bytes (%lld)",
+	   (long long)_files_done(q, id));
+	ok(queue_items_files_done(q, id, f, 3, &stored, err, sizeof(err)) == 0 && stored == 3 &&
+	   _files_done(q, id) == 3 * 1000000 + 60, "reported again: refreshed, not counted again");
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM audit WHERE request_id=%lld", (long long)id);
+	snprintf(sql2, sizeof(sql2), "SELECT sum(attempts) FROM items WHERE request_id=%lld",
+		 (long long)id);
+	ok(_sql_int(sql) == 3 && _sql_int(sql2) == 6, "one audit row per file (%lld); the second "
+	   "report counted as an attempt (%lld)", (long long)_sql_int(sql), (long long)_sql_int(sql2));
+
+	id2 = _create(q, "archive", 0, 3);
+	queue_item_start(q, id2, "b", "file", 20, 1, 0644, err, sizeof(err));
+	f[2].cks_dst = "x:bad";
+	ok(queue_items_files_done(q, id2, f, 3, &stored, err, sizeof(err)) == 1 && stored == 2 &&
+	   strstr(err, "'c'") != NULL, "a mismatch stops the run at that file: 2 stored (%s)", err);
+	ok(_files_done(q, id2) == 2 * 1000000 + 30,
+	   "the started item is counted when done, the refused one is not (%lld)",
+	   (long long)_files_done(q, id2));
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM items WHERE request_id=%lld AND "
+		 "relpath='c'", (long long)id2);
+	ok(_sql_int(sql) == 0, "the refused file is not stored");
+	f[2].cks_dst = "x:3";
+	ok(queue_batch_begin(q) == 0, "batch");
+	ok(queue_items_files_done(q, id2, f + 2, 1, &stored, err, sizeof(err)) == 0 && stored == 1,
+	   "inside a batch");
+	ok(queue_batch_end(q, err, sizeof(err)) == 0 && _files_done(q, id2) == 3 * 1000000 + 60,
+	   "... counted once the batch commits");
+}
+
+/* queue_atomic_*: all or none, alone and inside a batch. */
+static void _test_atomic(struct queue *q)
+{
+	char err[256] = "";
+	int64_t before = _sql_int("SELECT count(*) FROM requests"), a, b;
+	int t;
+
+	t = queue_atomic_begin(q);
+	a = _create(q, "archive", 0, 3);
+	b = _create(q, "archive", 0, 3);
+	ok(t == 1 && a > 0 && b > 0, "atomic: two requests made in a transaction of its own");
+	ok(queue_atomic_end(q, t, 0, err, sizeof(err)) == 0 &&
+	   _sql_int("SELECT count(*) FROM requests") == before, "rolled back: neither is kept");
+	t = queue_atomic_begin(q);
+	_create(q, "archive", 0, 3);
+	_create(q, "archive", 0, 3);
+	ok(queue_atomic_end(q, t, 1, err, sizeof(err)) == 0 &&
+	   _sql_int("SELECT count(*) FROM requests") == before + 2, "committed: both are kept");
+	ok(queue_batch_begin(q) == 0, "batch");
+	_create(q, "archive", 0, 3);
+	t = queue_atomic_begin(q);
+	_create(q, "archive", 0, 3);
+	ok(t == 0 && queue_atomic_end(q, t, 0, err, sizeof(err)) == 0, "atomic inside a batch: "
+	   "rolled back");
+	ok(queue_batch_end(q, err, sizeof(err)) == 0 &&
+	   _sql_int("SELECT count(*) FROM requests") == before + 3,
+	   "the batch keeps its own change, not the rolled-back one");
+}
+
 int main(void)
 {
 	struct queue *q;
@@ -388,6 +496,8 @@ int main(void)
 	_test_fair(q);
 	_test_pool(q);
 	_test_reader(q);
+	_test_files_done(q);
+	_test_atomic(q);
 	queue_close(q);
 	{
 		static const char *const sfx[] = { "", "-wal", "-shm" };
