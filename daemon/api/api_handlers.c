@@ -363,6 +363,8 @@ static void _submit_many(struct daemon *d, const struct api_caller *who, json_t 
 	int64_t *ids = calloc(n ? n : 1, sizeof(*ids));
 	json_t *arr = NULL;
 	int token = -1, ok = 1;
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096];
 
 	if (!lr || !opts || !ids) {
 		api_error(out, 503, "out of memory");
@@ -373,6 +375,10 @@ static void _submit_many(struct daemon *d, const struct api_caller *who, json_t 
 			_error_at(out, i);
 			goto done;
 		}
+	/* One user name lookup for them all (lifecycle_create_request's, else). */
+	if (getpwuid_r(who->uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+		for (i = 0; i < n; i++)
+			lr[i].user = pw.pw_name;
 	token = queue_atomic_begin(d->q);
 	if (token < 0) {
 		api_error(out, 503, "could not store the requests: the state database is busy; "
@@ -386,15 +392,22 @@ static void _submit_many(struct daemon *d, const struct api_caller *who, json_t 
 			ok = 0;
 		}
 	arr = ok ? json_array() : NULL;
-	for (i = 0; ok && i < n; i++) {
-		struct queue_request *r = NULL;
+	if (ok) {
+		/* Read back in one query (newest first), put in the order sent. */
+		struct queue_filter f = { .uid = who->uid, .state = -1, .id_min = ids[0],
+					  .id_max = ids[n - 1] };
 
-		ok = arr && queue_request_get(d->q, ids[i], &r, err, sizeof(err)) == 0 &&
-		     json_array_append_new(arr, _request_json(r)) == 0;
-		queue_request_free(r);
+		ok = arr && queue_request_list(d->q, &f, _collect, arr, err, sizeof(err)) == 0 &&
+		     json_array_size(arr) == n;
+		for (i = 0; ok && i < n / 2; i++) {
+			json_t *a = json_incref(json_array_get(arr, i));
+
+			json_array_set(arr, i, json_array_get(arr, n - 1 - i));
+			json_array_set_new(arr, n - 1 - i, a);
+		}
 		if (!ok)
-			api_error(out, 500, "could not read back requests[%zu]: %s; none of the "
-				  "requests was created", i, err);
+			api_error(out, 500, "could not read back the requests created: %s; none of "
+				  "them was kept", *err ? err : "a request is missing");
 	}
 	if (!ok && ids[0])
 		log_warn("api: requests %lld and after, for uid %u, rolled back: %s",

@@ -555,12 +555,16 @@ int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64
 	int64_t now = qp_now();
 
 	/* The claim skips a queued request until next_attempt_at (queue_request_claim_ex). */
-	if (qp_execf(q, "INSERT INTO requests (uid, gid, user, job_id, action, source, dest,"
-		     " options, state, max_retries, next_attempt_at, created, updated) VALUES"
-		     " (?1,?2,?3,?4,?5,?6,?7,?8,'queued',?9,?10,?11,?11)", err, errlen,
-		     "IItPttttiPI", (int64_t)nr->uid, (int64_t)nr->gid, nr->user, nr->job_id,
-		     nr->action, nr->source, nr->dest, nr->options ? nr->options : "{}",
-		     nr->max_retries, not_before > now ? not_before : 0, now) < 0)
+	sqlite3_stmt *st = qp_cachedf(q, "INSERT INTO requests (uid, gid, user, job_id, action,"
+				      " source, dest, options, state, max_retries, next_attempt_at,"
+				      " created, updated) VALUES"
+				      " (?1,?2,?3,?4,?5,?6,?7,?8,'queued',?9,?10,?11,?11)", err, errlen,
+				      "IItPttttiPI", (int64_t)nr->uid, (int64_t)nr->gid, nr->user,
+				      nr->job_id, nr->action, nr->source, nr->dest,
+				      nr->options ? nr->options : "{}", nr->max_retries,
+				      not_before > now ? not_before : 0, now);
+
+	if (!st || qp_step_reset(q, st, err, errlen) < 0)
 		return -1;
 	*id_out = sqlite3_last_insert_rowid(q->db);
 	return 0;
@@ -689,9 +693,11 @@ int queue_request_list(struct queue *q, const struct queue_filter *f,
 		      " AND (?4 IS NULL OR action=?4)"
 		      " AND (?6 <= 0 OR state IN ('queued','running','verifying')"
 		      "  OR (state IN ('failed_retryable','failed_final') AND updated >= ?6))"
-		      " ORDER BY id DESC LIMIT ?5", err, errlen, "IIttiI", f->uid, f->job_id,
+		      " AND (?7 <= 0 OR id >= ?7) AND (?8 <= 0 OR id <= ?8)"
+		      " ORDER BY id DESC LIMIT ?5", err, errlen, "IIttiIII", f->uid, f->job_id,
 		      f->state >= 0 ? queue_state_name((enum queue_state)f->state) : NULL,
-		      f->action, f->limit > 0 ? f->limit : -1, f->attention_since);
+		      f->action, f->limit > 0 ? f->limit : -1, f->attention_since, f->id_min,
+		      f->id_max);
 	if (!st)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

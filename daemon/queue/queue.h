@@ -149,6 +149,7 @@ struct queue_filter {
 	int64_t attention_since;    /* > 0: only what needs attention: unfinished requests
 				       (queued, running, verifying) and those that failed
 				       (failed_*) at or after this (epoch s); 0 = any */
+	int64_t id_min, id_max;     /* > 0: only ids from id_min to id_max; 0 = any */
 };
 /*
  * Calls fn for each match, newest first; stops when fn returns non-zero.
