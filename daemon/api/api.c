@@ -23,6 +23,7 @@
 #include "api_private.h"
 #include "api_writer.h"
 #include "log.h"
+#include "metrics.h"
 
 #define MAX_UIDS 1024
 #define MAX_CONNECTIONS 1024         /* per listening socket, at most */
@@ -497,6 +498,55 @@ static int _munge_identity(struct api *a, struct MHD_Connection *c, struct _conn
 	return 0;
 }
 
+/*
+ * A change (anything but GET and HEAD) goes to the writer thread, its body
+ * decoded here first; reads go on here meanwhile. 1 if handed over (the
+ * connection is suspended until the answer is ready), 0 to answer here.
+ */
+static int _to_writer(struct api *a, struct MHD_Connection *c, struct _conn *k, struct _req *r,
+		      const struct api_caller *who, const char *method, const char *url)
+{
+	if (!a->writer || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+		return 0;
+	r->job = (struct api_wjob){ .c = c, .who = *who, .method = method, .url = url,
+				    .submit = api_route_is_submit(method, url) };
+	if (strcmp(method, "POST") == 0 &&
+	    api_decode_body(r->body, r->len, &r->job.jb, r->job.body_err,
+			    sizeof(r->job.body_err)) < 0)
+		r->job.jb = NULL;
+	pthread_mutex_lock(&a->lock);
+	k->busy = 1;		/* a complete request: not the sweeper's to cut */
+	pthread_mutex_unlock(&a->lock);
+	if (api_writer_submit(a->writer, &r->job) == 0) {
+		r->queued = 1;
+		return 1;
+	}
+	pthread_mutex_lock(&a->lock);
+	k->busy = 0;
+	pthread_mutex_unlock(&a->lock);
+	json_decref(r->job.jb);
+	r->job.jb = NULL;
+	return 0;
+}
+
+/* The writer's answer to r, once it has resumed the connection. */
+static enum MHD_Result _answer_resumed(struct api *a, struct MHD_Connection *c, struct _req *r,
+				       const char *method, const char *url)
+{
+	const union MHD_ConnectionInfo *si =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct _conn *k = si ? si->socket_context : NULL;
+
+	if (k) {
+		pthread_mutex_lock(&a->lock);
+		k->busy = 0;
+		pthread_mutex_unlock(&a->lock);
+	}
+	log_debug("api: uid %u %s %s -> %u", (unsigned)r->job.who.uid, method, url,
+		  r->job.rep.status);
+	return _send(c, &r->job.rep, 0);
+}
+
 static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *url,
 			       const char *method, const char *version, const char *upload,
 			       size_t *upload_size, void **con_cls)
@@ -532,17 +582,8 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 		}
 		return MHD_YES;
 	}
-	if (r->queued) {	/* resumed by the writer: its answer is ready */
-		si = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-		if ((k = si ? si->socket_context : NULL)) {
-			pthread_mutex_lock(&a->lock);
-			k->busy = 0;
-			pthread_mutex_unlock(&a->lock);
-		}
-		log_debug("api: uid %u %s %s -> %u", (unsigned)r->job.who.uid, method, url,
-			  r->job.rep.status);
-		return _send(c, &r->job.rep, 0);
-	}
+	if (r->queued)	/* resumed by the writer: its answer is ready */
+		return _answer_resumed(a, c, r, method, url);
 	if (*upload_size) {
 		if (!r->too_big && r->len + *upload_size <= limit) {
 			if (r->len + *upload_size + 1 > r->cap) {
@@ -589,27 +630,8 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 
 		who.peer = ai ? ai->client_addr : NULL;
 	}
-	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 && a->writer) {
-		/* A change: the writer answers it; reads go on here meanwhile. */
-		r->job = (struct api_wjob){ .c = c, .who = who, .method = method, .url = url,
-					    .submit = api_route_is_submit(method, url) };
-		if (strcmp(method, "POST") == 0 &&
-		    api_decode_body(r->body, r->len, &r->job.jb, r->job.body_err,
-				    sizeof(r->job.body_err)) < 0)
-			r->job.jb = NULL;
-		pthread_mutex_lock(&a->lock);
-		k->busy = 1;
-		pthread_mutex_unlock(&a->lock);
-		if (api_writer_submit(a->writer, &r->job) == 0) {
-			r->queued = 1;
-			return MHD_YES;
-		}
-		pthread_mutex_lock(&a->lock);
-		k->busy = 0;
-		pthread_mutex_unlock(&a->lock);
-		json_decref(r->job.jb);
-		r->job.jb = NULL;
-	}
+	if (_to_writer(a, c, k, r, &who, method, url))
+		return MHD_YES;
 	pthread_rwlock_rdlock(&d->conf_lock);
 	who.admin = api_is_admin(d, who.uid, who.gid);
 	api_route(d, &who, c, method, url, r->body, r->len, &rep);
@@ -617,6 +639,37 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 	log_debug("api: uid %u %s %s -> %u", (unsigned)who.uid, method, url, rep.status);
 	ret = _send(c, &rep, 0);
 	return ret;
+}
+
+char *api_metrics_render(struct daemon *d)
+{
+	char *core = metrics_render(d), *text = NULL;
+	unsigned long waiting, answered, groups;
+	size_t len = 0;
+	FILE *f;
+
+	if (!core || !d->api)
+		return core;
+	api_writer_stats(d->api->writer, &waiting, &answered, &groups);
+	f = open_memstream(&text, &len);
+	if (!f)
+		return core;
+	fprintf(f, "%s# HELP stagehand_api_writes_waiting Requests that change something (POST, "
+		"DELETE) handed to the API's writer thread and not yet answered.\n"
+		"# TYPE stagehand_api_writes_waiting gauge\nstagehand_api_writes_waiting %lu\n"
+		"# HELP stagehand_api_writes_total Such requests answered by the writer thread "
+		"since start.\n# TYPE stagehand_api_writes_total counter\n"
+		"stagehand_api_writes_total %lu\n"
+		"# HELP stagehand_api_shared_commits_total Commits that stored the requests of "
+		"several POST /v1/requests calls at once (group commit).\n"
+		"# TYPE stagehand_api_shared_commits_total counter\n"
+		"stagehand_api_shared_commits_total %lu\n", core, waiting, answered, groups);
+	free(core);
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
 }
 
 static int _bind_unix(const char *path, char *err, size_t errlen)

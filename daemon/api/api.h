@@ -24,4 +24,10 @@ int api_start(struct api *a, char *err, size_t errlen);
 /* Stop serving, close the sockets and unlink the UNIX socket. */
 void api_stop(struct api *a);
 
+/*
+ * The text of /metrics: metrics_render's and the API's own series (the
+ * writer thread's). New string, or NULL without memory.
+ */
+char *api_metrics_render(struct daemon *d);
+
 #endif /* STAGEHAND_API_H */

@@ -16,6 +16,7 @@
 #include "api_drain.h"
 #include "api_labels.h"
 #include "api_mover.h"
+#include "api.h"
 #include "api_decode.h"
 #include "api_private.h"
 #include "lifecycle.h"
@@ -1023,7 +1024,7 @@ void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_C
 	if (nseg == 1 && strcmp(seg[0], "metrics") == 0) {
 		if (!is_get)
 			api_error(out, 405, "use GET for /metrics");
-		else if (!(out->text = metrics_render(d)))
+		else if (!(out->text = api_metrics_render(d)))
 			api_error(out, 500, "out of memory");
 		else
 			out->status = 200;

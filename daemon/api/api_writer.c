@@ -18,7 +18,7 @@ struct api_writer {
 	struct api_wjob *head, *tail;
 	int stop;
 	int running;                 /* taking jobs: cleared, under lock, as it leaves */
-	unsigned long answered, groups;
+	unsigned long submitted, answered, groups;   /* under lock */
 };
 
 /* Answer j: route it under the config's read lock. */
@@ -55,8 +55,11 @@ static struct api_wjob *_group(struct api_writer *w, struct api_wjob *j)
 				api_error(&k->rep, 503, "could not store the request: %s; nothing "
 					  "was created, submit again", err);
 	}
-	if (n > 1)
+	if (n > 1) {
+		pthread_mutex_lock(&w->lock);
 		w->groups++;
+		pthread_mutex_unlock(&w->lock);
+	}
 	return end;
 }
 
@@ -89,7 +92,9 @@ static void *_run(void *arg)
 			/* Resumed, a job belongs to its connection again: read next first. */
 			for (; j != after; j = next) {
 				next = j->next;
+				pthread_mutex_lock(&w->lock);
 				w->answered++;
+				pthread_mutex_unlock(&w->lock);
 				MHD_resume_connection(j->c);
 			}
 		}
@@ -113,6 +118,8 @@ struct api_writer *api_writer_start(struct daemon *d, char *err, size_t errlen)
 	pthread_cond_init(&w->cond, NULL);
 	w->running = 1;
 	e = pthread_create(&w->thread, NULL, _run, w);
+	if (e == 0)
+		pthread_setname_np(w->thread, "api-writer");	/* top -H, ps -L, the tests */
 	if (e != 0) {
 		snprintf(err, errlen, "cannot start the API writer thread: %s", strerror(e));
 		pthread_cond_destroy(&w->cond);
@@ -138,6 +145,7 @@ int api_writer_submit(struct api_writer *w, struct api_wjob *j)
 		else
 			w->head = j;
 		w->tail = j;
+		w->submitted++;
 		pthread_cond_signal(&w->cond);
 		rc = 0;
 	}
@@ -159,4 +167,17 @@ void api_writer_stop(struct api_writer *w)
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
+}
+
+void api_writer_stats(struct api_writer *w, unsigned long *waiting, unsigned long *answered,
+		      unsigned long *groups)
+{
+	*waiting = *answered = *groups = 0;
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	*waiting = w->submitted - w->answered;
+	*answered = w->answered;
+	*groups = w->groups;
+	pthread_mutex_unlock(&w->lock);
 }

@@ -62,4 +62,8 @@ int api_writer_submit(struct api_writer *w, struct api_wjob *j);
  */
 void api_writer_stop(struct api_writer *w);
 
+/* Requests handed over and not yet answered, answered, commits shared (for /metrics). */
+void api_writer_stats(struct api_writer *w, unsigned long *waiting, unsigned long *answered,
+		      unsigned long *groups);
+
 #endif

@@ -9,6 +9,7 @@
 
 #include <microhttpd.h>
 
+#include "api.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
@@ -62,7 +63,7 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 	if (strcmp(url, "/metrics") != 0)
 		return _reply(c, MHD_HTTP_NOT_FOUND, strdup("only /metrics is served here\n"),
 			      "text/plain; charset=utf-8");
-	text = metrics_render(d);
+	text = api_metrics_render(d);
 	if (!text)
 		return _reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, strdup("out of memory\n"),
 			      "text/plain; charset=utf-8");
