@@ -99,6 +99,7 @@ struct api {
 	unsigned long evicted;       /* connections closed to make room (evict_at) */
 	time_t evicted_logged;       /* last time an eviction was logged */
 	struct api_writer *writer;   /* answers POST and DELETE (api_writer.h) */
+	int answering;               /* requests handed to the writer, not yet completed */
 };
 
 /* Per HTTP request (con_cls). */
@@ -393,7 +394,13 @@ static void _completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		}
 		pthread_mutex_unlock(&a->lock);
 	}
+	if (r && r->queued) {
+		pthread_mutex_lock(&a->lock);
+		a->answering--;
+		pthread_mutex_unlock(&a->lock);
+	}
 	if (r) {
+		json_decref(r->job.jb);
 		free(r->target);
 		free(r->body);
 		free(r);
@@ -519,6 +526,9 @@ static int _to_writer(struct api *a, struct MHD_Connection *c, struct _conn *k, 
 	pthread_mutex_unlock(&a->lock);
 	if (api_writer_submit(a->writer, &r->job) == 0) {
 		r->queued = 1;
+		pthread_mutex_lock(&a->lock);
+		a->answering++;
+		pthread_mutex_unlock(&a->lock);
 		return 1;
 	}
 	pthread_mutex_lock(&a->lock);
@@ -923,9 +933,25 @@ void api_stop(struct api *a)
 		pthread_mutex_unlock(&a->lock);
 		pthread_join(a->sweeper, NULL);
 	}
-	/* First: it answers what waits and resumes those connections. */
+	/*
+	 * First: the writer answers what waits and resumes those connections;
+	 * then the listeners send those answers (up to 10 s) before they stop,
+	 * so a change that was made is never left unanswered.
+	 */
 	api_writer_stop(a->writer);
 	a->writer = NULL;
+	for (int i = 0, n = 1; n > 0; i++) {
+		pthread_mutex_lock(&a->lock);
+		n = a->answering;
+		pthread_mutex_unlock(&a->lock);
+		if (n > 0 && i == 1000) {
+			log_warn("api: %d answer(s) of the writer thread not sent within 10 s; "
+				 "stopping anyway (the clients see the connection close)", n);
+			break;
+		}
+		if (n > 0)
+			usleep(10000);
+	}
 	if (a->mu)
 		MHD_stop_daemon(a->mu);
 	if (a->mt)
