@@ -999,6 +999,7 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 	if (strcmp(method, "POST") == 0 && api_decode_body(body, len, &jb, err, sizeof(err)) < 0)
 		jb = NULL;
 	api_route_json(d, who, c, method, url, jb, err, out);
+	json_decref(jb);
 }
 
 void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
@@ -1101,5 +1102,5 @@ void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_C
 		api_error(out, 404, "no such path: %.200s", url);
 	}
 done:
-	json_decref(jb);
+	return;
 }

@@ -35,8 +35,8 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 	       const char *method, const char *url, const char *body, size_t len,
 	       struct api_reply *out);
 /*
- * The same with a POST's body decoded already (api_decode_body; owned, and
- * freed here): jb NULL means it could not be, and body_err says why.
+ * The same with a POST's body decoded already (api_decode_body; borrowed:
+ * the caller frees it): jb NULL means it could not be, and body_err says why.
  */
 void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_Connection *conn,
 		    const char *method, const char *url, json_t *jb, const char *body_err,

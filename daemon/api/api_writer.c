@@ -26,8 +26,8 @@ static void _route(struct api_writer *w, struct api_wjob *j)
 {
 	pthread_rwlock_rdlock(&w->d->conf_lock);
 	j->who.admin = api_is_admin(w->d, j->who.uid, j->who.gid);
+	/* j->jb stays: the listener frees it once the answer is sent, off this thread. */
 	api_route_json(w->d, &j->who, j->c, j->method, j->url, j->jb, j->body_err, &j->rep);
-	j->jb = NULL;
 	pthread_rwlock_unlock(&w->d->conf_lock);
 }
 

@@ -36,7 +36,7 @@ struct api_wjob {
 	struct MHD_Connection *c;    /* suspended while the writer has the job */
 	struct api_caller who;
 	const char *method, *url;
-	json_t *jb;                  /* a POST's body, decoded by the listener (owned); */
+	json_t *jb;                  /* a POST's body, decoded and freed by the listener; */
 	char body_err[512];          /* NULL: why it could not be */
 	int submit;                  /* POST /v1/requests: may share a commit */
 	struct api_reply rep;        /* the answer, set before c is resumed */

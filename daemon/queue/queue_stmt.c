@@ -14,8 +14,12 @@
 
 #include "queue_private.h"
 
-/* Binds one parameter of letter c from ap. SQLITE_OK, an SQLite error, or -1 (bad letter). */
-static int _bind_one(sqlite3_stmt *st, int i, char c, va_list *ap)
+/*
+ * Binds one parameter of letter c from ap. SQLITE_OK, an SQLite error, or -1
+ * (bad letter). text: how SQLite keeps a string, SQLITE_TRANSIENT (a copy)
+ * or SQLITE_STATIC (the caller's, which must outlive the step).
+ */
+static int _bind_one(sqlite3_stmt *st, int i, char c, va_list *ap, sqlite3_destructor_type text)
 {
 	int64_t v;
 	const char *s;
@@ -35,7 +39,7 @@ static int _bind_one(sqlite3_stmt *st, int i, char c, va_list *ap)
 		return sqlite3_bind_double(st, i, va_arg(*ap, double));
 	case 't':
 		s = va_arg(*ap, const char *);
-		return s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) :
+		return s ? sqlite3_bind_text(st, i, s, -1, text) :
 			   sqlite3_bind_null(st, i);
 	case 'n':
 		return sqlite3_bind_null(st, i);
@@ -44,7 +48,9 @@ static int _bind_one(sqlite3_stmt *st, int i, char c, va_list *ap)
 	}
 }
 
-int qp_vbindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, va_list ap)
+/* qp_vbindf with the strings' keeping chosen (see _bind_one). */
+static int _vbindf(sqlite3_stmt *st, char *err, size_t errlen, sqlite3_destructor_type text,
+		   const char *fmt, va_list ap)
 {
 	int n = (int)strlen(fmt), rc = SQLITE_OK;
 	va_list aq;
@@ -56,7 +62,7 @@ int qp_vbindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, va_li
 	}
 	va_copy(aq, ap);
 	for (int i = 0; i < n; i++) {
-		rc = _bind_one(st, i + 1, fmt[i], &aq);
+		rc = _bind_one(st, i + 1, fmt[i], &aq, text);
 		if (rc == -1) {
 			qp_err(err, errlen, "internal: bind format '%s': unknown letter '%c'", fmt,
 			       fmt[i]);
@@ -71,6 +77,11 @@ int qp_vbindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, va_li
 	}
 	va_end(aq);
 	return rc == SQLITE_OK ? 0 : -1;
+}
+
+int qp_vbindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	return _vbindf(st, err, errlen, SQLITE_TRANSIENT, fmt, ap);
 }
 
 int qp_bindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, ...)
@@ -92,7 +103,13 @@ static sqlite3_stmt *_bound(struct queue *q, enum qp_from from, const char *sql,
 			   from == QP_READ ? qp_read(q, sql, err, errlen) :
 			   qp_prep(q, sql, err, errlen);
 
-	if (!st || qp_vbindf(st, err, errlen, fmt, ap) == 0)
+	/*
+	 * A cached statement (the per-file hot path) keeps the caller's strings
+	 * instead of copying them: it is stepped and reset before its caller
+	 * returns, and qp_cached unbinds it before its next use.
+	 */
+	if (!st || _vbindf(st, err, errlen, from == QP_CACHED ? SQLITE_STATIC : SQLITE_TRANSIENT,
+			   fmt, ap) == 0)
 		return st;
 	if (from == QP_CACHED)
 		sqlite3_clear_bindings(st);
