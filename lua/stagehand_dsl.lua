@@ -679,6 +679,20 @@ local function parse(script, cfg)
 		actions[#actions + 1] = d
 	end
 
+	-- Line n (script[pos, e]) looks like a directive written with another
+	-- case or spacing ('#data', '# DATA', an indented '#DATA'): pat matches
+	-- its start, and an '=' after that makes it a near-miss worth a warning.
+	local function near_miss(pat, pos, e, n)
+		local _, k = find(script, pat, pos)
+		if k and k <= e then
+			local q = find(script, "=", k, true)
+			if q and q <= e then
+				warn(n, "case_mismatch", shown(sub(script, pos, e)),
+					"this looks like a #DATA directive but is not one (write '#DATA' in capitals at the start of the line): ignored")
+			end
+		end
+	end
+
 	local len = #script
 	local pos, n = 1, 0
 	local cmd_at = nil
@@ -729,28 +743,14 @@ local function parse(script, cfg)
 				(pos + 5 > e or byte(script, pos + 5) == 32 or byte(script, pos + 5) == 9) then
 				directive(sub(script, pos, e), n)
 			else
-				local _, k = find(script, "^#[ \t]*[Dd][Aa][Tt][Aa][ \t]", pos)
-				if k and k <= e then
-					local q = find(script, "=", k, true)
-					if q and q <= e then
-						warn(n, "case_mismatch", shown(sub(script, pos, e)),
-							"this looks like a #DATA directive but is not one (write '#DATA' in capitals at the start of the line): ignored")
-					end
-				end
+				near_miss("^#[ \t]*[Dd][Aa][Tt][Aa][ \t]", pos, e, n)
 			end
 		elseif b == 32 or b == 9 then
 			local _, k = find(script, "^[ \t]*", pos)
 			if k >= e then
 				-- blank
 			elseif byte(script, k + 1) == 35 then
-				local _, k2 = find(script, "^[ \t]*#[ \t]*[Dd][Aa][Tt][Aa][ \t]", pos)
-				if k2 and k2 <= e then
-					local q = find(script, "=", k2, true)
-					if q and q <= e then
-						warn(n, "case_mismatch", shown(sub(script, pos, e)),
-							"this looks like a #DATA directive but is not one (write '#DATA' in capitals at the start of the line): ignored")
-					end
-				end
+				near_miss("^[ \t]*#[ \t]*[Dd][Aa][Tt][Aa][ \t]", pos, e, n)
 			else
 				cmd_at = pos
 				break

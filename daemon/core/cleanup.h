@@ -27,6 +27,7 @@
 
 #include "daemon.h"
 #include "queue.h"
+#include "queue_cleanup.h"   /* the rows: struct cleanup_item, cleanup_counts */
 
 struct xfer_ctx;
 
@@ -75,28 +76,5 @@ int cleanup_relpath(const char *input, const char *dest, size_t nitems, const ch
  * Returns enum xfer_result.
  */
 int cleanup_run(struct xfer_ctx *ctx);
-
-/* What the metrics and `stagehand status` show (queue_cleanup.c). */
-struct cleanup_counts {
-	int64_t pending;      /* purge requests not done yet (waiting for their time or running) */
-	int64_t done;         /* purge requests done */
-	int64_t files_freed;  /* files they removed */
-	int64_t bytes_freed;  /* bytes those files held */
-};
-int queue_cleanup_counts(struct queue *q, struct cleanup_counts *c, char *err, size_t errlen);
-
-/* One staged file to remove (borrowed relpath). */
-struct cleanup_item {
-	const char *relpath;  /* below the input directory */
-	int64_t size, mtime_ns;
-};
-
-/*
- * Store a purge request (nr) with its items, not claimed before not_before
- * (seconds since the epoch; 0 = at once), in one transaction. 0 or -1.
- */
-int queue_cleanup_create(struct queue *q, const struct queue_new_request *nr, int64_t not_before,
-			 const struct cleanup_item *items, size_t n, int64_t *id_out,
-			 char *err, size_t errlen);
 
 #endif /* STAGEHAND_CLEANUP_H */

@@ -8,9 +8,11 @@
  * job-end event into after-job requests (archive, stage_out) per
  * docs/directives.md, and running the registered hooks.
  *
- * Adding a module (e.g. the Slurm watcher that finds held jobs, stages them
- * and releases them): write a `struct lifecycle_hook` with init/tick/fini,
- * add its address to `lifecycle_hooks[]` in core/wiring.c. tick runs in the
+ * Adding a module: write a `struct lifecycle_hook` with init/tick/fini, add
+ * its address to `lifecycle_hooks[]` in core/wiring.c. A module outside
+ * core/ (the Slurm watch, which finds held jobs, stages them and releases
+ * them) takes no type of core/: wiring.c's hook hands it a context of its
+ * own (struct slurm_watch_ctx). tick runs in the
  * main thread every period_ms (never faster than the loop's 200 ms turn);
  * it may call everything in queue.h and the functions below, and must not
  * block for long (the main loop also reads worker progress).

@@ -20,37 +20,108 @@
  * modules called each other directly. A call through a table is that same
  * call; a queued event would run later, in another order.
  *
+ * The watch (slurm/) includes nothing of core/: it is handed a struct
+ * slurm_watch_ctx and asks for a struct slurm_watch_request, both its own
+ * (slurm_watch.h). The few lines below that fill the one from struct daemon
+ * and turn the other into a struct lifecycle_request are the only code
+ * here besides the tables.
+ *
  * Must never: hold state or logic of its own; a function belongs to its
- * module, only the choice of who answers is made here.
+ * module, only the choice of who answers, and the translation between the
+ * watch's types and core's, is made here.
  */
 #include "config.h"
 
 #include <stddef.h>
 
+#include "daemon.h"
 #include "lifecycle.h"
 #include "pool.h"
 #include "slurm_watch.h"
 #include "worker.h"
 #include "yield.h"
 
+/* The watch's view of d, taken anew at each call: SIGHUP swaps d->conf. */
+static struct slurm_watch_ctx _watch_ctx(struct daemon *d)
+{
+	return (struct slurm_watch_ctx){
+		.conf = d->conf, .q = d->q, .drained = &d->drained, .core = d,
+	};
+}
+
+static int _watch_init(struct daemon *d, char *err, size_t errlen)
+{
+	struct slurm_watch_ctx w = _watch_ctx(d);
+
+	return slurm_watch_init(&w, err, errlen);
+}
+
+static void _watch_tick(struct daemon *d, int64_t now_ms)
+{
+	struct slurm_watch_ctx w = _watch_ctx(d);
+
+	slurm_watch_tick(&w, now_ms);
+}
+
+static void _watch_fini(struct daemon *d)
+{
+	struct slurm_watch_ctx w = _watch_ctx(d);
+
+	slurm_watch_fini(&w);
+}
+
+static const struct lifecycle_hook _slurm_watch_hook = {
+	.name = "slurm",
+	.period_ms = SLURM_WATCH_PERIOD_MS,
+	.init = _watch_init,
+	.tick = _watch_tick,
+	.fini = _watch_fini,
+};
+
+static enum slurm_watch_end _watch_end_check(struct daemon *d, int64_t job_id,
+					     const char *event_state, char *state,
+					     size_t statelen, int *exit_code, int *restarts,
+					     int64_t *array_job_id, int64_t *array_task_id,
+					     int64_t received, char **plan)
+{
+	struct slurm_watch_ctx w = _watch_ctx(d);
+
+	return slurm_watch_end_check(&w, job_id, event_state, state, statelen, exit_code,
+				     restarts, array_job_id, array_task_id, received, plan);
+}
+
+/* A stage-in the watch wants, as core's request of the job's owner. */
+static int _watch_create_request(struct daemon *d, const struct slurm_watch_request *r,
+				 int64_t *id_out, char *err, size_t errlen)
+{
+	struct lifecycle_request lr = {
+		.uid = r->uid, .gid = r->gid, .user = r->user, .job_id = r->job_id,
+		.action = "stage_in", .source = r->source, .dest = r->dest,
+		.options = r->options,
+	};
+
+	return lifecycle_create_request(d, &lr, id_out, err, errlen);
+}
+
 /* The order the main loop runs them in (lifecycle_tick), job-end first. */
 const struct lifecycle_hook *const lifecycle_hooks[] = {
 	&lifecycle_job_end_hook,
 	&lifecycle_bundle_conf_hook,
-	&slurm_watch_hook,
+	&_slurm_watch_hook,
 	&yield_hook,
 	&pool_hook,
 	NULL,
 };
 
 const struct lifecycle_ops lifecycle_ops = {
-	.end_check = slurm_watch_end_check,
+	.end_check = _watch_end_check,
 };
 
 const struct slurm_watch_ops slurm_watch_ops = {
-	.create_request = lifecycle_create_request,
+	.create_request = _watch_create_request,
 	.job_rerun = lifecycle_job_rerun,
 	.set_running = yield_set_running,
+	.wake = daemon_wake,
 };
 
 const struct worker_ops worker_ops = {

@@ -1,7 +1,7 @@
 /*
- * queue_cleanup.c - the queue's rows for the input cleanup (cleanup.h): a
- * purge request stored with its items and the time it may run, and the
- * counts /metrics shows. A purge request is an ordinary request (state
+ * queue_cleanup.c - the queue's rows for the input cleanup
+ * (queue_cleanup.h): a purge request stored with its items and the time it
+ * may run, and the counts /metrics shows. A purge request is an ordinary request (state
  * machine, retries, cancel); only its items are made before it runs.
  */
 #include "config.h"
@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cleanup.h"
 #include "queue.h"
+#include "queue_cleanup.h"
 #include "queue_private.h"
 
 int queue_cleanup_create(struct queue *q, const struct queue_new_request *nr, int64_t not_before,

@@ -37,9 +37,8 @@
 
 #include <jansson.h>
 
-#include "daemon.h"
+#include "conf.h"
 #include "dsl.h"
-#include "lifecycle.h"
 #include "log.h"
 #include "queue.h"
 #include "queue_drain.h"
@@ -65,23 +64,23 @@ static char _drained[300];    /* while an admin has drained the daemon: why, for
 static volatile int _ctld_down; /* the last job list failed (main thread writes) */
 static int64_t _last_err_ms;  /* rate limit for "slurmctld unreachable" */
 
-static int _init(struct daemon *d, char *err, size_t errlen)
+int slurm_watch_init(const struct slurm_watch_ctx *w, char *err, size_t errlen)
 {
 	/* slurm_init() exits the process when no slurm.conf can be found:
 	   SlurmWatch=no keeps a daemon without Slurm (tests, API-only movers) up. */
-	if (!d->conf->slurm_watch) {
+	if (!w->conf->slurm_watch) {
 		log_info("SlurmWatch=no: not watching Slurm for held jobs");
 		return 0;
 	}
 	/* SlurmConf= wins over the environment (a unit started without SLURM_CONF). */
-	if (d->conf->slurm_conf) {
-		if (access(d->conf->slurm_conf, R_OK) < 0) {
-			snprintf(err, errlen, "SlurmConf=%s: %s", d->conf->slurm_conf,
+	if (w->conf->slurm_conf) {
+		if (access(w->conf->slurm_conf, R_OK) < 0) {
+			snprintf(err, errlen, "SlurmConf=%s: %s", w->conf->slurm_conf,
 				 strerror(errno));
 			return -1;
 		}
-		setenv("SLURM_CONF", d->conf->slurm_conf, 1);
-		log_info("SlurmConf: libslurm reads %s", d->conf->slurm_conf);
+		setenv("SLURM_CONF", w->conf->slurm_conf, 1);
+		log_info("SlurmConf: libslurm reads %s", w->conf->slurm_conf);
 	}
 	sjob_init();
 	_slurm_ok = 1;
@@ -137,7 +136,7 @@ static char **_dup_paths(char *const *p)
 	return c;
 }
 
-static void _fini(struct daemon *d)
+void slurm_watch_fini(const struct slurm_watch_ctx *w)
 {
 	_cache_clear();
 	_next_ms = 0;
@@ -181,23 +180,23 @@ static void _comment(const struct sjob *j, const char *fmt, ...)
 		log_warn("job %u: %s", j->job_id, err);
 }
 
-static void _set_hold_state(struct daemon *d, uint32_t job_id, const char *hs)
+static void _set_hold_state(const struct slurm_watch_ctx *w, uint32_t job_id, const char *hs)
 {
 	char err[256];
 
-	if (queue_job_set_hold_state(d->q, job_id, hs, err, sizeof(err)) < 0)
+	if (queue_job_set_hold_state(w->q, job_id, hs, err, sizeof(err)) < 0)
 		log_err("job %u: cannot record hold state %s: %s", job_id, hs, err);
 }
 
 /* Grammar settings from the daemon's config, so a plan is checked by the site's rules. */
-static void _dsl_config(struct daemon *d, struct dsl_config *dc)
+static void _dsl_config(const struct slurm_watch_ctx *w, struct dsl_config *dc)
 {
 	dsl_config_init(dc);
-	dc->allowed_schemes = (const char *const *)d->conf->allowed_schemes;
-	dc->stage_in_roots = (const char *const *)d->conf->stage_in_roots;
-	dc->max_directives = (size_t)d->conf->max_directives;
-	dc->max_line = (size_t)d->conf->max_directive_line;
-	dc->max_path = (size_t)d->conf->max_path_length;
+	dc->allowed_schemes = (const char *const *)w->conf->allowed_schemes;
+	dc->stage_in_roots = (const char *const *)w->conf->stage_in_roots;
+	dc->max_directives = (size_t)w->conf->max_directives;
+	dc->max_line = (size_t)w->conf->max_directive_line;
+	dc->max_path = (size_t)w->conf->max_path_length;
 }
 
 /* The last component of p, trailing '/' left out: *len bytes at the result. */
@@ -223,7 +222,7 @@ static const char *_basename(const char *p, int *len)
  * inside it under its own name (docs/directives.md, "Where stage_in puts
  * its input"); without it, to= names the copy itself.
  */
-static int _stage_in_dest(struct daemon *d, const struct sjob *j, const char *user,
+static int _stage_in_dest(const struct slurm_watch_ctx *w, const struct sjob *j, const char *user,
 			  const char *src, const char *to, int into, bool shared, char *out,
 			  size_t outlen, char *err, size_t errlen)
 {
@@ -235,12 +234,12 @@ static int _stage_in_dest(struct daemon *d, const struct sjob *j, const char *us
 	else if (to)
 		n = snprintf(out, outlen, "%s/%s%s%.*s", j->work_dir ? j->work_dir : "", to,
 			     into ? "/" : "", into ? bl : 0, b);
-	else if (d->conf->scratch_roots && d->conf->scratch_roots[0] && shared)
+	else if (w->conf->scratch_roots && w->conf->scratch_roots[0] && shared)
 		/* One copy for the whole array: STAGEHAND_SHARED_INPUT_DIR. */
-		n = snprintf(out, outlen, "%s/%s/%u/shared/%.*s", d->conf->scratch_roots[0], user,
+		n = snprintf(out, outlen, "%s/%s/%u/shared/%.*s", w->conf->scratch_roots[0], user,
 			     j->array_job_id, bl, b);
-	else if (d->conf->scratch_roots && d->conf->scratch_roots[0])
-		n = snprintf(out, outlen, "%s/%s/%u/input/%.*s", d->conf->scratch_roots[0], user,
+	else if (w->conf->scratch_roots && w->conf->scratch_roots[0])
+		n = snprintf(out, outlen, "%s/%s/%u/input/%.*s", w->conf->scratch_roots[0], user,
 			     j->job_id, bl, b);
 	else {
 		snprintf(err, errlen, "the site has no ScratchRoots for inputs without to=; "
@@ -287,18 +286,17 @@ static int _find_shared(const struct queue_request *r, void *arg)
 	return 1;
 }
 
-/* lr: a stage_in of src to dest for job_id (the job's or its array's), as j's owner (user). */
-static void _stage_in_request(struct lifecycle_request *lr, const struct sjob *j,
+/* req: a stage_in of src to dest for job_id (the job's or its array's), as j's owner (user). */
+static void _stage_in_request(struct slurm_watch_request *req, const struct sjob *j,
 			      const char *user, int64_t job_id, const char *src, const char *dest)
 {
-	memset(lr, 0, sizeof(*lr));
-	lr->uid = j->uid;
-	lr->gid = j->gid;
-	lr->user = user;
-	lr->job_id = job_id;
-	lr->action = "stage_in";
-	lr->source = src;
-	lr->dest = dest;
+	memset(req, 0, sizeof(*req));
+	req->uid = j->uid;
+	req->gid = j->gid;
+	req->user = user;
+	req->job_id = job_id;
+	req->source = src;
+	req->dest = dest;
 }
 
 /*
@@ -307,24 +305,24 @@ static void _stage_in_request(struct lifecycle_request *lr, const struct sjob *j
  * and counted by every task (queue_job_stage_in). 0 (made or found, *id
  * set), or -1 with err.
  */
-static int _shared_request(struct daemon *d, const struct sjob *j, const char *user,
+static int _shared_request(const struct slurm_watch_ctx *w, const struct sjob *j, const char *user,
 			   const char *src, const char *dest, int64_t *id, char *err,
 			   size_t errlen)
 {
 	struct queue_filter f = { .uid = j->uid, .job_id = j->array_job_id, .state = -1,
 				  .action = "stage_in", .limit = 0 };
 	struct shared_find sf = { .source = src, .dest = dest, .id = 0 };
-	struct lifecycle_request lr;
+	struct slurm_watch_request req;
 
-	if (queue_request_list(d->q, &f, _find_shared, &sf, err, errlen) < 0)
+	if (queue_request_list(w->q, &f, _find_shared, &sf, err, errlen) < 0)
 		return -1;
 	if (sf.id) {
 		*id = sf.id;
 		return 0;
 	}
-	_stage_in_request(&lr, j, user, j->array_job_id, src, dest);
-	lr.options = "{\"shared\":true}";
-	return slurm_watch_ops.create_request(d, &lr, id, err, errlen);
+	_stage_in_request(&req, j, user, j->array_job_id, src, dest);
+	req.options = "{\"shared\":true}";
+	return slurm_watch_ops.create_request(w->core, &req, id, err, errlen);
 }
 
 /*
@@ -335,7 +333,7 @@ static int _shared_request(struct daemon *d, const struct sjob *j, const char *u
  * in the queue for 'stagehand status'. Stage-in starts only after it, so a
  * stage_in line may name the archives waited for.
  */
-static int _after_ready(struct daemon *d, const struct sjob *j, const struct sjob *jobs, size_t n)
+static int _after_ready(const struct slurm_watch_ctx *w, const struct sjob *j, const struct sjob *jobs, size_t n)
 {
 	struct after_view v = { .jobs = jobs, .n = n, .lookup = sjob_get, .now = time(NULL) };
 	char err[512], user[256], text[900], list[64 * 24];
@@ -346,23 +344,23 @@ static int _after_ready(struct daemon *d, const struct sjob *j, const struct sjo
 	int changed = 0;
 
 	pj = json_loads(j->plan_json, 0, NULL);
-	_dsl_config(d, &dc);
+	_dsl_config(w, &dc);
 	plan = pj ? dsl_plan_from_json(pj, &dc, err, sizeof(err)) : NULL;
 	json_decref(pj);
 	if (!plan || !plan->after_line) {
 		dsl_plan_free(plan);
 		return 1;  /* no after=, or a bad plan that _start_staging reports */
 	}
-	if (queue_job_upsert(d->q, j->job_id, j->uid, j->gid,
+	if (queue_job_upsert(w->q, j->job_id, j->uid, j->gid,
 			     _user_name(j->uid, user, sizeof(user)) == 0 ? user : NULL, j->work_dir,
 			     j->plan_json, err, sizeof(err)) < 0) {
 		log_err("job %u: cannot record job: %s", j->job_id, err);
 		dsl_plan_free(plan);
 		return 0;  /* tried again next tick */
 	}
-	st = after_judge(d->q, &v, j, plan->after, plan->nafter, text, sizeof(text));
+	st = after_judge(w->q, &v, j, plan->after, plan->nafter, text, sizeof(text));
 	after_list_text(plan->after, plan->nafter, list, sizeof(list));
-	if (queue_after_set(d->q, j->job_id, list, after_state_name(st), text, &changed, err,
+	if (queue_after_set(w->q, j->job_id, list, after_state_name(st), text, &changed, err,
 			    sizeof(err)) < 0)
 		log_err("job %u: cannot record what it waits for: %s", j->job_id, err);
 	if (changed)
@@ -373,16 +371,16 @@ static int _after_ready(struct daemon *d, const struct sjob *j, const struct sjo
 		break;
 	case AFTER_WAIT:
 		_comment(j, "stagehand: %s", text);
-		_set_hold_state(d, j->job_id, HS_AFTER);
+		_set_hold_state(w, j->job_id, HS_AFTER);
 		break;
 	case AFTER_FAILED:
 		_comment(j, "stagehand: held: %s", text);
-		_set_hold_state(d, j->job_id, HS_AFTER);
+		_set_hold_state(w, j->job_id, HS_AFTER);
 		break;
 	case AFTER_REFUSED:
 		_comment(j, "stagehand: after= refused (script line %d): %s - scancel this job",
 			 plan->after_line, text);
-		_set_hold_state(d, j->job_id, HS_INVALID);
+		_set_hold_state(w, j->job_id, HS_INVALID);
 		break;
 	}
 	dsl_plan_free(plan);
@@ -395,12 +393,12 @@ static char *_expanded_plan(const struct sjob *j, const char *user, char *err, s
  * else its request, created (1) or shared with the array's other tasks (1);
  * -1 with err filled when it is refused. ctx expands its patterns.
  */
-static int _stage_in_one(struct daemon *d, const struct sjob *j, const char *user,
+static int _stage_in_one(const struct slurm_watch_ctx *w, const struct sjob *j, const char *user,
 			 const struct dsl_expand_ctx *ctx, const struct dsl_directive *dir,
 			 char *err, size_t errlen)
 {
 	char src[4096], to[4096], dest[8192];
-	struct lifecycle_request lr;
+	struct slurm_watch_request req;
 	bool shared = j->array_job_id && !_per_task(dir->path) && !_per_task(dir->to);
 	int64_t id;
 
@@ -408,26 +406,26 @@ static int _stage_in_one(struct daemon *d, const struct sjob *j, const char *use
 		return 0;
 	if (dsl_expand(dir->path, ctx, src, sizeof(src), err, errlen) < 0 ||
 	    (dir->to && dsl_expand(dir->to, ctx, to, sizeof(to), err, errlen) < 0) ||
-	    _stage_in_dest(d, j, user, src, dir->to ? to : NULL,
+	    _stage_in_dest(w, j, user, src, dir->to ? to : NULL,
 			   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared, dest,
 			   sizeof(dest), err, errlen) < 0)
 		return -1;
 	if (shared) {
-		if (_shared_request(d, j, user, src, dest, &id, err, errlen) < 0)
+		if (_shared_request(w, j, user, src, dest, &id, err, errlen) < 0)
 			return -1;
 		log_info("job %u: array %u task %u: shared stage-in request %lld: %s -> %s",
 			 j->job_id, j->array_job_id, j->array_task_id, (long long)id, src, dest);
 		return 1;
 	}
-	_stage_in_request(&lr, j, user, j->job_id, src, dest);
-	if (slurm_watch_ops.create_request(d, &lr, &id, err, errlen) < 0)
+	_stage_in_request(&req, j, user, j->job_id, src, dest);
+	if (slurm_watch_ops.create_request(w->core, &req, &id, err, errlen) < 0)
 		return -1;
 	log_info("job %u: stage-in request %lld: %s -> %s", j->job_id, (long long)id, src, dest);
 	return 1;
 }
 
 /* Create the stage_in requests of a newly seen held job. */
-static void _start_staging(struct daemon *d, const struct sjob *j)
+static void _start_staging(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
 	char err[512], user[256];
 	struct dsl_config dc;
@@ -450,10 +448,10 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 		log_err("job %u: plan not expanded (%s)", j->job_id, err);
 		_comment(j, "stagehand: stage-in refused: recorded plan is invalid (%s) - ask your admin",
 			 err);
-		_set_hold_state(d, j->job_id, HS_INVALID);
+		_set_hold_state(w, j->job_id, HS_INVALID);
 		return;
 	}
-	if (queue_job_upsert(d->q, j->job_id, j->uid, j->gid, user, j->work_dir, expanded,
+	if (queue_job_upsert(w->q, j->job_id, j->uid, j->gid, user, j->work_dir, expanded,
 			     err, sizeof(err)) < 0) {
 		free(expanded);
 		log_err("job %u: cannot record job: %s", j->job_id, err);
@@ -461,8 +459,8 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 	}
 	free(expanded);
 	pj = json_loads(j->plan_json, 0, &jerr);
-	/* Ticks run in the main thread, the only writer of d->conf: no lock. */
-	_dsl_config(d, &dc);
+	/* Ticks run in the main thread, the only writer of w->conf: no lock. */
+	_dsl_config(w, &dc);
 	plan = pj ? dsl_plan_from_json(pj, &dc, err, sizeof(err)) : NULL;
 	if (!pj)
 		snprintf(err, sizeof(err), "not JSON: %s", jerr.text);
@@ -471,7 +469,7 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 		log_err("job %u: recorded plan refused: %s", j->job_id, err);
 		_comment(j, "stagehand: stage-in refused: recorded plan is invalid (%s) - ask your admin",
 			 err);
-		_set_hold_state(d, j->job_id, HS_INVALID);
+		_set_hold_state(w, j->job_id, HS_INVALID);
 		return;
 	}
 	json_decref(pj);
@@ -482,7 +480,7 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 	ctx.array_job_id = j->array_job_id;
 	ctx.array_task_id = j->array_job_id ? (long)j->array_task_id : -1;
 	if (j->array_job_id &&
-	    queue_job_set_array(d->q, j->job_id, j->array_job_id, j->array_task_id, err,
+	    queue_job_set_array(w->q, j->job_id, j->array_job_id, j->array_task_id, err,
 				sizeof(err)) < 0) {
 		dsl_plan_free(plan);
 		log_err("job %u: cannot record its array: %s", j->job_id, err);
@@ -490,7 +488,7 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 	}
 	for (i = 0; i < plan->ndirs; i++) {
 		const struct dsl_directive *dir = &plan->dirs[i];
-		int rc = _stage_in_one(d, j, user, &ctx, dir, err, sizeof(err));
+		int rc = _stage_in_one(w, j, user, &ctx, dir, err, sizeof(err));
 
 		if (rc >= 0) {
 			nreq += (size_t)rc;
@@ -499,12 +497,12 @@ static void _start_staging(struct daemon *d, const struct sjob *j)
 		log_warn("job %u: stage-in refused (line %d): %s", j->job_id, dir->line, err);
 		_comment(j, "stagehand: stage-in refused (script line %d): %s - fix the #DATA line "
 			 "and resubmit", dir->line, err);
-		_set_hold_state(d, j->job_id, HS_FAILED);
+		_set_hold_state(w, j->job_id, HS_FAILED);
 		dsl_plan_free(plan);
 		return;
 	}
 	dsl_plan_free(plan);
-	_set_hold_state(d, j->job_id, HS_STAGING);
+	_set_hold_state(w, j->job_id, HS_STAGING);
 	_comment(j, "stagehand: staging %zu input%s", nreq, nreq == 1 ? "" : "s");
 }
 
@@ -542,7 +540,7 @@ static void _human(int64_t b, char *buf, size_t len)
 }
 
 /* A held job whose requests exist: release, report failure, or show progress. */
-static void _follow(struct daemon *d, const struct sjob *j)
+static void _follow(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
 	struct queue_filter f = { .uid = -1, .job_id = j->job_id, .state = -1, .limit = 0 };
 	struct progress p = { 0 };
@@ -550,16 +548,16 @@ static void _follow(struct daemon *d, const struct sjob *j)
 	char *error = NULL;
 	char err[256], hb[32], ht[32];
 
-	if (queue_job_stage_in(d->q, j->job_id, &state, &error, err, sizeof(err)) < 0) {
+	if (queue_job_stage_in(w->q, j->job_id, &state, &error, err, sizeof(err)) < 0) {
 		log_err("job %u: %s", j->job_id, err);
 		return;
 	}
-	queue_request_list(d->q, &f, _sum, &p, err, sizeof(err));
+	queue_request_list(w->q, &f, _sum, &p, err, sizeof(err));
 	if (j->array_job_id && j->array_job_id != j->job_id) {
 		/* An array task waits for the array's shared inputs too. */
 		f.job_id = j->array_job_id;
 		p.shared_only = true;
-		queue_request_list(d->q, &f, _sum, &p, err, sizeof(err));
+		queue_request_list(w->q, &f, _sum, &p, err, sizeof(err));
 	}
 	_human(p.bytes_done, hb, sizeof(hb));
 	_human(p.bytes_total, ht, sizeof(ht));
@@ -571,7 +569,7 @@ static void _follow(struct daemon *d, const struct sjob *j)
 
 			log_info("job %u: inputs staged (%lld files, %s): released", j->job_id,
 				 (long long)p.files_done, hb);
-			if (queue_after_get(d->q, j->job_id, &aj, &as, &ar, err, sizeof(err)) == 0)
+			if (queue_after_get(w->q, j->job_id, &aj, &as, &ar, err, sizeof(err)) == 0)
 				_comment(j, "stagehand: archives of after=%s verified; inputs staged "
 					 "(%lld files, %s); released", aj, (long long)p.files_done, hb);
 			else
@@ -580,18 +578,18 @@ static void _follow(struct daemon *d, const struct sjob *j)
 			free(aj);
 			free(as);
 			free(ar);
-			_set_hold_state(d, j->job_id, HS_RELEASED);
+			_set_hold_state(w, j->job_id, HS_RELEASED);
 		}
 	} else if (strcmp(state, "failed") == 0) {
 		_comment(j, "stagehand: stage-in failed: %.700s - fix it and run 'stagehand retry %u'",
 			 error ? error : "unknown error", j->job_id);
-		_set_hold_state(d, j->job_id, HS_FAILED);
+		_set_hold_state(w, j->job_id, HS_FAILED);
 	} else {
 		int pct = p.bytes_total > 0 ? (int)(100 * p.bytes_done / p.bytes_total) : 0;
 
 		_comment(j, "stagehand: staging %lld/%lld files (%d%%, %s of %s)%s",
 			 (long long)p.files_done, (long long)p.files_total, pct, hb, ht, _drained);
-		_set_hold_state(d, j->job_id, HS_STAGING);
+		_set_hold_state(w, j->job_id, HS_STAGING);
 	}
 	free(error);
 }
@@ -600,22 +598,22 @@ static void _follow(struct daemon *d, const struct sjob *j)
  * A burst-buffer job being staged (not held: Slurm's data_in hook waits for
  * it through api_bb.c): progress in its status, never a release.
  */
-static void _follow_bb(struct daemon *d, const struct sjob *j)
+static void _follow_bb(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
 	const char *state = NULL;
 	char *error = NULL;
 	char err[256];
 
-	if (queue_job_stage_in(d->q, j->job_id, &state, &error, err, sizeof(err)) < 0) {
+	if (queue_job_stage_in(w->q, j->job_id, &state, &error, err, sizeof(err)) < 0) {
 		log_err("job %u: %s", j->job_id, err);
 		return;
 	}
 	if (!strcmp(state, "ready") || !strcmp(state, "none")) {
 		_comment(j, "stagehand: inputs staged; waiting for Slurm to start the job");
-		_set_hold_state(d, j->job_id, HS_RELEASED);
+		_set_hold_state(w, j->job_id, HS_RELEASED);
 	} else if (!strcmp(state, "failed")) {
 		_comment(j, "stagehand: stage-in failed: %.700s", error ? error : "unknown error");
-		_set_hold_state(d, j->job_id, HS_FAILED);
+		_set_hold_state(w, j->job_id, HS_FAILED);
 	} else if (_drained[0]) {
 		_comment(j, "stagehand: staging%s", _drained);
 	}
@@ -641,7 +639,7 @@ static int _collect_active(const struct queue_request *r, void *arg)
 	return l->n == (int)(sizeof(l->ids) / sizeof(l->ids[0]));
 }
 
-static void _cancel_job(struct daemon *d, uint32_t job_id, bool keep_shared)
+static void _cancel_job(const struct slurm_watch_ctx *w, uint32_t job_id, bool keep_shared)
 {
 	struct queue_filter f = { .uid = -1, .job_id = job_id, .state = -1,
 				  .action = "stage_in", .limit = 0 };
@@ -649,17 +647,17 @@ static void _cancel_job(struct daemon *d, uint32_t job_id, bool keep_shared)
 	char err[256];
 	int i;
 
-	if (queue_request_list(d->q, &f, _collect_active, &l, err, sizeof(err)) < 0) {
+	if (queue_request_list(w->q, &f, _collect_active, &l, err, sizeof(err)) < 0) {
 		log_err("job %u: cannot list its requests: %s", job_id, err);
 		return;  /* tried again next tick */
 	}
 	for (i = 0; i < l.n; i++)
-		if (queue_request_set_state(d->q, l.ids[i], -1, QS_CANCELLED,
+		if (queue_request_set_state(w->q, l.ids[i], -1, QS_CANCELLED,
 					    "job cancelled while held", err, sizeof(err)) == 0)
 			log_info("job %u: request %lld cancelled (job ended while held)",
 				 job_id, (long long)l.ids[i]);
-	_set_hold_state(d, job_id, HS_CANCELLED);
-	daemon_wake(d);
+	_set_hold_state(w, job_id, HS_CANCELLED);
+	slurm_watch_ops.wake(w->core);
 }
 
 /* Seconds after a job's end before slurmctld's record stands in for the plugin's event. */
@@ -709,7 +707,7 @@ static char *_expanded_plan(const struct sjob *j, const char *user, char *err, s
 	return out;
 }
 
-static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
+static void _end_backstop(const struct slurm_watch_ctx *w, const struct sjob *j, time_t now)
 {
 	char err[512], user[256];
 	char *plan;
@@ -727,7 +725,7 @@ static void _end_backstop(struct daemon *d, const struct sjob *j, time_t now)
 		if (!plan)
 			return;
 	}
-	rc = queue_job_end(d->q, j->job_id, sjob_state_name(j->state), j->exit_code, j->uid, j->gid,
+	rc = queue_job_end(w->q, j->job_id, sjob_state_name(j->state), j->exit_code, j->uid, j->gid,
 			   user, j->work_dir, plan, (int64_t)now, &dup, err, sizeof(err));
 	free(plan);
 	if (rc < 0) {
@@ -786,7 +784,7 @@ static bool _array_waits(const struct sjob *jobs, size_t n, const struct sjob *j
 	return false;
 }
 
-enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
+enum slurm_watch_end slurm_watch_end_check(const struct slurm_watch_ctx *w, int64_t job_id,
 					   const char *event_state, char *state,
 					   size_t statelen, int *exit_code, int *restarts,
 					   int64_t *array_job_id, int64_t *array_task_id,
@@ -801,7 +799,7 @@ enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
 	*array_job_id = *array_task_id = -1;
 	if (plan)
 		*plan = NULL;
-	if (!d->conf->slurm_watch || !_slurm_ok || job_id <= 0 || job_id > UINT32_MAX)
+	if (!w->conf->slurm_watch || !_slurm_ok || job_id <= 0 || job_id > UINT32_MAX)
 		return SW_END_UNKNOWN;
 	/* slurmctld down: do not block on it; wait for it, then take the event as sent. */
 	if (_ctld_down)
@@ -895,7 +893,7 @@ static void _remember_hosts(const struct sjob *jobs, size_t n)
  * on its way. Say so in the record and the comment; a late event of that
  * run is recognised (queue_job_requeued) and never archived.
  */
-static void _requeued_silently(struct daemon *d, const struct sjob *j)
+static void _requeued_silently(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
 	const char *host = _ran_host(j->job_id);
 	char how[160], err[256];
@@ -907,7 +905,7 @@ static void _requeued_silently(struct daemon *d, const struct sjob *j)
 	else
 		snprintf(how, sizeof(how), "run %u requeued by slurmctld with no end event from "
 			 "its node", j->restarts);
-	if (queue_job_requeued(d->q, j->job_id, (int)j->restarts, how, err, sizeof(err)) < 0) {
+	if (queue_job_requeued(w->q, j->job_id, (int)j->restarts, how, err, sizeof(err)) < 0) {
 		log_err("job %u: cannot record its requeue: %s", j->job_id, err);
 		return;
 	}
@@ -924,14 +922,14 @@ static void _requeued_silently(struct daemon *d, const struct sjob *j)
  * ended too (its end event was dropped as a duplicate of the first), its
  * end is stored from slurmctld's record and processed as new.
  */
-static void _rerun_after_end(struct daemon *d, const struct sjob *j, const struct queue_job *qj)
+static void _rerun_after_end(const struct slurm_watch_ctx *w, const struct sjob *j, const struct queue_job *qj)
 {
 	const char *fin = sjob_state_is_final(j->state) ? sjob_state_name(j->state) : NULL;
 	char how[160], err[256];
 
 	snprintf(how, sizeof(how), "run %d ended %s and was processed; slurmctld requeued the job "
 		 "(run %u)", qj->runs + 1, qj->end_state ? qj->end_state : "?", j->restarts + 1);
-	if (slurm_watch_ops.job_rerun(d, j->job_id, (int)j->restarts, how, fin, j->exit_code,
+	if (slurm_watch_ops.job_rerun(w->core, j->job_id, (int)j->restarts, how, fin, j->exit_code,
 				      err, sizeof(err)) < 0) {
 		log_err("job %u: cannot record its rerun: %s", j->job_id, err);
 		return;
@@ -948,9 +946,9 @@ static void _rerun_after_end(struct daemon *d, const struct sjob *j, const struc
  */
 static int _own_mover(uint32_t job_id, void *arg)
 {
-	struct daemon *d = arg;
+	const struct slurm_watch_ctx *w = arg;
 	char err[256];
-	int rc = queue_shard_job(d->q, job_id, err, sizeof(err));
+	int rc = queue_shard_job(w->q, job_id, err, sizeof(err));
 
 	if (rc < 0)
 		log_warn("job %u: %s (yielding to it as to any job)", job_id, err);
@@ -997,10 +995,10 @@ static int _cache_put(uint32_t id, struct sjob *j)
  * table is due instead (more than TRACK_MAX such jobs, the database did not
  * answer); -1 with err when slurmctld cannot be reached.
  */
-static int _refresh_tracked(struct daemon *d, char *err, size_t errlen)
+static int _refresh_tracked(const struct slurm_watch_ctx *w, char *err, size_t errlen)
 {
 	int64_t ids[TRACK_MAX + 1];
-	int n = queue_jobs_in_hold(d->q, HS_BB_SETUP, HS_STAGING, ids, TRACK_MAX + 1, err, errlen);
+	int n = queue_jobs_in_hold(w->q, HS_BB_SETUP, HS_STAGING, ids, TRACK_MAX + 1, err, errlen);
 
 	if (n < 0 || n > TRACK_MAX)
 		return 1;
@@ -1013,7 +1011,7 @@ static int _refresh_tracked(struct daemon *d, char *err, size_t errlen)
 		if (rc == 1) {
 			/* Long gone from slurmctld (MinJobAge): nothing will start it. */
 			_cache_put((uint32_t)ids[k], NULL);
-			_cancel_job(d, (uint32_t)ids[k], false);
+			_cancel_job(w, (uint32_t)ids[k], false);
 			continue;
 		}
 		if (_cache_put((uint32_t)ids[k], &j) < 0)
@@ -1028,7 +1026,7 @@ static int _refresh_tracked(struct daemon *d, char *err, size_t errlen)
  * tables (SlurmWatchFullInterval) the jobs being staged. 0, or -1 with err
  * (slurmctld unreachable: the cache is dropped).
  */
-static int _read_jobs(struct daemon *d, int64_t now_ms, char *err, size_t errlen)
+static int _read_jobs(const struct slurm_watch_ctx *w, int64_t now_ms, char *err, size_t errlen)
 {
 	struct sjob *jobs = NULL;
 	char **running = NULL;
@@ -1036,16 +1034,16 @@ static int _read_jobs(struct daemon *d, int64_t now_ms, char *err, size_t errlen
 	size_t n = 0, nrun_ids = 0;
 	int rc;
 
-	if (d->conf->submit_mode == CONF_SUBMIT_BB && _cache_since && now_ms < _next_full_ms) {
-		rc = _refresh_tracked(d, err, errlen);
+	if (w->conf->submit_mode == CONF_SUBMIT_BB && _cache_since && now_ms < _next_full_ms) {
+		rc = _refresh_tracked(w, err, errlen);
 		if (rc <= 0)
 			return rc;
 	}
 	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, &run_ids, &nrun_ids, _own_mover,
-			     d, err, errlen);
+			     (void *)w, err, errlen);
 	if (rc < 0)
 		return -1;
-	_next_full_ms = now_ms + (int64_t)d->conf->slurm_watch_full_interval * 1000;
+	_next_full_ms = now_ms + (int64_t)w->conf->slurm_watch_full_interval * 1000;
 	if (rc == 0) {
 		sjob_free(_cache, _ncache);
 		sjob_free_paths(_cache_running);
@@ -1063,15 +1061,15 @@ static int _read_jobs(struct daemon *d, int64_t now_ms, char *err, size_t errlen
  * While drained, a held job's status says why its inputs do not move (the
  * transfer under way, if any, still finishes and the job is released).
  */
-static void _drain_note(struct daemon *d)
+static void _drain_note(const struct slurm_watch_ctx *w)
 {
 	struct queue_drain qd;
 	char err[256];
 
 	_drained[0] = '\0';
-	if (!atomic_load(&d->drained))
+	if (!atomic_load(w->drained))
 		return;
-	if (queue_drain_get(d->q, &qd, err, sizeof(err)) != 1) {
+	if (queue_drain_get(w->q, &qd, err, sizeof(err)) != 1) {
 		snprintf(_drained, sizeof(_drained), "; waiting: stagehandd is drained for "
 			 "maintenance, staging resumes after it");
 		return;
@@ -1083,7 +1081,7 @@ static void _drain_note(struct daemon *d)
 	queue_drain_free(&qd);
 }
 
-static void _tick(struct daemon *d, int64_t now_ms)
+void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms)
 {
 	struct sjob *jobs;
 	size_t n, i;
@@ -1091,8 +1089,8 @@ static void _tick(struct daemon *d, int64_t now_ms)
 
 	if (!_slurm_ok || now_ms < _next_ms)
 		return;
-	_next_ms = now_ms + (int64_t)d->conf->slurm_watch_interval * 1000;
-	if (_read_jobs(d, now_ms, err, sizeof(err)) < 0) {
+	_next_ms = now_ms + (int64_t)w->conf->slurm_watch_interval * 1000;
+	if (_read_jobs(w, now_ms, err, sizeof(err)) < 0) {
 		/* slurmctld down or restarting: nothing is lost, try next tick. */
 		if (now_ms - _last_err_ms > 60000) {
 			log_warn("%s (retrying)", err);
@@ -1103,12 +1101,12 @@ static void _tick(struct daemon *d, int64_t now_ms)
 		return;
 	}
 	_ctld_down = 0;
-	_drain_note(d);
+	_drain_note(w);
 	/* Unchanged or not, every tick derives the same decisions again from the table. */
 	jobs = _cache;
 	n = _ncache;
 	/* The yield module takes a list of its own (slurmctld's view a moment ago). */
-	slurm_watch_ops.set_running(d, _dup_paths(_cache_running), _cache_run_ids,
+	slurm_watch_ops.set_running(w->core, _dup_paths(_cache_running), _cache_run_ids,
 				    _ncache_run_ids, _cache_since);
 	for (i = 0; i < n; i++) {
 		const struct sjob *j = &jobs[i];
@@ -1122,56 +1120,48 @@ static void _tick(struct daemon *d, int64_t now_ms)
 				_split_array(j);
 			continue;  /* its tasks are followed one by one */
 		}
-		if (queue_job_get(d->q, j->job_id, &qj, err, sizeof(err)) < 0) {
+		if (queue_job_get(w->q, j->job_id, &qj, err, sizeof(err)) < 0) {
 			log_err("job %u: %s", j->job_id, err);
 			continue;
 		}
 		/* An array task's own archive directory and %a need its array, even when it
 		   was never held (stage-in records it for held ones). */
 		if (j->array_job_id && (!qj || qj->array_job_id < 0) && j->state != JOB_PENDING &&
-		    queue_job_set_array(d->q, j->job_id, j->array_job_id, j->array_task_id, err,
+		    queue_job_set_array(w->q, j->job_id, j->array_job_id, j->array_task_id, err,
 					sizeof(err)) < 0)
 			log_err("job %u: cannot record its array: %s", j->job_id, err);
 		if (qj && qj->end_processed && (int)j->restarts > qj->runs)
-			_rerun_after_end(d, j, qj);
+			_rerun_after_end(w, j, qj);
 		else if (j->restarts > 0 && (j->state == JOB_PENDING || j->state == JOB_RUNNING) &&
 			 (int)j->restarts > (qj ? qj->runs : 0) && (!qj || !qj->end_state))
-			_requeued_silently(d, j);
+			_requeued_silently(w, j);
 		hs = qj && qj->hold_state ? qj->hold_state : "none";
 		if (j->state == JOB_PENDING && j->hold_pending) {
 			if (!qj || !strcmp(hs, "none") || !strcmp(hs, HS_CANCELLED) ||
 			    !strcmp(hs, HS_AFTER)) {
-				if (_after_ready(d, j, jobs, n))
-					_start_staging(d, j);
+				if (_after_ready(w, j, jobs, n))
+					_start_staging(w, j);
 			}
 			else if (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED) ||
 				 !strcmp(hs, HS_RELEASED))
-				_follow(d, j);
+				_follow(w, j);
 			/* HS_INVALID: stays held with its comment until cancelled. */
 		} else if (j->state == JOB_PENDING && !strcmp(hs, HS_BB_SETUP)) {
 			/* Burst-buffer mode: Slurm called setup; its data_in hook waits. */
-			_start_staging(d, j);
+			_start_staging(w, j);
 		} else if (j->state == JOB_PENDING && !strcmp(hs, HS_STAGING)) {
-			_follow_bb(d, j);
+			_follow_bb(w, j);
 		} else if (sjob_state_is_final(j->state) &&
 			   (!strcmp(hs, HS_STAGING) || !strcmp(hs, HS_FAILED) ||
 			    !strcmp(hs, HS_BB_SETUP) || !strcmp(hs, HS_AFTER))) {
-			_cancel_job(d, j->job_id, _array_waits(jobs, n, j));
+			_cancel_job(w, j->job_id, _array_waits(jobs, n, j));
 		} else if (sjob_state_is_final(j->state) && strcmp(hs, HS_INVALID) != 0 &&
 			   strcmp(hs, HS_CANCELLED) != 0 && j->end_time && (!qj || !qj->end_state)) {
 			/* Never ran (cancelled while pending): no outputs to archive. */
 			if (j->state != JOB_CANCELLED || qj)
-				_end_backstop(d, j, time(NULL));
+				_end_backstop(w, j, time(NULL));
 		}
 		queue_job_free(qj);
 	}
 	_remember_hosts(jobs, n);
 }
-
-const struct lifecycle_hook slurm_watch_hook = {
-	.name = "slurm",
-	.period_ms = 250,	/* SlurmWatchInterval gates the list itself */
-	.init = _init,
-	.tick = _tick,
-	.fini = _fini,
-};

@@ -1,39 +1,82 @@
 /*
- * slurm_watch.h - the lifecycle hook that stages inputs of jobs held at
- * submit time and releases them (see slurm_watch.c).
+ * slurm_watch.h - the hook that stages inputs of jobs held at submit time
+ * and releases them (see slurm_watch.c).
  *
- * The watch calls no function of core/: what it asks of core (create a
- * request, record a job's rerun, tell yield which jobs run) goes through
- * slurm_watch_ops, a table whose type is declared here and whose one
- * instance core/wiring.c fills with core's functions. Same calls, made at
- * the same moments with the same answers, but slurm/ depends on core/ only
- * for the types of lifecycle.h, not for its code.
+ * The watch includes nothing of core/. What it reads of the daemon comes in
+ * a struct slurm_watch_ctx that core fills at every call (core/wiring.c
+ * turns the main loop's hook calls into slurm_watch_init/tick/fini); what it
+ * asks of core (create a request, record a job's rerun, tell yield which
+ * jobs run, wake the main loop) goes through slurm_watch_ops, a table whose
+ * type is declared here and whose one instance core/wiring.c fills with
+ * core's functions. A stage-in it wants is a struct slurm_watch_request,
+ * which core turns into one of its own requests. Same calls, made at the
+ * same moments with the same answers.
  */
 #ifndef STAGEHAND_SLURM_WATCH_H
 #define STAGEHAND_SLURM_WATCH_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
+struct conf;
 struct daemon;
-struct lifecycle_hook;
-struct lifecycle_request;
+struct queue;
 
-extern const struct lifecycle_hook slurm_watch_hook;
+/*
+ * What the watch sees of the daemon, filled by core anew at every call
+ * (SIGHUP swaps the configuration between two calls). Borrowed; valid for
+ * the call only.
+ */
+struct slurm_watch_ctx {
+	const struct conf *conf;     /* the current configuration: the watch runs in the main
+					thread, its only writer, and reads it without its lock */
+	struct queue *q;             /* the durable queue */
+	_Atomic int64_t *drained;    /* 0, or since when an admin drained the daemon; read
+					at each use (the API thread sets it) */
+	struct daemon *core;         /* core's context, opaque here: handed back to every
+					function of slurm_watch_ops, never read */
+};
 
-/* What the watch asks of core, called from its tick (main thread). */
+/* A stage-in the watch wants created for a job. Borrowed strings. */
+struct slurm_watch_request {
+	uid_t uid;                   /* the job's owner */
+	gid_t gid;
+	const char *user;            /* the owner's name */
+	int64_t job_id;              /* the job's id, or its array's for a shared stage-in */
+	const char *source;
+	const char *dest;
+	const char *options;         /* JSON object text or NULL */
+};
+
+/*
+ * The hook's three steps, called by the main loop through core (a hook of
+ * core/wiring.c's lifecycle_hooks): init at startup (-1 with err stops it),
+ * tick every SLURM_WATCH_PERIOD_MS (SlurmWatchInterval gates the job list
+ * itself), fini at shutdown. Main thread.
+ */
+#define SLURM_WATCH_PERIOD_MS 250
+int slurm_watch_init(const struct slurm_watch_ctx *w, char *err, size_t errlen);
+void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms);
+void slurm_watch_fini(const struct slurm_watch_ctx *w);
+
+/* What the watch asks of core, called from its tick (main thread); core is
+   slurm_watch_ctx.core. */
 struct slurm_watch_ops {
-	/* Check, store as queued, wake the main loop; the new id in *id_out.
-	   0 or -1 with err (lifecycle_create_request). */
-	int (*create_request)(struct daemon *d, const struct lifecycle_request *lr,
+	/* Check r as a stage_in request, store it as queued, wake the main loop;
+	   the new id in *id_out. 0 or -1 with err (lifecycle_create_request). */
+	int (*create_request)(struct daemon *core, const struct slurm_watch_request *r,
 			      int64_t *id_out, char *err, size_t errlen);
 	/* The job ran again after its end was processed (lifecycle_job_rerun). */
-	int (*job_rerun)(struct daemon *d, int64_t job_id, int runs, const char *how,
+	int (*job_rerun)(struct daemon *core, int64_t job_id, int runs, const char *how,
 			 const char *end_state, int exit_code, char *err, size_t errlen);
 	/* The running jobs' paths, owned by the callee (yield_set_running). */
-	void (*set_running)(struct daemon *d, char **paths, const uint32_t *ids, size_t nids,
+	void (*set_running)(struct daemon *core, char **paths, const uint32_t *ids, size_t nids,
 			    time_t table_time);
+	/* Wake the main loop (daemon_wake). */
+	void (*wake)(struct daemon *core);
 };
 /* Defined in core/wiring.c. */
 extern const struct slurm_watch_ops slurm_watch_ops;
@@ -62,7 +105,7 @@ enum slurm_watch_end {
  * carries no plan. Main thread (the job-end hook): the RPC may block for
  * libslurm's timeouts.
  */
-enum slurm_watch_end slurm_watch_end_check(struct daemon *d, int64_t job_id,
+enum slurm_watch_end slurm_watch_end_check(const struct slurm_watch_ctx *w, int64_t job_id,
 					   const char *event_state, char *state,
 					   size_t statelen, int *exit_code, int *restarts,
 					   int64_t *array_job_id, int64_t *array_task_id,
