@@ -1081,11 +1081,46 @@ static void _drain_note(const struct slurm_watch_ctx *w)
 	queue_drain_free(&qd);
 }
 
+/*
+ * A tick's changes go to the queue in batches (queue_batch_begin): the
+ * stage-ins of a 10,000-task array are stored by a few hundred commits, not
+ * by 10,000 (each a durable commit: an fsync, 2-4 ms on a plain disk). A
+ * batch is cut after BATCH_JOBS jobs or BATCH_MS, so the queue's writer lock,
+ * which the API's changes wait for, is never held long; the Slurm calls a job
+ * needs (its comment, its hold) run inside it. Reads elsewhere do not wait
+ * (the queue's readers' connection). A crash before a batch's commit loses
+ * only what the next tick derives again from slurmctld's table.
+ */
+#define BATCH_JOBS 64
+#define BATCH_MS 50
+
+static int64_t _mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Ends the open batch (if any); with again, starts the next. Returns whether one is open. */
+static int _batch_cut(const struct slurm_watch_ctx *w, int open, int again, int64_t *since)
+{
+	char err[512];
+
+	if (open && queue_batch_end(w->q, err, sizeof(err)) < 0)
+		log_err("slurm watch: storing the tick's changes failed: %s (the next tick "
+			"derives them again)", err);
+	*since = _mono_ms();
+	return again && queue_batch_begin(w->q) == 0;
+}
+
 void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms)
 {
 	struct sjob *jobs;
 	size_t n, i;
 	char err[512];
+	int batched;
+	int64_t since;
 
 	if (!_slurm_ok || now_ms < _next_ms)
 		return;
@@ -1108,6 +1143,7 @@ void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms)
 	/* The yield module takes a list of its own (slurmctld's view a moment ago). */
 	slurm_watch_ops.set_running(w->core, _dup_paths(_cache_running), _cache_run_ids,
 				    _ncache_run_ids, _cache_since);
+	batched = _batch_cut(w, 0, 1, &since);
 	for (i = 0; i < n; i++) {
 		const struct sjob *j = &jobs[i];
 		struct queue_job *qj = NULL;
@@ -1115,6 +1151,8 @@ void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms)
 
 		if (!j->plan_json)
 			continue;
+		if (batched && (i % BATCH_JOBS == 0 || _mono_ms() - since >= BATCH_MS))
+			batched = _batch_cut(w, batched, 1, &since);
 		if (SJOB_IS_ARRAY_META(j)) {
 			if (j->state == JOB_PENDING && j->hold_pending)
 				_split_array(j);
@@ -1163,5 +1201,6 @@ void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms)
 		}
 		queue_job_free(qj);
 	}
+	_batch_cut(w, batched, 0, &since);
 	_remember_hosts(jobs, n);
 }
