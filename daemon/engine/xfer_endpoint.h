@@ -218,6 +218,13 @@ struct xfer_ep_stream {
 	 */
 	int (*put)(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
 		   struct xfer_stream *out);
+	/*
+	 * In the worker before it drops root (xfer_prepare), with the
+	 * request's fields and conf in ctx: what the endpoint reads as root
+	 * (url: the site's S3CredentialsFile). Never fails the request: the
+	 * run reports problems. NULL: nothing to read.
+	 */
+	void (*prepare)(struct xfer_ctx *ctx);
 };
 
 /* A destination that groups files (bundle): see "Endpoints that group files" above. */
