@@ -39,7 +39,7 @@
  * must leave no temporary file; readback, because verification sees the
  * stored bytes; batch_commit, because SyncMode=batch makes many files
  * durable with one sync; label, because lifecycle labels live on the
- * source), stream and group below.
+ * source), stream, group and range below.
  *
  * Endpoints that stream: url (http(s), s3, ftp(s), sftp) moves bytes to or
  * from a server, not a descriptor of ours, and libcurl pushes a download
@@ -119,6 +119,8 @@ struct xfer_wfile {
 					the temporary name (fd read-write at offset 0) */
 #define XFER_C_DEFER 1u              /* commit: metadata and close only; batch_commit makes
 					it durable and puts it in place later */
+#define XFER_C_DIRSYNC 2u            /* commit: the directory made durable too (no dir_done
+					follows: a file finished from its byte ranges) */
 
 /* What fetch or put (an endpoint that streams) did with one file. */
 struct xfer_stream {
@@ -225,6 +227,41 @@ struct xfer_ep_stream {
 	 * run reports problems. NULL: nothing to read.
 	 */
 	void (*prepare)(struct xfer_ctx *ctx);
+};
+
+/*
+ * Byte ranges (xfer_range.c): one big file of a tree copied by several
+ * movers into one temporary file, each a range, and put in place by the
+ * request's final pass. The range driver reads and writes through the core
+ * (stat, open_read, commit, remove) and device->abort; these are the steps
+ * only ranges take. NULL: the endpoint takes no ranges (its files are
+ * copied whole).
+ */
+struct xfer_ep_range {
+	/*
+	 * The directory holding rel (a relpath below root->dir), opened
+	 * component by component, never through a symlink; make (a
+	 * destination): missing ones made, mode 0700. *dir gets a handle
+	 * that release ends. 0 or an errno.
+	 */
+	int (*parent)(struct xfer_ep *ep, const struct xfer_root *root, const char *rel, int make,
+		      int *dir);
+	void (*release)(struct xfer_ep *ep, int dir);
+	/*
+	 * The temporary file every mover of wf->dir/wf->name writes into
+	 * (wf->tmp set, wf->fd read-write, wf->vfd -1). size >= 0: created
+	 * with size bytes by the first mover, opened by the others (it must
+	 * be the owner's own regular file; one of another size, left by an
+	 * earlier attempt, is set to size). size < 0: only an existing one,
+	 * as it is (the final pass). 0, or an errno with *what.
+	 */
+	int (*open_shared)(struct xfer_ep *ep, struct xfer_wfile *wf, int64_t size,
+			   const char **what);
+	/*
+	 * Bytes off..off+len of wf->fd are durable, and out of the cache so
+	 * that the driver's read-back sees the device. 0 or an errno.
+	 */
+	int (*sync)(struct xfer_ep *ep, struct xfer_wfile *wf, int64_t off, int64_t len);
 };
 
 /* A destination that groups files (bundle): see "Endpoints that group files" above. */
@@ -336,6 +373,7 @@ struct xfer_endpoint {
 	const struct xfer_ep_device *device; /* read-back, batches, labels: local, bundle */
 	const struct xfer_ep_stream *stream; /* fetch and put: url */
 	const struct xfer_ep_group *group;   /* files grouped into one stream: bundle */
+	const struct xfer_ep_range *range;   /* one file copied in byte ranges: local */
 };
 
 enum { XFER_G_FILE = 0, XFER_G_ADD, XFER_G_FULL };
