@@ -22,10 +22,10 @@
  * server's answer ("HTTP 403", a checksum it states) has no errno, so they
  * give the text (struct xfer_stream) and the driver records it.
  *
- * Why these operations: the core is what a side of any request needs.
- * open_source, open_dest and close bind an endpoint's state to one request
- * (the root descriptors, the file a label goes on); stat, list, open_read,
- * open_write, commit and remove are the entries. An endpoint fills them for
+ * Why these operations: the core is what a side of any request needs:
+ * stat, list, open_read, open_write, commit and remove, the entries. The
+ * request table (open_source, open_dest, close) binds an endpoint's state
+ * to one request; every endpoint has one. An endpoint fills the entries for
  * the sides it serves (null and bundle are only destinations) and leaves
  * open_read, open_write and commit to its stream table (fetch, put) when it
  * streams.
@@ -132,6 +132,29 @@ struct xfer_stream {
 	int final;                   /* a failure a retry cannot help */
 	int keep;                    /* fetch failed: the temporary file holds a prefix the
 					next attempt resumes from (closed, not aborted) */
+};
+
+/*
+ * What binds an endpoint's state to one request (the root descriptors, a
+ * server's session, the file a label goes on). Every endpoint has one,
+ * since every side of every request is opened and closed; it is a table of
+ * its own so that the core is the entries alone. The state differs from
+ * one endpoint to the next (a descriptor, a server's listing, a bundle's
+ * index over a local endpoint), so the engine cannot open it for them.
+ */
+struct xfer_ep_request {
+	/*
+	 * Open the request's side (ctx->source for the source; ctx->dest for
+	 * the destination, which gets the source's root so it knows whether a
+	 * tree or a file comes, and under which name). XFER_OK, or the
+	 * request's result with msg. NULL: the endpoint is never that side.
+	 */
+	int (*open_source)(struct xfer_ctx *ctx, struct xfer_ep **ep, struct xfer_root *root,
+			   char *msg, size_t msglen);
+	int (*open_dest)(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **ep,
+			 struct xfer_root *root, char *msg, size_t msglen);
+	/* Release what open_* took (a tree's root handle stays the caller's to end). */
+	void (*close)(struct xfer_ep *ep, struct xfer_root *root);
 };
 
 /* ---- optional tables: NULL, the endpoint does not do that ---- */
@@ -321,19 +344,8 @@ struct xfer_endpoint {
 	 */
 	int discards;
 
-	/* ---- core: the request ---- */
-	/*
-	 * Open the request's side (ctx->source for the source; ctx->dest for
-	 * the destination, which gets the source's root so it knows whether a
-	 * tree or a file comes, and under which name). XFER_OK, or the
-	 * request's result with msg. NULL: the endpoint is never that side.
-	 */
-	int (*open_source)(struct xfer_ctx *ctx, struct xfer_ep **ep, struct xfer_root *root,
-			   char *msg, size_t msglen);
-	int (*open_dest)(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **ep,
-			 struct xfer_root *root, char *msg, size_t msglen);
-	/* Release what open_* took (a tree's root handle stays the caller's to end). */
-	void (*close)(struct xfer_ep *ep, struct xfer_root *root);
+	/* A side bound to one request: open_source or open_dest, then close. Never NULL. */
+	const struct xfer_ep_request *request;
 
 	/* ---- core: entries (NULL only on a side the endpoint never is, or streams) ---- */
 	/*

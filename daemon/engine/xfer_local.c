@@ -484,9 +484,12 @@ static const struct xfer_ep_device _device = {
 	.abort = _abort, .readback = _readback, .batch_commit = _batch_commit, .label = _label,
 };
 
-const struct xfer_endpoint xfer_ep_local = {
-	.name = "local",
+static const struct xfer_ep_request _request = {
 	.open_source = _open_source, .open_dest = _open_dest, .close = _close,
+};
+
+const struct xfer_endpoint xfer_ep_local = {
+	.name = "local", .request = &_request,
 	.stat = _stat, .list = _list, .open_read = _open_read, .open_write = _open_write,
 	.commit = _commit, .remove = _remove,
 	.tree = &_tree, .device = &_device, .range = &_range,
@@ -564,9 +567,12 @@ static const struct xfer_ep_tree _null_tree = {
 };
 
 /* Only a destination: a request's source is always a real endpoint. */
-const struct xfer_endpoint xfer_ep_null = {
-	.name = "null", .discards = 1,
+static const struct xfer_ep_request _null_request = {
 	.open_dest = _null_open_dest, .close = _close,
+};
+
+const struct xfer_endpoint xfer_ep_null = {
+	.name = "null", .discards = 1, .request = &_null_request,
 	.open_write = _null_open_write, .commit = _null_commit,
 	.tree = &_null_tree,
 };

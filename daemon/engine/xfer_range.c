@@ -50,20 +50,21 @@ static const char *_base(const char *rel)
 static int _open(struct _rrun *x, char *msg, size_t msglen)
 {
 	x->sroot.dir = x->droot.dir = -1;
-	if (!x->src->range || !x->dst->range || !x->src->open_source || !x->dst->open_dest ||
-	    !x->dst->device || !x->dst->device->abort) {
+	if (!x->src->range || !x->dst->range || !x->src->request->open_source ||
+	    !x->dst->request->open_dest || !x->dst->device || !x->dst->device->abort) {
 		snprintf(msg, msglen, "the %s and %s backends take no byte ranges", x->src->name,
 			 x->dst->name);
 		return XFER_RETRYABLE;
 	}
-	if (x->src->open_source(x->ctx, &x->sep, &x->sroot, msg, msglen) != XFER_OK)
+	if (x->src->request->open_source(x->ctx, &x->sep, &x->sroot, msg, msglen) != XFER_OK)
 		return XFER_RETRYABLE;
 	if (!S_ISDIR(x->sroot.st.st_mode)) {
 		snprintf(msg, msglen, "cannot copy byte ranges of %s: %s", x->ctx->source,
 			 strerror(ENOTDIR));
 		return XFER_RETRYABLE;
 	}
-	if (x->dst->open_dest(x->ctx, &x->sroot, &x->dep, &x->droot, msg, msglen) != XFER_OK)
+	if (x->dst->request->open_dest(x->ctx, &x->sroot, &x->dep, &x->droot, msg,
+					msglen) != XFER_OK)
 		return XFER_RETRYABLE;
 	return XFER_OK;
 }
@@ -71,9 +72,9 @@ static int _open(struct _rrun *x, char *msg, size_t msglen)
 static void _close(struct _rrun *x)
 {
 	if (x->dep)
-		x->dst->close(x->dep, &x->droot);
+		x->dst->request->close(x->dep, &x->droot);
 	if (x->sep)
-		x->src->close(x->sep, &x->sroot);
+		x->src->request->close(x->sep, &x->sroot);
 	free(x->buf);
 }
 

@@ -751,9 +751,12 @@ static const struct xfer_ep_stream _stream = {
 
 static const char *const _schemes[] = { "http", "https", "s3", "ftp", "ftps", "sftp", NULL };
 
-const struct xfer_endpoint xfer_ep_url = {
-	.name = "url", .schemes = _schemes,
+static const struct xfer_ep_request _request = {
 	.open_source = url__open_source, .open_dest = url__open_dest, .close = url__ep_close,
+};
+
+const struct xfer_endpoint xfer_ep_url = {
+	.name = "url", .schemes = _schemes, .request = &_request,
 	.stat = url__ep_stat, .list = url__list,
 	.tree = &_tree, .stream = &_stream,
 };
