@@ -113,9 +113,10 @@ int xfer_run(struct xfer_ctx *ctx)
 void xfer_prepare(struct xfer_ctx *ctx)
 {
 	char msg[XFER_TEXT_MAX];
+	const struct xfer_endpoint *ep = xfer_endpoint_named(ctx, msg, sizeof(msg));
 
-	if (xfer_endpoint_named(ctx, msg, sizeof(msg)) == &xfer_ep_url)
-		xfer_url_prepare(ctx);
+	if (ep && ep->stream && ep->stream->prepare)
+		ep->stream->prepare(ctx);
 }
 
 static int _write_all(int fd, const void *buf, size_t len)

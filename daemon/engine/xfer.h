@@ -201,17 +201,11 @@ int xfer_endpoints_for(const struct xfer_ctx *ctx, const struct xfer_endpoint **
 int xfer_run(struct xfer_ctx *ctx);
 /*
  * In the worker before it drops root, with the request's fields and conf
- * set in ctx: what the request's endpoint reads as root (url: the site's
- * S3CredentialsFile, xfer_url_prepare). Never fails the request.
+ * set in ctx: what the request's endpoint reads as root, through its
+ * stream table's prepare (url: the site's S3CredentialsFile). Never fails
+ * the request.
  */
 void xfer_prepare(struct xfer_ctx *ctx);
-
-/*
- * xfer_prepare's step for the url endpoint (xfer_url.c): reads the site's
- * S3CredentialsFile, which only root may read. Never fails the request:
- * the run reports problems.
- */
-void xfer_url_prepare(struct xfer_ctx *ctx);
 
 /*
  * Backend "bundle" (the endpoint xfer_ep_bundle, xfer_bundle.c): archive

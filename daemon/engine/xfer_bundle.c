@@ -574,7 +574,7 @@ static int _open_dest(struct xfer_ctx *ctx, const struct xfer_root *src, struct 
 	*r = (struct xfer_ep){ .ctx = ctx, .p = _params, .tree = S_ISDIR(src->st.st_mode),
 			       .droot = -1, .bdir = -1, .jfd = -1, .bfd = -1 };
 	pthread_mutex_init(&r->mu, NULL);
-	rc = xfer_ep_local.open_dest(ctx, src, &r->loc, root, msg, msglen);
+	rc = xfer_ep_local.request->open_dest(ctx, src, &r->loc, root, msg, msglen);
 	if (rc != XFER_OK || !r->tree)
 		return rc;
 	/* Once bundled, an archive stays bundled. */
@@ -614,7 +614,7 @@ static void _close(struct xfer_ep *r, struct xfer_root *root)
 	if (r->loc) {
 		if (r->ndirs)
 			root->dir = -1;	/* a handle of ours, its descriptor closed above */
-		xfer_ep_local.close(r->loc, root);
+		xfer_ep_local.request->close(r->loc, root);
 	}
 	free(r);
 }
@@ -702,9 +702,11 @@ static const struct xfer_ep_group _group = {
 	.finish = _finish,
 };
 
+static const struct xfer_ep_request _request = { .open_dest = _open_dest, .close = _close };
+
 /* Only a destination; symlinks always go into bundles, so it makes none itself. */
 const struct xfer_endpoint xfer_ep_bundle = {
-	.name = "bundle",
-	.open_dest = _open_dest, .close = _close, .open_write = _open_write, .commit = _commit,
+	.name = "bundle", .request = &_request,
+	.open_write = _open_write, .commit = _commit,
 	.tree = &_tree, .device = &_device, .group = &_group,
 };

@@ -22,10 +22,10 @@
  * server's answer ("HTTP 403", a checksum it states) has no errno, so they
  * give the text (struct xfer_stream) and the driver records it.
  *
- * Why these operations: the core is what a side of any request needs.
- * open_source, open_dest and close bind an endpoint's state to one request
- * (the root descriptors, the file a label goes on); stat, list, open_read,
- * open_write, commit and remove are the entries. An endpoint fills them for
+ * Why these operations: the core is what a side of any request needs:
+ * stat, list, open_read, open_write, commit and remove, the entries. The
+ * request table (open_source, open_dest, close) binds an endpoint's state
+ * to one request; every endpoint has one. An endpoint fills the entries for
  * the sides it serves (null and bundle are only destinations) and leaves
  * open_read, open_write and commit to its stream table (fetch, put) when it
  * streams.
@@ -39,7 +39,7 @@
  * must leave no temporary file; readback, because verification sees the
  * stored bytes; batch_commit, because SyncMode=batch makes many files
  * durable with one sync; label, because lifecycle labels live on the
- * source), stream and group below.
+ * source), stream, group and range below.
  *
  * Endpoints that stream: url (http(s), s3, ftp(s), sftp) moves bytes to or
  * from a server, not a descriptor of ours, and libcurl pushes a download
@@ -119,6 +119,8 @@ struct xfer_wfile {
 					the temporary name (fd read-write at offset 0) */
 #define XFER_C_DEFER 1u              /* commit: metadata and close only; batch_commit makes
 					it durable and puts it in place later */
+#define XFER_C_DIRSYNC 2u            /* commit: the directory made durable too (no dir_done
+					follows: a file finished from its byte ranges) */
 
 /* What fetch or put (an endpoint that streams) did with one file. */
 struct xfer_stream {
@@ -130,6 +132,29 @@ struct xfer_stream {
 	int final;                   /* a failure a retry cannot help */
 	int keep;                    /* fetch failed: the temporary file holds a prefix the
 					next attempt resumes from (closed, not aborted) */
+};
+
+/*
+ * What binds an endpoint's state to one request (the root descriptors, a
+ * server's session, the file a label goes on). Every endpoint has one,
+ * since every side of every request is opened and closed; it is a table of
+ * its own so that the core is the entries alone. The state differs from
+ * one endpoint to the next (a descriptor, a server's listing, a bundle's
+ * index over a local endpoint), so the engine cannot open it for them.
+ */
+struct xfer_ep_request {
+	/*
+	 * Open the request's side (ctx->source for the source; ctx->dest for
+	 * the destination, which gets the source's root so it knows whether a
+	 * tree or a file comes, and under which name). XFER_OK, or the
+	 * request's result with msg. NULL: the endpoint is never that side.
+	 */
+	int (*open_source)(struct xfer_ctx *ctx, struct xfer_ep **ep, struct xfer_root *root,
+			   char *msg, size_t msglen);
+	int (*open_dest)(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **ep,
+			 struct xfer_root *root, char *msg, size_t msglen);
+	/* Release what open_* took (a tree's root handle stays the caller's to end). */
+	void (*close)(struct xfer_ep *ep, struct xfer_root *root);
 };
 
 /* ---- optional tables: NULL, the endpoint does not do that ---- */
@@ -218,6 +243,48 @@ struct xfer_ep_stream {
 	 */
 	int (*put)(struct xfer_ep *ep, int dir, const char *name, int sfd, const struct stat *cur,
 		   struct xfer_stream *out);
+	/*
+	 * In the worker before it drops root (xfer_prepare), with the
+	 * request's fields and conf in ctx: what the endpoint reads as root
+	 * (url: the site's S3CredentialsFile). Never fails the request: the
+	 * run reports problems. NULL: nothing to read.
+	 */
+	void (*prepare)(struct xfer_ctx *ctx);
+};
+
+/*
+ * Byte ranges (xfer_range.c): one big file of a tree copied by several
+ * movers into one temporary file, each a range, and put in place by the
+ * request's final pass. The range driver reads and writes through the core
+ * (stat, open_read, commit, remove) and device->abort; these are the steps
+ * only ranges take. NULL: the endpoint takes no ranges (its files are
+ * copied whole).
+ */
+struct xfer_ep_range {
+	/*
+	 * The directory holding rel (a relpath below root->dir), opened
+	 * component by component, never through a symlink; make (a
+	 * destination): missing ones made, mode 0700. *dir gets a handle
+	 * that release ends. 0 or an errno.
+	 */
+	int (*parent)(struct xfer_ep *ep, const struct xfer_root *root, const char *rel, int make,
+		      int *dir);
+	void (*release)(struct xfer_ep *ep, int dir);
+	/*
+	 * The temporary file every mover of wf->dir/wf->name writes into
+	 * (wf->tmp set, wf->fd read-write, wf->vfd -1). size >= 0: created
+	 * with size bytes by the first mover, opened by the others (it must
+	 * be the owner's own regular file; one of another size, left by an
+	 * earlier attempt, is set to size). size < 0: only an existing one,
+	 * as it is (the final pass). 0, or an errno with *what.
+	 */
+	int (*open_shared)(struct xfer_ep *ep, struct xfer_wfile *wf, int64_t size,
+			   const char **what);
+	/*
+	 * Bytes off..off+len of wf->fd are durable, and out of the cache so
+	 * that the driver's read-back sees the device. 0 or an errno.
+	 */
+	int (*sync)(struct xfer_ep *ep, struct xfer_wfile *wf, int64_t off, int64_t len);
 };
 
 /* A destination that groups files (bundle): see "Endpoints that group files" above. */
@@ -277,19 +344,8 @@ struct xfer_endpoint {
 	 */
 	int discards;
 
-	/* ---- core: the request ---- */
-	/*
-	 * Open the request's side (ctx->source for the source; ctx->dest for
-	 * the destination, which gets the source's root so it knows whether a
-	 * tree or a file comes, and under which name). XFER_OK, or the
-	 * request's result with msg. NULL: the endpoint is never that side.
-	 */
-	int (*open_source)(struct xfer_ctx *ctx, struct xfer_ep **ep, struct xfer_root *root,
-			   char *msg, size_t msglen);
-	int (*open_dest)(struct xfer_ctx *ctx, const struct xfer_root *src, struct xfer_ep **ep,
-			 struct xfer_root *root, char *msg, size_t msglen);
-	/* Release what open_* took (a tree's root handle stays the caller's to end). */
-	void (*close)(struct xfer_ep *ep, struct xfer_root *root);
+	/* A side bound to one request: open_source or open_dest, then close. Never NULL. */
+	const struct xfer_ep_request *request;
 
 	/* ---- core: entries (NULL only on a side the endpoint never is, or streams) ---- */
 	/*
@@ -329,6 +385,7 @@ struct xfer_endpoint {
 	const struct xfer_ep_device *device; /* read-back, batches, labels: local, bundle */
 	const struct xfer_ep_stream *stream; /* fetch and put: url */
 	const struct xfer_ep_group *group;   /* files grouped into one stream: bundle */
+	const struct xfer_ep_range *range;   /* one file copied in byte ranges: local */
 };
 
 enum { XFER_G_FILE = 0, XFER_G_ADD, XFER_G_FULL };

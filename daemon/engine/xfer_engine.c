@@ -115,16 +115,6 @@ enum xfer_want xfer_engine_want(const struct xfer_ctx *ctx, const char *rel, int
 	return XFER_WANT_COPY;
 }
 
-void xfer_engine_remove_source(struct xfer_ctx *ctx, int sdir, const char *name,
-			       const char *rel)
-{
-	if (ctx->keep || strcmp(ctx->action, "archive") != 0)
-		return;
-	if (sdir < 0 || unlinkat(sdir, name, 0) < 0)
-		xfer_logf(ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': %s",
-			  (long long)ctx->request_id, rel, strerror(errno));
-}
-
 /* ---- data ---- */
 
 void xfer_engine_pace(struct xfer_ctx *ctx, uint64_t n)

@@ -93,16 +93,6 @@ enum xfer_want {
 enum xfer_want xfer_engine_want(const struct xfer_ctx *ctx, const char *rel, int64_t size,
 				int64_t mtime_ns);
 
-/*
- * keep=no: an archive's source file name in the directory sdir was verified
- * at its destination; remove it now, through the directory's descriptor,
- * never by path (sdir < 0: its directory could not be opened, errno says
- * why). Does nothing unless ctx is an archive with keep=no. A failure is a
- * warning: the copy is safe, the source stays.
- */
-void xfer_engine_remove_source(struct xfer_ctx *ctx, int sdir, const char *name,
-			       const char *rel);
-
 /* ---- data: the one write, the one read-hash loop, read-back ---- */
 
 /* A buffer owned by one thread. */

@@ -324,7 +324,8 @@ static int _commit(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd, const str
 	}
 	wf->fd = -1;
 	if (!(flags & XFER_C_DEFER))
-		return durable_commit(wf->dir, wf->tmp, wf->name, fd, DURABLE_FSYNC);
+		return durable_commit(wf->dir, wf->tmp, wf->name, fd, DURABLE_FSYNC |
+				      (flags & XFER_C_DIRSYNC ? DURABLE_DIRSYNC : 0));
 	if (close(fd) < 0) {
 		e = errno;
 		unlinkat(wf->dir, wf->tmp, 0);
@@ -401,6 +402,80 @@ static int _symlink(struct xfer_ep *ep, int dir, const char *name, const char *t
 	return 0;
 }
 
+/* ---- byte ranges ---- */
+
+static int _range_parent(struct xfer_ep *ep, const struct xfer_root *root, const char *rel,
+			 int make, int *dir)
+{
+	const char *slash = strrchr(rel, '/');
+
+	(void)ep;
+	*dir = xfer_open_dir(root->dir, rel, slash ? (size_t)(slash - rel) : 0, make ? 0700 : 0);
+	return *dir < 0 ? errno : 0;
+}
+
+static void _range_release(struct xfer_ep *ep, int dir)
+{
+	(void)ep;
+	if (dir >= 0)
+		close(dir);
+}
+
+static int _range_open(struct xfer_ep *ep, struct xfer_wfile *wf, int64_t size,
+		       const char **what)
+{
+	struct stat st;
+	int e;
+
+	wf->fd = wf->vfd = -1;
+	if (durable_tmpname(wf->tmp, sizeof(wf->tmp), wf->name, ep->ctx->request_id) < 0) {
+		*what = "name too long:";
+		return ENAMETOOLONG;
+	}
+	wf->fd = openat(wf->dir, wf->tmp, O_RDWR | (size >= 0 ? O_CREAT : 0) | O_NOFOLLOW |
+			O_NOCTTY | O_CLOEXEC, 0600);
+	if (wf->fd < 0) {
+		*what = size >= 0 ? "cannot create the temporary file of" :
+			"cannot open the temporary file of";
+		return errno;
+	}
+	if (size < 0)
+		return 0;
+	/* Another mover's file must be the owner's own regular file. */
+	if (fstat(wf->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_size != size && ftruncate(wf->fd, size) < 0)) {
+		e = !S_ISREG(st.st_mode) || st.st_uid != geteuid() ? EPERM : errno;
+		close(wf->fd);
+		wf->fd = -1;
+		*what = "cannot size the temporary file of";
+		return e;
+	}
+	return 0;
+}
+
+/*
+ * This range's pages written back and waited for, then the file's size and
+ * block allocation (fdatasync). The first step is best effort (some file
+ * systems lack it): fdatasync writes back whatever is left and reports any
+ * write error since the file was opened. Then the clean cached pages are
+ * dropped, so the read-back comes from the device.
+ */
+static int _range_sync(struct xfer_ep *ep, struct xfer_wfile *wf, int64_t off, int64_t len)
+{
+	(void)ep;
+	(void)sync_file_range(wf->fd, off, len, SYNC_FILE_RANGE_WAIT_BEFORE |
+			      SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+	if (fdatasync(wf->fd) < 0)
+		return errno;
+	posix_fadvise(wf->fd, off, len, POSIX_FADV_DONTNEED);
+	return 0;
+}
+
+static const struct xfer_ep_range _range = {
+	.parent = _range_parent, .release = _range_release, .open_shared = _range_open,
+	.sync = _range_sync,
+};
+
 static const struct xfer_ep_tree _tree = {
 	.mkdir = _mkdir, .dir_done = _dir_done, .readlink = _readlink, .symlink = _symlink,
 };
@@ -409,12 +484,15 @@ static const struct xfer_ep_device _device = {
 	.abort = _abort, .readback = _readback, .batch_commit = _batch_commit, .label = _label,
 };
 
-const struct xfer_endpoint xfer_ep_local = {
-	.name = "local",
+static const struct xfer_ep_request _request = {
 	.open_source = _open_source, .open_dest = _open_dest, .close = _close,
+};
+
+const struct xfer_endpoint xfer_ep_local = {
+	.name = "local", .request = &_request,
 	.stat = _stat, .list = _list, .open_read = _open_read, .open_write = _open_write,
 	.commit = _commit, .remove = _remove,
-	.tree = &_tree, .device = &_device,
+	.tree = &_tree, .device = &_device, .range = &_range,
 };
 
 /* ---- null: a destination that stores nothing ---- */
@@ -489,9 +567,12 @@ static const struct xfer_ep_tree _null_tree = {
 };
 
 /* Only a destination: a request's source is always a real endpoint. */
-const struct xfer_endpoint xfer_ep_null = {
-	.name = "null", .discards = 1,
+static const struct xfer_ep_request _null_request = {
 	.open_dest = _null_open_dest, .close = _close,
+};
+
+const struct xfer_endpoint xfer_ep_null = {
+	.name = "null", .discards = 1, .request = &_null_request,
 	.open_write = _null_open_write, .commit = _null_commit,
 	.tree = &_null_tree,
 };

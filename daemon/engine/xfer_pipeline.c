@@ -406,9 +406,9 @@ static int _finish(struct pipe__run *r, struct xfer_root *sroot, struct xfer_roo
 	pipe__pool_stop(r);
 	free(r->g.p);
 	if (r->dep)
-		r->dst->close(r->dep, droot);
+		r->dst->request->close(r->dep, droot);
 	if (r->sep)
-		r->src->close(r->sep, sroot);
+		r->src->request->close(r->sep, sroot);
 	free(r->tb0.p);
 	xfer_tally_destroy(&r->t);
 	return result;
@@ -435,7 +435,7 @@ static int _open_dest(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	xfer_count_init(&w, &c, &r->t, !r->dst->tree->symlink);
 	r->t.skipped += sroot->skipped;
 	pipe__count(r, sroot, tree, &w);
-	return r->dst->open_dest(r->ctx, sroot, &r->dep, droot, msg, msglen);
+	return r->dst->request->open_dest(r->ctx, sroot, &r->dep, droot, msg, msglen);
 }
 
 /* A tree: walk the source and copy; the root's metadata last. */
@@ -485,7 +485,7 @@ int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
 	r.tb0.len = CHUNK;
 	if (!r.tb0.p)
 		return _finish(&r, &sroot, &droot, XFER_RETRYABLE, "out of memory");
-	if ((rc = src->open_source(ctx, &r.sep, &sroot, msg, sizeof(msg))) != XFER_OK)
+	if ((rc = src->request->open_source(ctx, &r.sep, &sroot, msg, sizeof(msg))) != XFER_OK)
 		return _finish(&r, &sroot, &droot, rc, msg);
 	if (strcmp(ctx->action, "label") == 0) {
 		const char *pol = ctx->label_policy ? ctx->label_policy : "archive";

@@ -51,7 +51,8 @@ int pipe__group_open(struct pipe__run *r, struct xfer_root *sroot, struct xfer_r
 	struct xfer_walk w;
 	int rc;
 
-	if ((rc = r->dst->open_dest(r->ctx, sroot, &r->dep, droot, msg, msglen)) != XFER_OK)
+	rc = r->dst->request->open_dest(r->ctx, sroot, &r->dep, droot, msg, msglen);
+	if (rc != XFER_OK)
 		return rc;
 	xfer_count_init(&w, &s.c, &r->t, 0);
 	s.count = w.visit;
@@ -64,10 +65,10 @@ int pipe__group_open(struct pipe__run *r, struct xfer_root *sroot, struct xfer_r
 		r->g.on = 1;
 		return XFER_OK;
 	}
-	r->dst->close(r->dep, droot);
+	r->dst->request->close(r->dep, droot);
 	r->dep = NULL;
 	r->dst = use;
-	return use->open_dest(r->ctx, sroot, &r->dep, droot, msg, msglen);
+	return use->request->open_dest(r->ctx, sroot, &r->dep, droot, msg, msglen);
 }
 
 /* Verified by an earlier attempt: the daemon learns of it now unless it knew already. */

@@ -1,4 +1,9 @@
-/* xfer_range.c - see xfer_range.h. */
+/*
+ * xfer_range.c - see xfer_range.h: the range driver. It reads and writes
+ * through the endpoints' operations (xfer_endpoint.h: the core's stat,
+ * open_read, commit and remove, device->abort, and the range table), as
+ * the pipeline's driver does, and names no backend but the default one.
+ */
 #include "config.h"
 
 #include <errno.h>
@@ -11,51 +16,96 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "durable.h"
 #include "log.h"
 #include "xfer_big.h"
+#include "xfer_endpoint.h"
 #include "xfer_engine.h"
 #include "xfer_range.h"
 #include "xfer_util.h"
 
 #define RANGE_BUF (4u << 20)
 
-/* A file's place: its parent directory (first dlen bytes of rel) and name. */
-static const char *_split(const char *rel, size_t *dlen)
+/* Both sides of one request, opened by their endpoints. */
+struct _rrun {
+	struct xfer_ctx *ctx;
+	const struct xfer_endpoint *src, *dst;
+	struct xfer_ep *sep, *dep;   /* owned: ended by _close */
+	struct xfer_root sroot, droot;
+	char *buf;                   /* owned: RANGE_BUF bytes, aligned */
+};
+
+/* A file's name below its directory. */
+static const char *_base(const char *rel)
 {
 	const char *slash = strrchr(rel, '/');
 
-	*dlen = slash ? (size_t)(slash - rel) : 0;
 	return slash ? slash + 1 : rel;
 }
 
-/* The source file rel below sroot, never through a symlink; its lstat in st. */
-static int _open_src(int sroot, const char *rel, struct stat *st, const char **what)
+/*
+ * Open both sides (the source as the request names it, the destination's
+ * tree); XFER_OK, or XFER_RETRYABLE with msg. A side without a range table
+ * cannot take ranges.
+ */
+static int _open(struct _rrun *x, char *msg, size_t msglen)
 {
-	size_t dlen;
-	const char *name = _split(rel, &dlen);
-	int dir = xfer_open_dir(sroot, rel, dlen, 0), fd, e;
+	x->sroot.dir = x->droot.dir = -1;
+	if (!x->src->range || !x->dst->range || !x->src->request->open_source ||
+	    !x->dst->request->open_dest || !x->dst->device || !x->dst->device->abort) {
+		snprintf(msg, msglen, "the %s and %s backends take no byte ranges", x->src->name,
+			 x->dst->name);
+		return XFER_RETRYABLE;
+	}
+	if (x->src->request->open_source(x->ctx, &x->sep, &x->sroot, msg, msglen) != XFER_OK)
+		return XFER_RETRYABLE;
+	if (!S_ISDIR(x->sroot.st.st_mode)) {
+		snprintf(msg, msglen, "cannot copy byte ranges of %s: %s", x->ctx->source,
+			 strerror(ENOTDIR));
+		return XFER_RETRYABLE;
+	}
+	if (x->dst->request->open_dest(x->ctx, &x->sroot, &x->dep, &x->droot, msg,
+					msglen) != XFER_OK)
+		return XFER_RETRYABLE;
+	return XFER_OK;
+}
 
-	if (dir < 0) {
+static void _close(struct _rrun *x)
+{
+	if (x->dep)
+		x->dst->request->close(x->dep, &x->droot);
+	if (x->sep)
+		x->src->request->close(x->sep, &x->sroot);
+	free(x->buf);
+}
+
+/*
+ * The source file rel, never through a symlink: its descriptor (cur: what
+ * was opened) with *sdir its directory's handle (the caller releases it),
+ * or -1 with errno and *what.
+ */
+static int _open_src(struct _rrun *x, const char *rel, int *sdir, struct stat *cur,
+		     const char **what)
+{
+	const char *name = _base(rel);
+	struct stat st;
+	int fd, e;
+
+	if ((e = x->src->range->parent(x->sep, &x->sroot, rel, 0, sdir)) != 0) {
 		*what = "cannot open the source directory of";
-		return -1;
-	}
-	fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	e = errno;
-	close(dir);
-	if (fd < 0) {
-		errno = e;
+	} else if ((e = x->src->stat(x->sep, *sdir, name, &st)) != 0) {
 		*what = "cannot open source";
-		return -1;
+	} else if (!S_ISREG(st.st_mode)) {
+		e = EINVAL;
+	} else if ((fd = x->src->open_read(x->sep, *sdir, name, &st, cur)) >= 0) {
+		return fd;
+	} else {
+		e = errno == EAGAIN ? EINVAL : errno;
+		*what = "cannot open source";
 	}
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
-		e = S_ISREG(st->st_mode) ? errno : EINVAL;
-		close(fd);
-		errno = e;
+	if (e == EINVAL)
 		*what = "source is no longer a regular file:";
-		return -1;
-	}
-	return fd;
+	errno = e;
+	return -1;
 }
 
 /*
@@ -100,253 +150,217 @@ static int _pass(struct xfer_ctx *ctx, char *buf, int fd, int dfd, int64_t off, 
 }
 
 /*
- * The destination's temporary file for rel, opened read-write, created with
- * size bytes by the first mover (an existing one of another size, left by an
- * earlier attempt, is set to size: every range is rewritten whole).
+ * Copy one range into the open temporary file, make it durable and read it
+ * back: 0, or an errno with *what. cks gets the read-back's checksum.
  */
-static int _open_tmp(struct xfer_ctx *ctx, int droot, const char *rel, int64_t size,
-		     const char **what)
+static int _range(struct _rrun *x, struct xfer_wfile *wf, int sfd, const struct stat *st,
+		  const struct xfer_range *r, char *got, const char **what)
 {
-	char tmp[NAME_MAX + 1];
-	size_t dlen;
-	const char *name = _split(rel, &dlen);
-	int dir, fd, e;
-	struct stat st;
+	char cks[CKSUM_HEX_MAX];
+	struct stat after;
+	int e;
 
-	dir = xfer_open_dir(droot, rel, dlen, 0700);
-	if (dir < 0) {
-		*what = "cannot make the destination directory of";
-		return -1;
-	}
-	if (durable_tmpname(tmp, sizeof(tmp), name, ctx->request_id) < 0) {
-		close(dir);
-		errno = ENAMETOOLONG;
-		*what = "name too long:";
-		return -1;
-	}
-	fd = openat(dir, tmp, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
-	e = errno;
-	close(dir);
-	if (fd < 0) {
-		errno = e;
-		*what = "cannot create the temporary file of";
-		return -1;
-	}
-	/* Another mover's file must be the owner's own regular file. */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_size != size && ftruncate(fd, size) < 0)) {
-		e = !S_ISREG(st.st_mode) || st.st_uid != geteuid() ? EPERM : errno;
-		close(fd);
-		errno = e;
-		*what = "cannot size the temporary file of";
-		return -1;
-	}
-	return fd;
-}
-
-/* One range: 0, or an errno with *what (the step that failed). */
-static int _copy(struct xfer_ctx *ctx, char *buf, int sroot, int droot,
-		 const struct xfer_range *r, const char **what)
-{
-	struct stat st, after;
-	char cks[CKSUM_HEX_MAX], got[CKSUM_HEX_MAX];
-	int sfd, dfd, e = 0;
-
-	sfd = _open_src(sroot, r->relpath, &st, what);
-	if (sfd < 0)
-		return errno;
-	if (st.st_size != r->size) {
-		close(sfd);
-		*what = "source changed size since the request was planned:";
-		return ESTALE;
-	}
-	dfd = _open_tmp(ctx, droot, r->relpath, r->size, what);
-	if (dfd < 0) {
-		e = errno;
-		close(sfd);
-		return e;
-	}
 	*what = "copy failed:";
-	e = _pass(ctx, buf, sfd, dfd, r->off, r->len, cks);
-	if (!e && (fstat(sfd, &after) < 0 || xfer_ns(&after.st_mtim) != xfer_ns(&st.st_mtim) ||
-		   after.st_size != st.st_size))
+	e = _pass(x->ctx, x->buf, sfd, wf->fd, r->off, r->len, cks);
+	if (!e && (fstat(sfd, &after) < 0 || xfer_ns(&after.st_mtim) != xfer_ns(&st->st_mtim) ||
+		   after.st_size != st->st_size))
 		e = ESTALE;
 	if (e == ESTALE)
 		*what = "source changed while its range was copied:";
-	/* Durable: this range's pages written back and waited for, then the
-	   file's size and block allocation (fdatasync). The first step is best
-	   effort (some file systems lack it): fdatasync writes back whatever is
-	   left and reports any write error since the file was opened. */
+	if (!e && (e = x->dst->range->sync(x->dep, wf, r->off, r->len)) != 0)
+		*what = "cannot make durable:";
 	if (!e) {
-		(void)sync_file_range(dfd, r->off, r->len, SYNC_FILE_RANGE_WAIT_BEFORE |
-				      SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-		if (fdatasync(dfd) < 0) {
-			*what = "cannot make durable:";
-			e = errno;
-		}
-	}
-	/* Read back from the device: the clean cached pages are dropped first. */
-	if (!e) {
-		posix_fadvise(dfd, r->off, r->len, POSIX_FADV_DONTNEED);
 		*what = "cannot read back";
-		e = _pass(ctx, buf, dfd, -1, r->off, r->len, got);
+		e = _pass(x->ctx, x->buf, wf->fd, -1, r->off, r->len, got);
 	}
 	if (!e && strcmp(cks, got) != 0) {
 		*what = "read-back does not match the source:";
 		e = EIO;
 	}
-	close(dfd);
-	close(sfd);
-	if (!e)
-		xfer_emit_range(ctx, r->relpath, r->off, r->len, st.st_size, xfer_ns(&st.st_mtim),
-				got);
 	return e;
 }
 
-int xfer_range_run(struct xfer_ctx *ctx, const struct xfer_range *r, size_t n, char *msg,
-		   size_t msglen)
+/* One range: 0, or an errno with *what (the step that failed). */
+static int _copy(struct _rrun *x, const struct xfer_range *r, const char **what)
 {
+	struct xfer_wfile wf = { .dir = -1, .name = _base(r->relpath), .fd = -1, .vfd = -1 };
 	struct stat st;
-	char *buf = NULL;
-	int sroot, droot = -1, rc = XFER_OK;
+	char got[CKSUM_HEX_MAX];
+	int sdir = -1, sfd, e;
+
+	sfd = _open_src(x, r->relpath, &sdir, &st, what);
+	e = sfd < 0 ? errno : 0;
+	x->src->range->release(x->sep, sdir);
+	if (e)
+		return e;
+	if (st.st_size != r->size) {
+		close(sfd);
+		*what = "source changed size since the request was planned:";
+		return ESTALE;
+	}
+	if ((e = x->dst->range->parent(x->dep, &x->droot, r->relpath, 1, &wf.dir)) != 0)
+		*what = "cannot make the destination directory of";
+	else
+		e = x->dst->range->open_shared(x->dep, &wf, r->size, what);
+	if (!e)
+		e = _range(x, &wf, sfd, &st, r, got, what);
+	if (wf.fd >= 0)
+		close(wf.fd);	/* the temporary file stays: other movers write into it */
+	x->dst->range->release(x->dep, wf.dir);
+	close(sfd);
+	if (!e)
+		xfer_emit_range(x->ctx, r->relpath, r->off, r->len, st.st_size,
+				xfer_ns(&st.st_mtim), got);
+	return e;
+}
+
+/* Range i's outcome e: its log line, or the request's result with msg. */
+static int _outcome(struct xfer_ctx *ctx, const struct xfer_range *r, int e, const char *what,
+		    char *msg, size_t msglen)
+{
+	if (e == EINTR && xfer_stopped(ctx)) {
+		snprintf(msg, msglen, "stopped");
+		return XFER_INTERRUPTED;
+	}
+	if (e == ESTALE) {
+		/* No mover can finish a plan of another version of the file: the
+		   range stays undone, so the final pass copies the file whole. */
+		xfer_logf(ctx, LOG_LVL_WARN, "request %lld: %s '%s' (bytes %lld..%lld of %lld "
+			  "planned); left to the request's final pass, which copies it whole",
+			  (long long)ctx->request_id, what, r->relpath, (long long)r->off,
+			  (long long)(r->off + r->len), (long long)r->size);
+		return XFER_OK;
+	}
+	if (e) {
+		snprintf(msg, msglen, "%s '%s' (bytes %lld..%lld of %lld): %s", what, r->relpath,
+			 (long long)r->off, (long long)(r->off + r->len), (long long)r->size,
+			 strerror(e));
+		return xfer_err_final(e) ? XFER_FINAL : XFER_RETRYABLE;
+	}
+	xfer_logf(ctx, LOG_LVL_INFO, "'%s': bytes %lld..%lld copied and verified", r->relpath,
+		  (long long)r->off, (long long)(r->off + r->len));
+	return XFER_OK;
+}
+
+int xfer_range_run_between(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
+			   const struct xfer_endpoint *dst, const struct xfer_range *r, size_t n,
+			   char *msg, size_t msglen)
+{
+	struct _rrun x = { .ctx = ctx, .src = src, .dst = dst };
+	int rc;
 
 	msg[0] = '\0';
 	if (!n)
 		return XFER_OK;
-	sroot = xfer_open_source(ctx, &st, msg, msglen);
-	if (sroot < 0)
-		return XFER_RETRYABLE;
-	droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (droot < 0) {
-		snprintf(msg, msglen, "cannot open destination directory %s: %s", ctx->dest,
-			 strerror(errno));
-		close(sroot);
-		return XFER_RETRYABLE;
-	}
-	if (posix_memalign((void **)&buf, 4096, RANGE_BUF) != 0) {
+	rc = _open(&x, msg, msglen);
+	if (rc == XFER_OK && posix_memalign((void **)&x.buf, 4096, RANGE_BUF) != 0) {
+		x.buf = NULL;
 		snprintf(msg, msglen, "out of memory");
 		rc = XFER_RETRYABLE;
 	}
 	for (size_t i = 0; i < n && rc == XFER_OK; i++) {
 		const char *what = "";
-		int e = _copy(ctx, buf, sroot, droot, &r[i], &what);
+		int e = _copy(&x, &r[i], &what);
 
-		if (e == EINTR && xfer_stopped(ctx)) {
-			snprintf(msg, msglen, "stopped");
-			rc = XFER_INTERRUPTED;
-		} else if (e == ESTALE) {
-			/* No mover can finish a plan of another version of the file: the
-			   range stays undone, so the final pass copies the file whole. */
-			xfer_logf(ctx, LOG_LVL_WARN, "request %lld: %s '%s' (bytes %lld..%lld of %lld "
-				  "planned); left to the request's final pass, which copies it whole",
-				  (long long)ctx->request_id, what, r[i].relpath, (long long)r[i].off,
-				  (long long)(r[i].off + r[i].len), (long long)r[i].size);
-		} else if (e) {
-			snprintf(msg, msglen, "%s '%s' (bytes %lld..%lld of %lld): %s", what,
-				 r[i].relpath, (long long)r[i].off, (long long)(r[i].off + r[i].len),
-				 (long long)r[i].size, strerror(e));
-			rc = xfer_err_final(e) ? XFER_FINAL : XFER_RETRYABLE;
-		} else {
-			xfer_logf(ctx, LOG_LVL_INFO, "'%s': bytes %lld..%lld copied and verified",
-				  r[i].relpath, (long long)r[i].off, (long long)(r[i].off + r[i].len));
-		}
+		rc = _outcome(ctx, &r[i], e, what, msg, msglen);
 	}
-	free(buf);
-	close(droot);
-	close(sroot);
+	_close(&x);
 	return rc;
+}
+
+/* Movers copy ranges between POSIX trees, the default endpoint's. */
+int xfer_range_run(struct xfer_ctx *ctx, const struct xfer_range *r, size_t n, char *msg,
+		   size_t msglen)
+{
+	return xfer_range_run_between(ctx, &xfer_ep_local, &xfer_ep_local, r, n, msg, msglen);
 }
 
 /* ---- the final pass ---- */
 
-/* Finish e: 0, or an errno with *what. */
-static int _finish(struct xfer_ctx *ctx, int sroot, int droot, const struct xfer_done_ent *e,
-		   int64_t started, const char **what)
+/* keep=no: an archive's source file goes once its copy is durable; a failure is a warning. */
+static void _remove_source(struct _rrun *x, int sdir, const char *rel)
 {
-	char tmp[NAME_MAX + 1];
-	size_t dlen;
-	const char *name = _split(e->relpath, &dlen);
-	struct timespec ts[2];
-	struct stat st, dst;
-	int sfd, dir = -1, fd = -1, err = 0;
+	int e;
 
-	sfd = _open_src(sroot, e->relpath, &st, what);
-	if (sfd < 0)
-		return errno;
-	if ((dir = xfer_open_dir(droot, e->relpath, dlen, 0)) < 0) {
+	if (x->ctx->keep || strcmp(x->ctx->action, "archive") != 0 || x->dst->discards)
+		return;
+	if ((e = x->src->remove(x->sep, sdir, _base(rel))) != 0)
+		xfer_logf(x->ctx, LOG_LVL_WARN, "request %lld: keep=no: cannot remove source '%s': "
+			  "%s", (long long)x->ctx->request_id, rel, strerror(e));
+}
+
+/* The temporary file of e, as the ranges left it, put in place: 0 or an errno, *what. */
+static int _finish_tmp(struct _rrun *x, struct xfer_wfile *wf, int sfd, const struct stat *st,
+		       const struct xfer_done_ent *e, const char **what)
+{
+	struct stat dst;
+	int err;
+
+	if ((err = x->dst->range->parent(x->dep, &x->droot, e->relpath, 0, &wf->dir)) != 0) {
 		*what = "cannot open the destination directory of";
-		err = errno;
-	} else if (durable_tmpname(tmp, sizeof(tmp), name, ctx->request_id) < 0) {
-		*what = "name too long:";
-		err = ENAMETOOLONG;
-	} else if (st.st_size != e->size || xfer_ns(&st.st_mtim) != e->mtime_ns) {
+		return err;
+	}
+	if ((err = x->dst->range->open_shared(x->dep, wf, -1, what)) != 0)
+		return err;
+	if (st->st_size != e->size || xfer_ns(&st->st_mtim) != e->mtime_ns) {
 		*what = "source changed since its ranges were copied:";
-		err = ESTALE;
-		unlinkat(dir, tmp, 0);	/* stale bytes: the walk copies the file whole */
-	} else if ((fd = openat(dir, tmp, O_RDWR | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)) < 0) {
-		*what = "cannot open the temporary file of";
-		err = errno;
-	} else if (fstat(fd, &dst) < 0 || !S_ISREG(dst.st_mode) || dst.st_size != e->size) {
+		x->dst->device->abort(x->dep, wf);	/* stale bytes: the walk copies it whole */
+		return ESTALE;
+	}
+	if (fstat(wf->fd, &dst) < 0 || !S_ISREG(dst.st_mode) || dst.st_size != e->size) {
 		*what = "the temporary file has another size:";
-		err = EIO;
+		return EIO;
 	}
-	if (!err) {
-		ts[0] = st.st_atim;
-		ts[1] = st.st_mtim;
-		if (fchmod(fd, st.st_mode & 07777) < 0 || futimens(fd, ts) < 0) {
-			*what = "cannot set the metadata of";
-			err = errno;
-		}
-	}
-	if (!err) {
-		xfer_copy_xattrs(sfd, fd, ctx->xattr_ns);
-		*what = "cannot make durable or rename";
-		err = durable_commit(dir, tmp, name, fd, DURABLE_FSYNC | DURABLE_DIRSYNC);
-		fd = -1;	/* closed by durable_commit */
-	}
-	if (!err) {
-		xfer_emit_file(ctx, e->relpath, e->size, e->mtime_ns, (int)(st.st_mode & 07777),
-			       started, (int64_t)time(NULL), e->ranged_cks, e->ranged_cks);
-		/* keep=no: the source goes once its copy is durable under its name. */
-		{
-			int sdir = xfer_open_dir(sroot, e->relpath, dlen, 0);
+	*what = "cannot make durable or rename";
+	return x->dst->commit(x->dep, wf, sfd, st, XFER_C_DIRSYNC);
+}
 
-			xfer_engine_remove_source(ctx, sdir, name, e->relpath);
-			if (sdir >= 0)
-				close(sdir);
-		}
+/* Finish e: 0, or an errno with *what. */
+static int _finish(struct _rrun *x, const struct xfer_done_ent *e, int64_t started,
+		   const char **what)
+{
+	struct xfer_wfile wf = { .dir = -1, .name = _base(e->relpath), .fd = -1, .vfd = -1 };
+	struct stat st;
+	int sdir = -1, sfd, err;
+
+	sfd = _open_src(x, e->relpath, &sdir, &st, what);
+	err = sfd < 0 ? errno : _finish_tmp(x, &wf, sfd, &st, e, what);
+	if (!err) {
+		xfer_emit_file(x->ctx, e->relpath, e->size, e->mtime_ns, (int)(st.st_mode & 07777),
+			       started, (int64_t)time(NULL), e->ranged_cks, e->ranged_cks);
+		_remove_source(x, sdir, e->relpath);
 	}
-	if (fd >= 0)
-		close(fd);
-	if (dir >= 0)
-		close(dir);
-	close(sfd);
+	if (wf.fd >= 0)
+		close(wf.fd);
+	x->dst->range->release(x->dep, wf.dir);
+	x->src->range->release(x->sep, sdir);
+	if (sfd >= 0)
+		close(sfd);
 	return err;
 }
 
-void xfer_range_finish(struct xfer_ctx *ctx, struct xfer_done_ent *done, size_t ndone)
+void xfer_range_finish_between(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
+			       const struct xfer_endpoint *dst, struct xfer_done_ent *done,
+			       size_t ndone)
 {
+	struct _rrun x = { .ctx = ctx, .src = src, .dst = dst };
 	int64_t started = (int64_t)time(NULL);
 	char msg[XFER_TEXT_MAX];
-	struct stat st;
 	size_t i;
-	int sroot, droot = -1;
+	int opened;
 
 	for (i = 0; i < ndone && !done[i].ranged_cks; i++)
 		;
 	if (i == ndone)
 		return;	/* nothing ranged: the common case */
-	sroot = xfer_open_source(ctx, &st, msg, sizeof(msg));
-	if (sroot >= 0)
-		droot = open(ctx->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	opened = _open(&x, msg, sizeof(msg)) == XFER_OK;
 	for (i = 0; i < ndone; i++) {
 		const char *what = "cannot open the source or destination of";
 		int e;
 
 		if (!done[i].ranged_cks)
 			continue;
-		e = sroot < 0 || droot < 0 ? EIO :
-		    _finish(ctx, sroot, droot, &done[i], started, &what);
+		e = !opened ? EIO : _finish(&x, &done[i], started, &what);
 		if (!e) {
 			xfer_logf(ctx, LOG_LVL_INFO, "request %lld: '%s' finished from the byte ranges "
 				  "movers copied", (long long)ctx->request_id, done[i].relpath);
@@ -358,8 +372,10 @@ void xfer_range_finish(struct xfer_ctx *ctx, struct xfer_done_ent *done, size_t 
 		/* No file has this size: the walk copies it (xfer_engine_want). */
 		done[i].size = -1;
 	}
-	if (droot >= 0)
-		close(droot);
-	if (sroot >= 0)
-		close(sroot);
+	_close(&x);
+}
+
+void xfer_range_finish(struct xfer_ctx *ctx, struct xfer_done_ent *done, size_t ndone)
+{
+	xfer_range_finish_between(ctx, &xfer_ep_local, &xfer_ep_local, done, ndone);
 }

@@ -5,7 +5,7 @@
  * Runs only inside a worker that already has the owner's uid, gid and
  * groups: every credential file (~/.netrc, ~/.ssh, ~/.config/stagehand/
  * s3.conf) is read as the owner and must not be readable by anyone else.
- * The one exception is the site's S3CredentialsFile, read by xfer_url_prepare()
+ * The one exception is the site's S3CredentialsFile, read by url__prepare()
  * before the worker drops root.
  *
  * The url endpoint of the engine (xfer_endpoint.h): its driver
@@ -144,7 +144,7 @@ static int _is_s3(const char *u)
 	return u && strncasecmp(u, "s3://", 5) == 0;
 }
 
-void xfer_url_prepare(struct xfer_ctx *ctx)
+void url__prepare(struct xfer_ctx *ctx)
 {
 	memset(&_site, 0, sizeof(_site));
 	_site_err[0] = '\0';
@@ -745,13 +745,18 @@ int url__ep_stat(struct xfer_ep *ep, int dir, const char *name, struct stat *st)
 
 static const struct xfer_ep_tree _tree = { .mkdir = url__mkdir, .dir_done = url__dir_done };
 
-static const struct xfer_ep_stream _stream = { .fetch = url__fetch, .put = url__put };
+static const struct xfer_ep_stream _stream = {
+	.fetch = url__fetch, .put = url__put, .prepare = url__prepare,
+};
 
 static const char *const _schemes[] = { "http", "https", "s3", "ftp", "ftps", "sftp", NULL };
 
-const struct xfer_endpoint xfer_ep_url = {
-	.name = "url", .schemes = _schemes,
+static const struct xfer_ep_request _request = {
 	.open_source = url__open_source, .open_dest = url__open_dest, .close = url__ep_close,
+};
+
+const struct xfer_endpoint xfer_ep_url = {
+	.name = "url", .schemes = _schemes, .request = &_request,
 	.stat = url__ep_stat, .list = url__list,
 	.tree = &_tree, .stream = &_stream,
 };

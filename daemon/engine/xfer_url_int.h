@@ -124,6 +124,13 @@ void url__easy_done(CURL *c, struct curl_slist *hdrs);
 /* Message for a failed call; returns 1 when a retry cannot help. */
 int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t outlen);
 
+/*
+ * xfer_url.c: the stream table's prepare (xfer_prepare): reads the site's
+ * S3CredentialsFile, which only root may read. Never fails the request:
+ * the run reports problems.
+ */
+void url__prepare(struct xfer_ctx *ctx);
+
 /* ---- xfer_url_get.c: the source (stage_in) ---- */
 int url__open_source(struct xfer_ctx *ctx, struct xfer_ep **epp, struct xfer_root *root,
 		     char *msg, size_t msglen);
