@@ -129,6 +129,21 @@ static void _collect(const char *buf, size_t len, struct _seen *s)
 	}
 }
 
+
+/* The request both drivers run in these tests: an archive of src into dst, records on chan. */
+static void _ctx(struct xfer_ctx *ctx, const char *src, const char *dst, int chan)
+{
+	ctx->request_id = 3;
+	ctx->uid = getuid();
+	ctx->action = "archive";
+	ctx->source = src;
+	ctx->dest = dst;
+	ctx->keep = 0;
+	ctx->chan = chan;
+	ctx->algo = CKSUM_XXH128;
+	ctx->xattr_ns = "user.";
+	ctx->stop = &_stop;
+}
 static void _run(const char *src, const char *dst, struct _seen *s)
 {
 	static char buf[1 << 16];
@@ -146,16 +161,7 @@ static void _run(const char *src, const char *dst, struct _seen *s)
 		struct xfer_ctx ctx = { 0 };
 
 		close(sv[0]);
-		ctx.request_id = 3;
-		ctx.uid = getuid();
-		ctx.action = "archive";
-		ctx.source = src;
-		ctx.dest = dst;
-		ctx.keep = 0;
-		ctx.chan = sv[1];
-		ctx.algo = CKSUM_XXH128;
-		ctx.xattr_ns = "user.";
-		ctx.stop = &_stop;
+		_ctx(&ctx, src, dst, sv[1]);
 		xfer_pipeline_run(&ctx, &xfer_ep_local, &_faulty);
 		_exit(0);
 	}
@@ -255,16 +261,7 @@ static void _ranges(void)
 	mkdir(path, 0755);
 	_write(path, "good", "verified bytes\n");
 	_write(path, "nospace", "the disk is full\n");
-	ctx.request_id = 3;
-	ctx.uid = getuid();
-	ctx.action = "archive";
-	ctx.source = src;
-	ctx.dest = dst;
-	ctx.keep = 0;
-	ctx.chan = sv[1];
-	ctx.algo = CKSUM_XXH128;
-	ctx.xattr_ns = "user.";
-	ctx.stop = &_stop;
+	_ctx(&ctx, src, dst, sv[1]);
 
 	ok(xfer_range_run_between(&ctx, &_rsrc, &_faulty, &rest, 1, msg, sizeof(msg)) == XFER_OK &&
 	   xfer_range_run_between(&ctx, &_rsrc, &_faulty, &good, 1, msg, sizeof(msg)) == XFER_OK,
