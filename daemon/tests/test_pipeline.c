@@ -129,7 +129,6 @@ static void _collect(const char *buf, size_t len, struct _seen *s)
 	}
 }
 
-
 /* The request both drivers run in these tests: an archive of src into dst, records on chan. */
 static void _ctx(struct xfer_ctx *ctx, const char *src, const char *dst, int chan)
 {
@@ -144,6 +143,7 @@ static void _ctx(struct xfer_ctx *ctx, const char *src, const char *dst, int cha
 	ctx->xattr_ns = "user.";
 	ctx->stop = &_stop;
 }
+
 static void _run(const char *src, const char *dst, struct _seen *s)
 {
 	static char buf[1 << 16];
