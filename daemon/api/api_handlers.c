@@ -415,7 +415,7 @@ static void _submit_many(struct daemon *d, const struct api_caller *who, json_t 
 			 (long long)ids[0], (unsigned)who->uid, err);
 	if (queue_atomic_end(d->q, token, ok, err, sizeof(err)) < 0 && ok) {
 		ok = 0;
-		api_error(out, 503, "could not store the requests: %s; none was created, submit "
+		api_error(out, 500, "could not store the requests: %s; none was created, submit "
 			  "again", err);
 	}
 	if (ok) {

@@ -35,7 +35,8 @@ static void _route(struct api_writer *w, struct api_wjob *j)
  * The submits from j on, as many as follow each other, in one transaction:
  * each is answered as it would be alone (a refused one changes nothing:
  * its statements are a savepoint of their own), and if the one commit
- * fails every one of them is told so. Returns the first job after them.
+ * fails every one of them is told so (500, as a single one's failed
+ * commit is). Returns the first job after them.
  */
 static struct api_wjob *_group(struct api_writer *w, struct api_wjob *j)
 {
@@ -52,7 +53,7 @@ static struct api_wjob *_group(struct api_writer *w, struct api_wjob *j)
 		log_err("api: %d request(s) to create requests not stored: %s", n, err);
 		for (k = j; k != end; k = k->next)
 			if (k->rep.status < 300)
-				api_error(&k->rep, 503, "could not store the request: %s; nothing "
+				api_error(&k->rep, 500, "could not store the request: %s; nothing "
 					  "was created, submit again", err);
 	}
 	if (n > 1) {
