@@ -1015,12 +1015,12 @@ void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_C
 	out->status = 500;
 	if (api_decode_path(url, &p) < 0) {
 		api_error(out, 404, "no such path: %.200s", url);
-		goto done;
+		return;
 	}
 	nseg = p.nseg;
 	if (is_post && !jb) {
 		api_error(out, 400, "%s", body_err);
-		goto done;
+		return;
 	}
 	if (nseg == 1 && strcmp(seg[0], "metrics") == 0) {
 		if (!is_get)
@@ -1029,11 +1029,11 @@ void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_C
 			api_error(out, 500, "out of memory");
 		else
 			out->status = 200;
-		goto done;
+		return;
 	}
 	if (nseg < 2 || strcmp(seg[0], "v1") != 0) {
 		api_error(out, 404, "no such path: %.200s (the API lives under /v1/)", url);
-		goto done;
+		return;
 	}
 	if (nseg == 2 && strcmp(seg[1], "health") == 0) {
 		if (!is_get)
@@ -1101,6 +1101,4 @@ void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_C
 	} else {
 		api_error(out, 404, "no such path: %.200s", url);
 	}
-done:
-	return;
 }

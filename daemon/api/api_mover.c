@@ -160,7 +160,7 @@ static int _apply(struct daemon *d, const struct queue_request *r, int idx, cons
 		  int *result, char *msg, size_t msglen, char *why, size_t whylen)
 {
 	const int64_t *v = p->v;
-	const char *cks = p->cks, *cks2 = p->cks2, *path = p->path, *text = p->text;
+	const char *cks = p->cks, *path = p->path, *text = p->text;
 	char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2], err[512];
 	int type = p->type, rc = 0;
 
@@ -172,24 +172,16 @@ static int _apply(struct daemon *d, const struct queue_request *r, int idx, cons
 	case XR_ITEM_COPIED:
 		rc = queue_item_copied(d->q, r->id, path, cks, err, sizeof(err));
 		break;
-	case XR_ITEM_DONE:
-	case XR_ITEM_FILE: {
-		int is_file = type == XR_ITEM_FILE || strcmp(text, "file") == 0;
-		struct queue_audit a = { r->job_id, r->uid, src, dst,
-					 type == XR_ITEM_FILE ? cks2 : cks, v[1],
-					 type == XR_ITEM_FILE ? v[4] : v[2],
-					 type == XR_ITEM_FILE ? v[5] : v[3] };
+	case XR_ITEM_DONE: {	/* XR_ITEM_FILE records go to _files_add, never here */
+		int is_file = strcmp(text, "file") == 0;
+		struct queue_audit a = { r->job_id, r->uid, src, dst, cks, v[1], v[2], v[3] };
 
 		if (snprintf(src, sizeof(src), "%s/%s", r->source, path) >= (int)sizeof(src) ||
 		    snprintf(dst, sizeof(dst), "%s/%s", r->dest ? r->dest : "-", path) >=
 		    (int)sizeof(dst))
 			log_warn("request %lld: audit path truncated", (long long)r->id);
-		if (type == XR_ITEM_FILE)
-			rc = queue_item_file_done(d->q, r->id, path, v[1], v[2], (int)v[3], cks, cks2,
-						  &a, err, sizeof(err));
-		else
-			rc = queue_item_done(d->q, r->id, path, is_file ? cks : NULL,
-					     is_file ? &a : NULL, err, sizeof(err));
+		rc = queue_item_done(d->q, r->id, path, is_file ? cks : NULL, is_file ? &a : NULL,
+				     err, sizeof(err));
 		if (rc == 0 && is_file) {
 			atomic_fetch_add(&d->metrics->bytes_moved, (uint64_t)v[1]);
 			atomic_fetch_add(&d->metrics->files_moved, 1);

@@ -1119,7 +1119,7 @@ void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms)
 	struct sjob *jobs;
 	size_t n, i;
 	char err[512];
-	int batched;
+	int batched, in_batch = 0;
 	int64_t since;
 
 	if (!_slurm_ok || now_ms < _next_ms)
@@ -1151,8 +1151,10 @@ void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms)
 
 		if (!j->plan_json)
 			continue;
-		if (batched && (i % BATCH_JOBS == 0 || _mono_ms() - since >= BATCH_MS))
+		if (batched && (++in_batch > BATCH_JOBS || _mono_ms() - since >= BATCH_MS)) {
 			batched = _batch_cut(w, batched, 1, &since);
+			in_batch = 1;
+		}
 		if (SJOB_IS_ARRAY_META(j)) {
 			if (j->state == JOB_PENDING && j->hold_pending)
 				_split_array(j);
