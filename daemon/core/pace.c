@@ -20,11 +20,20 @@
 
 #define MIB (1024.0 * 1024.0)
 #define NS 1000000000.0
+#define OWN_LAT_S 2.0	/* the whole device's own latency, smoothed over this long */
+
+_Static_assert(PACE_LAT_CLASSES == XFER_LAT_CLASSES, "one latency class per kind of write");
 
 /* libm only for this: not worth a link dependency. */
 static double _max(double a, double b)
 {
 	return a > b ? a : b;
+}
+
+/* A smoothing step's weight: dt of a time constant tau, at most 1. */
+static double _k(double dt, double tau)
+{
+	return dt / tau > 1 ? 1 : dt / tau;
 }
 
 void pace_default_params(struct pace_params *p)
@@ -50,28 +59,36 @@ static double _pos(uint64_t now, uint64_t then)
 	return now >= then ? (double)(now - then) : 0;	/* a reset counter: no step */
 }
 
-/* Lowest own latency over the last PACE_BASE_N minutes (0 = none yet). */
-static double _base(struct pace *c, int64_t now_ns, double sample)
+/* Start the minute of now_ns in every class's base history. */
+static void _base_age(struct pace *c, int64_t now_ns)
 {
-	int64_t minute = now_ns / (int64_t)(60 * NS);
-	double b = 0;
+	int64_t minute = now_ns / (int64_t)(60 * NS), shift = minute - c->base_minute;
 
-	if (minute != c->base_minute) {
-		int64_t shift = minute - c->base_minute;
+	if (!shift)
+		return;
+	for (int k = 0; k < PACE_LAT_CLASSES; k++) {
+		double *h = c->base[k];
 
-		if (shift >= PACE_BASE_N || shift < 0)
-			memset(c->base, 0, sizeof(c->base));
-		else {
-			memmove(c->base + shift, c->base, sizeof(c->base[0]) * (size_t)(PACE_BASE_N - shift));
-			memset(c->base, 0, sizeof(c->base[0]) * (size_t)shift);
+		if (shift >= PACE_BASE_N || shift < 0) {
+			memset(h, 0, sizeof(c->base[k]));
+		} else {
+			memmove(h + shift, h, sizeof(h[0]) * (size_t)(PACE_BASE_N - shift));
+			memset(h, 0, sizeof(h[0]) * (size_t)shift);
 		}
-		c->base_minute = minute;
 	}
-	if (sample > 0 && (c->base[0] == 0 || sample < c->base[0]))
-		c->base[0] = sample;
+	c->base_minute = minute;
+}
+
+/* Class k's lowest own latency over the last PACE_BASE_N minutes, sample included. */
+static double _base(struct pace *c, int k, double sample)
+{
+	double *h = c->base[k], b = 0;
+
+	if (sample > 0 && (h[0] == 0 || sample < h[0]))
+		h[0] = sample;
 	for (int i = 0; i < PACE_BASE_N; i++)
-		if (c->base[i] > 0 && (b == 0 || c->base[i] < b))
-			b = c->base[i];
+		if (h[i] > 0 && (b == 0 || h[i] < b))
+			b = h[i];
 	return b;
 }
 
@@ -90,6 +107,11 @@ static int _foreign(struct pace *c, double dt, const struct pace_probe_sample *d
 	if (c->total > c->capacity)
 		c->capacity = c->total;
 	c->foreign += (((ur > 0 ? ur : 0) + (uw > 0 ? uw : 0)) / dt - c->foreign) * k;
+	c->others += ((ur + uw) / dt - c->others) * k;
+	if (c->held && c->quiet_since_ns) {	/* what others did while it was quiet */
+		c->quiet_s += dt;
+		c->quiet_b += _max(0, ur + uw);
+	}
 	if (c->held)	/* ours are stopped: what the device moved is the others' */
 		return ur + uw > allow + c->p.quiet_bytes;
 	/* Our bytes are reported after they completed: up to one chunk per stage
@@ -178,22 +200,50 @@ void pace_fs_stats_of(const struct pace *c, int64_t now_ns, struct pace_fs_stats
 	st->share = pace_share(c, now_ns);
 }
 
-/* LEDBAT: move the rate toward the point where our latency is base * (1 + target). */
-static void _ledbat(struct pace *c, int64_t now_ns, double dt, const struct pace_own *own)
+/*
+ * The step's queuing delay as a fraction of the base, averaged over its
+ * samples (each against its class's base); 0 when nothing is over a base.
+ * quiet: the whole device is seen and nobody else is on it, so the samples
+ * are our own queuing: learned, not counted.
+ */
+static double _delay(struct pace *c, int64_t now_ns, double dt, const struct pace_own *own,
+		     int quiet)
 {
-	double ref = _max(c->capacity, 100 * MIB), off = 1;
-	double upper = c->capacity > MIB ? c->capacity * 1.5 + c->p.min_rate : 1e15;
+	double rel = 0;
+	int n = 0;
 
-	if (own->lat_n > 0) {
-		double d = own->lat_sum / own->lat_n, base = _base(c, now_ns, d);
+	_base_age(c, now_ns);
+	for (int k = 0; k < PACE_LAT_CLASSES; k++) {
+		double d, base;
 
+		if (own->lat_n[k] <= 0)
+			continue;
+		d = own->lat_sum[k] / own->lat_n[k];
+		base = _base(c, k, d);
 		c->delay = d;
-		if (base > 0) {
-			double target = base * c->p.target;
-
-			off = (target - (d - base)) / target;
+		if (quiet) {
+			c->own_lat[k] += (d - c->own_lat[k]) * (c->own_lat[k] > 0 ? _k(dt, OWN_LAT_S) : 1);
+			continue;
 		}
+		if (c->whole && c->own_lat[k] > base)	/* ours alone were this slow */
+			base = c->own_lat[k];
+		if (base <= 0)
+			continue;
+		rel += (d - base) / base * own->lat_n[k];
+		n += own->lat_n[k];
 	}
+	return n ? rel / n : 0;
+}
+
+/* LEDBAT: move the rate toward the point where our latency is base * (1 + target). */
+static void _ledbat(struct pace *c, int64_t now_ns, double dt, const struct pace_own *own,
+		    int probed)
+{
+	double ref = _max(c->capacity, 100 * MIB), off;
+	double upper = c->capacity > MIB ? c->capacity * 1.5 + c->p.min_rate : 1e15;
+	int quiet = probed && c->whole && c->others < c->p.foreign_min;
+
+	off = (c->p.target - _delay(c, now_ns, dt, own, quiet)) / c->p.target;
 	if (off < -1)	/* far over target: halve within ~100 ms */
 		c->rate *= 1 - 0.5 * (dt / 0.1 > 1 ? 1 : dt / 0.1);
 	else
@@ -233,9 +283,14 @@ double pace_step(struct pace *c, int64_t now_ns, const struct pace_probe_sample 
 			c->quiet_since_ns = 0;
 		else if (!c->quiet_since_ns)
 			c->quiet_since_ns = now_ns;
+		if (!c->quiet_since_ns)
+			c->quiet_s = c->quiet_b = 0;
 		if (c->quiet_since_ns && now_ns - c->quiet_since_ns >= c->p.quiet_ns) {
 			c->held = 0;
 			c->exc_r = c->exc_w = 0;
+			/* Go on at what the probe saw left idle while it was quiet. */
+			if (c->quiet_s > 0 && c->capacity > 0)
+				c->rate = _max(c->p.min_rate, c->capacity - c->quiet_b / c->quiet_s);
 		}
 		return c->held ? 0 : c->rate;
 	}
@@ -243,12 +298,12 @@ double pace_step(struct pace *c, int64_t now_ns, const struct pace_probe_sample 
 		c->held = 1;
 		c->backoffs++;
 		c->quiet_since_ns = 0;
-		/* Come back at half the rate that was running: the next quiet phase
-		   probably looks like the last one. */
+		/* Without a probe's answer while it is quiet, come back at half the
+		   rate that was running. */
 		c->rate = _max(c->p.min_rate, c->rate / 2);
 		return 0;
 	}
-	_ledbat(c, now_ns, dt, own);
+	_ledbat(c, now_ns, dt, own, devd >= 0);
 	return c->rate;
 }
 
@@ -316,6 +371,7 @@ const struct pace_probe_ops pace_probe_block = {
 	.open = _block_open,
 	.read = _block_read,
 	.close = _block_close,
+	.whole_device = 1,
 };
 
 /* Probes tried in order for a file system: a parallel file system's first (its
@@ -421,6 +477,7 @@ static int _probe(struct _fs *f, struct pace_probe_sample *s)
 				 minor(f->dev), f->st.mount[0] ? f->st.mount : "mount not found",
 				 f->ops->name);
 			snprintf(f->st.probe, sizeof(f->st.probe), "%s", f->ops->name);
+			f->c.whole = f->ops->whole_device;
 		}
 	}
 	if (!f->h)
@@ -432,6 +489,7 @@ static int _probe(struct _fs *f, struct pace_probe_sample *s)
 		 "transfers' own latency only", major(f->dev), minor(f->dev), f->ops->name);
 	f->ops->close(f->h);
 	f->h = NULL;
+	f->c.whole = 0;
 	snprintf(f->st.probe, sizeof(f->st.probe), "none");
 	return PACE_PROBE_NONE;
 }
@@ -445,8 +503,10 @@ static void _pend(struct pace_own *p, const struct pace_own *o)
 		p->rmax = o->rmax;
 	if (o->wmax > p->wmax)
 		p->wmax = o->wmax;
-	p->lat_sum += o->lat_sum;
-	p->lat_n += o->lat_n;
+	for (int k = 0; k < PACE_LAT_CLASSES; k++) {
+		p->lat_sum[k] += o->lat_sum[k];
+		p->lat_n[k] += o->lat_n[k];
+	}
 }
 
 static void _step(int64_t now)
@@ -472,8 +532,10 @@ static void _step(int64_t now)
 		o->wbytes += io.wbytes;
 		o->rmax += io.rmax;	/* every transfer may have one in flight */
 		o->wmax += io.wmax;
-		o->lat_sum += io.lat_sum;
-		o->lat_n += io.lat_n;
+		for (int c = 0; c < PACE_LAT_CLASSES; c++) {
+			o->lat_sum[c] += io.lat_sum[c];
+			o->lat_n[c] += io.lat_n[c];
+		}
 	}
 	for (int i = 0; i < PACE_FS; i++) {
 		struct pace_probe_sample s;

@@ -15,10 +15,16 @@
  *    minus the bytes our own workers reported. Above PaceForeignMin the
  *    transfers are held (0 bytes/s, takes wait) at once; they go again after
  *    the device was quiet for the quiet time, from a low rate.
- *  - the latency of our own I/O (ns per MiB of a chunk, reported by the
- *    copy loops through xfer_bucket_wrote) against its base: the lowest seen
- *    over the last minutes (the uncontended latency). Queuing delay above
- *    the target fraction of the base lowers the rate, below it raises it.
+ *  - the latency of our own writes (ns per MiB of a piece, reported by the
+ *    copy loops through xfer_bucket_wrote) against its base, kept per class
+ *    of write (size, O_DIRECT or not, another of the copy's own I/Os in
+ *    flight: xfer_lat_class), so that the copy's own mix is not taken for
+ *    someone else: the lowest seen over the last minutes (the uncontended
+ *    latency). Queuing delay above the target fraction of the base lowers
+ *    the rate, below it raises it. Where the probe sees everything the
+ *    device does (a block device), the latency in steps when the probe sees
+ *    nobody else is our own queuing: it is learned (smoothed, per class) and
+ *    never lowers the rate; it becomes the base when others are there.
  *
  * Probes: a probe turns a file system (its st_dev) into counters. Three
  * are tried in order: Lustre's client counters (pace_lustre.c: the mount's
@@ -69,6 +75,9 @@ struct pace_probe_ops {
 	   with a log line and the controller goes on with its own latency only). */
 	int (*read)(void *h, struct pace_probe_sample *s);
 	void (*close)(void *h);
+	/* 1: it sees everything the device does, from every process (a block
+	   device); 0: only part of it (a parallel file system's client). */
+	int whole_device;
 };
 
 extern const struct pace_probe_ops pace_probe_block;
@@ -85,6 +94,7 @@ struct pace_params {
 };
 
 #define PACE_BASE_N 10          /* base latency history: minutes (RFC 6817's BASE_HISTORY) */
+#define PACE_LAT_CLASSES 24     /* kinds of write with a base of their own: XFER_LAT_CLASSES */
 #define PACE_WIN_S 10           /* the archive share's window: buckets of 10 s ... */
 #define PACE_WIN_N 30           /* ... 30 of them, 5 minutes */
 
@@ -111,7 +121,15 @@ struct pace {
 	double rate;                 /* bytes/s allowed now (when not held) */
 	int held;                    /* 1: others use the device; transfers wait */
 	int64_t quiet_since_ns;      /* held: the device quiet since, 0 = not quiet */
-	double base[PACE_BASE_N];    /* lowest own latency (ns/MiB) per minute, 0 = none */
+	double others;               /* others' bytes/s, smoothed over 0.5 s and not clipped at
+					0 per step (ours reported late even out): quiet below
+					foreign_min */
+	int whole;                   /* the probe sees the whole device (whole_device) */
+	double quiet_s, quiet_b;     /* held: time and others' bytes since quiet_since_ns */
+	double base[PACE_LAT_CLASSES][PACE_BASE_N]; /* lowest own latency (ns/MiB) per
+					class and minute, 0 = none */
+	double own_lat[PACE_LAT_CLASSES]; /* whole device: own latency (ns/MiB) per class
+					in steps with nobody else, smoothed; 0 = none */
 	int64_t base_minute;         /* minute number of base[0] */
 	double delay;                /* last own latency, ns per MiB (0 = none yet) */
 	uint64_t backoffs;           /* holds started */
@@ -129,8 +147,9 @@ struct pace_own {
 	uint64_t rbytes, wbytes;  /* bytes read, written (reported after they completed) */
 	uint64_t rmax, wmax;      /* largest single read / write: what may have completed
 				     on the device and not been reported yet */
-	double lat_sum;           /* own latency samples, ns per MiB, summed */
-	int lat_n;
+	double lat_sum[PACE_LAT_CLASSES]; /* own latency samples, ns per MiB, summed per
+					     class (xfer_lat_class) */
+	int lat_n[PACE_LAT_CLASSES];
 };
 
 /*

@@ -317,13 +317,26 @@ void xfer_bucket_adjust_rate(struct xfer_bucket *b, uint64_t rate);
 /* Seconds since a copy loop last called take or wrote on b (it finished an I/O). */
 double xfer_bucket_idle_s(struct xfer_bucket *b);
 /* What the copy loops reported since the previous call (pace thread), and reset. */
+/*
+ * Classes of a write's latency sample: its size (6 steps: < 512 KiB, < 1,
+ * < 2, < 4, < 8 MiB, larger), O_DIRECT or buffered with write-back, and
+ * whether another I/O of the same transfer began while it ran (the
+ * pipeline's reader or verifier: the copy's own queuing).
+ */
+#define XFER_LAT_SIZES 6
+#define XFER_LAT_CLASSES (XFER_LAT_SIZES * 2 * 2)
+int xfer_lat_class(uint64_t len, int direct, int concurrent);
+
 struct xfer_bucket_io {
 	dev_t dev;          /* file system written, 0 = none yet */
 	uint64_t rbytes;    /* bytes taken (read: the source, a read-back) */
 	uint64_t wbytes;    /* bytes written (xfer_bucket_wrote) */
 	uint64_t rmax, wmax; /* largest single take / write seen (in flight at once) */
-	double lat_sum;     /* sum of latency samples, ns per MiB */
-	int lat_n;          /* number of samples */
+	/* Latency samples (ns per MiB of a write) by class, xfer_lat_class():
+	   each kind of write has a base of its own, so that the copy's own
+	   mix of pieces is not taken for someone else's load. */
+	double lat_sum[XFER_LAT_CLASSES];
+	int lat_n[XFER_LAT_CLASSES];
 };
 void xfer_bucket_drain_io(struct xfer_bucket *b, struct xfer_bucket_io *io);
 /* Forget the file system and sizes (a worker slot starts another request). */

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -30,8 +31,11 @@ struct xfer_bucket {
 	uint64_t io_rbytes;      /* bytes taken since the last drain */
 	uint64_t io_wbytes;      /* bytes written since the last drain */
 	uint64_t io_rmax, io_wmax; /* largest take / write seen */
-	double lat_sum;          /* latency samples (ns per MiB) since the last drain */
-	int lat_n;
+	double lat_sum[XFER_LAT_CLASSES]; /* latency samples (ns per MiB) since the last
+					     drain, by class */
+	int lat_n[XFER_LAT_CLASSES];
+	uint64_t starts;         /* I/Os begun (takes): another thread's, seen during a
+				    write, make its sample a concurrent one */
 	int64_t last_call_us;    /* monotonic us of the last take/wrote: an I/O just ended */
 	uint64_t sleeps;         /* times a taker slept (rate or pause); a latency sample
 				    spanning a sleep measures the bucket, not the device */
@@ -41,6 +45,7 @@ struct xfer_bucket {
 static __thread const struct xfer_bucket *_prev_b;
 static __thread double _prev_t;
 static __thread uint64_t _prev_sleeps;
+static __thread uint64_t _prev_starts;
 /* The worker's stop flag, as the takes pass it: a paused writer leaves on SIGTERM. */
 static volatile sig_atomic_t *_stop_flag;
 
@@ -138,6 +143,16 @@ static void _mark(const struct xfer_bucket *b)
 	_prev_b = b;
 	_prev_t = _mono();
 	_prev_sleeps = __atomic_load_n(&b->sleeps, __ATOMIC_RELAXED);
+	_prev_starts = __atomic_load_n(&b->starts, __ATOMIC_RELAXED);
+}
+
+int xfer_lat_class(uint64_t len, int direct, int concurrent)
+{
+	int size = 0;
+
+	for (uint64_t lim = 512u << 10; size < XFER_LAT_SIZES - 1 && len >= lim; lim *= 2)
+		size++;
+	return (size * 2 + !!direct) * 2 + !!concurrent;
 }
 
 void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop)
@@ -146,6 +161,7 @@ void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *
 		return;
 	__atomic_store_n(&b->last_call_us, (int64_t)(_mono() * 1e6), __ATOMIC_RELAXED);
 	__atomic_add_fetch(&b->io_rbytes, n, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&b->starts, 1, __ATOMIC_RELAXED);
 	if (n > __atomic_load_n(&b->io_rmax, __ATOMIC_RELAXED))
 		__atomic_store_n(&b->io_rmax, n, __ATOMIC_RELAXED);
 	if (stop)
@@ -196,6 +212,7 @@ static void _take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop
 void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 {
 	double now;
+	int direct = 0;
 
 	if (!b || fd < 0)
 		return;
@@ -211,17 +228,19 @@ void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 
 		off = pos >= (off_t)len ? (int64_t)pos - (int64_t)len : 0;
 	}
-	if (b->flush && len >= (256u << 10)) {
+	if (len >= (256u << 10)) {
 		int fl = fcntl(fd, F_GETFL);
 
+		direct = fl >= 0 && (fl & O_DIRECT);
+	}
+	if (b->flush && len >= (256u << 10) && !direct) {
 		/* Buffered: the range goes to the device now, while the transfer is
 		   allowed to run, instead of whenever writeback gets to it. Smaller
 		   writes (small files) are left to SyncMode's batches: they leave at
 		   most a batch (8 MiB) of dirty pages, and a write-back each would
 		   cost small-file archives their batching. */
-		if (fl >= 0 && !(fl & O_DIRECT))
-			sync_file_range(fd, off, (off_t)len, SYNC_FILE_RANGE_WAIT_BEFORE |
-					SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+		sync_file_range(fd, off, (off_t)len, SYNC_FILE_RANGE_WAIT_BEFORE |
+				SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 	}
 	now = _mono();
 	__atomic_add_fetch(&b->io_wbytes, len, __ATOMIC_RELAXED);
@@ -230,9 +249,13 @@ void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 	/* Small writes are dominated by per-call costs: no sample. */
 	if (_prev_b == b && len >= (256u << 10) &&
 	    __atomic_load_n(&b->sleeps, __ATOMIC_RELAXED) == _prev_sleeps) {
+		/* Takes by this thread come before _mark: any start since is another's. */
+		int k = xfer_lat_class(len, direct, __atomic_load_n(&b->starts, __ATOMIC_RELAXED) !=
+				       _prev_starts);
+
 		_lock(b);
-		b->lat_sum += (now - _prev_t) * 1e9 / ((double)len / (1 << 20));
-		b->lat_n++;
+		b->lat_sum[k] += (now - _prev_t) * 1e9 / ((double)len / (1 << 20));
+		b->lat_n[k]++;
 		pthread_mutex_unlock(&b->lock);
 	}
 	_wait_paused(b, _stop_flag);
@@ -274,10 +297,10 @@ void xfer_bucket_drain_io(struct xfer_bucket *b, struct xfer_bucket_io *io)
 	io->rmax = __atomic_load_n(&b->io_rmax, __ATOMIC_RELAXED);
 	io->wmax = __atomic_load_n(&b->io_wmax, __ATOMIC_RELAXED);
 	_lock(b);
-	io->lat_sum = b->lat_sum;
-	io->lat_n = b->lat_n;
-	b->lat_sum = 0;
-	b->lat_n = 0;
+	memcpy(io->lat_sum, b->lat_sum, sizeof(io->lat_sum));
+	memcpy(io->lat_n, b->lat_n, sizeof(io->lat_n));
+	memset(b->lat_sum, 0, sizeof(b->lat_sum));
+	memset(b->lat_n, 0, sizeof(b->lat_n));
 	pthread_mutex_unlock(&b->lock);
 }
 
@@ -291,8 +314,8 @@ void xfer_bucket_reset_io(struct xfer_bucket *b)
 	_lock(b);
 	b->dev = 0;
 	b->io_rbytes = b->io_wbytes = b->io_rmax = b->io_wmax = 0;
-	b->lat_sum = 0;
-	b->lat_n = 0;
+	memset(b->lat_sum, 0, sizeof(b->lat_sum));
+	memset(b->lat_n, 0, sizeof(b->lat_n));
 	b->flush = 0;
 	pthread_mutex_unlock(&b->lock);
 }

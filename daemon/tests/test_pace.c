@@ -47,11 +47,117 @@ static void _run(struct sim *s, int steps)
 		own.wmax = 8 << 20;
 		own.rmax = 8 << 20;
 		if (ours > 0) {
-			own.lat_sum = s->lat * (jobgot > 0 ? 2 : 1);
-			own.lat_n = 1;
+			own.lat_sum[0] = s->lat * (jobgot > 0 ? 2 : 1);
+			own.lat_n[0] = 1;
 		}
 		s->now += 10 * MS;
 		pace_step(&s->c, s->now, &s->dev, &own);
+	}
+}
+
+/*
+ * Two kinds of write in one copy (a piece written alone, 5 ms/MiB, and one
+ * while the copy's reader is in flight, 12 ms/MiB), no probe: each is at
+ * its own base, so the rate grows; measured against one base for both, the
+ * second kind was 2.4x it and halved the rate every time.
+ */
+static void _classes(const struct pace_params *p)
+{
+	struct pace c;
+	int64_t t = 5000 * MS;
+
+	pace_init(&c, p);
+	for (int i = 0; i < 300; i++) {
+		struct pace_own own = { 0 };
+
+		own.lat_sum[4] = 5e6;
+		own.lat_n[4] = 1;
+		own.lat_sum[5] = 12e6;
+		own.lat_n[5] = 1;
+		t += 10 * MS;
+		pace_step(&c, t, NULL, &own);
+	}
+	ok(c.rate > 100 * MIB, "two kinds of write, each at its own base: the rate grows "
+	   "(%.0f MiB/s)", c.rate / MIB);
+}
+
+/*
+ * A device that gives 100 MiB/s and then queues (a throttle: 5 ms/MiB below
+ * it, 50 ms/MiB at it), with only our I/O on it, as a block probe sees it.
+ * Returns the lowest throughput of a step over the last 2 s of 4 s.
+ */
+static double _throttled(const struct pace_params *p, int whole, struct pace *c)
+{
+	struct pace_probe_sample d = { 0, 0 };
+	int64_t t = 5000 * MS;
+	double low = 1e15;
+
+	pace_init(c, p);
+	c->whole = whole;
+	for (int i = 0; i < 400; i++) {
+		double r = c->held ? 0 : c->rate, moved = (r < 100 * MIB ? r : 100 * MIB) * 0.01;
+		struct pace_own own = { .wbytes = (uint64_t)moved, .wmax = 1 << 20, .rmax = 1 << 20 };
+
+		d.wbytes += (uint64_t)moved;
+		if (moved > 0) {
+			own.lat_sum[9] = r < 100 * MIB ? 5e6 : 50e6;
+			own.lat_n[9] = 1;
+		}
+		t += 10 * MS;
+		pace_step(c, t, &d, &own);
+		if (i >= 200 && moved / 0.01 < low)
+			low = moved / 0.01;
+	}
+	return low;
+}
+
+/*
+ * The whole device seen (block probe): our own queuing at full speed is
+ * learned, never taken for others; once others are there (below a hold),
+ * latency is measured against what ours alone gave.
+ */
+static void _whole_device(const struct pace_params *p)
+{
+	struct pace c;
+	double whole = _throttled(p, 1, &c), part;
+	struct pace_probe_sample d = { 0, 0 };
+	int64_t t = 9000 * MS;
+	double r0;
+
+	ok(!c.held && whole >= 99 * MIB, "whole device, nobody else: our queuing at the "
+	   "device's limit does not slow us (lowest step %.1f MiB/s)", whole / MIB);
+	ok(c.own_lat[9] > 30e6, "our own latency at full speed learned (%.0f ms/MiB)",
+	   c.own_lat[9] / 1e6);
+	part = _throttled(p, 0, &c);
+	ok(part < 99 * MIB, "a client probe (part of the device): the same latency still cuts "
+	   "the rate at the limit (lowest step %.1f MiB/s)", part / MIB);
+
+	/* Others at 4 MiB/s of reads (not yet a hold: that takes 1.5 s of it):
+	   latency at what ours alone gave (50 ms/MiB, 10x the lowest) lets the
+	   rate grow; 3x that slows it. */
+	_throttled(p, 1, &c);
+	d.wbytes = c.last.wbytes;
+	t = c.last_ns;
+	for (int phase = 0; phase < 2; phase++) {
+		r0 = c.rate;
+		for (int i = 0; i < 50; i++) {
+			struct pace_own own = { .wbytes = 1 << 20, .wmax = 1 << 20, .rmax = 1 << 20 };
+
+			d.wbytes += 1 << 20;
+			d.rbytes += 4 * (1 << 20) / 100;
+			own.lat_sum[9] = phase ? 150e6 : 50e6;
+			own.lat_n[9] = 1;
+			t += 10 * MS;
+			pace_step(&c, t, &d, &own);
+		}
+		ok(!c.held && c.others > p->foreign_min, "others at 4 MiB/s seen (%.1f MiB/s), not "
+		   "held (phase %d)", c.others / MIB, phase);
+		if (!phase)
+			ok(c.rate >= r0, "others there, latency at ours alone: the rate does not fall "
+			   "(%.0f -> %.0f MiB/s)", r0 / MIB, c.rate / MIB);
+		else
+			ok(c.rate < r0 / 2, "others there, latency 3x ours alone: the rate falls "
+			   "(%.0f -> %.0f MiB/s)", r0 / MIB, c.rate / MIB);
 	}
 }
 
@@ -112,7 +218,9 @@ int main(void)
 	ok(s.c.held, "still held before the quiet time has passed");
 	_run(&s, 4);
 	ok(!s.c.held, "released after the quiet time");
-	ok(s.c.rate >= p.min_rate, "resumes at a positive rate");
+	ok(s.c.rate >= 0.9 * s.c.capacity, "resumes at what the probe saw left idle while it was "
+	   "quiet (%.0f of %.0f MiB/s), not at half the rate before", s.c.rate / MIB,
+	   s.c.capacity / MIB);
 
 	/* A trickle of others' I/O below PaceForeignMin does not hold it. */
 	s.job_bps = 1 * MIB;
@@ -127,8 +235,8 @@ int main(void)
 		double r0;
 
 		pace_init(&c, &p);
-		own.lat_n = 1;
-		own.lat_sum = 5e6;
+		own.lat_n[0] = 1;
+		own.lat_sum[0] = 5e6;
 		for (int i = 0; i < 200; i++) {
 			t += 10 * MS;
 			pace_step(&c, t, NULL, &own);
@@ -136,7 +244,7 @@ int main(void)
 		r0 = c.rate;
 		ok(r0 > 50 * MIB, "no probe, latency at its base: the rate grows (%.0f MiB/s)",
 		   r0 / MIB);
-		own.lat_sum = 15e6;	/* 3x the base: far over target */
+		own.lat_sum[0] = 15e6;	/* 3x the base: far over target */
 		for (int i = 0; i < 20; i++) {
 			t += 10 * MS;
 			pace_step(&c, t, NULL, &own);
@@ -144,7 +252,7 @@ int main(void)
 		ok(c.rate < r0 / 2, "latency 3x the base: the rate falls by half or more (%.0f -> "
 		   "%.0f MiB/s)", r0 / MIB, c.rate / MIB);
 		ok(c.rate >= p.min_rate, "never below the minimum rate");
-		own.lat_sum = 6e6;	/* 1.2x: under the 1.5x target */
+		own.lat_sum[0] = 6e6;	/* 1.2x: under the 1.5x target */
 		r0 = c.rate;
 		for (int i = 0; i < 50; i++) {
 			t += 10 * MS;
@@ -166,7 +274,7 @@ int main(void)
 
 		pace_init(&c, &p);
 		for (int i = 1; i <= 800; i++) {
-			struct pace_own own = { 0, 0, 8 << 20, 8 << 20, 0, 0 };
+			struct pace_own own = { .rmax = 8 << 20, .wmax = 8 << 20 };
 
 			d.wbytes += 1 << 20;
 			d.rbytes += 2 << 20;
@@ -181,7 +289,7 @@ int main(void)
 		   "(%llu backoffs)", (unsigned long long)c.backoffs);
 		/* ... and a job's 1 MiB writes beside them are seen within two chunks. */
 		for (int i = 1; i <= 16 && !c.held; i++) {
-			struct pace_own own = { 0, 0, 8 << 20, 8 << 20, 0, 0 };
+			struct pace_own own = { .rmax = 8 << 20, .wmax = 8 << 20 };
 
 			d.wbytes += (1 << 20) + (1 << 20);
 			if (i % 8 == 0)
@@ -192,6 +300,9 @@ int main(void)
 		}
 		ok(c.held, "held");
 	}
+
+	_classes(&p);
+	_whole_device(&p);
 
 	/* Counters that go backwards (device reset) are not a burst. */
 	{
