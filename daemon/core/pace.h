@@ -91,6 +91,8 @@ struct pace_params {
 	double min_rate;      /* bytes/s: the rate after a hold, and the floor */
 	double ramp_s;        /* on target, the rate grows by the capacity in this long */
 	double quiet_bytes;   /* held: a step with fewer unexplained bytes is quiet */
+	double own_overhead;  /* of our own bytes, this fraction more on the device is the
+				 file system's own doing for them (journal, extents), not others' */
 };
 
 #define PACE_BASE_N 10          /* base latency history: minutes (RFC 6817's BASE_HISTORY) */
@@ -121,9 +123,10 @@ struct pace {
 	double rate;                 /* bytes/s allowed now (when not held) */
 	int held;                    /* 1: others use the device; transfers wait */
 	int64_t quiet_since_ns;      /* held: the device quiet since, 0 = not quiet */
-	double others;               /* others' bytes/s, smoothed over 0.5 s and not clipped at
-					0 per step (ours reported late even out): quiet below
-					foreign_min */
+	double others_r, others_w;   /* others' bytes/s read, written, smoothed over 0.5 s and
+					not clipped at 0 per step (ours reported late even
+					out): quiet while their positive parts sum below
+					foreign_min (pace_others) */
 	int whole;                   /* the probe sees the whole device (whole_device) */
 	double quiet_s, quiet_b;     /* held: time and others' bytes since quiet_since_ns */
 	double base[PACE_LAT_CLASSES][PACE_BASE_N]; /* lowest own latency (ns/MiB) per
@@ -159,6 +162,9 @@ struct pace_own {
  */
 double pace_step(struct pace *c, int64_t now_ns, const struct pace_probe_sample *dev,
 		 const struct pace_own *own);
+
+/* Others' load without the clipping of each step, bytes/s: what decides quiet. */
+double pace_others(const struct pace *c);
 
 /* Bandwidth the others leave idle, bytes/s (capacity - their smoothed load). */
 double pace_idle(const struct pace *c);
