@@ -114,6 +114,26 @@ int client_getopt(int argc, char **argv, const char *shortopts, const struct opt
 	return -1;
 }
 
+int client_json_opts(int argc, char **argv, void (*usage)(FILE *fp), int *json_out)
+{
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'J' },
+		COMMON_LONGOPTS,
+		{ NULL, 0, NULL, 0 }
+	};
+	int c;
+
+	client_foreach_opt(c, argc, argv, "h", lo) {
+		switch (c) {
+		case 'J': *json_out = 1; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		case '?': return EXIT_ENV;
+		default: usage(stderr); return EXIT_ENV;
+		}
+	}
+	return -1;
+}
+
 struct http *client_connect(const char *socket_path, const char *server, const char *config)
 {
 	struct dclient_target t;
@@ -1048,31 +1068,20 @@ void client_print_yield(const json_t *health)
 		       json_integer_value(json_object_get(pc, "backoffs")));
 }
 
+static void _health_usage(FILE *fp)
+{
+	fprintf(fp, "usage: stagehand health [--json]\n"
+		"Ask stagehandd whether it is up; exit 0 if it says ok.\n" COMMON_HELP);
+}
+
 int cmd_health(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "json", no_argument, NULL, 'J' },
-		COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 }
-	};
-	int c, json_out = 0, rc;
+	int json_out = 0, rc;
 	struct http *h;
 	json_t *resp;
 
-	client_foreach_opt(c, argc, argv, "h", lo) {
-		if (c == '?')
-			return EXIT_ENV;
-		if (c == 'J') {
-			json_out = 1;
-		} else if (c == 'h') {
-			printf("usage: stagehand health [--json]\n"
-			       "Ask stagehandd whether it is up; exit 0 if it says ok.\n" COMMON_HELP);
-			return EXIT_OK;
-		} else {
-			fprintf(stderr, "usage: stagehand health [--json]\n");
-			return EXIT_ENV;
-		}
-	}
+	if ((rc = client_json_opts(argc, argv, _health_usage, &json_out)) >= 0)
+		return rc;
 	if (!(h = client_open()))
 		return EXIT_ENV;
 	rc = client_call(h, "GET", "/v1/health", NULL, &resp, NULL);

@@ -50,6 +50,13 @@ int client_getopt(int argc, char **argv, const char *shortopts, const struct opt
 	for (optind = 1, opterr = 0; \
 	     ((c) = client_getopt((argc), (argv), (shortopts), (lo))) != -1;)
 
+/*
+ * The options of a subcommand whose only own option is --json (sets
+ * *json_out): -1 to go on, optind at the first operand; else the exit code,
+ * EXIT_OK once usage(stdout) printed the help, EXIT_ENV on a bad option.
+ */
+int client_json_opts(int argc, char **argv, void (*usage)(FILE *fp), int *json_out);
+
 /* The daemon connection per client.h's order; NULL with a message printed. */
 struct http *client_open(void);
 

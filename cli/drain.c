@@ -195,23 +195,12 @@ int cmd_drain(int argc, char **argv)
 
 int cmd_resume(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "json", no_argument, NULL, 'J' },
-		COMMON_LONGOPTS,
-		{ NULL, 0, NULL, 0 }
-	};
-	int c, json_out = 0, rc;
+	int json_out = 0, rc;
 	struct http *h;
 	json_t *resp = NULL;
 
-	client_foreach_opt(c, argc, argv, "h", lo) {
-		switch (c) {
-		case 'J': json_out = 1; break;
-		case 'h': _resume_usage(stdout); return EXIT_OK;
-		case '?': return EXIT_ENV;
-		default: _resume_usage(stderr); return EXIT_ENV;
-		}
-	}
+	if ((rc = client_json_opts(argc, argv, _resume_usage, &json_out)) >= 0)
+		return rc;
 	if (optind != argc) {
 		client_errx("resume: unexpected argument '%s'", argv[optind]);
 		return EXIT_ENV;

@@ -1,5 +1,6 @@
 #!/bin/sh
-# cli-check.sh - 'stagehand check' on the shipped examples (TAP).
+# cli-check.sh - 'stagehand check' on the shipped examples, and the option
+# handling of health and resume (TAP).
 # Needs STAGEHAND_BIN (the built cli/stagehand) and STAGEHAND_EXAMPLES
 # (the examples/ folder); tests/Makefile.am sets both.
 
@@ -119,6 +120,24 @@ printf '#!/bin/bash\n#DATA after=4711,4712\n' | "$bin" check --config=/dev/null 
 rc=$?
 grep -q "<stdin>:2: error: separate job ids with ':'.*\[bad_value\]" "$tmp/out" && [ $rc -eq 1 ]
 ok $? "after= with a comma: the error says to use ':', exit 1"
+
+# health and resume take --json and the common options only (client_json_opts):
+# help and usage errors are answered before any daemon is asked.
+for cmd in health resume; do
+	"$bin" $cmd --help > "$tmp/out" 2> "$tmp/err"
+	rc=$?
+	grep -q "^usage: stagehand $cmd \[--json\]" "$tmp/out" && grep -q "^  --socket PATH" "$tmp/out" &&
+		[ ! -s "$tmp/err" ] && [ $rc -eq 0 ]
+	ok $? "$cmd --help: usage and the daemon options on stdout, exit 0"
+	"$bin" $cmd --bogus > "$tmp/out" 2>&1
+	rc=$?
+	grep -q "$cmd: bad option '--bogus'.*see 'stagehand $cmd --help'" "$tmp/out" && [ $rc -eq 2 ]
+	ok $? "$cmd --bogus: names the option, exit 2"
+done
+"$bin" resume now > "$tmp/out" 2>&1
+rc=$?
+grep -q "resume: unexpected argument 'now'" "$tmp/out" && [ $rc -eq 2 ]
+ok $? "resume with an operand: exit 2"
 
 echo "1..$n"
 [ $fails -eq 0 ]
