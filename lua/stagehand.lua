@@ -3,16 +3,9 @@ stagehand.lua - stagehand's #DATA grammar and its Slurm hooks, as one module.
 
 Loaded once by slurmctld through a thin wrapper: the shipped job_submit.lua
 (JobSubmitPlugins=lua) and burst_buffer.lua (BurstBufferType=burst_buffer/lua),
-or a site's own job_submit.lua, which adds one line and one call per hook:
-
-  local stagehand = dofile("/etc/slurm/stagehand.lua")
-  function slurm_job_submit(desc, parts, uid)
-          -- ... the site's own checks ...
-          return stagehand.job_submit(desc, parts, uid)
-  end
-  function slurm_job_modify(desc, rec, parts, uid)
-          return stagehand.job_modify(desc, rec, parts, uid)
-  end
+or a site's own job_submit.lua, which adds one line (a dofile of this
+module) and one call per hook, after its own checks: the shipped
+job_submit.lua is those lines and nothing else, the example to copy.
 
 The module (docs/admin-submit.md):
   * parses #DATA lines by the grammar in docs/directives.md (the same rules as
