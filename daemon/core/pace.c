@@ -216,9 +216,17 @@ void pace_fs_stats_of(const struct pace *c, int64_t now_ns, struct pace_fs_stats
 static double _delay(struct pace *c, int64_t now_ns, double dt, const struct pace_own *own,
 		     int quiet)
 {
+	struct pace_own one = { 0 };
 	double rel = 0;
 	int n = 0;
 
+	if (c->p.off & PACE_OFF_CLASSES) {	/* every sample against one base */
+		for (int k = 0; k < PACE_LAT_CLASSES; k++) {
+			one.lat_sum[0] += own->lat_sum[k];
+			one.lat_n[0] += own->lat_n[k];
+		}
+		own = &one;
+	}
 	_base_age(c, now_ns);
 	for (int k = 0; k < PACE_LAT_CLASSES; k++) {
 		double d, base;
@@ -232,7 +240,7 @@ static double _delay(struct pace *c, int64_t now_ns, double dt, const struct pac
 			c->own_lat[k] += (d - c->own_lat[k]) * (c->own_lat[k] > 0 ? _k(dt, OWN_LAT_S) : 1);
 			continue;
 		}
-		if (c->whole && c->own_lat[k] > base)	/* ours alone were this slow */
+		if (c->whole && !(c->p.off & PACE_OFF_QUIET) && c->own_lat[k] > base)	/* ours alone */
 			base = c->own_lat[k];
 		if (base <= 0)
 			continue;
@@ -248,7 +256,8 @@ static void _ledbat(struct pace *c, int64_t now_ns, double dt, const struct pace
 {
 	double ref = _max(c->capacity, 100 * MIB), off;
 	double upper = c->capacity > MIB ? c->capacity * 1.5 + c->p.min_rate : 1e15;
-	int quiet = probed && c->whole && pace_others(c) < c->p.foreign_min;
+	int quiet = probed && c->whole && pace_others(c) < c->p.foreign_min &&
+		    !(c->p.off & PACE_OFF_QUIET);
 
 	off = (c->p.target - _delay(c, now_ns, dt, own, quiet)) / c->p.target;
 	if (off < -1)	/* far over target: halve within ~100 ms */
@@ -296,7 +305,7 @@ double pace_step(struct pace *c, int64_t now_ns, const struct pace_probe_sample 
 			c->held = 0;
 			c->exc_r = c->exc_w = 0;
 			/* Go on at what the probe saw left idle while it was quiet. */
-			if (c->quiet_s > 0 && c->capacity > 0)
+			if (c->quiet_s > 0 && c->capacity > 0 && !(c->p.off & PACE_OFF_RELEASE))
 				c->rate = _max(c->p.min_rate, c->capacity - c->quiet_b / c->quiet_s);
 		}
 		return c->held ? 0 : c->rate;
@@ -611,12 +620,48 @@ static void *_main(void *arg)
 	return NULL;
 }
 
+int pace_off_parse(const char *s, unsigned *off)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} rules[] = { { "classes", PACE_OFF_CLASSES }, { "quiet", PACE_OFF_QUIET },
+		      { "release", PACE_OFF_RELEASE }, { "overhead", PACE_OFF_OVERHEAD } };
+
+	*off = 0;
+	while (s && *s) {
+		size_t len = strcspn(s, ","), i;
+
+		for (i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+			if (strlen(rules[i].name) == len && !strncmp(s, rules[i].name, len))
+				break;
+		if (i == sizeof(rules) / sizeof(rules[0]))
+			return -1;
+		*off |= rules[i].bit;
+		s += len + (s[len] == ',');
+	}
+	return 0;
+}
+
 int pace_run_start(struct daemon *d, char *err, size_t errlen)
 {
+	/* A measurement hook, not a setting: bench-busy compares the controller
+	   with each of its rules turned off, side by side (docs/performance.md). */
+	const char *off = secure_getenv("STAGEHAND_PACE_OFF");
 	int e;
 
 	(void)d;
 	pace_default_params(&_params);
+	if (off && pace_off_parse(off, &_params.off) < 0) {
+		snprintf(err, errlen, "STAGEHAND_PACE_OFF=%s: not a list of classes, quiet, release "
+			 "and overhead", off);
+		return -1;
+	}
+	if (_params.off & PACE_OFF_OVERHEAD)
+		_params.own_overhead = 0;
+	if (_params.off)
+		log_warn("pace: STAGEHAND_PACE_OFF=%s: these rules of the scavenger are off "
+			 "(a measurement hook)", off);
 	atomic_store(&_running, 1);
 	if ((e = pthread_create(&_thread, NULL, _main, NULL)) != 0) {
 		atomic_store(&_running, 0);

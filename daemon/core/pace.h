@@ -93,7 +93,17 @@ struct pace_params {
 	double quiet_bytes;   /* held: a step with fewer unexplained bytes is quiet */
 	double own_overhead;  /* of our own bytes, this fraction more on the device is the
 				 file system's own doing for them (journal, extents), not others' */
+	unsigned off;         /* PACE_OFF_*: rules turned off, to measure what each does */
 };
+
+/* Rules that can be turned off (STAGEHAND_PACE_OFF, a measurement hook: pace_run_start). */
+#define PACE_OFF_CLASSES 1u     /* one base latency for every kind of write */
+#define PACE_OFF_QUIET 2u       /* our own queuing on a whole device counted as others' */
+#define PACE_OFF_RELEASE 4u     /* after a hold, half the rate before it */
+#define PACE_OFF_OVERHEAD 8u    /* the file system's own writes for ours taken as others' */
+
+/* The PACE_OFF_* bits named in s ("classes,quiet,release,overhead"); -1 on an unknown name. */
+int pace_off_parse(const char *s, unsigned *off);
 
 #define PACE_BASE_N 10          /* base latency history: minutes (RFC 6817's BASE_HISTORY) */
 #define PACE_LAT_CLASSES 24     /* kinds of write with a base of their own: XFER_LAT_CLASSES */

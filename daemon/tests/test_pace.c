@@ -335,6 +335,24 @@ int main(void)
 		ok(c.held && i <= 10, "a job's 40 MiB/s beside them: held after %d steps", i);
 	}
 
+	/* The measurement hook: STAGEHAND_PACE_OFF's names, and a rule turned off
+	   behaves as the controller did without it. */
+	{
+		unsigned off = 99;
+		struct pace_params q = p;
+		struct pace c;
+
+		ok(pace_off_parse("classes,quiet,release,overhead", &off) == 0 && off ==
+		   (PACE_OFF_CLASSES | PACE_OFF_QUIET | PACE_OFF_RELEASE | PACE_OFF_OVERHEAD),
+		   "STAGEHAND_PACE_OFF: the four rules by name");
+		ok(pace_off_parse("", &off) == 0 && off == 0, "STAGEHAND_PACE_OFF empty: none off");
+		ok(pace_off_parse("quiet,bogus", &off) < 0 && pace_off_parse("quie", &off) < 0,
+		   "STAGEHAND_PACE_OFF: an unknown or partial name refused");
+		q.off = PACE_OFF_QUIET;
+		ok(_throttled(&q, 1, &c) < 99 * MIB, "quiet off: our queuing counted again (lowest "
+		   "step %.1f MiB/s)", _throttled(&q, 1, &c) / MIB);
+	}
+
 	/* Counters that go backwards (device reset) are not a burst. */
 	{
 		struct pace c;
