@@ -104,12 +104,12 @@ static int _foreign(struct pace *c, double dt, const struct pace_probe_sample *d
 	/* Unexplained: beyond our bytes and the file system's own I/O for them. */
 	double ur = dr - (1 + c->p.own_overhead) * (double)own->rbytes;
 	double uw = dw - (1 + c->p.own_overhead) * (double)own->wbytes;
-	double allow = c->p.foreign_min * dt, k = dt / 0.5 > 1 ? 1 : dt / 0.5;
+	double allow = c->p.foreign_min * dt, k = _k(dt, 0.5);
 	double total = (dr + dw) / dt;
 
 	/* Over ~200 ms: one 10 ms step catches completions in clumps. */
-	c->total += (total - c->total) * (dt / 0.2 > 1 ? 1 : dt / 0.2);
-	c->capacity *= 1 - (dt / 600 > 1 ? 1 : dt / 600);	/* a peak fades over ~10 min */
+	c->total += (total - c->total) * _k(dt, 0.2);
+	c->capacity *= 1 - _k(dt, 600);	/* a peak fades over ~10 min */
 	if (c->total > c->capacity)
 		c->capacity = c->total;
 	c->foreign += (((ur > 0 ? ur : 0) + (uw > 0 ? uw : 0)) / dt - c->foreign) * k;
@@ -261,7 +261,7 @@ static void _ledbat(struct pace *c, int64_t now_ns, double dt, const struct pace
 
 	off = (c->p.target - _delay(c, now_ns, dt, own, quiet)) / c->p.target;
 	if (off < -1)	/* far over target: halve within ~100 ms */
-		c->rate *= 1 - 0.5 * (dt / 0.1 > 1 ? 1 : dt / 0.1);
+		c->rate *= 1 - 0.5 * _k(dt, 0.1);
 	else
 		c->rate += off * ref * dt / c->p.ramp_s;
 	if (c->rate > upper)
@@ -515,6 +515,15 @@ static int _probe(struct _fs *f, struct pace_probe_sample *s)
 	return PACE_PROBE_NONE;
 }
 
+/* Latency samples by class added to o's. */
+static void _lat_add(struct pace_own *o, const double *sum, const int *n)
+{
+	for (int k = 0; k < PACE_LAT_CLASSES; k++) {
+		o->lat_sum[k] += sum[k];
+		o->lat_n[k] += n[k];
+	}
+}
+
 /* Add one tick's own I/O to what the next step will see. */
 static void _pend(struct pace_own *p, const struct pace_own *o)
 {
@@ -524,10 +533,7 @@ static void _pend(struct pace_own *p, const struct pace_own *o)
 		p->rmax = o->rmax;
 	if (o->wmax > p->wmax)
 		p->wmax = o->wmax;
-	for (int k = 0; k < PACE_LAT_CLASSES; k++) {
-		p->lat_sum[k] += o->lat_sum[k];
-		p->lat_n[k] += o->lat_n[k];
-	}
+	_lat_add(p, o->lat_sum, o->lat_n);
 }
 
 static void _step(int64_t now)
@@ -553,10 +559,7 @@ static void _step(int64_t now)
 		o->wbytes += io.wbytes;
 		o->rmax += io.rmax;	/* every transfer may have one in flight */
 		o->wmax += io.wmax;
-		for (int c = 0; c < PACE_LAT_CLASSES; c++) {
-			o->lat_sum[c] += io.lat_sum[c];
-			o->lat_n[c] += io.lat_n[c];
-		}
+		_lat_add(o, io.lat_sum, io.lat_n);
 	}
 	for (int i = 0; i < PACE_FS; i++) {
 		struct pace_probe_sample s;

@@ -228,19 +228,20 @@ void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 
 		off = pos >= (off_t)len ? (int64_t)pos - (int64_t)len : 0;
 	}
-	if (len >= (256u << 10)) {
+	/* Paced or paused (the only buckets whose samples the pace thread reads):
+	   no fcntl on an unpaced transfer's writes. */
+	if (b->flush && len >= (256u << 10)) {
 		int fl = fcntl(fd, F_GETFL);
 
 		direct = fl >= 0 && (fl & O_DIRECT);
-	}
-	if (b->flush && len >= (256u << 10) && !direct) {
 		/* Buffered: the range goes to the device now, while the transfer is
 		   allowed to run, instead of whenever writeback gets to it. Smaller
 		   writes (small files) are left to SyncMode's batches: they leave at
 		   most a batch (8 MiB) of dirty pages, and a write-back each would
 		   cost small-file archives their batching. */
-		sync_file_range(fd, off, (off_t)len, SYNC_FILE_RANGE_WAIT_BEFORE |
-				SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+		if (!direct)
+			sync_file_range(fd, off, (off_t)len, SYNC_FILE_RANGE_WAIT_BEFORE |
+					SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 	}
 	now = _mono();
 	__atomic_add_fetch(&b->io_wbytes, len, __ATOMIC_RELAXED);
