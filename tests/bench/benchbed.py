@@ -324,6 +324,8 @@ class ThrottledDisk:
         self.throttled = None
         self.knobs = ()
         self.img = None
+        self.backing = "disk"
+        self.mem = None
 
     def check_free(self):
         if not os.path.isdir(BLKIO):
@@ -334,9 +336,24 @@ class ThrottledDisk:
                 raise SetupError(f"{d} is still mounted from an earlier run: umount it (and "
                                  f"{self.work}/disk, losetup -d its loop device)")
 
-    def setup(self, gib, preallocate=True, label="bench-scratch"):
+    def setup(self, gib, preallocate=True, label="bench-scratch", backing="disk"):
+        """backing "disk": the image is a file of the host's file system, so
+        every flush of the device (each journal commit, each fsync) is an
+        fsync of that file on the host. backing "memory": the image is in a
+        tmpfs of its own (its pages are memory; trim() gives back what the
+        file system freed), so a flush costs nothing and the throttle alone
+        is the device's bandwidth."""
         os.makedirs(self.work, exist_ok=True)
-        self.img = os.path.join(self.work, "disk.img")
+        self.backing = backing
+        if backing == "memory":
+            self.mem = os.path.join(self.work, "mem")
+            os.makedirs(self.mem, exist_ok=True)
+            run(["mount", "-t", "tmpfs", "-o", f"size={gib + 1}g,mode=0700", "tmpfs", self.mem])
+            self.mounts.append(self.mem)
+            self.img = os.path.join(self.mem, "disk.img")
+            preallocate = False  # tmpfs pages are allocated as the loop device writes
+        else:
+            self.img = os.path.join(self.work, "disk.img")
         if os.path.exists(self.img):
             os.unlink(self.img)
         with open(self.img, "wb") as f:
@@ -404,23 +421,45 @@ class ThrottledDisk:
     def sync(self):
         run(["sync", "-f", self.disk])
 
+    def trim(self):
+        """Memory backing: the blocks the file system freed go back to the
+        tmpfs (the loop device punches them out of the image), so removed
+        copies do not pile up in memory from one run to the next."""
+        if self.backing == "memory":
+            run(["fstrim", self.disk])
+
+    @staticmethod
+    def _umount(m, log):
+        p = run(["umount", m], check=False)
+        if p.returncode != 0:
+            time.sleep(2)
+            p = run(["umount", m], check=False)
+            if p.returncode != 0:
+                log(f"warning: could not unmount {m}: {p.stderr.strip()}: umount it by hand")
+
     def teardown(self, log):
         if self.throttled:
             try:
                 self.unthrottle()
             except SetupError as e:
                 log(f"warning: {e}")
+        mem = self.mem
         for m in reversed(self.mounts):
-            p = run(["umount", m], check=False)
-            if p.returncode != 0:
-                time.sleep(2)
-                p = run(["umount", m], check=False)
-                if p.returncode != 0:
-                    log(f"warning: could not unmount {m}: {p.stderr.strip()}: umount it by hand")
-        self.mounts = []
+            if m != mem:
+                self._umount(m, log)
         if self.loop:
             run(["losetup", "-d", self.loop], check=False)
             self.loop = None
+        if mem in self.mounts:
+            # After the loop device lets go of the image in it.
+            if self.img and os.path.exists(self.img):
+                os.unlink(self.img)
+            self._umount(mem, log)
+            try:
+                os.rmdir(mem)
+            except OSError:
+                pass
+        self.mounts = []
         for d in (getattr(self, "disk", None), self.scratch, self.archive):
             if d and os.path.isdir(d) and not os.path.ismount(d):
                 try:
