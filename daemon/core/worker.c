@@ -769,7 +769,7 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 		log_warn("request %lld: %s", (long long)r->id, text);
 		break;
 	case XR_PHASE:
-		if (rec->code == QS_VERIFYING)
+		if (rec->code == XFER_PHASE_VERIFYING)
 			queue_request_set_state(d->q, r->id, QS_RUNNING, QS_VERIFYING, NULL, NULL, 0);
 		break;
 	case XR_LABEL:

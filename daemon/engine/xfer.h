@@ -27,6 +27,12 @@
 #define XFER_PATH_MAX 4096
 #define XFER_TEXT_MAX 1024
 
+/* XR_PHASE's code: where a transfer is, in the engine's own words (the
+   daemon maps it to the request's state; the engine knows no queue). */
+enum xfer_phase {
+	XFER_PHASE_VERIFYING = 1,   /* every file copied; the final checks */
+};
+
 enum xfer_rec_type {
 	XR_TOTALS = 1,     /* a=files b=bytes c=skipped */
 	XR_ITEM_START,     /* path, text=type, a=size b=mtime_ns c=mode */
@@ -34,7 +40,7 @@ enum xfer_rec_type {
 	XR_ITEM_DONE,      /* path, cks=destination checksum, a=size b=started c=ended, text=type */
 	XR_ITEM_SKIPPED,   /* path, text=reason */
 	XR_ITEM_FAILED,    /* path, code=errno, text=message */
-	XR_PHASE,          /* code=enum queue_state (verifying) */
+	XR_PHASE,          /* code=enum xfer_phase */
 	XR_LABEL,          /* an fd travels with it (SCM_RIGHTS); path=name text=value */
 	XR_LOG,            /* code=log level, text */
 	XR_RESULT,         /* code=enum xfer_result, text=message */

@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "queue.h"
 #include "xfer_big.h"
 #include "xfer_pipeline_int.h"
 #include "xfer_util.h"
@@ -511,7 +510,7 @@ int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
 	if (xfer_stopped(ctx))
 		return _finish(&r, &sroot, &droot, XFER_INTERRUPTED, "interrupted; will be redone");
 	/* Every file was verified as it was copied; the final check is the count. */
-	xfer_emit(ctx, XR_PHASE, QS_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
+	xfer_emit(ctx, XR_PHASE, XFER_PHASE_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
 	if (r.g.on && (rc = r.dst->group->finish(r.dep, msg, sizeof(msg))) != XFER_OK)
 		return _finish(&r, &sroot, &droot, rc, msg);
 	if (!r.t.failures && !r.dst->discards && !ctx->shard && src->device &&

@@ -98,7 +98,7 @@ static struct xfer_ep_range _rrange;
 /* ---- run the driver in a child, collect its records ---- */
 
 struct _seen {
-	int result, files, failed, totals;
+	int result, files, failed, totals, phase;
 	char failed_text[4][XFER_TEXT_MAX + 1];
 	int failed_code[4];
 	char files_path[4][XFER_PATH_MAX + 1];
@@ -120,6 +120,8 @@ static void _collect(const char *buf, size_t len, struct _seen *s)
 			snprintf(s->result_text, sizeof(s->result_text), "%s", text);
 		} else if (rec.type == XR_TOTALS) {
 			s->totals = (int)rec.a;
+		} else if (rec.type == XR_PHASE) {
+			s->phase = rec.code;
 		} else if (rec.type == XR_ITEM_FILE && s->files < 4) {
 			snprintf(s->files_path[s->files++], XFER_PATH_MAX + 1, "%s", path);
 		} else if (rec.type == XR_ITEM_FAILED && s->failed < 4) {
@@ -329,6 +331,8 @@ int main(void)
 
 	_run(src, dst, &s);
 	ok(s.totals == 3, "the driver counted the source's listing: %d files", s.totals);
+	ok(s.phase == XFER_PHASE_VERIFYING, "the verify phase reported in the engine's own "
+	   "words (%d), which core/worker.c turns into the request's state", s.phase);
 	ok(s.files == 1 && strcmp(s.files_path[0], "good") == 0,
 	   "only the verified file is reported done (%d: %s)", s.files, s.files_path[0]);
 	ok(s.failed == 2, "one failure record for each failed file (%d)", s.failed);
