@@ -24,8 +24,17 @@
 #include "xfer_big.h"
 #include "xfer_engine.h"
 
-#define BIG_CHUNK (8u << 20)     /* unpaced: few, large I/Os */
-#define BIG_SLOTS 4
+/*
+ * Unpaced: few, large I/Os, and enough of each stream's bytes in flight. A
+ * stage has one I/O in flight at a time, so the chunk is what the device
+ * sees queued per stream; the block layer splits it into requests of at
+ * most max_sectors_kb (often 4 MiB). With 8 MiB chunks (two requests each)
+ * a verified 4 GiB copy on a virtio disk took 12-20 s; with 32 MiB 6.8-12 s
+ * (docs/performance.md). Memory: BIG_SLOTS + 1 chunks, 128 MiB per big copy
+ * (one at a time per worker).
+ */
+#define BIG_CHUNK (32u << 20)
+#define BIG_SLOTS 3
 #define ALIGN 4096u
 
 struct _big {
