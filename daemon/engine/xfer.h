@@ -310,6 +310,12 @@ void xfer_bucket_set_flush(struct xfer_bucket *b, int flush);
 /* 1 when b is XFER_FLUSH_PACED (0 for NULL). */
 int xfer_bucket_paced_io(const struct xfer_bucket *b);
 /*
+ * 1 when nothing can hold or slow what goes through b (or b is NULL): its
+ * flush is XFER_FLUSH_OFF (no yield) and neither it nor its parent has a
+ * rate (BandwidthCap, a yield's trickle).
+ */
+int xfer_bucket_unbounded(const struct xfer_bucket *b);
+/*
  * The I/O size of a paced or paused transfer: what is in flight when a job's
  * burst begins, so what the job can meet before the controller's hold takes
  * effect (about 10 ms at 100 MiB/s, against 80 ms for an 8 MiB chunk).

@@ -32,8 +32,14 @@
  * a verified 4 GiB copy on a virtio disk took 12-20 s; with 32 MiB 6.8-12 s
  * (docs/performance.md). Memory: BIG_SLOTS + 1 chunks, 128 MiB per big copy
  * (one at a time per worker).
+ *
+ * A transfer that can be held or slowed keeps 8 MiB: YieldMode=pause
+ * answers a job's start once our in-flight I/O has ended, for at most 0.3 s,
+ * which 32 MiB can outlast on a 100 MiB/s device; and a rate (BandwidthCap)
+ * is kept in bursts of one chunk.
  */
 #define BIG_CHUNK (32u << 20)
+#define BIG_CHUNK_HELD (8u << 20)
 #define BIG_SLOTS 3
 #define ALIGN 4096u
 
@@ -274,7 +280,7 @@ int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size,
 		b.chunk = XFER_PACE_CHUNK;
 		b.ahead = 2;
 	} else {
-		b.chunk = BIG_CHUNK;
+		b.chunk = xfer_bucket_unbounded(ctx->bucket) ? BIG_CHUNK : BIG_CHUNK_HELD;
 		b.ahead = BIG_SLOTS;
 	}
 	b.nchunks = (size + (int64_t)b.chunk - 1) / (int64_t)b.chunk;

@@ -273,6 +273,17 @@ int xfer_bucket_paced_io(const struct xfer_bucket *b)
 	return b && __atomic_load_n(&b->flush, __ATOMIC_SEQ_CST) == XFER_FLUSH_PACED;
 }
 
+int xfer_bucket_unbounded(const struct xfer_bucket *b)
+{
+	for (int up = 0; b; b = b->parent, up = 1) {
+		if (!up && __atomic_load_n(&b->flush, __ATOMIC_SEQ_CST) != XFER_FLUSH_OFF)
+			return 0;
+		if (__atomic_load_n(&b->rate, __ATOMIC_RELAXED))
+			return 0;
+	}
+	return 1;
+}
+
 void xfer_bucket_adjust_rate(struct xfer_bucket *b, uint64_t rate)
 {
 	double now;

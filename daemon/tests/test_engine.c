@@ -17,6 +17,7 @@
 
 #include "durable.h"
 #include "tests/tap.h"
+#include "xfer_big.h"
 #include "xfer_engine.h"
 
 static char _dir[] = "/tmp/test_engine_XXXXXX";
@@ -227,6 +228,62 @@ static void _paced_write(int dfd)
 	free(buf);
 }
 
+/*
+ * A big file's chunk: 32 MiB when nothing can hold or slow the transfer,
+ * 8 MiB when YieldMode=pause can (a job's start waits for our in-flight
+ * I/O, 0.3 s at most) or a cap slows it (its bursts), 1 MiB paced. The
+ * largest write the bucket saw is the chunk.
+ */
+static void _big_chunks(int dfd)
+{
+	static const struct { int flush; uint64_t cap; uint64_t chunk; const char *what; } c[] = {
+		{ XFER_FLUSH_OFF, 0, 32u << 20, "never held or slowed: 32 MiB" },
+		{ XFER_FLUSH_RANGES, 0, 8u << 20, "pause mode can hold it: 8 MiB" },
+		{ XFER_FLUSH_OFF, 1u << 30, 8u << 20, "under a cap (the parent's): 8 MiB" },
+		{ XFER_FLUSH_PACED, 0, XFER_PACE_CHUNK, "paced: XFER_PACE_CHUNK" },
+	};
+	struct xfer_bucket *cap = xfer_bucket_create(0);
+	size_t n = 72u << 20;
+	char *buf = malloc(n), cs[CKSUM_HEX_MAX], cd[CKSUM_HEX_MAX];
+	int sfd = openat(dfd, "bigsrc", O_RDWR | O_CREAT | O_TRUNC, 0600);
+	struct xfer_ctx ctx;
+	struct xfer_bucket_io io;
+
+	ok(buf && sfd >= 0, "a 72 MiB source");
+	if (!buf || sfd < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (char)(i * 2654435761u >> 13);
+	ok(write(sfd, buf, n) == (ssize_t)n, "source written");
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.algo = CKSUM_XXH128;
+	ctx.bucket = xfer_bucket_create(0);
+	for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
+		int dfd2 = openat(dfd, "bigdst", O_RDWR | O_CREAT | O_TRUNC, 0600);
+		int vfd = openat(dfd, "bigdst", O_RDONLY);
+		int64_t total = 0;
+
+		xfer_bucket_reset_io(ctx.bucket);
+		xfer_bucket_set_flush(ctx.bucket, c[k].flush);
+		xfer_bucket_set_rate(cap, c[k].cap);
+		xfer_bucket_set_parent(ctx.bucket, cap);
+		ok(xfer_big_copy(&ctx, sfd, dfd2, vfd, (int64_t)n, 0, &total, cs, cd) == 0 &&
+		   total == (int64_t)n && strcmp(cs, cd) == 0, "%s: copied and read back equal",
+		   c[k].what);
+		xfer_bucket_drain_io(ctx.bucket, &io);
+		ok(io.wbytes == n && io.wmax == c[k].chunk, "%s (largest write %llu)", c[k].what,
+		   (unsigned long long)io.wmax);
+		close(vfd);
+		close(dfd2);
+	}
+	xfer_bucket_destroy(ctx.bucket);
+	xfer_bucket_destroy(cap);
+	close(sfd);
+	unlinkat(dfd, "bigsrc", 0);
+	unlinkat(dfd, "bigdst", 0);
+	free(buf);
+}
+
 int main(void)
 {
 	int dfd;
@@ -240,6 +297,7 @@ int main(void)
 	_tally();
 	_open_dir(dfd);
 	_paced_write(dfd);
+	_big_chunks(dfd);
 	close(dfd);
 	tap_rmtree(_dir);
 	return tap_done();
