@@ -188,6 +188,13 @@ EOF
 	wait_for 30 eval '[ "$(purge_state)" = queued ]'
 	wait_for 30 input_label_is purge
 
+	# slurmd revokes run 1's credential when it ends, to the second, and
+	# refuses a launch of the same job whose credential is no newer ("Killing
+	# non-startable batch job: Job credential revoked", exit 1 at once):
+	# Slurm's own requeue delay avoids that, StartTime=now below does not, so
+	# the rerun must not start within the second run 1 ended in.
+	ended=$(date -d "$(scontrol show job "$j" | sed -n 's/.* EndTime=\([^ ]*\).*/\1/p')" +%s)
+	wait_for 10 eval '[ "$(date +%s)" -ge $((ended + 2)) ]'
 	scontrol requeue "$j"
 	scontrol update jobid="$j" StartTime=now
 	wait_job_state "$j" RUNNING 90
