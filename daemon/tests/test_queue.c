@@ -11,6 +11,7 @@
 
 #include "queue.h"
 #include "queue_pool.h"
+#include "queue_private.h"	/* the connections, for _test_claim_cost */
 #include "tests/tap.h"
 
 static char _dir[] = "/tmp/test_queue_XXXXXX";
@@ -209,6 +210,83 @@ static void _test_fair(struct queue *q)
 		}
 		ok(in_turn, "fair: with one worker, two users' archives alternate");
 	}
+}
+
+/* SQLite's virtual-machine steps, counted in tens by a progress handler:
+   what a statement costs, the same on a fast machine and a slow one. */
+static int _step_t(void *arg)
+{
+	++*(long *)arg;
+	return 0;
+}
+
+static long _steps_of_claim(struct queue *q, int64_t now, int64_t *id)
+{
+	long k = 0;
+
+	sqlite3_progress_handler(q->db, 10, _step_t, &k);
+	sqlite3_progress_handler(q->rdb, 10, _step_t, &k);
+	*id = _claim_id(q, now);
+	sqlite3_progress_handler(q->db, 0, NULL, NULL);
+	sqlite3_progress_handler(q->rdb, 0, NULL, NULL);
+	return k;
+}
+
+static int _keep_one(const struct queue_request *r, void *arg)
+{
+	*(int64_t *)arg = r->id;
+	return 0;
+}
+
+static long _steps_of_list_one(struct queue *q, int64_t id, int64_t *got)
+{
+	struct queue_filter f = { .uid = -1, .state = -1, .id_min = id, .id_max = id };
+	char err[256];
+	long k = 0;
+
+	*got = 0;
+	sqlite3_progress_handler(q->rdb, 10, _step_t, &k);
+	queue_request_list(q, &f, _keep_one, got, err, sizeof(err));
+	sqlite3_progress_handler(q->rdb, 0, NULL, NULL);
+	return k;
+}
+
+/*
+ * A claim, and a list by id range, cost the same whatever the queue holds:
+ * counted in SQLite's steps, not timed. Another user's 4,000 queued archives
+ * are added between two measurements; a claim that read every queued row
+ * (as the grouped query before requests_claim did) costs tens of thousands
+ * of steps more, and so does a list whose range does not bound the scan.
+ */
+static void _test_claim_cost(struct queue *q)
+{
+	int64_t s1, s2, got1, got2, l1, l2, first = 0, id;
+	long c1, c2, r1, r2;
+	char err[256];
+	int n = 0;
+
+	first = _create_as(q, 5002, "userf", "archive", 0, 3);
+	s1 = _create_as(q, 5001, "usere", "stage_in", 901, 3);
+	c1 = _steps_of_claim(q, 7000, &got1);
+	queue_request_set_state(q, s1, -1, QS_CANCELLED, "by test", err, sizeof(err));
+	r1 = _steps_of_list_one(q, s1, &l1);
+	ok(queue_batch_begin(q) == 0, "claim cost: a batch for 4,000 archives");
+	for (int i = 0; i < 4000; i++)
+		n += _create_as(q, 5002, "userf", "archive", 0, 3) > 0;
+	ok(queue_batch_end(q, err, sizeof(err)) == 0 && n == 4000, "claim cost: 4,000 queued");
+	s2 = _create_as(q, 5001, "usere", "stage_in", 902, 3);
+	c2 = _steps_of_claim(q, 7000, &got2);
+	r2 = _steps_of_list_one(q, s1, &l2);
+	printf("# claim: %ld and %ld tens of steps; list of one: %ld and %ld\n", c1, c2, r1, r2);
+	ok(got1 == s1 && got2 == s2, "claim cost: the stage-ins are claimed before the archives");
+	ok(c2 <= c1 + 1, "claim cost: 4,000 more queued requests add no steps to a claim");
+	ok(l1 == s1 && l2 == s1 && r2 <= r1 + 1,
+	   "claim cost: listing one request by its id reads that row, not the table");
+	queue_request_set_state(q, s2, -1, QS_CANCELLED, "by test", err, sizeof(err));
+	queue_batch_begin(q);
+	for (id = first; first && id <= s2; id++)
+		queue_request_set_state(q, id, -1, QS_CANCELLED, "by test", err, sizeof(err));
+	queue_batch_end(q, err, sizeof(err));
 }
 
 static enum queue_state _state(struct queue *q, int64_t id)
@@ -494,6 +572,7 @@ int main(void)
 	   "checkpoint: running -> queued");
 	queue_request_set_state(q, id, -1, QS_CANCELLED, "by test", err, sizeof(err));
 	_test_fair(q);
+	_test_claim_cost(q);
 	_test_pool(q);
 	_test_reader(q);
 	_test_files_done(q);
