@@ -151,7 +151,33 @@ sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen
 	sqlite3_stmt *st = NULL;
 
 	if (q->rdb && !_mine(q)) {
+		int i;
+
 		pthread_mutex_lock(&q->rlock);
+		/*
+		 * Prepared once (sql is a literal: its address is the key), as the
+		 * writer's are: a status call or a worker's start parsed each of its
+		 * reads again. One still stepping (a list whose callback reads the
+		 * same way again) is left alone and this read prepares its own.
+		 */
+		for (i = 0; i < QP_CACHE_MAX && q->rcache[i].sql; i++)
+			if (q->rcache[i].sql == sql)
+				break;
+		if (i < QP_CACHE_MAX && q->rcache[i].sql && !sqlite3_stmt_busy(q->rcache[i].st)) {
+			sqlite3_clear_bindings(q->rcache[i].st);
+			return q->rcache[i].st;
+		}
+		if (i < QP_CACHE_MAX && !q->rcache[i].sql) {
+			if (sqlite3_prepare_v3(q->rdb, sql, -1, SQLITE_PREPARE_PERSISTENT, &st,
+					       NULL) != SQLITE_OK) {
+				qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->rdb));
+				pthread_mutex_unlock(&q->rlock);
+				return NULL;
+			}
+			q->rcache[i].sql = sql;
+			q->rcache[i].st = st;
+			return st;
+		}
 		if (sqlite3_prepare_v2(q->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
 			qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->rdb));
 			pthread_mutex_unlock(&q->rlock);
@@ -180,11 +206,20 @@ int qp_read_end(struct queue *q, sqlite3_stmt *st, int rc, char *err, size_t err
 	sqlite3 *db = sqlite3_db_handle(st);
 
 	rc = rc == -1 ? -1 : _step_ok(db, rc, err, errlen);
-	sqlite3_finalize(st);
-	if (q->rdb && db == q->rdb)
+	if (q->rdb && db == q->rdb) {
+		int cached = 0;
+
+		for (int i = 0; i < QP_CACHE_MAX && q->rcache[i].sql && !cached; i++)
+			cached = q->rcache[i].st == st;
+		if (cached)
+			sqlite3_reset(st);
+		else
+			sqlite3_finalize(st);
 		pthread_mutex_unlock(&q->rlock);
-	else
-		qp_unlock(q);
+		return rc;
+	}
+	sqlite3_finalize(st);
+	qp_unlock(q);
 	return rc;
 }
 
@@ -209,6 +244,27 @@ char *qp_col_dup(sqlite3_stmt *st, int i)
 	const unsigned char *t = sqlite3_column_text(st, i);
 
 	return t ? strdup((const char *)t) : NULL;
+}
+
+int qp_cache_room(const struct queue *q, const char *sql)
+{
+	for (int i = 0; i < QP_CACHE_MAX; i++)
+		if (!q->cache[i].sql || q->cache[i].sql == sql)
+			return 1;
+	return 0;
+}
+
+int qp_exec_cached(struct queue *q, const char *sql)
+{
+	sqlite3_stmt *st = qp_cached(q, sql, NULL, 0);
+	int rc;
+
+	if (!st)
+		return sqlite3_exec(q->db, sql, NULL, NULL, NULL);
+	rc = sqlite3_step(st);
+	/* The error and its message stay the connection's after the reset. */
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
 sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errlen)
@@ -258,6 +314,11 @@ static void _savepoint(struct queue *q, const char *sql)
 		sqlite3_exec(q->db, sql, NULL, NULL, NULL);
 }
 
+/* Keys of the statement cache (an address each): the transaction's own. */
+static const char _begin[] = "BEGIN IMMEDIATE", _commit_sql[] = "COMMIT",
+		  _rollback[] = "ROLLBACK", _sync_full[] = "PRAGMA synchronous=FULL",
+		  _sync_normal[] = "PRAGMA synchronous=NORMAL";
+
 static const char _sp_begin[] = "SAVEPOINT qp", _sp_undo[] = "ROLLBACK TO qp",
 		  _sp_end[] = "RELEASE qp";
 
@@ -268,7 +329,7 @@ void qp_begin(struct queue *q)
 	if (q->batch)
 		_savepoint(q, _sp_begin);
 	else
-		sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+		qp_exec_cached(q, _begin);
 }
 
 /*
@@ -281,14 +342,14 @@ static int _commit(struct queue *q, int durable, char *err, size_t errlen)
 	int rc = 0;
 
 	if (durable)
-		sqlite3_exec(q->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		qp_exec_cached(q, _sync_full);
+	if (qp_exec_cached(q, _commit_sql) != SQLITE_OK) {
 		qp_err(err, errlen, "database commit: %s", sqlite3_errmsg(q->db));
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		qp_exec_cached(q, _rollback);
 		rc = -1;
 	}
 	if (durable)
-		sqlite3_exec(q->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+		qp_exec_cached(q, _sync_normal);
 	return rc;
 }
 
@@ -306,7 +367,7 @@ int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 	if (rc == 0)
 		rc = _commit(q, durable, err, errlen);
 	else
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		qp_exec_cached(q, _rollback);
 	qp_unlock(q);
 	return rc;
 }
@@ -443,7 +504,7 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 		    qp_exec(q, queue_shards_schema, err, errlen) < 0 ||
 		    qp_exec(q, sql, err, errlen) < 0 ||
 		    qp_exec(q, "COMMIT", err, errlen) < 0) {
-			sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+			qp_exec_cached(q, _rollback);
 			goto fail;
 		}
 	}
@@ -476,7 +537,7 @@ fail:
 int queue_batch_begin(struct queue *q)
 {
 	qp_lock(q);
-	if (q->batch || sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+	if (q->batch || qp_exec_cached(q, _begin) != SQLITE_OK) {
 		qp_unlock(q);
 		return -1;
 	}
@@ -506,7 +567,7 @@ int queue_atomic_begin(struct queue *q)
 	qp_lock(q);
 	own = !q->batch;
 	if (own) {
-		if (sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+		if (qp_exec_cached(q, _begin) != SQLITE_OK) {
 			qp_unlock(q);
 			return -1;
 		}
@@ -542,6 +603,9 @@ void queue_close(struct queue *q)
 	for (int i = 0; i < QP_CACHE_MAX; i++)
 		if (q->cache[i].st)
 			sqlite3_finalize(q->cache[i].st);
+	for (int i = 0; i < QP_CACHE_MAX; i++)
+		if (q->rcache[i].st)
+			sqlite3_finalize(q->rcache[i].st);
 	if (q->rdb)
 		sqlite3_close(q->rdb);
 	if (q->db)
@@ -654,7 +718,7 @@ static struct queue_request *_row_request(sqlite3_stmt *st)
 static int _get_locked(struct queue *q, int64_t id, struct queue_request **out,
 		       char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_prepf(q, "SELECT " REQ_COLS " FROM requests WHERE id=?1", err, errlen,
+	sqlite3_stmt *st = qp_cachedf(q, "SELECT " REQ_COLS " FROM requests WHERE id=?1", err, errlen,
 				    "I", id);
 	int rc;
 
@@ -662,16 +726,16 @@ static int _get_locked(struct queue *q, int64_t id, struct queue_request **out,
 		return -1;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_DONE) {
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		return 1;
 	}
 	if (rc != SQLITE_ROW) {
 		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		return -1;
 	}
 	*out = _row_request(st);
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	if (!*out) {
 		qp_err(err, errlen, "out of memory");
 		return -1;
@@ -773,7 +837,7 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 	 * and a 20,000-request queue slowed request creation fourfold.
 	 * In-flight counts and dispatch have a row per user.
 	 */
-	st = qp_prepf(q, "WITH RECURSIVE u(uid) AS ("
+	st = qp_cachedf(q, "WITH RECURSIVE u(uid) AS ("
 		   "  SELECT (SELECT uid FROM requests WHERE state='queued' ORDER BY uid LIMIT 1)"
 		   "  UNION ALL SELECT (SELECT r.uid FROM requests r WHERE r.state='queued'"
 		   "   AND r.uid > u.uid ORDER BY r.uid LIMIT 1) FROM u WHERE u.uid IS NOT NULL),"
@@ -793,7 +857,7 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 		goto out;
 	step = sqlite3_step(st);
 	if (step != SQLITE_ROW) {
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		if (step == SQLITE_DONE) {
 			qp_end(q, 0, 0, err, errlen);
 			return 1;
@@ -802,7 +866,7 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 		goto out;
 	}
 	id = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	if (qp_execf(q, "UPDATE requests SET state='running', attempts=attempts+1,"
 		     " next_attempt_at=NULL, updated=?2,"
 		     " files_done=(SELECT count(*) FROM items WHERE request_id=?1 AND state='done'"
@@ -823,7 +887,7 @@ out:
 static int _set_state_locked(struct queue *q, int64_t id, int from, enum queue_state to,
 			     const char *error, int64_t next_at, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_prepf(q, "SELECT state FROM requests WHERE id=?1", err, errlen,
+	sqlite3_stmt *st = qp_cachedf(q, "SELECT state FROM requests WHERE id=?1", err, errlen,
 				    "I", id);
 	enum queue_state cur;
 	const char *s;
@@ -831,17 +895,17 @@ static int _set_state_locked(struct queue *q, int64_t id, int from, enum queue_s
 	if (!st)
 		return -1;
 	if (sqlite3_step(st) != SQLITE_ROW) {
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		qp_err(err, errlen, "request %lld does not exist", (long long)id);
 		return -1;
 	}
 	s = (const char *)sqlite3_column_text(st, 0);
 	if (!s || queue_state_from_name(s, &cur) < 0) {
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		qp_err(err, errlen, "request %lld has a corrupt state", (long long)id);
 		return -1;
 	}
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	if ((from >= 0 && (int)cur != from) || !queue_transition_ok(cur, to)) {
 		qp_err(err, errlen, "request %lld is %s: cannot move it to %s", (long long)id,
 		     queue_state_name(cur), queue_state_name(to));

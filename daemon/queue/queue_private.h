@@ -13,7 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define QP_CACHE_MAX 24
+/* Every statement the writer runs by a literal is prepared once (qp_execf,
+   qp_cachedf, BEGIN and COMMIT): parsing SQL was 39% of the main loop's
+   time per request claimed (docs/scaling.md). The queue has about 60. */
+#define QP_CACHE_MAX 128
 
 struct queue_new_request;
 
@@ -31,12 +34,16 @@ struct queue {
 	 */
 	sqlite3 *rdb;
 	pthread_mutex_t rlock;
+	struct {
+		const char *sql;     /* key: the address of a string literal */
+		sqlite3_stmt *st;
+	} rcache[QP_CACHE_MAX];      /* the readers' statements, used under rlock */
 	int batch;                   /* 1 while queue_batch_begin's transaction is open */
 	int batch_durable;           /* a change in the batch asked for a FULL commit */
 	struct {
 		const char *sql;     /* key: the address of a string literal */
 		sqlite3_stmt *st;
-	} cache[QP_CACHE_MAX];       /* prepared statements of the per-file hot path */
+	} cache[QP_CACHE_MAX];       /* prepared statements, kept for the connection's life */
 };
 
 void qp_err(char *err, size_t errlen, const char *fmt, ...)
@@ -84,6 +91,12 @@ int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64
  * use qp_step_reset. NULL with err.
  */
 sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errlen);
+/* 1 if sql is in the cache or there is room for it (qp_cached will not fail
+   for want of a slot). */
+int qp_cache_room(const struct queue *q, const char *sql);
+/* A statement with no parameters and no row (BEGIN, COMMIT, a PRAGMA) run
+   from the cache; sql must be a literal. An SQLite result code. */
+int qp_exec_cached(struct queue *q, const char *sql);
 /* Steps once and resets a cached statement (or one stepped in a loop). 0 or -1. */
 int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen);
 
@@ -119,7 +132,8 @@ sqlite3_stmt *qp_stmtf(struct queue *q, enum qp_from from, const char *sql, char
 #define qp_cachedf(q, sql, err, errlen, ...) \
 	qp_stmtf(q, QP_CACHED, sql, err, errlen, __VA_ARGS__)
 #define qp_readf(q, sql, err, errlen, ...) qp_stmtf(q, QP_READ, sql, err, errlen, __VA_ARGS__)
-/* qp_prep, bind, step once, finalize: a change with no row to read. */
+/* Bind, step once, reset: a change with no row to read, from the cache (sql
+   must be a literal; prepared and finalized each time if the cache is full). */
 int qp_execf(struct queue *q, const char *sql, char *err, size_t errlen, const char *fmt, ...);
 
 /*

@@ -137,10 +137,14 @@ int qp_execf(struct queue *q, const char *sql, char *err, size_t errlen, const c
 	va_list ap;
 	sqlite3_stmt *st;
 
+	int cached = qp_cache_room(q, sql);
+
 	va_start(ap, fmt);
-	st = _bound(q, QP_PREP, sql, err, errlen, fmt, ap);
+	st = _bound(q, cached ? QP_CACHED : QP_PREP, sql, err, errlen, fmt, ap);
 	va_end(ap);
-	return st ? qp_step_done(q, st, err, errlen) : -1;
+	if (!st)
+		return -1;
+	return cached ? qp_step_reset(q, st, err, errlen) : qp_step_done(q, st, err, errlen);
 }
 
 /* The size of a field that holds type t; 0 for QC_CHARS (any array) and QC_SKIP. */

@@ -289,6 +289,47 @@ static void _test_claim_cost(struct queue *q)
 	queue_batch_end(q, err, sizeof(err));
 }
 
+/* A list whose callback lists again with the same statement (the readers'
+   statements are cached): the outer list must see every row once. */
+struct _nested {
+	struct queue *q;
+	int outer, inner;
+};
+
+static int _count_one(const struct queue_request *r, void *arg)
+{
+	(void)r;
+	++*(int *)arg;
+	return 0;
+}
+
+static int _list_again(const struct queue_request *r, void *arg)
+{
+	struct _nested *n = arg;
+	struct queue_filter f = { .uid = -1, .state = -1, .id_min = r->id, .id_max = r->id };
+	char err[256];
+
+	n->outer++;
+	queue_request_list(n->q, &f, _count_one, &n->inner, err, sizeof(err));
+	return 0;
+}
+
+static void _test_nested_list(struct queue *q)
+{
+	struct queue_filter f = { .uid = 6001, .state = -1 };
+	struct _nested n = { q, 0, 0 };
+	char err[256];
+	int64_t id[3];
+
+	for (int i = 0; i < 3; i++)
+		id[i] = _create_as(q, 6001, "userg", "archive", 0, 3);
+	ok(queue_request_list(q, &f, _list_again, &n, err, sizeof(err)) == 0 && n.outer == 3 &&
+	   n.inner == 3, "a list inside a list's callback: 3 rows outside (got %d), 3 inside "
+	   "(got %d)", n.outer, n.inner);
+	for (int i = 0; i < 3; i++)
+		queue_request_set_state(q, id[i], -1, QS_CANCELLED, "by test", err, sizeof(err));
+}
+
 static enum queue_state _state(struct queue *q, int64_t id)
 {
 	struct queue_request *r = NULL;
@@ -573,6 +614,7 @@ int main(void)
 	queue_request_set_state(q, id, -1, QS_CANCELLED, "by test", err, sizeof(err));
 	_test_fair(q);
 	_test_claim_cost(q);
+	_test_nested_list(q);
 	_test_pool(q);
 	_test_reader(q);
 	_test_files_done(q);
