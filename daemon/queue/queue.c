@@ -146,36 +146,51 @@ static int _mine(struct queue *q)
 	       pthread_equal(__atomic_load_n(&q->owner, __ATOMIC_RELAXED), pthread_self());
 }
 
+/* The slot of sql in cache c: its own, else the first free one; NULL when full. */
+static struct qp_slot *_slot(struct qp_slot *c, const char *sql)
+{
+	for (int i = 0; i < QP_CACHE_MAX; i++)
+		if (!c[i].sql || c[i].sql == sql)
+			return &c[i];
+	return NULL;
+}
+
+/* sql prepared on db into the free slot c, kept for the connection's life. */
+static sqlite3_stmt *_slot_prepare(sqlite3 *db, struct qp_slot *c, const char *sql, char *err,
+				   size_t errlen)
+{
+	if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL) != SQLITE_OK) {
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(db));
+		c->st = NULL;
+		return NULL;
+	}
+	c->sql = sql;
+	return c->st;
+}
+
 sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 
 	if (q->rdb && !_mine(q)) {
-		int i;
+		struct qp_slot *c;
 
 		pthread_mutex_lock(&q->rlock);
 		/*
-		 * Prepared once (sql is a literal: its address is the key), as the
-		 * writer's are: a status call or a worker's start parsed each of its
-		 * reads again. One still stepping (a list whose callback reads the
-		 * same way again) is left alone and this read prepares its own.
+		 * Prepared once, as the writer's are: a status call or a worker's
+		 * start parsed each of its reads again. One still stepping (a list
+		 * whose callback reads the same way again) is left alone and this
+		 * read prepares its own.
 		 */
-		for (i = 0; i < QP_CACHE_MAX && q->rcache[i].sql; i++)
-			if (q->rcache[i].sql == sql)
-				break;
-		if (i < QP_CACHE_MAX && q->rcache[i].sql && !sqlite3_stmt_busy(q->rcache[i].st)) {
-			sqlite3_clear_bindings(q->rcache[i].st);
-			return q->rcache[i].st;
+		c = _slot(q->rcache, sql);
+		if (c && c->sql && !sqlite3_stmt_busy(c->st)) {
+			sqlite3_clear_bindings(c->st);
+			return c->st;
 		}
-		if (i < QP_CACHE_MAX && !q->rcache[i].sql) {
-			if (sqlite3_prepare_v3(q->rdb, sql, -1, SQLITE_PREPARE_PERSISTENT, &st,
-					       NULL) != SQLITE_OK) {
-				qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->rdb));
+		if (c && !c->sql) {
+			st = _slot_prepare(q->rdb, c, sql, err, errlen);
+			if (!st)
 				pthread_mutex_unlock(&q->rlock);
-				return NULL;
-			}
-			q->rcache[i].sql = sql;
-			q->rcache[i].st = st;
 			return st;
 		}
 		if (sqlite3_prepare_v2(q->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -209,8 +224,8 @@ int qp_read_end(struct queue *q, sqlite3_stmt *st, int rc, char *err, size_t err
 	if (q->rdb && db == q->rdb) {
 		int cached = 0;
 
-		for (int i = 0; i < QP_CACHE_MAX && q->rcache[i].sql && !cached; i++)
-			cached = q->rcache[i].st == st;
+		for (struct qp_slot *c = q->rcache; c < q->rcache + QP_CACHE_MAX && c->sql; c++)
+			cached |= c->st == st;
 		if (cached)
 			sqlite3_reset(st);
 		else
@@ -246,12 +261,9 @@ char *qp_col_dup(sqlite3_stmt *st, int i)
 	return t ? strdup((const char *)t) : NULL;
 }
 
-int qp_cache_room(const struct queue *q, const char *sql)
+int qp_cache_room(struct queue *q, const char *sql)
 {
-	for (int i = 0; i < QP_CACHE_MAX; i++)
-		if (!q->cache[i].sql || q->cache[i].sql == sql)
-			return 1;
-	return 0;
+	return _slot(q->cache, sql) != NULL;
 }
 
 int qp_exec_cached(struct queue *q, const char *sql)
@@ -269,26 +281,17 @@ int qp_exec_cached(struct queue *q, const char *sql)
 
 sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errlen)
 {
-	int i;
+	struct qp_slot *c = _slot(q->cache, sql);
 
-	for (i = 0; i < QP_CACHE_MAX && q->cache[i].sql; i++)
-		if (q->cache[i].sql == sql) {
-			sqlite3_reset(q->cache[i].st);
-			sqlite3_clear_bindings(q->cache[i].st);
-			return q->cache[i].st;
-		}
-	if (i == QP_CACHE_MAX) {
+	if (!c) {
 		qp_err(err, errlen, "internal: statement cache full");
 		return NULL;
 	}
-	if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &q->cache[i].st,
-			       NULL) != SQLITE_OK) {
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-		q->cache[i].st = NULL;
-		return NULL;
-	}
-	q->cache[i].sql = sql;
-	return q->cache[i].st;
+	if (!c->sql)
+		return _slot_prepare(q->db, c, sql, err, errlen);
+	sqlite3_reset(c->st);
+	sqlite3_clear_bindings(c->st);
+	return c->st;
 }
 
 int qp_step_reset(struct queue *q, sqlite3_stmt *st, char *err, size_t errlen)
@@ -600,12 +603,10 @@ void queue_close(struct queue *q)
 {
 	if (!q)
 		return;
-	for (int i = 0; i < QP_CACHE_MAX; i++)
-		if (q->cache[i].st)
-			sqlite3_finalize(q->cache[i].st);
-	for (int i = 0; i < QP_CACHE_MAX; i++)
-		if (q->rcache[i].st)
-			sqlite3_finalize(q->rcache[i].st);
+	for (int i = 0; i < QP_CACHE_MAX; i++) {
+		sqlite3_finalize(q->cache[i].st);	/* NULL: a no-op */
+		sqlite3_finalize(q->rcache[i].st);
+	}
 	if (q->rdb)
 		sqlite3_close(q->rdb);
 	if (q->db)

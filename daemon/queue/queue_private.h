@@ -20,6 +20,12 @@
 
 struct queue_new_request;
 
+/* A statement kept prepared; sql (the key) is the address of a string literal. */
+struct qp_slot {
+	const char *sql;
+	sqlite3_stmt *st;
+};
+
 struct queue {
 	sqlite3 *db;                 /* the writer's connection: every change, and reads inside one */
 	pthread_mutex_t lock;        /* recursive: a batch holds it across nested calls */
@@ -34,16 +40,10 @@ struct queue {
 	 */
 	sqlite3 *rdb;
 	pthread_mutex_t rlock;
-	struct {
-		const char *sql;     /* key: the address of a string literal */
-		sqlite3_stmt *st;
-	} rcache[QP_CACHE_MAX];      /* the readers' statements, used under rlock */
+	struct qp_slot rcache[QP_CACHE_MAX];  /* the readers' statements, used under rlock */
 	int batch;                   /* 1 while queue_batch_begin's transaction is open */
 	int batch_durable;           /* a change in the batch asked for a FULL commit */
-	struct {
-		const char *sql;     /* key: the address of a string literal */
-		sqlite3_stmt *st;
-	} cache[QP_CACHE_MAX];       /* prepared statements, kept for the connection's life */
+	struct qp_slot cache[QP_CACHE_MAX];   /* prepared statements, kept for the connection's life */
 };
 
 void qp_err(char *err, size_t errlen, const char *fmt, ...)
@@ -93,7 +93,7 @@ int qp_request_insert(struct queue *q, const struct queue_new_request *nr, int64
 sqlite3_stmt *qp_cached(struct queue *q, const char *sql, char *err, size_t errlen);
 /* 1 if sql is in the cache or there is room for it (qp_cached will not fail
    for want of a slot). */
-int qp_cache_room(const struct queue *q, const char *sql);
+int qp_cache_room(struct queue *q, const char *sql);
 /* A statement with no parameters and no row (BEGIN, COMMIT, a PRAGMA) run
    from the cache; sql must be a literal. An SQLite result code. */
 int qp_exec_cached(struct queue *q, const char *sql);

@@ -134,10 +134,9 @@ sqlite3_stmt *qp_stmtf(struct queue *q, enum qp_from from, const char *sql, char
 
 int qp_execf(struct queue *q, const char *sql, char *err, size_t errlen, const char *fmt, ...)
 {
-	va_list ap;
-	sqlite3_stmt *st;
-
 	int cached = qp_cache_room(q, sql);
+	sqlite3_stmt *st;
+	va_list ap;
 
 	va_start(ap, fmt);
 	st = _bound(q, cached ? QP_CACHED : QP_PREP, sql, err, errlen, fmt, ap);
