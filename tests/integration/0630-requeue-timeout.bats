@@ -95,6 +95,12 @@ mkdir -p ok all; echo a > ok/a; echo b > all/b
 sleep 600
 EOF
 	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" RUNNING 60
+	wait_for 30 test -s "$WD/all/b"
+	# Its limit lowered to 0 once its outputs are written: slurmctld's next
+	# time-limit check (every 30 s) ends it TIMEOUT, as the end of its
+	# minute would, without waiting the minute out.
+	scontrol update jobid="$j" TimeLimit=0
 	wait_job_state "$j" TIMEOUT 150
 	wait_for 60 archived_file "$STAGEHAND_TESTBED_ARCHIVE/shtest/$j/all/b" "$WD/all"
 	out=$(status_as "$j")
@@ -124,8 +130,11 @@ EOF
 	NODE_DOWN=$node
 	killed=$(lose_node "$node")
 	((killed >= 3))
-	# slurmctld gives up on the node after SlurmdTimeout (60 s on the bed) and
-	# requeues the job (batch jobs are requeued after a node failure).
+	# slurmctld would give up on the node after SlurmdTimeout (60 s on the
+	# bed); declared down now, it takes the same path at once (the node down,
+	# its jobs killed as NODE_FAIL) and requeues the job (batch jobs are
+	# requeued after a node failure).
+	declare_node_lost "$node"
 	wait_for 150 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
 	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
 	wait_for 30 eval '[[ "$(job_status "$j")" == *"NODE_FAIL"* ]]'

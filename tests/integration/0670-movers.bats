@@ -398,8 +398,9 @@ lreq_state() {
 	((killed >= 3))
 	wait_for 10 eval '[[ ! -e /proc/$held ]]'
 	kill "$STALLER"
-	# slurmctld declares the node down after SlurmdTimeout (60 s on the bed):
+	# Declared down (not after SlurmdTimeout, 60 s on the bed: helpers.bash):
 	# the job ends NODE_FAIL and the daemon submits the shard again.
+	declare_node_lost "$node"
 	wait_for 200 eval '[[ $(db "SELECT attempts FROM shards WHERE request_id=$RID AND idx=$idx") -ge 2 ]]'
 	wait_req done 200
 	grep -q "request $RID: shard $idx: mover job $job ended NODE_FAIL on $node without reporting its result" "$LOG"

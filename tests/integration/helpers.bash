@@ -140,6 +140,15 @@ lose_node() {
 	echo "$n"
 }
 
+# declare_node_lost NODE: after lose_node, tell slurmctld the node is down
+# instead of waiting SlurmdTimeout (60 s on the bed) for it to notice. It
+# takes the same path as when a node stops answering: the node is set down
+# and the jobs on it are killed as NODE_FAIL (requeued where they may be).
+declare_node_lost() {
+	scontrol update nodename="$1" state=down reason="lost (test)" ||
+		_tb_fail "scontrol could not set node $1 down"
+}
+
 # node_back NODE: succeeds once NODE is idle again (after "scripts/testbed
 # up" restarted its slurmd); use with wait_for.
 node_back() {
