@@ -130,11 +130,12 @@ EOF
 	NODE_DOWN=$node
 	killed=$(lose_node "$node")
 	((killed >= 3))
-	# slurmctld would give up on the node after SlurmdTimeout (60 s on the
-	# bed); declared down now, it takes the same path at once (the node down,
-	# its jobs killed as NODE_FAIL) and requeues the job (batch jobs are
-	# requeued after a node failure).
-	declare_node_lost "$node"
+	# slurmctld gives up on the node after SlurmdTimeout (60 s on the bed) and
+	# requeues the job (batch jobs are requeued after a node failure). Not
+	# declared down sooner (declare_node_lost): stagehandd names the lost
+	# node from where it saw the job run at its last whole-table read of
+	# slurmctld's jobs (SlurmWatchFullInterval, 60 s), and a job lost before
+	# one is reported requeued "with no end event from its node" instead.
 	wait_for 150 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
 	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
 	wait_for 30 eval '[[ "$(job_status "$j")" == *"NODE_FAIL"* ]]'
