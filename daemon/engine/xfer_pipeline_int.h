@@ -31,14 +31,26 @@ struct pipe__pend {
 	int state;                   /* 0 failed or kept, 1 copied, 2 in place */
 };
 
-/* One directory's batch: copied by the threads, made durable and put in place by the walker. */
-struct pipe__batch {
-	struct pipe__pend *p;
-	size_t n, cap;
+/*
+ * One batch of a directory's small files, from their copies to their
+ * verification: copied by the threads, made durable and put in place by one
+ * of them (the commit, once every copy of it has ended) while the others
+ * copy the next batch, then read back by the threads.
+ */
+struct pipe__gen {
+	struct pipe__pend *p;        /* BATCH_N of them */
+	size_t n;
 	int ddir;
 	int64_t bytes;
-	struct pipe__pend *old;      /* the previous batch, being verified by the threads */
-	size_t nold;
+	int copies;                  /* its copies not ended (under the pool's lock) */
+	int left;                    /* its tasks not ended: copies, commit, verifications (ditto) */
+};
+
+/* One directory's batches: the one being filled, and the one before it. */
+struct pipe__batch {
+	struct pipe__gen *cur;       /* being filled and copied */
+	struct pipe__gen *old;       /* handed to the commit; freed once all its tasks end */
+	int ddir;
 };
 
 struct pipe__task;
