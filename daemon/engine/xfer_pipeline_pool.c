@@ -2,18 +2,22 @@
  * xfer_pipeline_pool.c - the driver's copy threads and SyncMode=batch.
  *
  * Files of a directory are copied by PIPE_THREADS threads at once (small
- * files are bound by the latency of open/fsync/rename, not by bandwidth);
- * the walker waits for them before the destination directory is made
- * durable and timestamped. With SyncMode=batch (a destination endpoint with
+ * files are bound by the latency of open/fsync/rename, not by bandwidth).
+ * A directory is made durable and timestamped (dir_done) once the walker
+ * has left it and the last task using it has ended, by whoever ended it
+ * (its handle, struct pipe__dirh, keeps its descriptors until then): the
+ * walker goes on to the next directory meanwhile, PIPE_DIRS of them being
+ * finished at most. With SyncMode=batch (a destination endpoint with
  * batch_commit), small files are made durable together: the threads copy a
  * batch into temporary files; once the last of them is copied, one thread
  * has the destination make the batch durable and put it in place at once
  * (a commit task, queued behind the batch's copies), then the threads read
- * its files back and report them. Meanwhile the walker goes on handing out
- * the next batch's copies: the commit (a syncfs, the renames, a directory
- * fsync) no longer leaves the threads idle. Measured before this was so:
- * 10,000 files of 4 KiB in 21 batches, the walker waited 0.24-0.32 s for the
- * threads to drain and 0.64-0.76 s in the commits, of 1.8-2.2 s in all.
+ * its files back and report them, PIPE_GENS batches in flight at most.
+ * Neither a commit (a syncfs, the renames, a directory fsync) nor a
+ * directory's end leaves the threads idle. Measured before it was so (10,000
+ * files of 4 KiB in 10 directories, 21 batches): the walker waited 0.24-0.32
+ * s for the threads to drain and 0.64-0.76 s in the commits, of 1.8-2.2 s;
+ * with the commits on the threads, 1.2 s of 2.1 s at the directories' ends.
  */
 #include "config.h"
 
@@ -37,7 +41,10 @@
 
 enum { T_FILE = 0, T_BATCH_COPY, T_BATCH_COMMIT, T_BATCH_VERIFY };
 
-/* A job handed to a copy thread; sdir/ddir stay open until the walker drains. */
+/*
+ * A job handed to a copy thread; sdir/ddir stay open until its directory's
+ * handle is done (or, without one, until the walker drains).
+ */
 struct pipe__task {
 	int kind;                    /* T_FILE: the whole pipeline; else one batch stage */
 	int sdir, ddir;
@@ -45,19 +52,111 @@ struct pipe__task {
 	struct stat st;
 	struct pipe__pend *pend;    /* copy, verify: the file (owned by the batch) */
 	struct pipe__gen *gen;      /* batch stages: the batch */
+	struct pipe__dirh *dh;      /* T_FILE: its directory (a reference), or NULL */
 	struct pipe__task *next;
 };
 
-static void _gen_free(struct pipe__gen *g)
+/* ---- directories ---- */
+
+struct pipe__dirh *pipe__dir_open(struct pipe__run *r, int ddir, int sdir)
 {
-	if (!g)
+	struct pipe__dirh *dh;
+
+	if (!r->nth || !(dh = calloc(1, sizeof(*dh))))
+		return NULL;	/* no threads: nothing outlives the walker's visit */
+	dh->sdir = sdir >= 0 ? fcntl(sdir, F_DUPFD_CLOEXEC, 0) : -1;
+	if (sdir >= 0 && dh->sdir < 0) {
+		free(dh);
+		return NULL;
+	}
+	dh->ddir = ddir;
+	dh->refs = 1;
+	return dh;
+}
+
+void pipe__dir_free(struct pipe__dirh *dh)
+{
+	free(dh);
+}
+
+/* The directory's last task has ended and the walker has left it: finish it. */
+static void _dir_done(struct pipe__run *r, struct pipe__dirh *dh)
+{
+	r->dst->tree->dir_done(r->dep, dh->ddir, dh->sdir, &dh->st);
+	if (dh->sdir >= 0)
+		close(dh->sdir);
+	free(dh);
+	pthread_mutex_lock(&r->pmu);
+	r->dirs--;
+	pthread_cond_broadcast(&r->cv_done);
+	pthread_mutex_unlock(&r->pmu);
+}
+
+/* Take a reference to dh (NULL: none), under the pool's lock. */
+static void _dir_ref_locked(struct pipe__dirh *dh)
+{
+	if (dh)
+		dh->refs++;
+}
+
+/* Drop one; the last finishes the directory (not under the lock). */
+static void _dir_unref(struct pipe__run *r, struct pipe__dirh *dh)
+{
+	int last;
+
+	if (!dh)
 		return;
+	pthread_mutex_lock(&r->pmu);
+	last = --dh->refs == 0;
+	pthread_mutex_unlock(&r->pmu);
+	if (last)
+		_dir_done(r, dh);
+}
+
+void pipe__dir_leave(struct pipe__run *r, struct pipe__dirh *dh, const struct stat *st)
+{
+	dh->st = *st;
+	pthread_mutex_lock(&r->pmu);
+	while (r->dirs >= PIPE_DIRS)
+		pthread_cond_wait(&r->cv_done, &r->pmu);
+	r->dirs++;
+	pthread_mutex_unlock(&r->pmu);
+	_dir_unref(r, dh);
+}
+
+/* ---- batches ---- */
+
+/* g's memory, and its reference to its directory. */
+static void _gen_free(struct pipe__run *r, struct pipe__gen *g)
+{
+	struct pipe__dirh *dh = g->dh;
+
 	for (size_t i = 0; i < g->n; i++) {
 		free(g->p[i].name);
 		free(g->p[i].rel);
 	}
 	free(g->p);
 	free(g);
+	pthread_mutex_lock(&r->pmu);
+	r->gens--;
+	pthread_cond_broadcast(&r->cv_done);
+	pthread_mutex_unlock(&r->pmu);
+	_dir_unref(r, dh);
+}
+
+/* One task of g (or the walker's own part in it) has ended; the last frees it. */
+static void _gen_drop(struct pipe__run *r, struct pipe__gen *g, int copy)
+{
+	int last;
+
+	pthread_mutex_lock(&r->pmu);
+	if (copy)
+		g->copies--;
+	last = --g->left == 0 && g->closed;
+	pthread_cond_broadcast(&r->cv_done);
+	pthread_mutex_unlock(&r->pmu);
+	if (last)
+		_gen_free(r, g);
 }
 
 /* Stage 1, on a thread: data and metadata into the temporary file, not yet durable. */
@@ -94,15 +193,17 @@ static void _batch_verify(struct pipe__run *r, const struct xfer_buf *tb, struct
 static void _enqueue(struct pipe__run *r, struct pipe__task *t, int wait);
 static void _gen_commit(struct pipe__run *r, const struct xfer_buf *tb, struct pipe__gen *g);
 
-/* t is finished: it leaves the pool's count and its batch's, and is freed. */
+/*
+ * t is finished: its batch and directory drop it (the last of either is
+ * finished here), then it leaves the pool's count, last: a drain sees every
+ * directory it finished done.
+ */
 static void _task_ended(struct pipe__run *r, struct pipe__task *t)
 {
+	if (t->gen)
+		_gen_drop(r, t->gen, t->kind == T_BATCH_COPY);
+	_dir_unref(r, t->dh);
 	pthread_mutex_lock(&r->pmu);
-	if (t->gen) {
-		if (t->kind == T_BATCH_COPY)
-			t->gen->copies--;
-		t->gen->left--;	/* at 0 the walker may free the batch: not touched after this */
-	}
 	r->pending--;
 	pthread_cond_broadcast(&r->cv_done);
 	pthread_mutex_unlock(&r->pmu);
@@ -135,13 +236,13 @@ static void *_thread(void *arg)
 		pthread_mutex_unlock(&r->pmu);
 		if (!t)
 			break;
-		if (!tb.p)
+		if (t->kind == T_BATCH_COMMIT)
+			_gen_commit(r, &tb, t->gen);	/* needs no buffer of its own */
+		else if (!tb.p)
 			xfer_fail(&r->t, t->pend ? t->pend->rel : t->rel, ENOMEM,
 				  "out of memory copying");
 		else if (t->kind == T_BATCH_COPY)
 			_batch_copy(r, &tb, t->pend);
-		else if (t->kind == T_BATCH_COMMIT)
-			_gen_commit(r, &tb, t->gen);
 		else if (t->kind == T_BATCH_VERIFY)
 			_batch_verify(r, &tb, t->pend);
 		else
@@ -201,6 +302,7 @@ static void _enqueue(struct pipe__run *r, struct pipe__task *t, int wait)
 			t->gen->copies++;
 		t->gen->left++;
 	}
+	_dir_ref_locked(t->dh);
 	if (r->tail)
 		r->tail->next = t;
 	else
@@ -211,8 +313,8 @@ static void _enqueue(struct pipe__run *r, struct pipe__task *t, int wait)
 	pthread_mutex_unlock(&r->pmu);
 }
 
-void pipe__submit(struct pipe__run *r, int sdir, int ddir, const char *name, const char *rel,
-		   const struct stat *st)
+void pipe__submit(struct pipe__run *r, struct pipe__dirh *dh, int sdir, int ddir,
+		  const char *name, const char *rel, const struct stat *st)
 {
 	struct pipe__task *t = NULL;
 
@@ -228,6 +330,7 @@ void pipe__submit(struct pipe__run *r, int sdir, int ddir, const char *name, con
 	t->sdir = sdir;
 	t->ddir = ddir;
 	t->st = *st;
+	t->dh = dh;
 	_enqueue(r, t, 1);
 }
 
@@ -251,11 +354,16 @@ void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int d
 			g = NULL;
 		} else {
 			g->ddir = ddir;
+			g->dh = b->dh;
+			pthread_mutex_lock(&r->pmu);
+			_dir_ref_locked(g->dh);
+			pthread_mutex_unlock(&r->pmu);
 			b->cur = g;
 		}
 	}
 	if (!g || !(t = calloc(1, sizeof(*t)))) {
-		pipe__submit(r, sdir, ddir, name, rel, st);	/* out of memory: the plain path */
+		/* out of memory: the plain path */
+		pipe__submit(r, b->dh, sdir, ddir, name, rel, st);
 		return;
 	}
 	p = &g->p[g->n];
@@ -265,7 +373,7 @@ void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int d
 	if (!(p->name = strdup(name)) || !(p->rel = strdup(rel))) {
 		free(p->name);
 		free(t);
-		pipe__submit(r, sdir, ddir, name, rel, st);
+		pipe__submit(r, b->dh, sdir, ddir, name, rel, st);
 		return;
 	}
 	p->wf.dir = ddir;
@@ -340,7 +448,10 @@ static void _gen_commit(struct pipe__run *r, const struct xfer_buf *tb, struct p
 		if (g->p[i].state != 2)
 			continue;
 		if (!(t = calloc(1, sizeof(*t)))) {
-			_batch_verify(r, tb, &g->p[i]);
+			if (tb->p)
+				_batch_verify(r, tb, &g->p[i]);
+			else
+				xfer_fail(&r->t, g->p[i].rel, ENOMEM, "out of memory verifying");
 			continue;
 		}
 		t->kind = T_BATCH_VERIFY;
@@ -350,23 +461,10 @@ static void _gen_commit(struct pipe__run *r, const struct xfer_buf *tb, struct p
 	}
 }
 
-/* Wait until every task of g has ended, then free it. */
-static void _gen_reap(struct pipe__run *r, struct pipe__gen *g)
-{
-	if (!g)
-		return;
-	pthread_mutex_lock(&r->pmu);
-	while (g->left > 0)
-		pthread_cond_wait(&r->cv_done, &r->pmu);
-	pthread_mutex_unlock(&r->pmu);
-	_gen_free(g);
-}
-
 /*
  * On the walker: the batch being filled is closed and handed to a commit
- * task; the walker goes on with the next batch while it is committed. The
- * batch before it is reaped first (its verifications ended, as a rule long
- * since), so at most two of a directory's batches are in flight.
+ * task; the walker goes on with the next batch, or the next directory, while
+ * it is committed and read back. At most PIPE_GENS batches are in flight.
  */
 static void _batch_flush(struct pipe__run *r, struct pipe__batch *b)
 {
@@ -376,15 +474,22 @@ static void _batch_flush(struct pipe__run *r, struct pipe__batch *b)
 	if (!g)
 		return;
 	b->cur = NULL;
-	_gen_reap(r, b->old);
-	b->old = g;
+	pthread_mutex_lock(&r->pmu);
+	while (r->gens >= PIPE_GENS)
+		pthread_cond_wait(&r->cv_done, &r->pmu);
+	r->gens++;
+	/* The walker's own part, dropped below: g is not freed before its commit is queued. */
+	g->left++;
+	g->closed = 1;
+	pthread_mutex_unlock(&r->pmu);
 	if (!(t = calloc(1, sizeof(*t)))) {
 		_gen_commit(r, &r->tb0, g);	/* out of memory: on the walker */
-		return;
+	} else {
+		t->kind = T_BATCH_COMMIT;
+		t->gen = g;
+		_enqueue(r, t, 1);
 	}
-	t->kind = T_BATCH_COMMIT;
-	t->gen = g;
-	_enqueue(r, t, 1);
+	_gen_drop(r, g, 0);
 }
 
 void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b)
@@ -396,7 +501,4 @@ void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b)
 void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b)
 {
 	_batch_flush(r, b);
-	pipe__pool_drain(r);
-	_gen_reap(r, b->old);
-	b->old = NULL;
 }
