@@ -307,7 +307,7 @@ static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *n
 
 /* ---- the walk ---- */
 
-/* A directory of the walk: where its entries go, and its batch (with its handle). */
+/* A directory of the walk: where its entries go, and its batch. */
 struct _ldir {
 	int ddir;
 	struct pipe__batch b;
@@ -318,17 +318,15 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 {
 	struct pipe__run *r = w->arg;
 	struct _ldir *ld = dir->data;
-	/* The copy threads read the directory through its handle's descriptor. */
-	int sdir = ld->b.dh && ld->b.dh->sdir >= 0 ? ld->b.dh->sdir : dir->fd;
 
 	pipe__batch_maybe_flush(r, &ld->b);
 	if (r->g.on && (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) &&
 	    pipe__group_visit(r, dir->fd, ld->ddir, name, rel, st))
 		return 0;
 	if (S_ISREG(st->st_mode) && pipe__batchable(r, st)) {
-		pipe__batch_add(r, &ld->b, sdir, ld->ddir, name, rel, st);
+		pipe__batch_add(r, &ld->b, dir->fd, ld->ddir, name, rel, st);
 	} else if (S_ISREG(st->st_mode)) {
-		pipe__submit(r, ld->b.dh, sdir, ld->ddir, name, rel, st);
+		pipe__submit(r, dir->fd, ld->ddir, name, rel, st);
 	} else if (S_ISLNK(st->st_mode)) {
 		_copy_symlink(r, dir->fd, ld->ddir, name, rel, st);
 	} else if (S_ISDIR(st->st_mode) && xfer_excluded(r->ctx, rel)) {
@@ -369,18 +367,11 @@ static int _enter(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_wa
 	}
 	child->ddir = d2;
 	child->b.ddir = d2;
-	/* A source that streams has no descriptors: its handles are its own. */
-	child->b.dh = pipe__dir_open(r, d2, r->src->stream ? -1 : sub->fd);
 	sub->data = child;
 	return 0;
 }
 
-/*
- * The directory's files are in place before it is made durable and
- * timestamped: its handle does that once its last task has ended (with its
- * own descriptor of the source directory), while the walker goes on.
- * Without a handle (out of memory or descriptors), here after a drain.
- */
+/* The directory's files are in place before it is made durable and timestamped. */
 static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_walk_dir *sub,
 		   const char *name)
 {
@@ -393,13 +384,8 @@ static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_w
 	if (r->g.on && !r->ctx->keep)
 		pipe__group_flush(r);
 	pipe__batch_end(r, &ld->b);
-	if (ld->b.dh) {
-		pipe__dir_leave(r, ld->b.dh, sub->st);
-	} else {
-		pipe__pool_drain(r);
-		/* A source that streams has no descriptors: its handles are its own. */
-		r->dst->tree->dir_done(r->dep, ld->ddir, r->src->stream ? -1 : sub->fd, sub->st);
-	}
+	/* A source that streams has no descriptors: its handles are its own. */
+	r->dst->tree->dir_done(r->dep, ld->ddir, r->src->stream ? -1 : sub->fd, sub->st);
 	free(ld);
 }
 
@@ -460,7 +446,6 @@ static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, &root };
 
 	root.b.ddir = root.ddir;
-	root.b.dh = pipe__dir_open(r, root.ddir, -1);	/* held to the end: done below */
 	/* To or from a server: one file, one connection at a time; the endpoint's state
 	   is the walker's. */
 	if (!r->dst->stream && !r->src->stream)
@@ -469,8 +454,6 @@ static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	if (r->g.on)
 		pipe__group_flush(r);
 	pipe__batch_end(r, &root.b);
-	pipe__pool_drain(r);
-	pipe__dir_free(root.b.dh);
 	r->dst->tree->dir_done(r->dep, root.ddir, -1, &sroot->st);
 	droot->dir = -1;
 }

@@ -19,8 +19,6 @@
 #include "xfer_engine.h"
 
 #define PIPE_THREADS 16           /* copy threads per worker: small files are latency-bound */
-#define PIPE_DIRS 16              /* directories being finished at once (2 descriptors each) */
-#define PIPE_GENS 4               /* batches being committed or read back at once */
 
 /* A small file of a batch, between its copy and its verification. */
 struct pipe__pend {
@@ -33,42 +31,14 @@ struct pipe__pend {
 	int state;                   /* 0 failed or kept, 1 copied, 2 in place */
 };
 
-/*
- * One batch of a directory's small files, from their copies to their
- * verification: copied by the threads, made durable and put in place by one
- * of them (the commit, once every copy of it has ended) while the others
- * copy the next batch, then read back by the threads.
- */
-struct pipe__gen {
-	struct pipe__pend *p;        /* BATCH_N of them */
-	size_t n;
+/* One directory's batch: copied by the threads, made durable and put in place by the walker. */
+struct pipe__batch {
+	struct pipe__pend *p;
+	size_t n, cap;
 	int ddir;
 	int64_t bytes;
-	struct pipe__dirh *dh;       /* its directory (a reference) */
-	int copies;                  /* its copies not ended (under the pool's lock) */
-	int left;                    /* its tasks not ended: copies, commit, verifications (ditto) */
-	int closed;                  /* handed to its commit: freed when left is 0 (ditto) */
-};
-
-/*
- * A directory of the walk as the copy threads see it: its two descriptors
- * stay open until the last task that uses them has ended; then (once the
- * walker has left it) the destination makes it durable and timestamped
- * (dir_done) and the descriptors are closed, on whichever thread that is.
- * So the walker goes on to the next directory while this one's last batch
- * is committed and read back.
- */
-struct pipe__dirh {
-	int sdir, ddir;              /* sdir: a duplicate of the walk's, or -1 */
-	struct stat st;              /* the source directory's lstat, for dir_done */
-	int refs;                    /* the walker's until it leaves; one per task or batch */
-};
-
-/* One directory's batch being filled, and the directory's handle. */
-struct pipe__batch {
-	struct pipe__gen *cur;       /* being filled and copied */
-	int ddir;
-	struct pipe__dirh *dh;       /* NULL: out of memory (the directory ends on the walker) */
+	struct pipe__pend *old;      /* the previous batch, being verified by the threads */
+	size_t nold;
 };
 
 struct pipe__task;
@@ -94,8 +64,6 @@ struct pipe__run {
 	struct pipe__task *head, *tail;
 	int pending;                 /* queued + being copied */
 	int quit;
-	int gens;                    /* batches handed to their commit, not yet freed */
-	int dirs;                    /* directories left by the walker, not yet done */
 	struct pipe__group g;        /* xfer_pipeline_group.c */
 };
 
@@ -144,30 +112,16 @@ void pipe__pool_start(struct pipe__run *r);
 /* Wait until every file handed out is finished. */
 void pipe__pool_drain(struct pipe__run *r);
 void pipe__pool_stop(struct pipe__run *r);
-/* Copy a file on a thread (inline when there are none, or for a big file); dh may be NULL. */
-void pipe__submit(struct pipe__run *r, struct pipe__dirh *dh, int sdir, int ddir,
-		  const char *name, const char *rel, const struct stat *st);
+/* Copy a file on a thread (inline when there are none, or for a big file). */
+void pipe__submit(struct pipe__run *r, int sdir, int ddir, const char *name, const char *rel,
+		  const struct stat *st);
 /* SyncMode=batch: files up to this size go through a directory's batch. */
 int pipe__batchable(const struct pipe__run *r, const struct stat *st);
 void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int ddir,
 		     const char *name, const char *rel, const struct stat *st);
 /* Flush when the batch is full. */
 void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b);
-/* The directory's entries are all handed out: its last batch goes to its commit. */
+/* The directory is done: its batch flushed and verified, memory released. */
 void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b);
-/*
- * A directory's handle for ddir and a duplicate of sdir (-1: none), the
- * walker's reference held; the copy threads use its sdir. NULL when out of
- * memory or descriptors: the directory is then finished on the walker.
- */
-struct pipe__dirh *pipe__dir_open(struct pipe__run *r, int ddir, int sdir);
-/*
- * The walker leaves dh's directory (st: the source directory's lstat): dh is
- * done (dir_done, its descriptors closed, freed) once its last task ends,
- * maybe now. Waits while PIPE_DIRS directories are being finished.
- */
-void pipe__dir_leave(struct pipe__run *r, struct pipe__dirh *dh, const struct stat *st);
-/* The walker's reference dropped without dir_done (the root's, after a drain): freed. */
-void pipe__dir_free(struct pipe__dirh *dh);
 
 #endif /* STAGEHAND_XFER_PIPELINE_INT_H */

@@ -5,20 +5,14 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tests/tap.h"
@@ -38,63 +32,6 @@ static volatile sig_atomic_t _stop;
 
 static int _sync_batch, _verify_sample, _nokeep;
 static const char *const *_exclude;
-
-/*
- * The engine's syncfs (a batch's commit, SyncMode=batch) comes here first.
- * With _hold_result set, the first call waits (up to 10 s) until an entry
- * appears in a destination directory other than the one being committed,
- * under _hold_root, and writes to _hold_result whether one did: a commit
- * that leaves the walker free lets it copy the next directory meanwhile.
- */
-static char _hold_root[PATH_MAX], _hold_result[PATH_MAX];
-static atomic_int _hold_taken;
-
-static int _other_dir_has_entry(const char *self)
-{
-	DIR *d = opendir(_hold_root);
-	struct dirent *de;
-	int found = 0;
-
-	while (d && !found && (de = readdir(d))) {
-		char sub[PATH_MAX + 256];
-		DIR *e;
-
-		if (de->d_name[0] == '.' || strcmp(de->d_name, self) == 0)
-			continue;
-		snprintf(sub, sizeof(sub), "%s/%s", _hold_root, de->d_name);
-		if (!(e = opendir(sub)))
-			continue;
-		for (struct dirent *f; !found && (f = readdir(e));)
-			found = strcmp(f->d_name, ".") && strcmp(f->d_name, "..");
-		closedir(e);
-	}
-	if (d)
-		closedir(d);
-	return found;
-}
-
-int syncfs(int fd)
-{
-	if (_hold_result[0] && atomic_exchange(&_hold_taken, 1) == 0) {
-		char link[64], path[PATH_MAX] = "";
-		const char *self;
-		ssize_t n;
-		int found = 0;
-		FILE *f;
-
-		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-		n = readlink(link, path, sizeof(path) - 1);
-		path[n > 0 ? n : 0] = 0;
-		self = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-		for (int i = 0; i < 1000 && !(found = _other_dir_has_entry(self)); i++)
-			nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
-		if ((f = fopen(_hold_result, "w"))) {
-			fprintf(f, "%d %s\n", found, self);
-			fclose(f);
-		}
-	}
-	return (int)syscall(SYS_syncfs, fd);
-}
 
 /* Run backend (by name) for source -> dest in a child; collect what it reports. */
 static void _run(const char *backend, const char *action, const char *src,
@@ -377,67 +314,6 @@ int main(void)
 		ok(_same_full(path, dpath), "the big file has the source's bytes");
 		snprintf(dpath, sizeof(dpath), "%s/a/.f001.stagehand-1", p[53]);
 		ok(!_exists(dpath), "no temporary file left");
-	}
-
-	/*
-	 * SyncMode=batch: a directory's last batch is committed while the walker
-	 * copies the next directory (its end does not wait for the commit and
-	 * the read-back); each directory still gets its source's mode and times
-	 * once its files are in place. The first commit is held until a file of
-	 * another directory appears (syncfs above).
-	 */
-	{
-		char path[600];
-		struct stat a, b;
-		int bad = 0, times = 0;
-		FILE *f;
-		int held = -1;
-
-		P(54, "%s/two", _dir);
-		P(55, "%s/twodst", _dir);
-		P(56, "%s/hold.result", _dir);
-		mkdir(p[54], 0755);
-		for (int k = 0; k < 3; k++) {
-			snprintf(path, sizeof(path), "%s/d%d", p[54], k);
-			mkdir(path, 0750 - k * 010);
-			for (int i = 0; i < 20; i++) {
-				snprintf(path, sizeof(path), "%s/d%d/f%02d", p[54], k, i);
-				_write(path, "a small file\n");
-			}
-			snprintf(path, sizeof(path), "%s/d%d", p[54], k);
-			utimensat(AT_FDCWD, path, (struct timespec[]){ { 1000000 + k, 0 },
-								       { 2000000 + k, 0 } }, 0);
-		}
-		snprintf(_hold_root, sizeof(_hold_root), "%s", p[55]);
-		snprintf(_hold_result, sizeof(_hold_result), "%s", p[56]);
-		_sync_batch = 1;
-		_run("local", "stage_in", p[54], p[55], &s);
-		_sync_batch = 0;
-		_hold_result[0] = 0;
-		ok(s.result == XFER_OK && s.failed == 0 && s.done == 60,
-		   "three directories copied in batches (result %d, failed %d, done %d)", s.result,
-		   s.failed, s.done);
-		if ((f = fopen(p[56], "r"))) {
-			if (fscanf(f, "%d", &held) != 1)
-				held = -1;
-			fclose(f);
-		}
-		ok(held == 1, "a directory's commit let the walker copy another directory meanwhile "
-		   "(%d: 1 yes, 0 no, -1 no commit seen)", held);
-		for (int k = 0; k < 3; k++) {
-			char spath[600];
-
-			snprintf(spath, sizeof(spath), "%s/d%d", p[54], k);
-			snprintf(path, sizeof(path), "%s/d%d", p[55], k);
-			if (stat(spath, &a) < 0 || stat(path, &b) < 0) {
-				bad++;
-				continue;
-			}
-			times += a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
-				 (a.st_mode & 07777) == (b.st_mode & 07777);
-		}
-		ok(bad == 0 && times == 3, "each directory has its source's mode and mtime, set after "
-		   "its files were put in place (%d of 3)", times);
 	}
 
 	/* Excluded directories (#DATA exempt= inside the tree), archive with keep=no. */
