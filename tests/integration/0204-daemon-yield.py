@@ -22,8 +22,6 @@ from conftest import chown_tree, user_dir
 
 N_FILES = 400
 SIZE = 64 << 10           # 25 MiB in all; BandwidthCap 10M -> about 2.5 s unhindered
-# Small files are reported in batches of up to 8 MiB (SyncMode=batch): the
-# first progress after a resume shows up within about a second at 10 MiB/s.
 
 
 def _metric(daemon, name):
@@ -115,18 +113,19 @@ def test_archive_pauses_while_job_runs_and_resumes(daemon, layout):
                                             "mode")} == {"active": 1, "busy_filesystems": 1,
                                                          "started_jobs": 0, "mode": "pause"}, health
     assert y["pace"]["filesystems"] == 0, y     # nothing is paced in pause mode
-    t_release = time.monotonic()
     _idle(layout)
-    moving = _sample(daemon, req["id"], 3.0)
-    first = next((t for t, b, _ in moving if b > 0), None)
-    assert first is not None, f"no progress after the job ended: {moving}\n{daemon.log_tail()}"
-    assert first - t_release < 2.5, f"resumed only {first - t_release:.1f} s after the job ended"
+    # What resumes it must be the job's end, not YieldMaxDelay (10 minutes,
+    # the only other way out of a pause): the daemon's own words say which,
+    # so no bound on this machine's speed is needed.
+    _wait_metric(daemon, "stagehand_yield_active", lambda v: v == 0, timeout=60)
+    resumed = f"request {req['id']}: running jobs left its file system; archive resumes"
+    assert resumed in daemon.log_tail(400), daemon.log_tail()
+    assert "YieldMaxDelay reached" not in daemon.log_tail(400)
     r = daemon.api.wait(req["id"], timeout=120)
     assert r["state"] == "done", r
     assert r["bytes_done"] == N_FILES * SIZE
     assert _metric(daemon, "stagehand_yield_active") == 0
     assert _metric(daemon, "stagehand_yield_seconds_total") >= 2.0
-    assert "resumes" in daemon.log_tail(400)
 
 
 def test_stage_in_not_held(daemon, layout):
