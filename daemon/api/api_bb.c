@@ -28,6 +28,7 @@
 #include "pool.h"
 #include "queue_pool.h"
 #include "slurm_jobs.h"
+#include "slurm_watch.h"
 
 /* queue_job.hold_state while a job waits for slurm_watch's tick to stage it. */
 #define HS_BB_SETUP "bb-setup"
@@ -238,6 +239,20 @@ static int _after(const struct queue_request *r, void *arg)
 	return 0;
 }
 
+/* Does slurmctld list the job as pending (not ended, not cancelled)? */
+static int _still_pending(int64_t job)
+{
+	struct sjob j;
+	char err[256];
+	int pending;
+
+	if (sjob_get((uint32_t)job, &j, err, sizeof(err)) != 0)
+		return 0;
+	pending = !strcmp(sjob_state_name(j.state), "PENDING");
+	sjob_clear(&j);
+	return pending;
+}
+
 /* data-out: "waiting" until every after-job request is verified, then "done" or "failed". */
 static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 {
@@ -253,8 +268,17 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 		api_error(out, 500, "%s", err);
 		return;
 	}
-	if (!qj || !qj->end_state || !qj->end_processed) {
-		/* The end event (SPANK plugin, epilog or slurmctld's record) is on its way. */
+	if (qj && !qj->end_state && qj->runs > 0 && _still_pending(job)) {
+		/* A run lost with its node, requeued (the watch recorded it): its
+		   outputs are archived after the final run, nothing now. */
+		state = "done";
+		snprintf(msg, sizeof(msg), "stagehand: %s: outputs are archived after the final "
+			 "run", qj->last_run ? qj->last_run : "run requeued");
+	} else if (!qj || !qj->end_state || !qj->end_processed) {
+		/* The end event (SPANK plugin, epilog or slurmctld's record) is on its
+		   way, or none comes (the node was lost): the watch reads the job. */
+		if (!qj || !qj->end_state)
+			slurm_watch_follow(job);
 		state = "waiting";
 	} else if (queue_request_list(d->q, &f, _after, &a, err, sizeof(err)) < 0) {
 		api_error(out, 500, "%s", err);
@@ -277,19 +301,6 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 	queue_job_free(qj);
 }
 
-/* Does slurmctld list the job as pending (not ended, not cancelled)? */
-static int _still_pending(int64_t job)
-{
-	struct sjob j;
-	char err[256];
-	int pending;
-
-	if (sjob_get((uint32_t)job, &j, err, sizeof(err)) != 0)
-		return 0;
-	pending = !strcmp(sjob_state_name(j.state), "PENDING");
-	sjob_clear(&j);
-	return pending;
-}
 
 /*
  * teardown: label SCRATCH/USER/JOB/input 'purge' and schedule the removal of

@@ -26,6 +26,7 @@
 #include "queue_after.h"
 #include "slurm_jobs.h"
 #include "slurm_nodes.h"
+#include "slurm_watch.h"
 #include "pace.h"
 #include "yield.h"
 
@@ -942,6 +943,8 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		paths[n++] = s.work_dir;
 	for (size_t i = 0; i < s.ndirs; i++)
 		paths[n++] = s.dirs[i];
+	if (s.node)
+		slurm_watch_job_started(job, s.node);
 	mover = yield_job_start(d, job, paths, n, err, sizeof(err));
 	if (mover < 0) {
 		api_error(out, 503, "%s", err);

@@ -26,7 +26,9 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -861,12 +863,74 @@ struct ran_on {
 	char host[64];
 };
 
-static const char *_ran_host(uint32_t job_id)
+static int64_t _mono_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Where jobs last started, from their job-start events (the SPANK plugin
+ * sends one before a batch job's tasks run): names the node of a job lost
+ * before any table the watch read showed it RUNNING. API threads write it,
+ * the main loop reads it; a ring of the newest STARTED_MAX starts.
+ */
+#define STARTED_MAX 4096
+static struct ran_on _started[STARTED_MAX];
+static size_t _started_next;
+static pthread_mutex_t _started_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A Slurm node name as a job-start event may give it: [A-Za-z0-9._-], 1-63. */
+static int _node_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= sizeof(_started[0].host))
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '.' && *s != '_' && *s != '-')
+			return 0;
+	return 1;
+}
+
+void slurm_watch_job_started(int64_t job_id, const char *node)
+{
+	size_t slot = STARTED_MAX;
+
+	if (job_id <= 0 || job_id > UINT32_MAX || !node || !_node_name_ok(node))
+		return;
+	pthread_mutex_lock(&_started_lock);
+	for (size_t i = 0; i < STARTED_MAX && slot == STARTED_MAX; i++)
+		if (_started[i].job_id == (uint32_t)job_id)
+			slot = i;
+	if (slot == STARTED_MAX)
+		slot = _started_next++ % STARTED_MAX;
+	_started[slot].job_id = (uint32_t)job_id;
+	snprintf(_started[slot].host, sizeof(_started[slot].host), "%s", node);
+	pthread_mutex_unlock(&_started_lock);
+}
+
+/* Where job_id ran: slurmctld's batch host at the last table read that
+   showed it RUNNING, else its last job-start event. 0, or -1 if neither. */
+static int _ran_host(uint32_t job_id, char *host, size_t hostlen)
+{
+	int rc = -1;
+
 	for (size_t i = 0; i < _nran; i++)
-		if (_ran[i].job_id == job_id)
-			return _ran[i].host;
-	return NULL;
+		if (_ran[i].job_id == job_id) {
+			snprintf(host, hostlen, "%s", _ran[i].host);
+			return 0;
+		}
+	pthread_mutex_lock(&_started_lock);
+	for (size_t i = 0; i < STARTED_MAX && rc < 0; i++)
+		if (_started[i].job_id == job_id) {
+			snprintf(host, hostlen, "%s", _started[i].host);
+			rc = 0;
+		}
+	pthread_mutex_unlock(&_started_lock);
+	return rc;
 }
 
 static void _remember_hosts(const struct sjob *jobs, size_t n)
@@ -888,6 +952,44 @@ static void _remember_hosts(const struct sjob *jobs, size_t n)
 }
 
 /*
+ * Burst-buffer mode: jobs slurmctld asked to stage out (data_out) while no
+ * end event of theirs had come. A run lost with its node ends with no event
+ * (NODE_FAIL, then requeued), and between whole tables only the jobs being
+ * staged are read: these are read with them for ASKED_KEEP_MS after the
+ * last such call, so the requeue is seen now, not at the next whole table.
+ * API threads add, the main loop reads.
+ */
+#define ASKED_MAX 64
+#define ASKED_KEEP_MS 30000
+static struct {
+	uint32_t job_id;	/* 0: a free slot */
+	int64_t until_ms;
+} _asked[ASKED_MAX];
+static pthread_mutex_t _asked_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void slurm_watch_follow(int64_t job_id)
+{
+	int64_t now = _mono_ms();
+	size_t slot = 0;
+
+	if (job_id <= 0 || job_id > UINT32_MAX)
+		return;
+	pthread_mutex_lock(&_asked_lock);
+	/* Its own slot, else a free or expired one, else the one expiring first. */
+	for (size_t i = 0; i < ASKED_MAX; i++) {
+		if (_asked[i].job_id == (uint32_t)job_id) {
+			slot = i;
+			break;
+		}
+		if (_asked[i].until_ms < _asked[slot].until_ms)
+			slot = i;
+	}
+	_asked[slot].job_id = (uint32_t)job_id;
+	_asked[slot].until_ms = now + ASKED_KEEP_MS;
+	pthread_mutex_unlock(&_asked_lock);
+}
+
+/*
  * slurmctld requeued a job (it counts a restart) and no end event of that
  * run came: its node died (NODE_FAIL, then requeued) or the event is still
  * on its way. Say so in the record and the comment; a late event of that
@@ -895,9 +997,9 @@ static void _remember_hosts(const struct sjob *jobs, size_t n)
  */
 static void _requeued_silently(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
-	const char *host = _ran_host(j->job_id);
-	char how[160], err[256];
-	int down = host ? sjob_node_down(host, err, sizeof(err)) : -1;
+	char host[64], how[160], err[256];
+	int down = _ran_host(j->job_id, host, sizeof(host)) == 0 ?
+		   sjob_node_down(host, err, sizeof(err)) : -1;
 
 	if (down == 1)
 		snprintf(how, sizeof(how), "run %u lost with node %s (NODE_FAIL); requeued",
@@ -995,13 +1097,32 @@ static int _cache_put(uint32_t id, struct sjob *j)
  * table is due instead (more than TRACK_MAX such jobs, the database did not
  * answer); -1 with err when slurmctld cannot be reached.
  */
-static int _refresh_tracked(const struct slurm_watch_ctx *w, char *err, size_t errlen)
+static int _refresh_tracked(const struct slurm_watch_ctx *w, int64_t now_ms, char *err,
+			    size_t errlen)
 {
-	int64_t ids[TRACK_MAX + 1];
-	int n = queue_jobs_in_hold(w->q, HS_BB_SETUP, HS_STAGING, ids, TRACK_MAX + 1, err, errlen);
+	int64_t ids[TRACK_MAX + 1 + ASKED_MAX];
+	uint32_t gone[ASKED_MAX];
+	size_t ngone = 0;
+	int ntracked, n = queue_jobs_in_hold(w->q, HS_BB_SETUP, HS_STAGING, ids, TRACK_MAX + 1, err, errlen);
 
 	if (n < 0 || n > TRACK_MAX)
 		return 1;
+	ntracked = n;
+	/* The jobs slurm_watch_follow named; an expired one leaves the cache. */
+	pthread_mutex_lock(&_asked_lock);
+	for (size_t i = 0; i < ASKED_MAX; i++) {
+		if (!_asked[i].job_id)
+			continue;
+		if (_asked[i].until_ms > now_ms)
+			ids[n++] = _asked[i].job_id;
+		else
+			gone[ngone++] = _asked[i].job_id;
+		if (_asked[i].until_ms <= now_ms)
+			_asked[i].job_id = 0;
+	}
+	pthread_mutex_unlock(&_asked_lock);
+	for (size_t i = 0; i < ngone; i++)
+		_cache_put(gone[i], NULL);
 	for (int k = 0; k < n; k++) {
 		struct sjob j;
 		int rc = sjob_get((uint32_t)ids[k], &j, err, errlen);
@@ -1011,7 +1132,8 @@ static int _refresh_tracked(const struct slurm_watch_ctx *w, char *err, size_t e
 		if (rc == 1) {
 			/* Long gone from slurmctld (MinJobAge): nothing will start it. */
 			_cache_put((uint32_t)ids[k], NULL);
-			_cancel_job(w, (uint32_t)ids[k], false);
+			if (k < ntracked)
+				_cancel_job(w, (uint32_t)ids[k], false);
 			continue;
 		}
 		if (_cache_put((uint32_t)ids[k], &j) < 0)
@@ -1035,7 +1157,7 @@ static int _read_jobs(const struct slurm_watch_ctx *w, int64_t now_ms, char *err
 	int rc;
 
 	if (w->conf->submit_mode == CONF_SUBMIT_BB && _cache_since && now_ms < _next_full_ms) {
-		rc = _refresh_tracked(w, err, errlen);
+		rc = _refresh_tracked(w, now_ms, err, errlen);
 		if (rc <= 0)
 			return rc;
 	}
@@ -1094,13 +1216,6 @@ static void _drain_note(const struct slurm_watch_ctx *w)
 #define BATCH_JOBS 64
 #define BATCH_MS 50
 
-static int64_t _mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Ends the open batch (if any); with again, starts the next. Returns whether one is open. */
 static int _batch_cut(const struct slurm_watch_ctx *w, int open, int again, int64_t *since)

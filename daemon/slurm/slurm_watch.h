@@ -120,4 +120,21 @@ enum slurm_watch_end slurm_watch_end_check(const struct slurm_watch_ctx *w, int6
  */
 time_t slurm_watch_expected_start(int64_t job_id);
 
+/*
+ * A job-start event named the node job_id's run started on (any thread).
+ * Kept for the newest 4,096 starts: a job slurmctld requeues before the
+ * watch saw it RUNNING (its node lost at once) is reported lost with that
+ * node, once slurmctld confirms the node is down. A name that is not a
+ * plain node name ([A-Za-z0-9._-], under 64) is ignored.
+ */
+void slurm_watch_job_started(int64_t job_id, const char *node);
+
+/*
+ * Burst-buffer mode: slurmctld asked to stage job_id out and no end event
+ * of it has come (any thread). The watch reads the job with the jobs it
+ * stages for the next 30 s, so a run lost with its node (no end event:
+ * NODE_FAIL, requeued) is seen at the next tick, not the next whole table.
+ */
+void slurm_watch_follow(int64_t job_id);
+
 #endif /* STAGEHAND_SLURM_WATCH_H */

@@ -5,9 +5,11 @@
 # skipped), preemption (PREEMPTED, on a bed reconfigured with two
 # partitions) and a node lost mid-job (its slurmd killed: NODE_FAIL, the job
 # requeued, archived once after the final run). Needs 'scripts/testbed up'
-# with the Lua hook, the SPANK plugin and stagehandd, or an epilog-only bed
-# (--epilog-only): the jobs make their directories themselves, and every
-# check holds when the nodes' Epilog= reports the ends.
+# with the Lua hook, the SPANK plugin and stagehandd, in hold or burst-buffer
+# mode (make integration-bb runs it too: a lost node's job passes through
+# data_out there), or an epilog-only bed (--epilog-only): the jobs make their
+# directories themselves, and every check holds when the nodes' Epilog=
+# reports the ends.
 
 load helpers
 
@@ -130,13 +132,13 @@ EOF
 	NODE_DOWN=$node
 	killed=$(lose_node "$node")
 	((killed >= 3))
-	# slurmctld gives up on the node after SlurmdTimeout (60 s on the bed) and
-	# requeues the job (batch jobs are requeued after a node failure). Not
-	# declared down sooner (declare_node_lost): stagehandd names the lost
-	# node from where it saw the job run at its last whole-table read of
-	# slurmctld's jobs (SlurmWatchFullInterval, 60 s), and a job lost before
-	# one is reported requeued "with no end event from its node" instead.
-	wait_for 150 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
+	# slurmctld would give up on the node after SlurmdTimeout (60 s on the
+	# bed); declared down now, it takes the same path: the job is killed as
+	# NODE_FAIL and requeued (batch jobs are requeued after a node failure).
+	# stagehandd names the node from the job's start event even when no
+	# table it read showed the job RUNNING.
+	declare_node_lost "$node"
+	wait_for 60 eval '[[ "$(job_field "$j" Restarts)" -ge 1 ]]'
 	[[ "$(job_state "$j")" =~ ^(PENDING|REQUEUED)$ ]]
 	wait_for 30 eval '[[ "$(job_status "$j")" == *"NODE_FAIL"* ]]'
 	"$TESTBED" up >/dev/null 2>&1
