@@ -924,7 +924,7 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 	const char *paths[API_START_DIRS_MAX + 1];
 	size_t n = 0;
 	char err[512], via[INET6_ADDRSTRLEN + 16];
-	int mover;
+	int mover, settled = 0;
 
 	if (!_event_allowed(d, who, job, "job-start", out))
 		return;
@@ -945,7 +945,7 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		paths[n++] = s.dirs[i];
 	if (s.node)
 		slurm_watch_job_started(job, s.node);
-	mover = yield_job_start(d, job, paths, n, err, sizeof(err));
+	mover = yield_job_start(d, job, paths, n, &settled, err, sizeof(err));
 	if (mover < 0) {
 		api_error(out, 503, "%s", err);
 		return;
@@ -958,7 +958,8 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		 "after-job transfers on its file systems stay paced around its I/O" :
 		 "after-job transfers on its file systems yield");
 	out->status = 202;
-	out->body = json_pack("{s:I,s:i}", "job_id", (json_int_t)job, "paths", (int)n);
+	out->body = json_pack("{s:I,s:i,s:b}", "job_id", (json_int_t)job, "paths", (int)n,
+			      "settled", settled);
 }
 
 static void _job_retry(struct daemon *d, const struct api_caller *who, int64_t job,

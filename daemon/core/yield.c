@@ -195,7 +195,7 @@ void yield_starts_free(struct yield_starts *t)
  * flight finish (no take or write reported for YIELD_QUIET_MS), so none of it
  * lands in the job's first burst. Bounded by YIELD_SETTLE_MS.
  */
-static void _settle(unsigned seq)
+static int _settle(unsigned seq)
 {
 	int64_t t0 = _mono_ms(), now = t0;
 	struct timespec ts = { 0, 2 * 1000000L };
@@ -204,7 +204,9 @@ static void _settle(unsigned seq)
 		nanosleep(&ts, NULL);
 		now = _mono_ms();
 	}
-	while (now - t0 < YIELD_SETTLE_MS) {
+	if ((int)(atomic_load(&_applied_seq) - seq) < 0)
+		return 0;
+	for (;;) {
 		int busy = 0;
 
 		pthread_mutex_lock(&_starts_lock);
@@ -212,14 +214,16 @@ static void _settle(unsigned seq)
 			busy |= xfer_bucket_idle_s(_paused[i]) * 1000 < YIELD_QUIET_MS;
 		pthread_mutex_unlock(&_starts_lock);
 		if (!busy)
-			break;
+			return 1;
+		if (now - t0 >= YIELD_SETTLE_MS)
+			return 0;
 		nanosleep(&ts, NULL);
 		now = _mono_ms();
 	}
 }
 
 int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
-		    char *err, size_t errlen)
+		    int *settled, char *err, size_t errlen)
 {
 	unsigned seq;
 	int rc;
@@ -238,7 +242,7 @@ int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, siz
 	seq = atomic_fetch_add(&_kick_seq, 1) + 1;
 	atomic_store(&_kick, 1);
 	daemon_wake(d);
-	_settle(seq);
+	*settled = _settle(seq);
 	rc = 0;
 	pthread_mutex_lock(&_starts_lock);
 	for (size_t i = 0; i < _starts.n; i++)
@@ -528,9 +532,10 @@ static void _tick(struct daemon *d, int64_t now_ms)
 	pthread_mutex_lock(&_starts_lock);
 	_npaused = yield_ops.pool_paused(d->pool, _paused, 64);
 	pthread_mutex_unlock(&_starts_lock);
-	atomic_store(&_applied_seq, seq);
 	atomic_store(&d->metrics->yield_busy_fs, (int)_nbusy + _unknown_busy);
 	atomic_store(&d->metrics->yield_active, held);
+	/* Last: a start event's answer says "settled" only once /metrics shows it. */
+	atomic_store(&_applied_seq, seq);
 	if (held > 0 && _last_ms > 0)
 		atomic_fetch_add(&d->metrics->yield_ms, (uint64_t)(now_ms - _last_ms));
 	_last_ms = now_ms;

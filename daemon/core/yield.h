@@ -90,13 +90,15 @@ void yield_set_running(struct daemon *d, char **paths, const uint32_t *ids, size
 /*
  * A job started on a node (API thread): mark its paths busy, have the main
  * loop apply it to the workers at once (daemon_wake), and return once the
- * paused transfers' I/O in flight has ended (bounded). paths are copied;
- * a repeat for the same job replaces its paths. 0, 1 when the main loop
- * found the job to be one of the daemon's mover jobs (nothing yields to it),
- * or -1 when the table is full or out of memory (err says).
+ * paused transfers' I/O in flight has ended (bounded). *settled: 1 when the
+ * main loop applied it and that I/O ended within YIELD_SETTLE_MS, 0 when
+ * the bound ran out first. paths are copied; a repeat for the same job
+ * replaces its paths. 0, 1 when the main loop found the job to be one of
+ * the daemon's mover jobs (nothing yields to it), or -1 when the table is
+ * full or out of memory (err says).
  */
 int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
-		    char *err, size_t errlen);
+		    int *settled, char *err, size_t errlen);
 
 /* The job ended (end event, or the start mark withdrawn): 1 if it was marked. */
 int yield_job_end(struct daemon *d, int64_t job);

@@ -9,8 +9,9 @@ starved archive go on at YieldTrickle. Progress is sampled with timestamps
 from the request's bytes_done (verified bytes) and the /metrics gauges.
 
 Job-start events (POST /v1/jobs/{id}/start, sent by the SPANK plugin before
-a job's tasks run) pause an archive at once, not at the next refresh: the
-bytes written to the destination are sampled every 20 ms to time it.
+a job's tasks run) pause an archive before they are answered: when the
+answer says it settled, the bytes written to the destination, sampled every
+20 ms after it, must not grow.
 """
 import os
 import re
@@ -272,35 +273,46 @@ def test_start_event_pauses_at_once_and_end_event_resumes(daemon, layout):
     assert moving[-1][1] > moving[0][1], f"the archive did not move bytes: {moving[-5:]}"
     t_post = time.monotonic()
     st, doc, text, _ = _start_event(daemon, 9101, os.path.join(layout["scratch"], "shtest2", "run"))
-    assert st == 202, text
-    assert doc == {"job_id": 9101, "paths": 2}, doc
     t_ack = time.monotonic()
-    held = None
-    while time.monotonic() - t_post < 1.0:
-        if _metric(daemon, "stagehand_yield_active") == 1:
-            held = time.monotonic()
-            break
-        time.sleep(0.01)
-    assert held is not None, daemon.log_tail()
-    paused = _sample_dest(dest, 2.0)
-    last = _last_growth([(t_post, moving[-1][1])] + paused)
-    lat = (last - t_post) if last else 0.0
-    print(f"start event: answered in {1000 * (t_ack - t_post):.0f} ms, yield_active "
-          f"after {1000 * (held - t_post):.0f} ms, last byte written {1000 * lat:.0f} ms "
-          f"after the event")
-    assert lat < 0.5, f"bytes still written {lat:.2f} s after the start event: {paused}"
+    assert st == 202, text
+    assert set(doc) == {"job_id", "paths", "settled"}, doc
+    assert doc["job_id"] == 9101 and doc["paths"] == 2, doc
+    # The job's tasks start once this is answered. "settled": the main loop
+    # held the archive and its I/O in flight ended before the answer (the
+    # daemon waits up to 300 ms for that). Then nothing may be written after
+    # the answer, however slow this machine: a size sampled after it is the
+    # last. Not settled (a machine too slow for the bound): the hold must
+    # still come, and the writes stop.
+    if doc["settled"]:
+        assert _metric(daemon, "stagehand_yield_active") == 1, daemon.log_tail()
+        paused = _sample_dest(dest, 2.0)
+        assert _last_growth(paused) is None, \
+            f"bytes written after a settled start event was answered: {paused}"
+    else:
+        print("start event answered before it settled: checking only that the hold comes")
+        _wait_metric(daemon, "stagehand_yield_active", lambda v: v == 1, timeout=30)
+        end = time.monotonic() + 30
+        while True:
+            paused = _sample_dest(dest, 1.0)
+            if _last_growth(paused) is None:
+                break
+            assert time.monotonic() < end, f"the archive did not stop: {paused}"
+    print(f"start event: answered in {1000 * (t_ack - t_post):.0f} ms, settled {doc['settled']}")
     assert paused[-1][1] < N_FILES * SIZE, "the archive finished instead of pausing"
     st, health, _, _ = daemon.api.get("/v1/health")
     assert health["yield"]["started_jobs"] == 1 and health["yield"]["active"] == 1, health
     assert _metric(daemon, "stagehand_yield_busy_filesystems") >= 1
     assert daemon.api.request(req["id"])["state"] == "running"
-    # The job's end event frees its file system: the archive goes on.
-    t_end = time.monotonic()
+    # The job's end event frees its file system: the archive goes on (the
+    # only other way out is the start mark's 24 h expiry).
     st, _, text, _ = daemon.api.post("/v1/jobs/9101/end", {"state": "COMPLETED", "exit_code": 0})
     assert st == 202, text
-    after = _sample_dest(dest, 1.5)
-    first = next((t for (t, b) in after if b > paused[-1][1]), None)
-    assert first is not None and first - t_end < 1.0, f"no progress after the end event: {after}"
+    end = time.monotonic() + 30
+    while _dest_bytes(dest) <= paused[-1][1]:
+        assert time.monotonic() < end, f"no progress 30 s after the end event\n{daemon.log_tail()}"
+        time.sleep(0.02)
+    assert f"request {req['id']}: running jobs left its file system; archive resumes" in \
+        daemon.log_tail(400)
     r = daemon.api.wait(req["id"], timeout=120)
     assert r["state"] == "done", r
     assert r["bytes_done"] == N_FILES * SIZE
