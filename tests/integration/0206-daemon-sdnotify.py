@@ -13,7 +13,10 @@ import time
 
 import pytest
 
-WATCHDOG_USEC = 400000
+# systemd kills a service whose pings are further apart than WATCHDOG_USEC.
+# 4 s: the daemon pings every 2 s, so only a daemon that stops pinging (or
+# pings at some slower period) misses it, not a loaded machine's 200 ms stall.
+WATCHDOG_USEC = 4000000
 
 
 class NotifyListener:
@@ -75,11 +78,13 @@ def test_ready_status_watchdog_reload_stop(notified):
     assert any(line.startswith("STATUS=") and "queued" in line for line in ready.split("\n")), ready
     assert t_ready >= t_start
 
-    # Watchdog: about every WATCHDOG_USEC / 2 while the loop turns.
+    # Watchdog: every WATCHDOG_USEC / 2 while the loop turns (the daemon says
+    # the period it took), never a gap systemd would kill it for.
+    assert "systemd watchdog: pinging every 2000 ms" in d.log_tail(), d.log_tail()
     lis.msgs.clear()
-    lis.collect(1.5)
+    lis.collect(9.0)
     pings = [t for t, m in lis.msgs if "WATCHDOG=1" in m.split("\n")]
-    assert len(pings) >= 4, f"{len(pings)} watchdog pings in 1.5 s (want >= 4): {lis.msgs}"
+    assert len(pings) >= 3, f"{len(pings)} watchdog pings in 9 s (want >= 3): {lis.msgs}"
     gaps = [b - a for a, b in zip(pings, pings[1:])]
     assert max(gaps) < WATCHDOG_USEC / 1e6, f"a watchdog gap of {max(gaps):.3f} s"
 
