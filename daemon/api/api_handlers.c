@@ -950,8 +950,9 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		api_error(out, 503, "%s", err);
 		return;
 	}
-	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s); %s", (long long)job,
+	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s; %s); %s", (long long)job,
 		 s.node ? s.node : "?", (long long)s.uid, n, _via(who, via, sizeof(via)),
+		 settled ? "settled before the answer" : "answered before it settled",
 		 mover ? "a mover job of this daemon: nothing yields to it" :
 		 !d->conf->yield_to_jobs ? "YieldToJobs=no: nothing yields to it" :
 		 d->conf->yield_mode == CONF_YIELD_ADAPTIVE ?

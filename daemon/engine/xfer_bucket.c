@@ -206,6 +206,9 @@ static void _take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop
 		_take(b->parent, n, stop);
 		if (__atomic_load_n(&b->parent->sleeps, __ATOMIC_RELAXED) != before)
 			_slept(b);	/* held by the global cap: not the device's latency */
+		/* Paused while the global cap held us (the pause is on this bucket,
+		   not the parent): the bytes wait for the resume, not the write. */
+		_wait_paused(b, stop);
 	}
 }
 

@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "durable.h"
@@ -284,6 +286,53 @@ static void _big_chunks(int dfd)
 	free(buf);
 }
 
+struct _taker {
+	struct xfer_bucket *b;
+	int started, done;
+};
+
+static void *_take8(void *arg)
+{
+	struct _taker *t = arg;
+
+	__atomic_store_n(&t->started, 1, __ATOMIC_SEQ_CST);
+	xfer_bucket_take(t->b, 8u << 20, NULL);
+	__atomic_store_n(&t->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/*
+ * A worker's bucket paused (a job started on its file system) while the
+ * global cap, its parent, holds a take for its debt: when the debt is paid
+ * the take must still wait for the resume. It used to return, and the chunk
+ * was written after the job's first command.
+ */
+static void _pause_under_cap(void)
+{
+	struct xfer_bucket *cap = xfer_bucket_create(4u << 20), *b = xfer_bucket_create(0);
+	struct _taker t = { b, 0, 0 };
+	struct timespec ts = { 0, 300 * 1000000L };
+	pthread_t th;
+
+	xfer_bucket_set_parent(b, cap);
+	xfer_bucket_take(b, 1u << 20, NULL);	/* the cap's credit spent */
+	ok(pthread_create(&th, NULL, _take8, &t) == 0, "a take of 8 MiB under a 4 MiB/s cap");
+	while (!__atomic_load_n(&t.started, __ATOMIC_SEQ_CST))
+		nanosleep(&ts, NULL);
+	nanosleep(&ts, NULL);	/* inside the cap's wait: about 2 s of debt */
+	xfer_bucket_set_paused(b, 1);
+	ts.tv_sec = 3;
+	ts.tv_nsec = 0;
+	nanosleep(&ts, NULL);	/* the debt is paid by now */
+	ok(!__atomic_load_n(&t.done, __ATOMIC_SEQ_CST),
+	   "paused during the cap's wait: the take is still held after the debt is paid");
+	xfer_bucket_set_paused(b, 0);
+	pthread_join(th, NULL);
+	ok(t.done, "resumed: the take returns");
+	xfer_bucket_destroy(b);
+	xfer_bucket_destroy(cap);
+}
+
 int main(void)
 {
 	int dfd;
@@ -298,6 +347,7 @@ int main(void)
 	_open_dir(dfd);
 	_paced_write(dfd);
 	_big_chunks(dfd);
+	_pause_under_cap();
 	close(dfd);
 	tap_rmtree(_dir);
 	return tap_done();
