@@ -197,9 +197,11 @@ def test_max_delay_trickles(make_daemon, layout, base_dir):
 
 def test_max_delay_keeps_a_cap_faster_than_the_trickle(make_daemon, layout, base_dir):
     # YieldMode=cap at 2 MiB/s with a slower trickle: YieldMaxDelay must not
-    # drop the held archive to the trickle. 8 MiB at 2 MiB/s take at least
-    # 4 s on any machine (the cap bounds the speed from above), so the
-    # request is surely still held when YieldMaxDelay (1 s) has passed.
+    # drop the held archive to the trickle. 16 MiB at 2 MiB/s take at least
+    # 7.75 s on any machine (the cap bounds the speed from above; its bucket
+    # lets 0.25 s go at once), so the request is surely still held when
+    # YieldMaxDelay (1 s) has passed, and still running 2.5 s after the
+    # throttle began however late this test looks.
     probe = layout["probe"] + "-cap"
     d = make_daemon("yield-cap", Workers=2, ArchiveWorkers=1,
                     ScratchRoots=layout["scratch"], ArchiveRoot=layout["archive"],
@@ -209,7 +211,7 @@ def test_max_delay_keeps_a_cap_faster_than_the_trickle(make_daemon, layout, base
         f.write(os.path.join(layout["scratch"], "busyjob") + "\n")
     try:
         _wait_metric(d, "stagehand_yield_busy_filesystems", lambda v: v >= 1)
-        src = _tree(user_dir(layout["scratch"], "shtest", "cap", "out"), "shtest", n=8,
+        src = _tree(user_dir(layout["scratch"], "shtest", "cap", "out"), "shtest", n=16,
                     size=1 << 20)
         req = d.api.submit("archive", src, os.path.join(layout["archive"], "cap"),
                            as_user="shtest")
@@ -265,12 +267,21 @@ def _start_event(daemon, job, workdir, **kw):
 
 def test_start_event_pauses_at_once_and_end_event_resumes(daemon, layout):
     _idle(layout)
-    src = _tree(user_dir(layout["scratch"], "shtest", "js1", "results"), "shtest")
+    # 50 MiB at BandwidthCap=10M: at least 5 s on any machine, so it is
+    # still moving when the start event comes.
+    n = 2 * N_FILES
+    src = _tree(user_dir(layout["scratch"], "shtest", "js1", "results"), "shtest", n=n)
     dest = os.path.join(layout["archive"], "shtest-js1")
     _wait_metric(daemon, "stagehand_yield_busy_filesystems", lambda v: v == 0)
     req = daemon.api.submit("archive", src, dest, as_user="shtest")
-    moving = _sample_dest(dest, 1.0)
-    assert moving[-1][1] > moving[0][1], f"the archive did not move bytes: {moving[-5:]}"
+    end = time.monotonic() + 30
+    while _dest_bytes(dest) == 0:
+        assert time.monotonic() < end, f"the archive wrote nothing in 30 s\n{daemon.log_tail()}"
+        time.sleep(0.02)
+    first = _dest_bytes(dest)
+    while _dest_bytes(dest) <= first:
+        assert time.monotonic() < end, f"the archive did not move bytes\n{daemon.log_tail()}"
+        time.sleep(0.02)
     t_post = time.monotonic()
     st, doc, text, _ = _start_event(daemon, 9101, os.path.join(layout["scratch"], "shtest2", "run"))
     t_ack = time.monotonic()
@@ -298,7 +309,7 @@ def test_start_event_pauses_at_once_and_end_event_resumes(daemon, layout):
                 break
             assert time.monotonic() < end, f"the archive did not stop: {paused}"
     print(f"start event: answered in {1000 * (t_ack - t_post):.0f} ms, settled {doc['settled']}")
-    assert paused[-1][1] < N_FILES * SIZE, "the archive finished instead of pausing"
+    assert paused[-1][1] < n * SIZE, "the archive finished instead of pausing"
     st, health, _, _ = daemon.api.get("/v1/health")
     assert health["yield"]["started_jobs"] == 1 and health["yield"]["active"] == 1, health
     assert _metric(daemon, "stagehand_yield_busy_filesystems") >= 1
@@ -315,7 +326,7 @@ def test_start_event_pauses_at_once_and_end_event_resumes(daemon, layout):
         daemon.log_tail(400)
     r = daemon.api.wait(req["id"], timeout=120)
     assert r["state"] == "done", r
-    assert r["bytes_done"] == N_FILES * SIZE
+    assert r["bytes_done"] == n * SIZE
     st, health, _, _ = daemon.api.get("/v1/health")
     assert health["yield"]["started_jobs"] == 0, health
     assert "job 9101: started on testnode" in daemon.log_tail(400)

@@ -522,7 +522,12 @@ def test_idle_and_trickling_connections_are_closed_after_the_timeout(daemon):
     t0 = time.monotonic()
     closed_at = {}
     i = 0
-    while time.monotonic() - t0 < TIMEOUT + 5 and len(closed_at) < 2:
+    # Closed by ConnectionTimeout, counted from accept: not before it, and
+    # within the window (the trickle's 100 bytes at 2 a second would keep it
+    # open for 50 s if each byte renewed the timeout). The sweeper's one
+    # second turns and this loop's half second put the close 3-5 s after
+    # accept on an idle machine; the window leaves a loaded one 5 s more.
+    while time.monotonic() - t0 < TIMEOUT + 10 and len(closed_at) < 2:
         for name, s in (("silent", silent), ("trickle", trickle)):
             if name in closed_at:
                 continue
@@ -545,8 +550,8 @@ def test_idle_and_trickling_connections_are_closed_after_the_timeout(daemon):
     print(f"\nConnectionTimeout={TIMEOUT}s: silent closed after "
           f"{closed_at.get('silent', -1):.1f}s, trickling (2 bytes/s) after "
           f"{closed_at.get('trickle', -1):.1f}s")
-    assert "silent" in closed_at and closed_at["silent"] <= TIMEOUT + 2.5, closed_at
-    assert "trickle" in closed_at and closed_at["trickle"] <= TIMEOUT + 2.5, closed_at
+    assert "silent" in closed_at and closed_at["silent"] >= TIMEOUT - 1.5, closed_at
+    assert "trickle" in closed_at and closed_at["trickle"] >= TIMEOUT - 1.5, closed_at
 
 
 # The attacker runs as its own process with B's uid (set*id calls are

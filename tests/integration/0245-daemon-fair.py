@@ -1,9 +1,10 @@
 """Fair dispatch: one user's backlog does not starve another user.
 
 shtest has 10,000 small archive requests queued; shtest2 then asks for one
-stage-in. With one worker, shtest2's request must start after at most the one
-archive in flight, not after the backlog. The wait is printed (pytest -s) for
-the record.
+stage-in, then one archive. With one worker, each of shtest2's requests must
+start after the archive in flight, not after the backlog: the archives of
+shtest that ran meanwhile are counted (a machine's speed moves the wait, not
+the count). The wait is printed (pytest -s) for the record.
 """
 import os
 import time
@@ -69,7 +70,7 @@ def test_other_users_stage_in_is_not_starved(backlog_daemon, base_dir):
     print(f"\nfair dispatch: shtest2's stage-in done {waited:.2f} s after submit, "
           f"with {BACKLOG} archives of shtest queued ahead of it ({a_done} of them done by then)")
     assert r["state"] == "done", f"{r}\n{d.log_tail()}"
-    assert waited < 10, f"stage-in waited {waited:.1f} s behind another user's backlog"
+    # Counted, not timed: behind the backlog it would wait for thousands.
     assert a_done < BACKLOG // 10, f"{a_done} archives ran first: the backlog was not bypassed"
 
 
@@ -87,7 +88,10 @@ def test_other_users_archive_shares_the_workers(backlog_daemon, base_dir):
     req = d.api.submit("archive", src, os.path.join(dest, "r"), as_user="shtest2")
     r = _wait(d, req["id"], 30)
     waited = time.monotonic() - t0
+    ran = left - d.db_rows("SELECT count(*) FROM requests WHERE state='queued'"
+                           " AND user='shtest'")[0][0]
     print(f"\nfair dispatch: shtest2's archive done {waited:.2f} s after submit, "
-          f"behind {left} queued archives of shtest")
+          f"behind {left} queued archives of shtest, {ran} of which ran meanwhile")
     assert r["state"] == "done", f"{r}\n{d.log_tail()}"
-    assert waited < 10, f"archive waited {waited:.1f} s behind another user's backlog"
+    # Counted, not timed: behind the backlog it would wait for thousands.
+    assert ran < BACKLOG // 10, f"{ran} archives of shtest ran first: the backlog was not bypassed"

@@ -125,18 +125,33 @@ EOF
 	job_script ""
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 90
-	ended=$SECONDS
 	in=$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input
 	wait_for 30 label_is "$in" purge
 	wait_for 30 status_says "$j" "will be removed after"
-	sleep 10
-	[ $((SECONDS - ended)) -lt 24 ]
-	[ -f "$in/a.dat" ]
-	[ -f "$in/set/sub/b.dat" ]
+	# When: InputRetention after the daemon processed the job's end, which
+	# is after slurmctld's EndTime (a slow daemon only makes it later).
+	local when due end purge started LOG=$STAGEHAND_TESTBED_DIR/log/stagehandd.log
+	when=$(status_of "$j" | sed -n 's/.* will be removed after \([0-9-]* [0-9:]*\) .*/\1/p')
+	due=$(date -d "$when" +%s)
+	end=$(date -d "$(job_field "$j" EndTime)" +%s)
+	echo "job $j ended at $end; removal due at $due ($when)"
+	((due - end >= 25 && due - end <= 60))
+	# Until then the inputs are there (looked at while it is surely before).
+	if (($(date +%s) < due - 2)); then
+		[ -f "$in/a.dat" ]
+		[ -f "$in/set/sub/b.dat" ]
+	fi
 	wait_for 90 test ! -e "$in/a.dat"
-	[ $((SECONDS - ended)) -ge 20 ]
 	[ ! -e "$in/set" ]
 	[ -f "$in/mine.txt" ]
+	# The removal's worker did not start before it was due (the daemon's log,
+	# whole seconds): not early, however this machine's speed spaced the looks.
+	purge=$(sed -n "s/.* request \([0-9]*\): purge of .* for job $j, after InputRetention.*/\1/p" "$LOG" | tail -n1)
+	[[ $purge =~ ^[0-9]+$ ]]
+	started=$(sed -n "s/^\([0-9T:-]*\) .*request $purge: worker [0-9]* started as uid.*/\1/p" "$LOG" | head -n1)
+	[ -n "$started" ]
+	echo "purge request $purge's worker started at $started"
+	(($(date -d "$started" +%s) >= due))
 }
 
 @test "a removal scheduled for later survives a daemon restart (kill -9): still queued, still announced" {

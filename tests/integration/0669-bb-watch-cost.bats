@@ -33,8 +33,10 @@ rpc_count() {
 	# One look a second, a whole table once an hour: the restart's first look
 	# is the only whole table in this test.
 	printf '%s\n' SlurmWatchInterval=1 SlurmWatchFullInterval=1h BandwidthCap=1M >>"$CONF"
+	sdiag -r >/dev/null
 	"$STAGEHAND_SRC_DIR/scripts/testbed" restart stagehandd >/dev/null
-	sleep 3
+	# That first whole table, seen by slurmctld, before the counts start.
+	wait_for 30 eval '[ "$(rpc_count REQUEST_JOB_INFO)" -ge 1 ]'
 	head -c 8388608 /dev/urandom >"$WD/watched.dat"
 	chown shtest: "$WD/watched.dat"
 	write_user_script shtest "$WD/watched.sh" <<EOS

@@ -318,8 +318,10 @@ lreq_state() {
 	reload_daemon
 	# Movers of a big archive run on the xfer nodes, on the same file system
 	# (the bed has one) as the local archive that follows; their job-start
-	# events and slurmctld's record both name them.
-	tree "$WD/t" 32 512
+	# events and slurmctld's record both name them. 16 shards of 4 MiB at
+	# MoverBandwidth=256K, 4 at a time: movers run for at least 64 s, so
+	# they surely still run when the local archive is done.
+	tree "$WD/t" 128 512
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/m5"
 	wait_for 60 eval '[[ $(squeue -h -n stagehand-mover-$RID -t RUNNING -o %i | wc -l) -ge 1 ]]'
 	sleep 3	# a watch period (SlurmWatchInterval=2): slurmctld's view is in too
