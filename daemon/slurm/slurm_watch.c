@@ -1111,18 +1111,23 @@ static int _refresh_tracked(const struct slurm_watch_ctx *w, int64_t now_ms, cha
 	/* The jobs slurm_watch_follow named; an expired one leaves the cache. */
 	pthread_mutex_lock(&_asked_lock);
 	for (size_t i = 0; i < ASKED_MAX; i++) {
+		int tracked = 0;
+
 		if (!_asked[i].job_id)
 			continue;
-		if (_asked[i].until_ms > now_ms)
-			ids[n++] = _asked[i].job_id;
-		else
+		if (_asked[i].until_ms <= now_ms) {
 			gone[ngone++] = _asked[i].job_id;
-		if (_asked[i].until_ms <= now_ms)
 			_asked[i].job_id = 0;
+			continue;
+		}
+		for (int k = 0; k < ntracked && !tracked; k++)
+			tracked = ids[k] == _asked[i].job_id;
+		if (!tracked)	/* one RPC per job a tick */
+			ids[n++] = _asked[i].job_id;
 	}
 	pthread_mutex_unlock(&_asked_lock);
 	for (size_t i = 0; i < ngone; i++)
-		_cache_put(gone[i], NULL);
+		_cache_put(gone[i], NULL);	/* a tracked one is read again below */
 	for (int k = 0; k < n; k++) {
 		struct sjob j;
 		int rc = sjob_get((uint32_t)ids[k], &j, err, errlen);

@@ -250,6 +250,15 @@ def _sample_dest(root, seconds, step=0.02):
     return out
 
 
+def _wait_dest_above(daemon, dest, n, what, timeout=30):
+    """Wait until the files under dest hold more than n bytes; their size."""
+    end = time.monotonic() + timeout
+    while (b := _dest_bytes(dest)) <= n:
+        assert time.monotonic() < end, f"{what} in {timeout} s\n{daemon.log_tail()}"
+        time.sleep(0.02)
+    return b
+
+
 def _last_growth(samples):
     """Time of the last sample whose size grew over the one before it, or None."""
     last = None
@@ -274,14 +283,8 @@ def test_start_event_pauses_at_once_and_end_event_resumes(daemon, layout):
     dest = os.path.join(layout["archive"], "shtest-js1")
     _wait_metric(daemon, "stagehand_yield_busy_filesystems", lambda v: v == 0)
     req = daemon.api.submit("archive", src, dest, as_user="shtest")
-    end = time.monotonic() + 30
-    while _dest_bytes(dest) == 0:
-        assert time.monotonic() < end, f"the archive wrote nothing in 30 s\n{daemon.log_tail()}"
-        time.sleep(0.02)
-    first = _dest_bytes(dest)
-    while _dest_bytes(dest) <= first:
-        assert time.monotonic() < end, f"the archive did not move bytes\n{daemon.log_tail()}"
-        time.sleep(0.02)
+    first = _wait_dest_above(daemon, dest, 0, "the archive wrote nothing")
+    _wait_dest_above(daemon, dest, first, "the archive did not move bytes")
     t_post = time.monotonic()
     st, doc, text, _ = _start_event(daemon, 9101, os.path.join(layout["scratch"], "shtest2", "run"))
     t_ack = time.monotonic()
@@ -318,10 +321,7 @@ def test_start_event_pauses_at_once_and_end_event_resumes(daemon, layout):
     # only other way out is the start mark's 24 h expiry).
     st, _, text, _ = daemon.api.post("/v1/jobs/9101/end", {"state": "COMPLETED", "exit_code": 0})
     assert st == 202, text
-    end = time.monotonic() + 30
-    while _dest_bytes(dest) <= paused[-1][1]:
-        assert time.monotonic() < end, f"no progress 30 s after the end event\n{daemon.log_tail()}"
-        time.sleep(0.02)
+    _wait_dest_above(daemon, dest, paused[-1][1], "no progress after the end event")
     assert f"request {req['id']}: running jobs left its file system; archive resumes" in \
         daemon.log_tail(400)
     r = daemon.api.wait(req["id"], timeout=120)
