@@ -22,6 +22,7 @@ import pwd
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -382,17 +383,44 @@ def upload_tree(base_dir, name, seed):
     return src, digest
 
 
+def _hold_workers(d):
+    """SIGSTOP each worker of d and wait until it is stopped; their pids."""
+    pids = d.worker_pids()
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    for pid in pids:
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                break   # gone
+            if state in "TtZX":
+                break
+            time.sleep(0.005)
+    return pids
+
+
 def resume(slow, url, dest, want_sha):
     """Start a capped download, kill the daemon mid-file, restart: returns the resume offset."""
     r = slow.api.submit("stage_in", url, dest, as_user=USER)
     tmp = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.stagehand-{r['id']}")
+    # The worker is stopped (SIGSTOP) at each look, so the file cannot grow
+    # between the look and the kill however slow this machine is; it moves
+    # only while the test sleeps (50 ms at 4 MiB/s: 0.2 MiB a turn).
     end = time.monotonic() + 30
-    while not (os.path.exists(tmp) and os.path.getsize(tmp) >= (2 << 20)):
+    while True:
         assert time.monotonic() < end, f"no partial file {tmp}:\n{slow.log_tail()}"
+        held = _hold_workers(slow)
+        if os.path.exists(tmp) and os.path.getsize(tmp) >= (2 << 20):
+            break
+        for pid in held:
+            os.kill(pid, signal.SIGCONT)
         time.sleep(0.05)
-    slow.kill9()
     partial = os.path.getsize(tmp)
-    assert 0 < partial < BIG
+    slow.kill9()    # the held worker dies with it (SIGKILL ends a stopped process)
+    assert 0 < partial < BIG, f"the download was not held mid-file: {partial} of {BIG} bytes"
     slow.start()
     done = slow.api.wait(r["id"], timeout=60)
     assert done["state"] == "done", f"{done}\n{slow.log_tail()}"

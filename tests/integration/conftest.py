@@ -244,6 +244,21 @@ class Daemon:
         raise AssertionError(f"stagehandd did not answer /v1/health within {timeout}s:\n"
                              + self.log_tail())
 
+    def worker_pids(self):
+        """The daemon's child processes (its workers) now."""
+        pids = []
+        for ent in os.listdir("/proc"):
+            if not ent.isdigit():
+                continue
+            try:
+                with open(f"/proc/{ent}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self.proc.pid:
+                pids.append(int(ent))
+        return pids
+
     def kill9(self, group=True):
         """SIGKILL the daemon (and, like systemd's cleanup, its workers)."""
         if self.proc is None or self.proc.poll() is not None:
