@@ -177,14 +177,29 @@ static int _connect_one(int fam, const struct sockaddr *sa, socklen_t salen,
 		*why = errno;
 		return -1;
 	}
-	if (connect(fd, sa, salen) == 0)
-		return fd;
-	if (errno != EINPROGRESS && errno != EAGAIN && errno != EINTR) {
+	/* A UNIX socket whose listen backlog is full (a flood, or a daemon busy
+	 * for a moment) refuses a non-blocking connect with EAGAIN and stays
+	 * unconnected; polling it would report it writable at once. So the
+	 * connect is tried again, 1 ms apart doubling to 50 ms, until deadline. */
+	for (int pause = 1;; pause = pause < 50 ? pause * 2 : 50) {
+		if (connect(fd, sa, salen) == 0)
+			return fd;
+		if (!(fam == AF_UNIX && errno == EAGAIN))
+			break;
+		long long left = deadline - dclient_now_ms();
+		if (left <= 0) {
+			*why = ETIMEDOUT;
+			close(fd);
+			return -1;
+		}
+		poll(NULL, 0, (int)(left < pause ? left : pause));
+	}
+	if (errno != EINPROGRESS && errno != EINTR) {
 		*why = errno;
 		close(fd);
 		return -1;
 	}
-	/* In progress (TCP) or a full listen backlog (UNIX): wait for it. */
+	/* In progress (TCP): wait for it. */
 	int r = _wait(fd, POLLOUT, deadline);
 	int soerr = 0;
 	socklen_t sl = sizeof(soerr);

@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -192,6 +196,86 @@ static void U(struct dclient_target *t, const char *path)
 	}
 }
 
+/*
+ * A UNIX listener whose backlog is full (nobody accepts; connections are
+ * queued until a non-blocking connect fails EAGAIN). Returns the listener;
+ * the queued connections are in q[0..*nq).
+ */
+static int _full_backlog(const char *path, int *q, int *nq)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int l = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -1;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	unlink(path);
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 0) < 0)
+		return -1;
+	for (*nq = 0; *nq < 64; (*nq)++) {
+		q[*nq] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (connect(q[*nq], (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			int e = errno;
+			close(q[*nq]);
+			return e == EAGAIN ? l : -1;
+		}
+	}
+	return -1;
+}
+
+/* A UNIX socket whose listen backlog is full: the client tries the connect
+ * again until its deadline (a flood must not make it fail at once, or send
+ * on a socket that never connected). */
+static void _backlog(const char *dir)
+{
+	char path[256], err[512];
+	struct dclient_target t;
+	struct dclient_resp r;
+	int q[64], nq = 0, l, rc;
+
+	snprintf(path, sizeof(path), "%s/full.sock", dir);
+	l = _full_backlog(path, q, &nq);
+	ok(l >= 0, "a listener with a full backlog (%d queued)", nq);
+	if (l < 0)
+		return;
+	U(&t, path);
+	rc = dclient_request(&t, "GET", "/v1/health", NULL, 200, 0, &r, err, sizeof(err));
+	ok(rc == DCLIENT_ERR_TIMEOUT, "backlog full to the deadline: timeout (rc %d)", rc);
+	contains(err, "timed out connecting", "message says it timed out connecting");
+	dclient_resp_free(&r);
+
+	/* Room is made 100 ms later, and the request is answered. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		for (int i = 0; i < nq; i++)
+			close(q[i]);
+		usleep(100000);
+		for (;;) {
+			char buf[4096];
+			struct timeval tv = { .tv_usec = 100000 };
+			int c = accept(l, NULL, NULL);
+			if (c < 0)
+				_exit(0);
+			/* The queued connections never send: they time out. */
+			setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			if (read(c, buf, sizeof(buf)) > 0 &&
+			    write(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", 40) < 0)
+				_exit(1);
+			close(c);
+		}
+	}
+	rc = dclient_request(&t, "GET", "/v1/health", NULL, 10000, 0, &r, err, sizeof(err));
+	ok(rc == 0 && r.status == 200, "backlog emptied before the deadline: answered (rc %d: %s)",
+	   rc, rc ? err : "");
+	dclient_resp_free(&r);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	for (int i = 0; i < nq; i++)
+		close(q[i]);
+	close(l);
+	unlink(path);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/sh-http-XXXXXX", err[512];
@@ -285,6 +369,8 @@ int main(void)
 	U(&t, "/etc/passwd");
 	rc = dclient_request(&t, "GET", "/x", NULL, 200, 0, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_CONNECT, "not a socket: connect error");
+
+	_backlog(dir);
 
 	int fds = _nfds();
 	signal(SIGPIPE, SIG_DFL);   /* a SIGPIPE would kill this test */
