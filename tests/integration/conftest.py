@@ -96,9 +96,20 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self._path = path
 
     def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self._path)
+        # A full listen backlog fails a connect with a timeout set (EAGAIN):
+        # tried again until the timeout, as the project's client does (dclient.c).
+        end = time.monotonic() + (self.timeout or 30)
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(self.timeout)
+            try:
+                s.connect(self._path)
+                break
+            except BlockingIOError:
+                s.close()
+                if time.monotonic() >= end:
+                    raise
+                time.sleep(0.01)
         self.sock = s
 
 
