@@ -365,7 +365,9 @@ lreq_state() {
 	[ "$(stat -c %U "/proc/$LISTER")" = shtest ]
 	# Meanwhile the daemon goes on: the API answers, and a small request is
 	# claimed, run by a local worker and verified.
-	timeout 5 runuser -u shtest -- "$STAGEHAND" --socket "$STAGEHAND_SOCKET" status "r$RID" >/dev/null
+	# A main loop held up by the listing would never answer: 30 s tells the two
+	# apart on any machine.
+	timeout 30 runuser -u shtest -- "$STAGEHAND" --socket "$STAGEHAND_SOCKET" status "r$RID" >/dev/null
 	local_archive l3
 	wait_for 20 eval '[[ $(lreq_state) == done ]]'
 	diff -r "$WD/l3" "$STAGEHAND_TESTBED_ARCHIVE/shtest/l3"
