@@ -117,7 +117,10 @@ static int _tcp(const char *dir)
 	long long t0 = dclient_now_ms();
 	rc = dclient_request(&t, "GET", "/v1/health", NULL, 200, 0, &r, err, sizeof(err));
 	long long took = dclient_now_ms() - t0;
-	ok(rc == DCLIENT_ERR_TIMEOUT && took >= 190 && took < 700,
+	/* Not before the deadline; the upper bound only tells "at the deadline"
+	 * from "never" (a silent server answers nothing), with room for a slow,
+	 * loaded machine. */
+	ok(rc == DCLIENT_ERR_TIMEOUT && took >= 190 && took < 5000,
 	   "TCP: silent daemon times out at the deadline (%lld ms for 200)", took);
 	fake_stop(&s);
 
@@ -335,14 +338,19 @@ int main(void)
 			   sizeof(err));
 	long long took = dclient_now_ms() - t0;
 	ok(rc == DCLIENT_ERR_TIMEOUT, "silent daemon: timeout");
-	ok(took >= 140 && took < 600, "timeout honoured (%lld ms for 150)", took);
+	ok(took >= 140 && took < 5000, "timeout honoured (%lld ms for 150; never would hang)",
+	   took);
 	fake_stop(&s);
 
-	fake_start(&s, dir, FAKE_ANSWER, 200, "{}", 400);
+	/* The daemon answers after 20 s: a client that waited for it would take
+	 * 20 s; one that keeps its 100 ms deadline is far under 10 s. */
+	fake_start(&s, dir, FAKE_ANSWER, 200, "{}", 20000);
 	t0 = dclient_now_ms();
 	U(&t, s.sock);
 	rc = dclient_request(&t, "GET", "/x", NULL, 100, 0, &r, err, sizeof(err));
-	ok(rc == DCLIENT_ERR_TIMEOUT && dclient_now_ms() - t0 < 400, "slow daemon: timeout");
+	took = dclient_now_ms() - t0;
+	ok(rc == DCLIENT_ERR_TIMEOUT && took < 10000, "slow daemon: timeout (%lld ms for 100)",
+	   took);
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_GARBAGE, 0, NULL, 0);
