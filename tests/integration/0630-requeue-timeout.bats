@@ -124,6 +124,11 @@ EOF
 	wait_job_state "$j" RUNNING 60
 	wait_for 30 test -s "$WD/out/runs.txt"
 	node=$(job_node "$j")
+	# On an epilog-only bed no start event names the node: only a table read
+	# that shows the job running does. Wait for one (the same read gives the
+	# yield module the running jobs' directories, counted by this gauge); the
+	# job runs until its node is lost, so the wait cannot be outrun.
+	wait_for 60 eval '(( $(metric stagehand_yield_busy_filesystems) >= 1 ))'
 	# Held (priority 0) it is not started again until its node is back.
 	scontrol hold "$j"
 	# The whole node goes at once (slurmd, the job's slurmstepd, the job

@@ -53,11 +53,6 @@ status_says() {
 	[[ "$(status_of "$1")" =~ $2 ]]
 }
 
-metric() {
-	curl -sS --max-time 10 --unix-socket "$STAGEHAND_SOCKET" http://localhost/metrics |
-		awk -v m="$1" '$1 == m { print $2 }'
-}
-
 # Inputs: a file, a tree (set/sub/b.dat) and a file the job moves out.
 inputs() {
 	install -d -o shtest -g "$(id -gn shtest)" "$WD/proj" "$WD/proj/set" "$WD/proj/set/sub"

@@ -114,6 +114,12 @@ job_node() {
 	job_field "$1" BatchHost
 }
 
+# metric NAME: the daemon's /metrics value of NAME (no labels), or nothing.
+metric() {
+	curl -sS --max-time 10 --unix-socket "$STAGEHAND_SOCKET" http://localhost/metrics |
+		awk -v m="$1" '$1 == m { print $2 }'
+}
+
 # lose_node NODE: the whole compute node goes at once, as when it loses power:
 # its slurmd, every slurmstepd and every job process in its UTS namespace are
 # killed with SIGKILL. Only the bed's namespace holder stays, so
