@@ -34,17 +34,22 @@ PATIENT_TIMEOUT = 40
 VICTIM_BOUND = 10.0  # seconds a normal request may take while an attack runs
 
 
+def _hostile(make_daemon, base_dir, name, timeout):
+    """A daemon with this file's caps and ConnectionTimeout=timeout, on TCP too."""
+    port = free_port()
+    d = make_daemon(name, ScratchRoots=os.path.join(base_dir, "scratch"),
+                    MaxConnectionsPerUser=CAP, ConnectionTimeout=timeout,
+                    MaxRequestBytes=MAX_BODY, ListenAddress=f"127.0.0.1:{port}")
+    d.tcp_port = port
+    return d
+
+
 @pytest.fixture(scope="module")
 def daemon(make_daemon, base_dir, test_users):
     # Enough descriptors for the flood tests, in the daemon (inherited) and here.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
-    port = free_port()
-    d = make_daemon("hostile", ScratchRoots=os.path.join(base_dir, "scratch"),
-                    MaxConnectionsPerUser=CAP, ConnectionTimeout=TIMEOUT,
-                    MaxRequestBytes=MAX_BODY, ListenAddress=f"127.0.0.1:{port}")
-    d.tcp_port = port
-    yield d
+    yield _hostile(make_daemon, base_dir, "hostile", TIMEOUT)
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
@@ -52,12 +57,7 @@ def daemon(make_daemon, base_dir, test_users):
 def patient(make_daemon, base_dir, test_users, daemon):
     """Like daemon (whose fixture raised the descriptor limit), with a long
     ConnectionTimeout: see PATIENT_TIMEOUT."""
-    port = free_port()
-    d = make_daemon("hostile-patient", ScratchRoots=os.path.join(base_dir, "scratch"),
-                    MaxConnectionsPerUser=CAP, ConnectionTimeout=PATIENT_TIMEOUT,
-                    MaxRequestBytes=MAX_BODY, ListenAddress=f"127.0.0.1:{port}")
-    d.tcp_port = port
-    return d
+    return _hostile(make_daemon, base_dir, "hostile-patient", PATIENT_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
