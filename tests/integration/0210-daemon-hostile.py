@@ -10,7 +10,6 @@ import http.client
 import json
 import os
 import pwd
-import re
 import resource
 import socket
 import subprocess
@@ -447,24 +446,18 @@ def _alive(s):
 
 
 def _one_reply(s, timeout=30):
-    """Read one HTTP reply (headers and a Content-Length body) from s, leaving
-    the connection open; its status, or None if the server closed it first."""
+    """Read one HTTP reply from s, leaving the connection open; its status,
+    or None if the server closed it first."""
     s.settimeout(timeout)
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        b = s.recv(4096)
-        if not b:
-            return None
-        buf += b
-    head, body = buf.split(b"\r\n\r\n", 1)
-    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-    need = int(m.group(1)) if m else 0
-    while len(body) < need:
-        b = s.recv(4096)
-        if not b:
-            return None
-        body += b
-    return _status(head)
+    r = http.client.HTTPResponse(s)
+    try:
+        r.begin()
+        r.read()
+    except (http.client.HTTPException, OSError):
+        return None
+    finally:
+        r.close()
+    return r.status
 
 
 def _hold(daemon, user, n):

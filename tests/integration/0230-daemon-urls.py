@@ -29,8 +29,8 @@ import time
 
 import pytest
 
-from conftest import (chown_tree, free_port, run_cli, sha256_file, start_moto, tree_digest,
-                      user_dir, wait_port)
+from conftest import (chown_tree, free_port, proc_fields, run_cli, sha256_file, start_moto,
+                      tree_digest, user_dir, wait_port)
 
 USER = "shtest"
 BIG = 12 << 20          # resumed file; the daemon moves 4 MiB/s in the resume tests
@@ -391,12 +391,8 @@ def _hold_workers(d):
     for pid in pids:
         end = time.monotonic() + 10
         while time.monotonic() < end:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                break   # gone
-            if state in "TtZX":
+            f = proc_fields(pid)
+            if f is None or f[0] in "TtZX":   # stopped, or gone
                 break
             time.sleep(0.005)
     return pids

@@ -90,6 +90,16 @@ def as_identity(user):
         os.setegid(0)
 
 
+def proc_fields(pid):
+    """/proc/PID/stat's fields after the command name (the state first, then
+    the parent's pid), or None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 class _UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout=30):
         super().__init__("localhost", timeout=timeout)
@@ -257,18 +267,8 @@ class Daemon:
 
     def worker_pids(self):
         """The daemon's child processes (its workers) now."""
-        pids = []
-        for ent in os.listdir("/proc"):
-            if not ent.isdigit():
-                continue
-            try:
-                with open(f"/proc/{ent}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == self.proc.pid:
-                pids.append(int(ent))
-        return pids
+        return [int(e) for e in os.listdir("/proc")
+                if e.isdigit() and (f := proc_fields(int(e))) and int(f[1]) == self.proc.pid]
 
     def kill9(self, group=True):
         """SIGKILL the daemon (and, like systemd's cleanup, its workers)."""
