@@ -23,6 +23,7 @@
 #include "userdir.h"
 #include "worker.h"
 #include "worker_int.h"
+#include "spawner.h"
 #include "xattr.h"
 #include "xfer.h"
 #include "xfer_endpoint.h"
@@ -51,6 +52,7 @@ struct _worker {
 					(w->msg says why, XFER_FINAL) */
 	int stopped;                 /* stopped by drain: checkpoint as queued */
 	int exited, status;
+	int spawned;                 /* made by the spawner: its status comes from there */
 	struct xfer_bucket *yb;      /* this worker's own bucket (yield), parent = global cap */
 	int64_t yield_since_ms;      /* when it started yielding; 0 = not yielding */
 	int yield_mode;              /* enum _ym */
@@ -68,6 +70,8 @@ struct worker_pool {
 	   as soon as the database takes writes again, so they are redone. */
 	int64_t unsettled[MAX_UNSETTLED];
 	int nunsettled;
+	struct spawner *sp;          /* NULL until the first worker, or while none can be made */
+	int sp_said;                 /* its failure was logged */
 };
 
 struct worker_pool *worker_pool_create(struct daemon *d)
@@ -105,6 +109,26 @@ static void _close_fds(struct _worker *w)
 	w->nfds = 0;
 }
 
+/*
+ * Wait for w's worker to exit, into w->status: from the spawner for one it
+ * made. 0, or -1 when there is no status to be had: a spawner that is gone
+ * took its workers with it (their parent-death signal), which is recorded
+ * as a SIGKILL.
+ */
+static int _reap(struct worker_pool *p, struct _worker *w)
+{
+	if (!w->spawned)
+		return waitpid(w->pid, &w->status, 0) == w->pid ? 0 : -1;
+	if (spawner_wait(p->sp, w->pid, &w->status) == 0)
+		return 0;
+	if (!p->sp_said++)
+		log_err("request %lld: no exit status for worker %d from the worker spawner: %s; "
+			"taken as killed", w->req ? (long long)w->req->id : 0LL, (int)w->pid,
+			strerror(errno));
+	w->status = SIGKILL;	/* as waitpid reports a SIGKILL */
+	return 0;
+}
+
 void worker_pool_destroy(struct worker_pool *p)
 {
 	if (!p)
@@ -114,7 +138,7 @@ void worker_pool_destroy(struct worker_pool *p)
 
 		if (w->pid > 0) {
 			_signal_worker(w->pid, SIGKILL);
-			waitpid(w->pid, NULL, 0);
+			_reap(p, w);
 		}
 		if (w->chan >= 0)
 			close(w->chan);
@@ -124,6 +148,7 @@ void worker_pool_destroy(struct worker_pool *p)
 			pace_run_bucket(w->yb, 0);
 		xfer_bucket_destroy(w->yb);
 	}
+	spawner_stop(p->sp);
 	free(p->w);
 	free(p);
 }
@@ -417,6 +442,21 @@ int worker_pool_busy_after_job(const struct worker_pool *p)
 	return n;
 }
 
+/* A new, free slot at the end of p: its index, or -1 out of memory. */
+static int _grow_slot(struct worker_pool *p)
+{
+	struct _worker *nw = realloc(p->w, (size_t)(p->nslots + 1) * sizeof(*nw));
+	int slot;
+
+	if (!nw)
+		return -1;
+	p->w = nw;
+	slot = p->nslots++;
+	memset(&p->w[slot], 0, sizeof(p->w[slot]));
+	p->w[slot].chan = -1;
+	return slot;
+}
+
 /* A free slot of p (grown by one when none is): its index, or -1 out of memory. */
 static int _free_slot(struct worker_pool *p)
 {
@@ -425,17 +465,71 @@ static int _free_slot(struct worker_pool *p)
 	for (int i = 0; i < p->nslots; i++)
 		if (p->w[i].pid == 0 && p->w[i].chan < 0)
 			slot = i;
-	if (slot < 0) {
-		struct _worker *nw = realloc(p->w, (size_t)(p->nslots + 1) * sizeof(*nw));
+	return slot >= 0 ? slot : _grow_slot(p);
+}
 
-		if (!nw)
-			return -1;
-		p->w = nw;
-		slot = p->nslots++;
-		memset(&p->w[slot], 0, sizeof(p->w[slot]));
-		p->w[slot].chan = -1;
+/*
+ * The spawner a worker is started through (spawner.h), made when missing:
+ * first the slots of Workers= and their buckets, so that it holds them. One
+ * left stale by a reload, or broken, is replaced once none of its workers
+ * is left to wait for; until then workers fork here. NULL: fork here (why
+ * is logged once).
+ */
+static struct spawner *_spawner(struct worker_pool *p)
+{
+	struct daemon *d = p->d;
+	struct xfer_bucket **yb;
+	int want = d->conf->workers > 0 ? d->conf->workers : 1;
+
+	if (p->sp && !spawner_current(p->sp, d->conf)) {
+		if (spawner_live(p->sp) > 0)
+			return NULL;
+		spawner_stop(p->sp);
+		p->sp = NULL;
 	}
-	return slot;
+	if (p->sp)
+		return p->sp;
+	while (p->nslots < want)
+		if (_grow_slot(p) < 0)
+			return NULL;
+	for (int i = 0; i < p->nslots; i++)
+		if (!p->w[i].yb && !(p->w[i].yb = xfer_bucket_create(0)))
+			return NULL;
+	if (!(yb = calloc((size_t)p->nslots, sizeof(*yb))))
+		return NULL;
+	for (int i = 0; i < p->nslots; i++)
+		yb[i] = p->w[i].yb;
+	p->sp = spawner_start(d, yb, p->nslots);
+	free(yb);
+	if (!p->sp) {
+		if (!p->sp_said++)
+			log_err("cannot start the worker spawner: %s; workers are forked by the "
+				"daemon itself", strerror(errno));
+		return NULL;
+	}
+	p->sp_said = 0;
+	log_info("worker spawner started (pid %d, %d slots)", (int)spawner_pid(p->sp), p->nslots);
+	return p->sp;
+}
+
+/*
+ * A worker for r in slot through the spawner; -1 when it is to be forked
+ * here instead (no spawner for it, a resume's state to hand over, or the
+ * spawner failed: that is logged once).
+ */
+static pid_t _spawn(struct worker_pool *p, const struct spawn_args *a, int chan, int resume_state)
+{
+	struct spawner *sp;
+	pid_t pid;
+
+	if (resume_state || !(sp = _spawner(p)) || !spawner_fits(sp, p->d->conf, a->yb))
+		return -1;
+	pid = spawner_spawn(sp, a, chan);
+	if (pid < 0 && spawner_broken(sp) && !p->sp_said++)
+		log_err("request %lld: the worker spawner (pid %d) failed: %s; workers are forked "
+			"by the daemon until it is made again", (long long)a->r->id,
+			(int)spawner_pid(sp), strerror(errno));
+	return pid;
 }
 
 /*
@@ -509,7 +603,7 @@ static int _slot_bucket(struct worker_pool *p, int slot)
 }
 
 /* The slot now runs r in worker pid, read through chan; it keeps its bucket. */
-static void _slot_started(struct worker_pool *p, int slot, pid_t pid, int chan,
+static void _slot_started(struct worker_pool *p, int slot, pid_t pid, int spawned, int chan,
 			  struct queue_request *r)
 {
 	struct _worker *w = &p->w[slot];
@@ -517,6 +611,7 @@ static void _slot_started(struct worker_pool *p, int slot, pid_t pid, int chan,
 
 	memset(w, 0, sizeof(*w));
 	w->pid = pid;
+	w->spawned = spawned;
 	w->chan = chan;
 	w->req = r;
 	w->result = -1;
@@ -541,7 +636,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	const struct xfer_endpoint *be;
 	enum cksum_algo algo = CKSUM_XXH128;
 	gid_t groups[256];
-	int ngroups = 256, sv[2], keep = 1, slot = -1, final;
+	int ngroups = 256, sv[2], keep = 1, slot = -1, final, spawned = 0;
 	char err[512], name[64];
 	const char *bname = NULL;
 	char **exclude = NULL;
@@ -601,7 +696,20 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	if (queue_mpu_load(d->q, r->id, &mpu, &nmpu, err, sizeof(err)) < 0)
 		log_err("request %lld: cannot read its S3 multipart uploads: %s",
 			(long long)r->id, err);	/* they start over */
-	pid = fork();
+	{
+		struct spawn_args sa = {
+			.r = r, .groups = groups, .ngroups = ngroups, .be = be, .algo = algo,
+			.keep = keep, .idle = d->conf->io_class == CONF_IO_IDLE, .yb = p->w[slot].yb,
+			.exclude = exclude, .budget = budget,
+		};
+
+		/* A resume's state (files done, uploads, an archive's checksums) is
+		   in this process only: that worker is forked here. */
+		pid = _spawn(p, &sa, sv[1], ds.n > 0 || nmpu > 0 || arch.root != NULL);
+		spawned = pid > 0;
+	}
+	if (pid < 0)
+		pid = fork();
 	if (pid < 0) {
 		log_err("request %lld: fork: %s", (long long)r->id, strerror(errno));
 		worker__archive_free(&arch);
@@ -624,7 +732,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	queue_mpu_free(mpu, nmpu);
 	_free_exclude(exclude);
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-	_slot_started(p, slot, pid, sv[0], r);
+	_slot_started(p, slot, pid, spawned, sv[0], r);
 	p->busy++;
 	atomic_store(&d->metrics->workers_busy, p->busy);
 	log_info("request %lld: worker %d started as uid %u (%s %s -> %s, attempt %d, %s backend)",
@@ -971,7 +1079,7 @@ void worker_pool_service(struct worker_pool *p, const struct pollfd *fds, int n)
 
 		if (w->pid <= 0 || w->chan >= 0)
 			continue;
-		if (waitpid(w->pid, &w->status, 0) == w->pid)
+		if (_reap(p, w) == 0)
 			_settle(p, w);
 	}
 	if (p->nunsettled)

@@ -30,8 +30,16 @@ teardown() {
 
 # classify PID: what the frozen daemon PID and its workers were doing.
 classify() {
-	local pid=$1 c kind=between f
+	local pid=$1 c kind=between f workers=
+	# Workers are the daemon's children, or its worker spawner's.
 	for c in $(pgrep -P "$pid"); do
+		if [ "$(cat "/proc/$c/comm" 2>/dev/null)" = stagehand-spawn ]; then
+			workers="$workers $(pgrep -P "$c")"
+		else
+			workers="$workers $c"
+		fi
+	done
+	for c in $workers; do
 		kind=read
 		for f in /proc/"$c"/fd/*; do
 			if [[ "$(readlink "$f" 2>/dev/null)" == *.stagehand-* ]]; then

@@ -266,9 +266,20 @@ class Daemon:
                              + self.log_tail())
 
     def worker_pids(self):
-        """The daemon's child processes (its workers) now."""
-        return [int(e) for e in os.listdir("/proc")
-                if e.isdigit() and (f := proc_fields(int(e))) and int(f[1]) == self.proc.pid]
+        """The daemon's workers now: its children, and those of its worker
+        spawner (named stagehand-spawn), which is not one."""
+        def children(ppid):
+            return [int(e) for e in os.listdir("/proc")
+                    if e.isdigit() and (f := proc_fields(int(e))) and int(f[1]) == ppid]
+        pids = []
+        for pid in children(self.proc.pid):
+            try:
+                with open(f"/proc/{pid}/comm") as f:
+                    spawner = f.read().strip() == "stagehand-spawn"
+            except OSError:
+                continue
+            pids += children(pid) if spawner else [pid]
+        return pids
 
     def kill9(self, group=True):
         """SIGKILL the daemon (and, like systemd's cleanup, its workers)."""

@@ -1,0 +1,78 @@
+/*
+ * spawner.h - the worker spawner: a process forked from the daemon that
+ * forks each worker, so that the daemon's main loop does not.
+ *
+ * Why: a fork of the daemon copies its 280 mappings and leaves every page
+ * of its heap to be copied again at its next write; measured, that was half
+ * of what bounded one request created per API call (docs/scaling.md, "A
+ * spawner"). The spawner pays it in a process of its own, which holds the
+ * daemon's memory as it was when the spawner was made: the configuration,
+ * the global bucket and the buckets of the slots that existed then.
+ *
+ * Workers it makes are its children, not the daemon's: the daemon asks it
+ * for their exit status (spawner_wait) instead of calling waitpid. A worker's
+ * parent-death signal follows the spawner, whose own follows the daemon.
+ *
+ * Thread-safety: one caller at a time (the daemon's main loop).
+ */
+#ifndef STAGEHAND_SPAWNER_H
+#define STAGEHAND_SPAWNER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+#include "queue.h"
+#include "xfer.h"
+
+struct spawner;
+
+/* What a worker is started with (worker__child's arguments, less the resume state). */
+struct spawn_args {
+	const struct queue_request *r;
+	const gid_t *groups;
+	int ngroups;
+	const struct xfer_endpoint *be;
+	enum cksum_algo algo;
+	int keep, idle;
+	struct xfer_bucket *yb;
+	char *const *exclude;        /* NULL-terminated, or NULL */
+	int64_t budget;
+};
+
+/*
+ * Fork the spawner now, from d as it is; yb/nyb the slot buckets it will
+ * know (made before this call). NULL with errno on failure.
+ */
+struct spawner *spawner_start(struct daemon *d, struct xfer_bucket *const *yb, int nyb);
+
+/* 1 if s can start a worker for this configuration and bucket. */
+int spawner_fits(const struct spawner *s, const struct conf *c, const struct xfer_bucket *yb);
+
+/*
+ * Start a worker for a; chan is the worker's end of its record socket (the
+ * caller keeps and closes its own copy). Its pid, or -1 with errno: E2BIG
+ * (the request does not fit in one call), the fork's own errno, or, when
+ * the exchange itself failed, any other with the spawner broken
+ * (spawner_broken) and taking no more workers. The caller then forks.
+ */
+pid_t spawner_spawn(struct spawner *s, const struct spawn_args *a, int chan);
+
+/*
+ * Wait for worker pid of s to exit: 0 and *status as waitpid gives it, or
+ * -1 with errno when the spawner is gone (the worker died with it).
+ */
+int spawner_wait(struct spawner *s, pid_t pid, int *status);
+
+/* 1 if s is whole and holds configuration c (a reload makes it stale). */
+int spawner_current(const struct spawner *s, const struct conf *c);
+
+/* Workers of s not waited for yet; 1 if s is broken. */
+int spawner_live(const struct spawner *s);
+int spawner_broken(const struct spawner *s);
+pid_t spawner_pid(const struct spawner *s);
+
+/* Close s: its process exits when its socket closes, and is reaped here. */
+void spawner_stop(struct spawner *s);
+
+#endif /* STAGEHAND_SPAWNER_H */
