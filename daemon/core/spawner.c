@@ -67,15 +67,20 @@ static void _child_signals(void)
 	struct sigaction sa;
 	sigset_t none;
 
-	/* Stopped by its socket's end or the daemon's death, not by signals
-	   meant for the daemon; SIGCHLD stays default so children can be waited. */
+	static const int ignored[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+				       SIGPIPE, SIGALRM };
+
+	/* Stopped by its socket's end or the daemon's death, not by the signals
+	   meant for the daemon (pkill, a terminal's ^C); the rest as by default
+	   (SIGCHLD, so that its children can be waited for). */
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_IGN;
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGCHLD && s != SIGKILL && s != SIGSTOP)
-			sigaction(s, &sa, NULL);
 	sa.sa_handler = SIG_DFL;
-	sigaction(SIGCHLD, &sa, NULL);
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		sigaction(ignored[i], &sa, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
