@@ -27,6 +27,7 @@ struct notify;
 struct daemon {
 	struct conf *conf;           /* current configuration; swapped on SIGHUP under conf_lock */
 	pthread_rwlock_t conf_lock;  /* API thread reads conf under it; main loop writes */
+	unsigned conf_gen;           /* reloads so far (a freed conf's address may come back) */
 	const char *conf_path;       /* file given with -c (borrowed from argv) */
 	struct queue *q;             /* the durable queue */
 	struct worker_pool *pool;    /* transfer worker processes */

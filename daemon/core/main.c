@@ -225,6 +225,7 @@ static void _reload(struct daemon *d)
 	pthread_rwlock_wrlock(&d->conf_lock);
 	old = d->conf;
 	d->conf = nc;
+	d->conf_gen++;
 	pthread_rwlock_unlock(&d->conf_lock);
 	log_set_level(nc->log_level);
 	xfer_bucket_set_rate(d->bucket, nc->bandwidth_cap);

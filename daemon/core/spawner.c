@@ -53,7 +53,7 @@ struct _reply {
 struct spawner {
 	pid_t pid;
 	int fd;
-	const struct conf *conf;         /* the configuration it holds a copy of */
+	unsigned conf_gen;               /* the configuration it holds a copy of (daemon.h) */
 	struct xfer_bucket **yb;
 	int nyb;
 	int live;
@@ -236,16 +236,16 @@ struct spawner *spawner_start(struct daemon *d, struct xfer_bucket *const *yb, i
 		return NULL;
 	}
 	s->fd = sv[0];
-	s->conf = d->conf;
+	s->conf_gen = d->conf_gen;
 	for (int i = 0; i < nyb; i++)
 		s->yb[i] = yb[i];
 	s->nyb = nyb;
 	return s;
 }
 
-int spawner_fits(const struct spawner *s, const struct conf *c, const struct xfer_bucket *yb)
+int spawner_fits(const struct spawner *s, unsigned gen, const struct xfer_bucket *yb)
 {
-	if (!s || s->broken || c != s->conf)
+	if (!spawner_current(s, gen))
 		return 0;
 	for (int i = 0; i < s->nyb; i++)
 		if (s->yb[i] == yb)
@@ -365,9 +365,9 @@ int spawner_wait(struct spawner *s, pid_t pid, int *status)
 	return 0;
 }
 
-int spawner_current(const struct spawner *s, const struct conf *c)
+int spawner_current(const struct spawner *s, unsigned gen)
 {
-	return s && !s->broken && c == s->conf;
+	return s && !s->broken && gen == s->conf_gen;
 }
 
 int spawner_live(const struct spawner *s)

@@ -46,8 +46,8 @@ struct spawn_args {
  */
 struct spawner *spawner_start(struct daemon *d, struct xfer_bucket *const *yb, int nyb);
 
-/* 1 if s can start a worker for this configuration and bucket. */
-int spawner_fits(const struct spawner *s, const struct conf *c, const struct xfer_bucket *yb);
+/* 1 if s can start a worker for configuration generation gen (daemon.h) and this bucket. */
+int spawner_fits(const struct spawner *s, unsigned gen, const struct xfer_bucket *yb);
 
 /*
  * Start a worker for a; chan is the worker's end of its record socket (the
@@ -64,8 +64,8 @@ pid_t spawner_spawn(struct spawner *s, const struct spawn_args *a, int chan);
  */
 int spawner_wait(struct spawner *s, pid_t pid, int *status);
 
-/* 1 if s is whole and holds configuration c (a reload makes it stale). */
-int spawner_current(const struct spawner *s, const struct conf *c);
+/* 1 if s is whole and holds configuration generation gen (a reload makes it stale). */
+int spawner_current(const struct spawner *s, unsigned gen);
 
 /* Workers of s not waited for yet; 1 if s is broken. */
 int spawner_live(const struct spawner *s);

@@ -481,7 +481,7 @@ static struct spawner *_spawner(struct worker_pool *p)
 	struct xfer_bucket **yb;
 	int want = d->conf->workers > 0 ? d->conf->workers : 1;
 
-	if (p->sp && !spawner_current(p->sp, d->conf)) {
+	if (p->sp && !spawner_current(p->sp, d->conf_gen)) {
 		if (spawner_live(p->sp) > 0)
 			return NULL;
 		spawner_stop(p->sp);
@@ -522,7 +522,7 @@ static pid_t _spawn(struct worker_pool *p, const struct spawn_args *a, int chan,
 	struct spawner *sp;
 	pid_t pid;
 
-	if (resume_state || !(sp = _spawner(p)) || !spawner_fits(sp, p->d->conf, a->yb))
+	if (resume_state || !(sp = _spawner(p)) || !spawner_fits(sp, p->d->conf_gen, a->yb))
 		return -1;
 	pid = spawner_spawn(sp, a, chan);
 	if (pid < 0 && spawner_broken(sp) && !p->sp_said++)
