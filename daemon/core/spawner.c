@@ -390,8 +390,11 @@ void spawner_stop(struct spawner *s)
 	if (!s)
 		return;
 	close(s->fd);
-	if (s->broken)
-		kill(s->pid, SIGKILL);	/* it may be stuck; its workers are gone */
+	/* No worker of its own is left (or it is broken and they are gone): it
+	   is killed rather than left to see its socket's end, which a process
+	   forked from the daemon meanwhile may still hold open. */
+	if (s->broken || s->live <= 0)
+		kill(s->pid, SIGKILL);
 	while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
 		;
 	free(s->yb);

@@ -72,7 +72,8 @@ int spawner_live(const struct spawner *s);
 int spawner_broken(const struct spawner *s);
 pid_t spawner_pid(const struct spawner *s);
 
-/* Close s: its process exits when its socket closes, and is reaped here. */
+/* Close s and reap its process: killed when none of its workers is left (the
+   callers' case), else left to end at its socket's close. */
 void spawner_stop(struct spawner *s);
 
 #endif /* STAGEHAND_SPAWNER_H */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -220,6 +221,15 @@ static void _child(const struct queue_request *r, int wfd, const gid_t *groups, 
 	int root;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* Nothing of the daemon's stays open as the owner: the database, the
+	   API's sockets, the worker spawner's socket (whose end it would also
+	   keep from closing), other listings' pipes. Only the pipe, as 3. */
+	if (wfd != 3) {
+		if (dup2(wfd, 3) < 0)
+			_exit(5);
+		wfd = 3;
+	}
+	syscall(SYS_close_range, 4, ~0U, 0);
 	if (worker_become(r->uid, r->gid, groups, ngroups) < 0)
 		_exit(3);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
