@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "spawner.h"
 #include "worker_int.h"
 
@@ -156,7 +157,7 @@ static void _loop(struct daemon *d, int sock, pid_t daemon_pid)
 	}
 	syscall(SYS_close_range, 4, ~0U, 0);
 	for (;;) {
-		char cb[CMSG_SPACE(sizeof(int))];
+		char cb[FDPASS_SPACE];
 		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb,
 				     .msg_controllen = sizeof(cb) };
@@ -171,8 +172,11 @@ static void _loop(struct daemon *d, int sock, pid_t daemon_pid)
 		if (n <= 0)
 			_exit(0);	/* the daemon closed its end: stop */
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+				if (chan >= 0)
+					close(chan);	/* one a call: the last one stays */
 				memcpy(&chan, CMSG_DATA(cm), sizeof(int));
+			}
 		if ((size_t)n < sizeof(h) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 			rep.err = EPROTO;
 		} else {
@@ -256,23 +260,13 @@ int spawner_fits(const struct spawner *s, unsigned gen, const struct xfer_bucket
 /* One call and its reply; -1 with errno, and s broken, when the exchange failed. */
 static int _call(struct spawner *s, const void *msg, size_t len, int fd, struct _reply *rep)
 {
-	char cb[CMSG_SPACE(sizeof(int))];
+	char cb[FDPASS_SPACE];
 	struct iovec iov = { .iov_base = (void *)msg, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
-	if (fd >= 0) {
-		struct cmsghdr *cm;
-
-		memset(cb, 0, sizeof(cb));
-		mh.msg_control = cb;
-		mh.msg_controllen = sizeof(cb);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
+	if (fd >= 0)
+		fdpass_attach(&mh, cb, fd);
 	while ((n = sendmsg(s->fd, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
 	if (n == (ssize_t)len)

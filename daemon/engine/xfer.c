@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "log.h"
 #include "xfer.h"
 #include "xfer_endpoint.h"
@@ -212,26 +213,18 @@ int xfer_emit_range(struct xfer_ctx *ctx, const char *relpath, int64_t off, int6
 int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
 {
 	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
-	char cbuf[CMSG_SPACE(sizeof(int))];
+	char cbuf[FDPASS_SPACE];
 	struct iovec iov;
 	struct msghdr mh;
-	struct cmsghdr *cm;
 	size_t n = _pack(buf, XR_LABEL, 0, 0, 0, 0, NULL, name, value);
 	ssize_t w;
 
 	memset(&mh, 0, sizeof(mh));
-	memset(cbuf, 0, sizeof(cbuf));
 	iov.iov_base = buf;
 	iov.iov_len = n;
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
-	mh.msg_control = cbuf;
-	mh.msg_controllen = sizeof(cbuf);
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	fdpass_attach(&mh, cbuf, fd);
 	pthread_mutex_lock(&_emit_lock);
 	do
 		w = sendmsg(ctx->chan, &mh, MSG_NOSIGNAL);
