@@ -40,7 +40,7 @@ struct _hdr {
 	int ngroups;
 	gid_t groups[SP_GROUPS];
 	const struct xfer_endpoint *be;  /* the same image: valid in the spawner */
-	struct xfer_bucket *yb;          /* one the spawner holds (spawner_fits) */
+	struct xfer_bucket *yb;          /* a slot's the spawner holds (spawner_fits) */
 	int algo, keep, idle, has_dest;
 	uint32_t nstr;                   /* action, source, dest, options, user, exclude... */
 };
@@ -55,8 +55,7 @@ struct spawner {
 	pid_t pid;
 	int fd;
 	unsigned conf_gen;               /* the configuration it holds a copy of (daemon.h) */
-	struct xfer_bucket **yb;
-	int nyb;
+	int nslots;                      /* slots (and their buckets) made before its fork */
 	int live;
 	int broken;
 };
@@ -208,19 +207,17 @@ static void _loop(struct daemon *d, int sock, pid_t daemon_pid)
 
 /* ---- the daemon's side ---- */
 
-struct spawner *spawner_start(struct daemon *d, struct xfer_bucket *const *yb, int nyb)
+struct spawner *spawner_start(struct daemon *d, int nslots)
 {
 	struct spawner *s = calloc(1, sizeof(*s));
 	pid_t me = getpid();
 	int sv[2];
 
-	if (!s || (nyb > 0 && !(s->yb = calloc((size_t)nyb, sizeof(*s->yb))))) {
-		free(s);
+	if (!s) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-		free(s->yb);
 		free(s);
 		return NULL;
 	}
@@ -234,27 +231,19 @@ struct spawner *spawner_start(struct daemon *d, struct xfer_bucket *const *yb, i
 		int e = errno;
 
 		close(sv[0]);
-		free(s->yb);
 		free(s);
 		errno = e;
 		return NULL;
 	}
 	s->fd = sv[0];
 	s->conf_gen = d->conf_gen;
-	for (int i = 0; i < nyb; i++)
-		s->yb[i] = yb[i];
-	s->nyb = nyb;
+	s->nslots = nslots;
 	return s;
 }
 
-int spawner_fits(const struct spawner *s, unsigned gen, const struct xfer_bucket *yb)
+int spawner_fits(const struct spawner *s, unsigned gen, int slot)
 {
-	if (!spawner_current(s, gen))
-		return 0;
-	for (int i = 0; i < s->nyb; i++)
-		if (s->yb[i] == yb)
-			return 1;
-	return 0;
+	return spawner_current(s, gen) && slot < s->nslots;
 }
 
 /* One call and its reply; -1 with errno, and s broken, when the exchange failed. */
@@ -391,6 +380,5 @@ void spawner_stop(struct spawner *s)
 		kill(s->pid, SIGKILL);
 	while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
 		;
-	free(s->yb);
 	free(s);
 }

@@ -41,13 +41,15 @@ struct spawn_args {
 };
 
 /*
- * Fork the spawner now, from d as it is; yb/nyb the slot buckets it will
- * know (made before this call). NULL with errno on failure.
+ * Fork the spawner now, from d as it is, holding the buckets of p's first
+ * nslots slots (made before this call: a slot's bucket is made once and
+ * kept, so the spawner's copy of that mapping stays the slot's). NULL with
+ * errno on failure.
  */
-struct spawner *spawner_start(struct daemon *d, struct xfer_bucket *const *yb, int nyb);
+struct spawner *spawner_start(struct daemon *d, int nslots);
 
-/* 1 if s can start a worker for configuration generation gen (daemon.h) and this bucket. */
-int spawner_fits(const struct spawner *s, unsigned gen, const struct xfer_bucket *yb);
+/* 1 if s can start a worker for configuration generation gen (daemon.h) in this slot. */
+int spawner_fits(const struct spawner *s, unsigned gen, int slot);
 
 /*
  * Start a worker for a; chan is the worker's end of its record socket (the

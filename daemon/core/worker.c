@@ -478,7 +478,6 @@ static int _free_slot(struct worker_pool *p)
 static struct spawner *_spawner(struct worker_pool *p)
 {
 	struct daemon *d = p->d;
-	struct xfer_bucket **yb;
 	int want = d->conf->workers > 0 ? d->conf->workers : 1;
 
 	if (p->sp && !spawner_current(p->sp, d->conf_gen)) {
@@ -495,12 +494,7 @@ static struct spawner *_spawner(struct worker_pool *p)
 	for (int i = 0; i < p->nslots; i++)
 		if (!p->w[i].yb && !(p->w[i].yb = xfer_bucket_create(0)))
 			return NULL;
-	if (!(yb = calloc((size_t)p->nslots, sizeof(*yb))))
-		return NULL;
-	for (int i = 0; i < p->nslots; i++)
-		yb[i] = p->w[i].yb;
-	p->sp = spawner_start(d, yb, p->nslots);
-	free(yb);
+	p->sp = spawner_start(d, p->nslots);
 	if (!p->sp) {
 		if (!p->sp_said++)
 			log_err("cannot start the worker spawner: %s; workers are forked by the "
@@ -513,16 +507,17 @@ static struct spawner *_spawner(struct worker_pool *p)
 }
 
 /*
- * A worker for r in slot through the spawner; -1 when it is to be forked
+ * A worker for a->r in slot through the spawner; -1 when it is to be forked
  * here instead (no spawner for it, a resume's state to hand over, or the
  * spawner failed: that is logged once).
  */
-static pid_t _spawn(struct worker_pool *p, const struct spawn_args *a, int chan, int resume_state)
+static pid_t _spawn(struct worker_pool *p, int slot, const struct spawn_args *a, int chan,
+		    int resume_state)
 {
 	struct spawner *sp;
 	pid_t pid;
 
-	if (resume_state || !(sp = _spawner(p)) || !spawner_fits(sp, p->d->conf_gen, a->yb))
+	if (resume_state || !(sp = _spawner(p)) || !spawner_fits(sp, p->d->conf_gen, slot))
 		return -1;
 	pid = spawner_spawn(sp, a, chan);
 	if (pid < 0 && spawner_broken(sp) && !p->sp_said++)
@@ -705,7 +700,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 
 		/* A resume's state (files done, uploads, an archive's checksums) is
 		   in this process only: that worker is forked here. */
-		pid = _spawn(p, &sa, sv[1], ds.n > 0 || nmpu > 0 || arch.root != NULL);
+		pid = _spawn(p, slot, &sa, sv[1], ds.n > 0 || nmpu > 0 || arch.root != NULL);
 		spawned = pid > 0;
 	}
 	if (pid < 0)

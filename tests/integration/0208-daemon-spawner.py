@@ -23,7 +23,7 @@ import signal
 import subprocess
 import time
 
-from conftest import chown_tree, proc_fields, tree_digest, user_dir
+from conftest import chown_tree, proc_children, proc_fields, tree_digest, user_dir
 
 USER = "shtest"
 STALL_OPEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stall-open")
@@ -48,11 +48,6 @@ class Stall:
             self.p.wait(timeout=10)
 
 
-def _children(ppid):
-    return [int(e) for e in os.listdir("/proc")
-            if e.isdigit() and (f := proc_fields(int(e))) and int(f[1]) == ppid]
-
-
 def _comm(pid):
     with open(f"/proc/{pid}/comm") as f:
         return f.read().strip()
@@ -67,7 +62,7 @@ def _ruid(pid):
 
 
 def _spawners(d):
-    return [p for p in _children(d.proc.pid) if _comm(p) == "stagehand-spawn"]
+    return [p for p in proc_children(d.proc.pid) if _comm(p) == "stagehand-spawn"]
 
 
 def _gone(pid):

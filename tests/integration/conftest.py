@@ -100,6 +100,12 @@ def proc_fields(pid):
         return None
 
 
+def proc_children(ppid):
+    """The pids of ppid's children now."""
+    return [int(e) for e in os.listdir("/proc")
+            if e.isdigit() and (f := proc_fields(int(e))) and int(f[1]) == ppid]
+
+
 class _UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout=30):
         super().__init__("localhost", timeout=timeout)
@@ -268,17 +274,14 @@ class Daemon:
     def worker_pids(self):
         """The daemon's workers now: its children, and those of its worker
         spawner (named stagehand-spawn), which is not one."""
-        def children(ppid):
-            return [int(e) for e in os.listdir("/proc")
-                    if e.isdigit() and (f := proc_fields(int(e))) and int(f[1]) == ppid]
         pids = []
-        for pid in children(self.proc.pid):
+        for pid in proc_children(self.proc.pid):
             try:
                 with open(f"/proc/{pid}/comm") as f:
                     spawner = f.read().strip() == "stagehand-spawn"
             except OSError:
                 continue
-            pids += children(pid) if spawner else [pid]
+            pids += proc_children(pid) if spawner else [pid]
         return pids
 
     def kill9(self, group=True):
