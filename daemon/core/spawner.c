@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdclose.h"
 #include "fdpass.h"
 #include "spawner.h"
 #include "worker_int.h"
@@ -106,6 +107,7 @@ static void _start_worker(struct daemon *d, int sock, pid_t self, struct _hdr *h
 {
 	char **s = calloc((size_t)h->nstr + 1, sizeof(*s));
 	struct queue_request r;
+	sigset_t all, old;
 	pid_t pid;
 
 	if (!s || h->nstr < 5 || _strings(strs, slen, h->nstr, s) < 0 || h->ngroups < 1 ||
@@ -124,6 +126,10 @@ static void _start_worker(struct daemon *d, int sock, pid_t self, struct _hdr *h
 	r.dest = h->has_dest ? s[2] : NULL;
 	r.options = s[3];
 	r.user = s[4];
+	/* Blocked until the worker has its handlers (worker__child): a cancel or
+	   stop sent meanwhile waits for them instead of being ignored here. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
 	pid = fork();
 	if (pid == 0) {
 		close(sock);
@@ -132,8 +138,9 @@ static void _start_worker(struct daemon *d, int sock, pid_t self, struct _hdr *h
 			      (enum cksum_algo)h->algo, h->keep, h->idle, h->yb,
 			      h->nstr > 5 ? s + 5 : NULL, h->budget, NULL, 0, NULL);
 	}
-	rep->pid = pid;
 	rep->err = pid < 0 ? errno : 0;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	rep->pid = pid;
 	free(s);
 }
 
@@ -154,7 +161,8 @@ static void _loop(struct daemon *d, int sock, pid_t daemon_pid)
 			_exit(1);
 		sock = 3;
 	}
-	syscall(SYS_close_range, 4, ~0U, 0);
+	if (fd_close_from(4) < 0)
+		_exit(1);	/* the daemon's first call sees it gone, and forks workers itself */
 	for (;;) {
 		char cb[FDPASS_SPACE];
 		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
@@ -258,6 +266,10 @@ static int _call(struct spawner *s, const void *msg, size_t len, int fd, struct 
 		fdpass_attach(&mh, cb, fd);
 	while ((n = sendmsg(s->fd, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
+	/* Not sent for want of buffer room: the spawner is whole, the caller
+	   does without it this time. */
+	if (n < 0 && (errno == EMSGSIZE || errno == ENOBUFS || errno == ENOMEM))
+		return -1;
 	if (n == (ssize_t)len)
 		while ((n = recv(s->fd, rep, sizeof(*rep), 0)) < 0 && errno == EINTR)
 			;
@@ -330,16 +342,20 @@ int spawner_wait(struct spawner *s, pid_t pid, int *status)
 	struct _hdr h;
 	struct _reply rep;
 
-	s->live--;
 	if (s->broken) {
+		s->live--;
 		errno = EPIPE;
 		return -1;
 	}
 	memset(&h, 0, sizeof(h));
 	h.type = _WAIT;
 	h.pid = pid;
-	if (_call(s, &h, sizeof(h), -1, &rep) < 0)
+	if (_call(s, &h, sizeof(h), -1, &rep) < 0) {
+		if (s->broken)
+			s->live--;
 		return -1;
+	}
+	s->live--;
 	if (rep.pid != pid) {
 		errno = rep.err ? rep.err : ECHILD;
 		return -1;

@@ -54,7 +54,8 @@ int spawner_fits(const struct spawner *s, unsigned gen, int slot);
 /*
  * Start a worker for a; chan is the worker's end of its record socket (the
  * caller keeps and closes its own copy). Its pid, or -1 with errno: E2BIG
- * (the request does not fit in one call), the fork's own errno, or, when
+ * (the request does not fit in one call), EMSGSIZE, ENOBUFS or ENOMEM (no
+ * room to send it), the fork's own errno, or, when
  * the exchange itself failed, any other with the spawner broken
  * (spawner_broken) and taking no more workers. The caller then forks.
  */
@@ -62,7 +63,9 @@ pid_t spawner_spawn(struct spawner *s, const struct spawn_args *a, int chan);
 
 /*
  * Wait for worker pid of s to exit: 0 and *status as waitpid gives it, or
- * -1 with errno when the spawner is gone (the worker died with it).
+ * -1 with errno: the spawner is gone (spawner_broken: the worker died with
+ * it), or, s whole, the call could not be sent (ENOBUFS, ENOMEM: wait again
+ * later).
  */
 int spawner_wait(struct spawner *s, pid_t pid, int *status);
 

@@ -121,6 +121,8 @@ static int _reap(struct worker_pool *p, struct _worker *w)
 		return waitpid(w->pid, &w->status, 0) == w->pid ? 0 : -1;
 	if (spawner_wait(p->sp, w->pid, &w->status) == 0)
 		return 0;
+	if (!spawner_broken(p->sp))
+		return -1;	/* not sent this time: waited for at the next turn */
 	if (!p->sp_said++)
 		log_err("request %lld: no exit status for worker %d from the worker spawner: %s; "
 			"taken as killed", w->req ? (long long)w->req->id : 0LL, (int)w->pid,
@@ -638,7 +640,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	struct passwd pw, *pwp = NULL;
 	char pwbuf[4096];
 	int64_t budget;
-	pid_t pid;
+	pid_t pid, self = getpid();	/* the child checks its parent against it */
 
 	slot = _free_slot(p);
 	if (slot < 0)
@@ -703,8 +705,18 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		pid = _spawn(p, slot, &sa, sv[1], ds.n > 0 || nmpu > 0 || arch.root != NULL);
 		spawned = pid > 0;
 	}
-	if (pid < 0)
+	if (pid < 0) {
+		sigset_t all, old;
+
+		/* Signals stay blocked until the worker has its handlers: a cancel
+		   (SIGUSR1) or stop (SIGTERM) sent meanwhile waits for them, rather
+		   than running the daemon's handler in the child. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
 		pid = fork();
+		if (pid != 0)
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	if (pid < 0) {
 		log_err("request %lld: fork: %s", (long long)r->id, strerror(errno));
 		worker__archive_free(&arch);
@@ -717,7 +729,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		worker__child(d, r, sv[1], getppid(), groups, ngroups, ds.e, ds.n, be, algo, keep,
+		worker__child(d, r, sv[1], self, groups, ngroups, ds.e, ds.n, be, algo, keep,
 		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude, budget, mpu,
 		       nmpu, arch.root ? &arch : NULL);
 	}
@@ -908,6 +920,7 @@ static void _read(struct worker_pool *p, struct _worker *w, int *budget)
 		struct cmsghdr *cm;
 		ssize_t n;
 		size_t off = 0;
+		int lost = 0;
 
 		mh.msg_iov = &iov;
 		mh.msg_iovlen = 1;
@@ -928,10 +941,25 @@ static void _read(struct worker_pool *p, struct _worker *w, int *budget)
 					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
 					if (w->nfds < MAX_FDS)
 						w->fds[w->nfds++] = fd;
-					else
+					else {
 						close(fd);
+						lost = 1;
+					}
 				}
 			}
+		if (n > 0 && (lost || (mh.msg_flags & MSG_CTRUNC))) {
+			/* A label's descriptor dropped: the next ones would go on the
+			   wrong files (they are paired in order). Stopped, and retried. */
+			log_err("request %lld: a label descriptor from worker %d was lost (%s); "
+				"stopping it, the request will be retried",
+				(long long)w->req->id, (int)w->pid,
+				lost ? "more than 16 waiting" :
+				"MSG_CTRUNC: the daemon is out of descriptors? see its LimitNOFILE");
+			_signal_worker(w->pid, SIGKILL);
+			close(w->chan);
+			w->chan = -1;
+			return;
+		}
 		if (n <= 0) {
 			close(w->chan);
 			w->chan = -1;

@@ -29,6 +29,7 @@
 
 #include "worker.h"
 #include "cleanup.h"
+#include "fdclose.h"
 #include "worker_int.h"
 #include "xfer.h"
 #include "xfer_endpoint.h"
@@ -147,7 +148,14 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		close(chan);
 		ctx.chan = chan = 3;
 	}
-	syscall(SYS_close_range, 4, ~0U, 0);
+	if (fd_close_from(4) < 0) {
+		snprintf(msg, sizeof(msg), "worker could not close the daemon's descriptors: close_range, "
+			 "then /proc/self/fd: %s (it needs Linux 5.9 or /proc mounted); "
+			 "nothing was touched",
+			 strerror(errno));
+		xfer_emit(&ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL, msg);
+		_exit(1);
+	}
 	if (idle)
 		_ioprio_idle();
 	/* The request as the site-file step (root) and the transfer (the user) see it. */

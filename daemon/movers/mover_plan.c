@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bundle.h"
+#include "fdclose.h"
 #include "grow.h"
 #include "mover_plan.h"
 #include "worker.h"
@@ -214,7 +215,7 @@ static void _walk(FILE *out, int dfd, const char *prefix, int depth, char *const
 }
 
 static void _child(const struct queue_request *r, int wfd, const gid_t *groups, int ngroups,
-		   char *const *ex)
+		   char *const *ex, pid_t parent)
 {
 	struct stat st;
 	FILE *out;
@@ -229,10 +230,13 @@ static void _child(const struct queue_request *r, int wfd, const gid_t *groups, 
 			_exit(5);
 		wfd = 3;
 	}
-	syscall(SYS_close_range, 4, ~0U, 0);
+	if (fd_close_from(4) < 0)
+		_exit(5);
 	if (worker_become(r->uid, r->gid, groups, ngroups) < 0)
 		_exit(3);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(6);	/* the daemon died before the signal was set: nobody reads */
 	prctl(PR_SET_NAME, "stagehand-list");	/* what ps and top show for it */
 	/* The request's own path is resolved normally, with the owner's identity. */
 	root = open(r->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -319,7 +323,7 @@ int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
 	const char **ex = _exclude(opts);
 	char *buf = NULL;
 	size_t len = 0, off = 0;
-	pid_t pid;
+	pid_t pid, me = getpid();
 
 	worker_groups(r->uid, r->gid, groups, &ngroups);
 	if (pipe2(fds, O_CLOEXEC) < 0) {
@@ -335,7 +339,7 @@ int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
 	}
 	if (pid == 0) {
 		close(fds[0]);
-		_child(r, fds[1], groups, ngroups, (char *const *)ex);
+		_child(r, fds[1], groups, ngroups, (char *const *)ex, me);
 	}
 	close(fds[1]);
 	if (_read_all(fds[0], pid, cancel, &buf, &len) < 0)
@@ -344,8 +348,15 @@ int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2)) {
-		snprintf(err, errlen, "listing %s as uid %u failed (status %d)", r->source,
-			 (unsigned)r->uid, status);
+		int x = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+
+		snprintf(err, errlen, "listing %s as uid %u failed (%s, status %d)", r->source,
+			 (unsigned)r->uid,
+			 x == 3 ? "it could not switch to the owner" :
+			 x == 4 ? "the owner cannot open it" :
+			 x == 5 ? "it could not close the daemon's descriptors or write its list" :
+			 WIFSIGNALED(status) ? "killed by a signal" : "unexpected exit",
+			 status);
 		goto out;
 	}
 	if (WEXITSTATUS(status) == 2) {
