@@ -118,7 +118,8 @@ static char *_run(const struct doctor *dr, char *err, size_t errlen)
 	return out;
 }
 
-/* Key names the doctor can render from stagehand.conf. Legacy: the SITE field. */
+/* The keys compared, those the submit check uses (stagehand.site_config() gives
+   more). Legacy: the SITE field. */
 static const struct {
 	const char *key, *legacy;
 	int list;
@@ -129,8 +130,6 @@ static const struct {
 	{ "MaxDirectiveLine", "max_line", 0 },
 	{ "MaxPathLength", "max_path", 0 },
 	{ "ScratchRoots", NULL, 1 },
-	{ "ArchiveRoot", NULL, 0 },
-	{ "XattrNamespace", NULL, 0 },
 };
 
 static void _join(char *out, size_t len, char **l)
@@ -156,10 +155,6 @@ static int _conf_value(const struct conf *c, const char *key, char *out, size_t 
 		snprintf(out, len, "%d", c->max_directive_line);
 	else if (!strcmp(key, "MaxPathLength"))
 		snprintf(out, len, "%d", c->max_path_length);
-	else if (!strcmp(key, "ArchiveRoot"))
-		snprintf(out, len, "%s", c->archive_root ? c->archive_root : "");
-	else if (!strcmp(key, "XattrNamespace"))
-		snprintf(out, len, "%s", c->xattr_ns == CONF_XATTR_TRUSTED ? "trusted" : "user");
 	else
 		return -1;
 	return 0;
