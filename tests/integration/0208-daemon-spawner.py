@@ -13,7 +13,9 @@ bandwidth cap keeps its copy going):
   * after a reload the next worker comes from a new spawner (the old one
     holds the old configuration) and the old one is gone;
   * a resumed request (files done before a crash) is forked by the daemon
-    itself: its resume state is in the daemon's memory only.
+    itself: its resume state is in the daemon's memory only;
+  * a worker either way holds no socket but its channel and none of the
+    daemon's files.
 """
 import os
 import pwd
@@ -94,6 +96,29 @@ def _tree(base_dir, name, files=4, size=1 << 20):
     return src
 
 
+def _fd_links(pid):
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            pass    # closed while listed
+    return out
+
+
+def _holds_nothing_of_the_daemons(w, d):
+    """w's only socket is its channel (3), and past its standard streams (the
+    daemon's log) it holds none of the daemon's files, the state database
+    among them: close_range or the /proc/self/fd listing closed them."""
+    mine, theirs = _fd_links(w), _fd_links(d.proc.pid)
+    socks = sorted(fd for fd, link in mine.items() if link.startswith("socket:"))
+    assert socks == [3], f"worker {w} sockets at {socks}: {mine}"
+    files = {link for link in theirs.values() if link.startswith("/") and
+             not link.startswith("/dev/")}
+    shared = files & {link for fd, link in mine.items() if fd > 2}   # 0-2: the log, shared
+    assert not shared, f"worker {w} holds the daemon's {sorted(shared)}"
+
+
 def _started(d):
     return [int(p) for p in re.findall(r"worker spawner started \(pid (\d+)", d.log_tail(2000))]
 
@@ -115,6 +140,7 @@ def test_workers_come_from_the_spawner(make_daemon, base_dir):
         assert _ruid(sp) == 0
         assert sorted(os.listdir(f"/proc/{sp}/fd")) == ["0", "1", "2", "3"], \
             os.listdir(f"/proc/{sp}/fd")
+        _holds_nothing_of_the_daemons(w, d)
         assert _started(d) == [sp]
     finally:
         stall.release()
@@ -196,6 +222,7 @@ def test_a_resumed_request_is_forked_by_the_daemon(make_daemon, base_dir):
     w = _held_worker(d)
     try:
         assert proc_fields(w)[1] == str(d.proc.pid), "a resume went through the spawner"
+        _holds_nothing_of_the_daemons(w, d)
     finally:
         os.kill(w, signal.SIGCONT)
     r = d.api.wait(req["id"], timeout=120)
