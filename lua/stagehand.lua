@@ -257,8 +257,11 @@ local function _read_conf(path)
 	return path
 end
 
+-- The loader's argument names the file (loadfile(...)(PATH)); require
+-- passes the module's name instead ("stagehand", and in 5.2+ its path too),
+-- which is not a stagehand.conf: a name without a '/' is not taken for one.
 local conf_arg = ...
-if type(conf_arg) ~= "string" or conf_arg == "" then
+if type(conf_arg) ~= "string" or not conf_arg:find("/", 1, true) then
 	conf_arg = os.getenv("STAGEHAND_CONF") or DEFAULT_CONF
 end
 local CONF_READ = _read_conf(conf_arg)

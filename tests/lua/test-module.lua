@@ -166,6 +166,25 @@ do
 end
 os.remove(tmp)
 
+-- required as a module: require passes the module's name, not a file ----
+do
+	write(tmp, "SubmitMode=bb\n")
+	local function q(x) return "'" .. x:gsub("'", "'\\''") .. "'" end
+	local code = table.concat({
+		"package.path = " .. string.format("%q", lua_dir .. "/?.lua;") .. " .. package.path",
+		"local function nop() end",
+		"slurm = { SUCCESS = 0, ERROR = -1, log_info = nop, log_debug = nop,",
+		"  log_verbose = nop, log_error = nop, log_user = nop }",
+		"local c = require('stagehand').site_config()",
+		"io.write(tostring(c.SubmitMode), ' ', tostring(c.ConfigFile))" }, "\n")
+	local p = io.popen("STAGEHAND_CONF=" .. q(tmp) .. " " .. q(arg[-1] or "lua") .. " -e " ..
+		q(code) .. " 2>&1")
+	local got = p:read("*a")
+	p:close()
+	is(got, "bb " .. tmp, "require('stagehand') reads STAGEHAND_CONF, not a file named after the module")
+end
+os.remove(tmp)
+
 -- a site's own job_submit.lua --------------------------------------------
 do
 	local site = os.tmpname()
