@@ -118,8 +118,8 @@ static char *_run(const struct doctor *dr, char *err, size_t errlen)
 	return out;
 }
 
-/* The keys compared, those the submit check uses (stagehand.site_config() gives
-   more). Legacy: the SITE field. */
+/* The keys compared: those the submit check uses, and the mode it holds jobs
+   in (stagehand.site_config() gives more). Legacy: the SITE field. */
 static const struct {
 	const char *key, *legacy;
 	int list;
@@ -130,6 +130,7 @@ static const struct {
 	{ "MaxDirectiveLine", "max_line", 0 },
 	{ "MaxPathLength", "max_path", 0 },
 	{ "ScratchRoots", NULL, 1 },
+	{ "SubmitMode", NULL, 0 },
 };
 
 static void _join(char *out, size_t len, char **l)
@@ -155,6 +156,8 @@ static int _conf_value(const struct conf *c, const char *key, char *out, size_t 
 		snprintf(out, len, "%d", c->max_directive_line);
 	else if (!strcmp(key, "MaxPathLength"))
 		snprintf(out, len, "%d", c->max_path_length);
+	else if (!strcmp(key, "SubmitMode"))
+		snprintf(out, len, "%s", c->submit_mode == CONF_SUBMIT_BB ? "bb" : "hold");
 	else
 		return -1;
 	return 0;
@@ -218,10 +221,13 @@ static int _compare(struct doctor *dr, int legacy, const char *name, const char 
 			   "and stagehand.conf agree (or install the stagehand.lua module, which "
 			   "reads stagehand.conf itself); slurmctld rereads the script when it changes" :
 			   "make stagehand.lua read the same stagehand.conf as the daemon, or make "
-			   "the two files agree", "Lua %s%s = '%s' but %s has %s=%s: a job the "
-			   "submit check accepts could be refused later, or the reverse",
+			   "the two files agree", "Lua %s%s = '%s' but %s has %s=%s: %s",
 			   legacy ? "SITE." : "site_config().", name,
-			   lua_val, dr->conf_path, key, conf_val[0] ? conf_val : "(empty)");
+			   lua_val, dr->conf_path, key, conf_val[0] ? conf_val : "(empty)",
+			   !strcmp(key, "SubmitMode") ? "slurmctld's scripts and the daemon expect "
+			   "jobs in different modes (jobs held that nothing releases, or stage-ins "
+			   "nothing runs)" : "a job the submit check accepts could be refused later, "
+			   "or the reverse");
 		return 1;
 	}
 	return -1;

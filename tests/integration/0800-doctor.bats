@@ -171,12 +171,18 @@ passes() {
 	fi
 }
 
-@test "site: slurmctld's module reading another stagehand.conf (AllowedSchemes, StageInRoots, MaxDirectives differ) fails" {
+@test "site: slurmctld's module reading another stagehand.conf (AllowedSchemes, StageInRoots, MaxDirectives, SubmitMode differ) fails" {
 	# What slurmctld's module reads when its STAGEHAND_CONF names the file
-	# as it was; the daemon's (--config) then gets the site's new policy.
+	# as it was; the daemon's (--config) then gets the site's new policy,
+	# and the other submit mode than the bed's.
 	cp "$STAGEHAND_TESTBED_CONF" "$BATS_TEST_TMPDIR/as-it-was.conf"
+	was=$(sed -n 's/^SubmitMode=//p' "$STAGEHAND_TESTBED_CONF" | tail -n1)
+	was=${was:-hold}
+	other=bb
+	[ "$was" = hold ] || other=hold
 	conf_file=$BATS_TEST_TMPDIR/site.conf
-	printf '%s\n' "AllowedSchemes=https,s3" "StageInRoots=/project" "MaxDirectives=8" >"$conf_file"
+	printf '%s\n' "AllowedSchemes=https,s3" "StageInRoots=/project" "MaxDirectives=8" \
+		"SubmitMode=$other" >"$conf_file"
 	daemon_conf "$conf_file"
 	doctor
 	passes site
@@ -184,6 +190,7 @@ passes() {
 	fails site "site_config\\(\\).AllowedSchemes = 'https,s3,ftp,ftps,sftp,file' but .* has AllowedSchemes=https,s3"
 	fails site "site_config\\(\\).StageInRoots = '' but .* has StageInRoots=/project"
 	fails site "site_config\\(\\).MaxDirectives = '64' but .* has MaxDirectives=8"
+	fails site "site_config\\(\\).SubmitMode = '$was' but .* has SubmitMode=$other: .*different modes"
 }
 
 @test "lua: a script that does not load, a stagehand module of another version, a module whose site_config() disagrees" {
