@@ -120,17 +120,21 @@ static char *_run(const struct doctor *dr, char *err, size_t errlen)
 
 /* The keys compared: those the submit check uses, and the mode it holds jobs
    in (stagehand.site_config() gives more). Legacy: the SITE field. */
+#define SUBMIT_CHECK "a job the submit check accepts could be refused later, or the reverse"
+
 static const struct {
 	const char *key, *legacy;
 	int list;
+	const char *harm;            /* what a mismatch does */
 } _keys[] = {
-	{ "AllowedSchemes", "allowed_schemes", 1 },
-	{ "StageInRoots", "stage_in_roots", 1 },
-	{ "MaxDirectives", "max_directives", 0 },
-	{ "MaxDirectiveLine", "max_line", 0 },
-	{ "MaxPathLength", "max_path", 0 },
-	{ "ScratchRoots", NULL, 1 },
-	{ "SubmitMode", NULL, 0 },
+	{ "AllowedSchemes", "allowed_schemes", 1, SUBMIT_CHECK },
+	{ "StageInRoots", "stage_in_roots", 1, SUBMIT_CHECK },
+	{ "MaxDirectives", "max_directives", 0, SUBMIT_CHECK },
+	{ "MaxDirectiveLine", "max_line", 0, SUBMIT_CHECK },
+	{ "MaxPathLength", "max_path", 0, SUBMIT_CHECK },
+	{ "ScratchRoots", NULL, 1, SUBMIT_CHECK },
+	{ "SubmitMode", NULL, 0, "slurmctld's scripts and the daemon expect jobs in different "
+	  "modes (jobs held that nothing releases, or stage-ins nothing runs)" },
 };
 
 static void _join(char *out, size_t len, char **l)
@@ -224,10 +228,7 @@ static int _compare(struct doctor *dr, int legacy, const char *name, const char 
 			   "the two files agree", "Lua %s%s = '%s' but %s has %s=%s: %s",
 			   legacy ? "SITE." : "site_config().", name,
 			   lua_val, dr->conf_path, key, conf_val[0] ? conf_val : "(empty)",
-			   !strcmp(key, "SubmitMode") ? "slurmctld's scripts and the daemon expect "
-			   "jobs in different modes (jobs held that nothing releases, or stage-ins "
-			   "nothing runs)" : "a job the submit check accepts could be refused later, "
-			   "or the reverse");
+			   _keys[i].harm);
 		return 1;
 	}
 	return -1;

@@ -911,6 +911,14 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 }
 
 /* Reads and applies records until the socket is empty or budget records were applied. */
+/* w's worker killed and its channel closed: the reap settles it as killed. */
+static void _kill_unread(struct _worker *w)
+{
+	_signal_worker(w->pid, SIGKILL);
+	close(w->chan);
+	w->chan = -1;
+}
+
 static void _read(struct worker_pool *p, struct _worker *w, int *budget)
 {
 	while (*budget > 0) {
@@ -955,9 +963,7 @@ static void _read(struct worker_pool *p, struct _worker *w, int *budget)
 				(long long)w->req->id, (int)w->pid,
 				lost ? "more than 16 waiting" :
 				"MSG_CTRUNC: the daemon is out of descriptors? see its LimitNOFILE");
-			_signal_worker(w->pid, SIGKILL);
-			close(w->chan);
-			w->chan = -1;
+			_kill_unread(w);
 			return;
 		}
 		if (n <= 0) {
@@ -976,9 +982,7 @@ static void _read(struct worker_pool *p, struct _worker *w, int *budget)
 			if (used < 0) {
 				log_err("request %lld: worker %d sent a corrupt record; stopping it",
 					(long long)w->req->id, (int)w->pid);
-				_signal_worker(w->pid, SIGKILL);
-				close(w->chan);
-				w->chan = -1;
+				_kill_unread(w);
 				return;
 			}
 			_apply(p, w, &rec, path, text);

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -214,6 +213,10 @@ static void _walk(FILE *out, int dfd, const char *prefix, int depth, char *const
 	closedir(d);
 }
 
+/* The listing child's exit statuses, read by mover_plan_list. */
+enum { LIST_OK = 0, LIST_NOT_TREE = 2, LIST_BECOME = 3, LIST_OPEN = 4, LIST_SETUP = 5,
+       LIST_ORPHAN = 6 };
+
 static void _child(const struct queue_request *r, int wfd, const gid_t *groups, int ngroups,
 		   char *const *ex, pid_t parent)
 {
@@ -227,33 +230,33 @@ static void _child(const struct queue_request *r, int wfd, const gid_t *groups, 
 	   keep from closing), other listings' pipes. Only the pipe, as 3. */
 	if (wfd != 3) {
 		if (dup2(wfd, 3) < 0)
-			_exit(5);
+			_exit(LIST_SETUP);
 		wfd = 3;
 	}
 	if (fd_close_from(4) < 0)
-		_exit(5);
+		_exit(LIST_SETUP);
 	if (worker_become(r->uid, r->gid, groups, ngroups) < 0)
-		_exit(3);
+		_exit(LIST_BECOME);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
-		_exit(6);	/* the daemon died before the signal was set: nobody reads */
+		_exit(LIST_ORPHAN);	/* the daemon died before the signal was set: nobody reads */
 	prctl(PR_SET_NAME, "stagehand-list");	/* what ps and top show for it */
 	/* The request's own path is resolved normally, with the owner's identity. */
 	root = open(r->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (root < 0 || fstat(root, &st) < 0)
-		_exit(4);
+		_exit(LIST_OPEN);
 	if (!S_ISDIR(st.st_mode))
-		_exit(2);
+		_exit(LIST_NOT_TREE);
 	/* A bundled archive copy staged in is a restore (xfer_restore.c), not a
 	   tree to split: one local worker runs it. */
 	if (strcmp(r->action, "stage_in") == 0 &&
 	    fstatat(root, BUNDLE_DIR "/" BUNDLE_INDEX_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		_exit(2);
+		_exit(LIST_NOT_TREE);
 	out = fdopen(wfd, "w");
 	if (!out)
-		_exit(5);
+		_exit(LIST_SETUP);
 	_walk(out, root, "", 0, ex);
-	_exit(fclose(out) == 0 ? 0 : 5);
+	_exit(fclose(out) == 0 ? LIST_OK : LIST_SETUP);
 }
 
 /* options.exclude as a NULL-terminated array of borrowed strings from opts. */
@@ -347,19 +350,20 @@ int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
 	close(fds[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2)) {
+	if (!WIFEXITED(status) ||
+	    (WEXITSTATUS(status) != LIST_OK && WEXITSTATUS(status) != LIST_NOT_TREE)) {
 		int x = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 
 		snprintf(err, errlen, "listing %s as uid %u failed (%s, status %d)", r->source,
 			 (unsigned)r->uid,
-			 x == 3 ? "it could not switch to the owner" :
-			 x == 4 ? "the owner cannot open it" :
-			 x == 5 ? "it could not close the daemon's descriptors or write its list" :
+			 x == LIST_BECOME ? "it could not switch to the owner" :
+			 x == LIST_OPEN ? "the owner cannot open it" :
+			 x == LIST_SETUP ? "it could not close the daemon's descriptors or write its list" :
 			 WIFSIGNALED(status) ? "killed by a signal" : "unexpected exit",
 			 status);
 		goto out;
 	}
-	if (WEXITSTATUS(status) == 2) {
+	if (WEXITSTATUS(status) == LIST_NOT_TREE) {
 		rc = 1;
 		goto out;
 	}
