@@ -82,7 +82,10 @@ EOF
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" COMPLETED 90
 	in=$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input
-	wait_for 60 test ! -e "$in/a.dat"
+	# The removal is over when the daemon says so; only then is every staged
+	# file surely gone (it removes them one after another).
+	wait_for 60 status_says "$j" "inputs: removed"
+	[ ! -e "$in/a.dat" ]
 	[ ! -e "$in/set" ]
 	# The job's own file and the one it moved out are not stagehand's to remove.
 	[ "$(cat "$in/mine.txt")" = mine ]
@@ -91,7 +94,6 @@ EOF
 	label_is "$in" purge
 	# The sources are never touched.
 	[ -f "$WD/proj/a.dat" ] && [ -f "$WD/proj/set/sub/b.dat" ]
-	wait_for 30 status_says "$j" "inputs: removed"
 	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" tags --verify "$in"
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -136,7 +138,8 @@ EOF
 		[ -f "$in/a.dat" ]
 		[ -f "$in/set/sub/b.dat" ]
 	fi
-	wait_for 90 test ! -e "$in/a.dat"
+	wait_for 90 status_says "$j" "inputs: removed"
+	[ ! -e "$in/a.dat" ]
 	[ ! -e "$in/set" ]
 	[ -f "$in/mine.txt" ]
 	# The removal's worker did not start before it was due (the daemon's log,
@@ -194,10 +197,10 @@ EOF
 	kill "$STALLER"
 	STALLER=
 	"$TESTBED" up >/dev/null
-	wait_for 90 test ! -e "$in/set"
+	wait_for 90 status_says "$j" "inputs: removed"
+	[ ! -e "$in/set" ]
 	[ ! -e "$in/a.dat" ]
 	[ -f "$in/mine.txt" ]
-	wait_for 30 status_says "$j" "inputs: removed"
 }
 
 @test "a symlink the user plants in input/ is never followed: root's and the user's files elsewhere stay" {
