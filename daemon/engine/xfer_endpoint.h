@@ -200,13 +200,16 @@ struct xfer_ep_device {
 	int (*readback)(struct xfer_ep *ep, const struct xfer_buf *tb, int dir, const char *name,
 			int64_t expect, char *cks);
 	/*
-	 * SyncMode=batch: n files of one directory, closed by commit(XFER_C_DEFER),
-	 * made durable at once and put in place (the local endpoint: one
-	 * syncfs, the renames, one fsync of the directory), since one fsync per
-	 * small file is what a batch exists to avoid. err[i] gets each file's
-	 * errno (0: in place) and what[i] its step. NULL: no batches.
+	 * SyncMode=batch: n files, closed by commit(XFER_C_DEFER), made durable
+	 * at once and put in place, since one fsync per small file is what a
+	 * batch exists to avoid. They may be of several directories (wf[i]->dir),
+	 * those of one directory next to each other: the local endpoint does one
+	 * syncfs a file system, every rename, then one fsync a directory (the
+	 * first fsync commits the journal's transaction, which holds the other
+	 * directories' renames too). err[i] gets each file's errno (0: in place)
+	 * and what[i] its step. NULL: no batches.
 	 */
-	void (*batch_commit)(struct xfer_ep *ep, int dir, struct xfer_wfile *const *wf, size_t n,
+	void (*batch_commit)(struct xfer_ep *ep, struct xfer_wfile *const *wf, size_t n,
 			     int *err, const char **what);
 	/*
 	 * The lifecycle labels on the source (xattrs of a POSIX tree): policy

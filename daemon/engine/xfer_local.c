@@ -334,30 +334,73 @@ static int _commit(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd, const str
 }
 
 /* One syncfs() for the batch, the renames, one fsync of the directory (xfer_endpoint.h). */
-static void _batch_commit(struct xfer_ep *ep, int dir, struct xfer_wfile *const *wf, size_t n,
+/*
+ * The runs of wf (files of one directory next to each other): each file
+ * system synced once (a run's directory is fstat'ed for its device; the few
+ * devices seen are remembered), every file renamed into place, then each
+ * directory with a file placed made durable. A failed sync fails its run's
+ * files (their temporary files removed); a failed fsync its placed ones.
+ */
+#define COMMIT_DEVS 8
+
+static void _batch_commit(struct xfer_ep *ep, struct xfer_wfile *const *wf, size_t n,
 			  int *err, const char **what)
 {
-	int e = syncfs(dir) < 0 ? errno : 0;
-	size_t placed = 0;
+	dev_t devs[COMMIT_DEVS];
+	size_t ndev = 0;
 
 	(void)ep;
-	for (size_t i = 0; i < n; i++) {
-		err[i] = 0;
-		if (!e && renameat(wf[i]->dir, wf[i]->tmp, wf[i]->dir, wf[i]->name) == 0) {
-			placed++;
-			continue;
+	for (size_t i = 0; i < n;) {
+		size_t end = i + 1;
+		struct stat st;
+		int e = 0;
+
+		while (end < n && wf[end]->dir == wf[i]->dir)
+			end++;
+		if (fstat(wf[i]->dir, &st) < 0) {
+			e = errno;
+		} else {
+			size_t k = 0;
+
+			while (k < ndev && devs[k] != st.st_dev)
+				k++;
+			if (k == ndev && syncfs(wf[i]->dir) < 0)
+				e = errno;
+			else if (k == ndev && ndev < COMMIT_DEVS)
+				devs[ndev++] = st.st_dev;
 		}
-		err[i] = e ? e : errno;
-		what[i] = e ? "cannot make durable" : "cannot rename into place";
+		for (size_t j = i; j < end; j++) {
+			err[j] = e;
+			what[j] = "cannot make durable";
+			if (e)
+				unlinkat(wf[j]->dir, wf[j]->tmp, 0);
+		}
+		i = end;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (err[i])
+			continue;
+		if (renameat(wf[i]->dir, wf[i]->tmp, wf[i]->dir, wf[i]->name) == 0)
+			continue;
+		err[i] = errno;
+		what[i] = "cannot rename into place";
 		unlinkat(wf[i]->dir, wf[i]->tmp, 0);
 	}
-	if (placed && fsync(dir) < 0) {
-		e = errno;
-		for (size_t i = 0; i < n; i++)
-			if (!err[i]) {
-				err[i] = e;
-				what[i] = "cannot make the directory durable for";
-			}
+	for (size_t i = 0; i < n;) {
+		size_t end = i + 1, placed = !err[i];
+		int e;
+
+		for (; end < n && wf[end]->dir == wf[i]->dir; end++)
+			placed += !err[end];
+		if (placed && fsync(wf[i]->dir) < 0) {
+			e = errno;
+			for (size_t j = i; j < end; j++)
+				if (!err[j]) {
+					err[j] = e;
+					what[j] = "cannot make the directory durable for";
+				}
+		}
+		i = end;
 	}
 }
 

@@ -307,9 +307,13 @@ static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *n
 
 /* ---- the walk ---- */
 
-/* A directory of the walk: where its entries go, and its batch. */
+/*
+ * A directory of the walk: where its entries go, and its batch. sfd: its
+ * own descriptor of the source directory, which the copy threads use and
+ * which outlives the walk's (pipe__dir_leave); -1 when it ends as it is left.
+ */
 struct _ldir {
-	int ddir;
+	int ddir, sfd;
 	struct pipe__batch b;
 };
 
@@ -318,15 +322,16 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 {
 	struct pipe__run *r = w->arg;
 	struct _ldir *ld = dir->data;
+	int sfd = ld->sfd >= 0 ? ld->sfd : dir->fd;
 
 	pipe__batch_maybe_flush(r, &ld->b);
 	if (r->g.on && (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) &&
 	    pipe__group_visit(r, dir->fd, ld->ddir, name, rel, st))
 		return 0;
 	if (S_ISREG(st->st_mode) && pipe__batchable(r, st)) {
-		pipe__batch_add(r, &ld->b, dir->fd, ld->ddir, name, rel, st);
+		pipe__batch_add(r, &ld->b, sfd, ld->ddir, name, rel, st);
 	} else if (S_ISREG(st->st_mode)) {
-		pipe__submit(r, dir->fd, ld->ddir, name, rel, st);
+		pipe__submit(r, sfd, ld->ddir, name, rel, st);
 	} else if (S_ISLNK(st->st_mode)) {
 		_copy_symlink(r, dir->fd, ld->ddir, name, rel, st);
 	} else if (S_ISDIR(st->st_mode) && xfer_excluded(r->ctx, rel)) {
@@ -367,11 +372,15 @@ static int _enter(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_wa
 	}
 	child->ddir = d2;
 	child->b.ddir = d2;
+	/* Its end can be deferred when the threads copy and nothing is grouped. */
+	child->sfd = r->nth && !r->g.on && !r->src->stream && sub->fd >= 0 ?
+		     fcntl(sub->fd, F_DUPFD_CLOEXEC, 0) : -1;
 	sub->data = child;
 	return 0;
 }
 
-/* The directory's files are in place before it is made durable and timestamped. */
+/* The directory's files are in place before it is made durable and timestamped
+   (deferred, pipe__dir_leave, when it has its own source descriptor). */
 static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_walk_dir *sub,
 		   const char *name)
 {
@@ -383,9 +392,13 @@ static void _leave(struct xfer_walk *w, struct xfer_walk_dir *dir, struct xfer_w
 	/* keep=no removes a member's source through sub, which the walk ends now. */
 	if (r->g.on && !r->ctx->keep)
 		pipe__group_flush(r);
-	pipe__batch_end(r, &ld->b);
-	/* A source that streams has no descriptors: its handles are its own. */
-	r->dst->tree->dir_done(r->dep, ld->ddir, r->src->stream ? -1 : sub->fd, sub->st);
+	if (ld->sfd >= 0) {
+		pipe__dir_leave(r, &ld->b, ld->ddir, ld->sfd, sub->st);
+	} else {
+		pipe__batch_end(r, &ld->b);
+		/* A source that streams has no descriptors: its handles are its own. */
+		r->dst->tree->dir_done(r->dep, ld->ddir, r->src->stream ? -1 : sub->fd, sub->st);
+	}
 	free(ld);
 }
 
@@ -440,7 +453,7 @@ static int _open_dest(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 /* A tree: walk the source and copy; the root's metadata last. */
 static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_root *droot)
 {
-	struct _ldir root = { droot->dir, { 0 } };
+	struct _ldir root = { droot->dir, -1, { 0 } };
 	struct xfer_walk w = { .ctx = r->ctx, .arg = r, .visit = _visit, .enter = _enter,
 			       .leave = _leave, .fail = _walk_fail };
 	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, &root };
@@ -453,6 +466,8 @@ static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	r->src->list(r->sep, &w, &top);
 	if (r->g.on)
 		pipe__group_flush(r);
+	/* The subdirectories end before the root. */
+	pipe__dir_finish(r);
 	pipe__batch_end(r, &root.b);
 	r->dst->tree->dir_done(r->dep, root.ddir, -1, &sroot->st);
 	droot->dir = -1;

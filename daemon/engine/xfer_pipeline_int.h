@@ -19,6 +19,7 @@
 #include "xfer_engine.h"
 
 #define PIPE_THREADS 16           /* copy threads per worker: small files are latency-bound */
+#define PIPE_DIRS_DEFERRED 8      /* directories left whose end waits, at most (2 fds each) */
 
 /* A small file of a batch, between its copy and its verification. */
 struct pipe__pend {
@@ -43,6 +44,21 @@ struct pipe__batch {
 
 struct pipe__task;
 
+/*
+ * A directory the walk has left whose last batch is not yet in place and
+ * verified: its end (dir_done) is deferred to the walker's next drains, so
+ * that the threads copy the next directory's files meanwhile. First in,
+ * first out: a directory is left after its subdirectories, and so ended
+ * after them.
+ */
+struct pipe__dirq {
+	struct pipe__batch b;        /* its last batch (copying), and the one before (verifying) */
+	int ddir, sdir;              /* sdir: the directory's own descriptor of the source */
+	struct stat st;
+	int committed;               /* the last batch is in place; its verifications queued */
+	struct pipe__dirq *next;
+};
+
 /* A grouping destination's open group: its members in the order they were added. */
 struct pipe__group {
 	int on;                      /* plan said this request groups */
@@ -64,6 +80,8 @@ struct pipe__run {
 	struct pipe__task *head, *tail;
 	int pending;                 /* queued + being copied */
 	int quit;
+	struct pipe__dirq *dq_head, *dq_tail;   /* directories left, not yet ended */
+	int dq_n;
 	struct pipe__group g;        /* xfer_pipeline_group.c */
 };
 
@@ -123,5 +141,15 @@ void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int d
 void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b);
 /* The directory is done: its batch flushed and verified, memory released. */
 void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b);
+/*
+ * The walk left a directory: its end (its batch made durable and verified,
+ * then dir_done with sdir, which is closed) is deferred while at most
+ * PIPE_DIRS_DEFERRED others are; b is taken over. Without copy threads, or
+ * out of memory, it ends now.
+ */
+void pipe__dir_leave(struct pipe__run *r, struct pipe__batch *b, int ddir, int sdir,
+		     const struct stat *st);
+/* End every deferred directory (the walk is over or stopped). */
+void pipe__dir_finish(struct pipe__run *r);
 
 #endif /* STAGEHAND_XFER_PIPELINE_INT_H */

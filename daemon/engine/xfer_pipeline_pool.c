@@ -3,8 +3,12 @@
  *
  * Files of a directory are copied by PIPE_THREADS threads at once (small
  * files are bound by the latency of open/fsync/rename, not by bandwidth);
- * the walker waits for them before the destination directory is made
- * durable and timestamped. With SyncMode=batch (a destination endpoint with
+ * they are all done before the destination directory is made durable and
+ * timestamped. The walker does not wait for that when it leaves a
+ * directory: the directory's end is deferred to its next drains (at most
+ * PIPE_DIRS_DEFERRED directories), so that the threads copy the next
+ * directory's files while the last ones of this one are committed and read
+ * back. With SyncMode=batch (a destination endpoint with
  * batch_commit), small files are made durable together: the threads copy a
  * batch into temporary files, the walker has the destination make them
  * durable and put them in place at once, then the threads read them back and
@@ -238,62 +242,70 @@ void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int d
 }
 
 /*
- * The copied files of a batch made durable and put in place by the
- * destination at once; returns how many are in place. Stopped: every
+ * One commit for the copied files of the nb batches (each of one
+ * directory): the destination makes them durable and puts them in place at
+ * once; each file's state says where it is (2: in place). Stopped: every
  * temporary file is given up, nothing reported.
  */
-static size_t _batch_commit(struct pipe__run *r, struct pipe__batch *b)
+static void _commit(struct pipe__run *r, struct pipe__batch *const *bs, size_t nb)
 {
-	struct pipe__pend *pp[BATCH_N];
-	struct xfer_wfile *wf[BATCH_N];
-	const char *what[BATCH_N];
-	int err[BATCH_N];
-	size_t n = 0, placed = 0;
+	struct pipe__pend *spp[BATCH_N], **pp = spp;
+	struct xfer_wfile *swf[BATCH_N], **wf = swf;
+	const char *swhat[BATCH_N], **what = swhat;
+	int serr[BATCH_N], *err = serr;
+	size_t total = 0, n = 0;
 
-	for (size_t i = 0; i < b->n; i++) {
-		struct pipe__pend *p = &b->p[i];
-
-		if (p->state != 1)
-			continue;
-		if (xfer_stopped(r->ctx)) {
-			r->dst->device->abort(r->dep, &p->wf);
-			p->state = 0;
-			continue;
+	for (size_t k = 0; k < nb; k++)
+		total += bs[k]->n;
+	if (total > BATCH_N) {
+		pp = malloc(total * sizeof(*pp));
+		wf = malloc(total * sizeof(*wf));
+		what = malloc(total * sizeof(*what));
+		err = malloc(total * sizeof(*err));
+		if (!pp || !wf || !what || !err) {
+			free(pp);
+			free(wf);
+			free(what);
+			free(err);
+			/* Out of memory: a commit a batch (none holds more than BATCH_N). */
+			for (size_t k = 0; k < nb; k++)
+				_commit(r, &bs[k], 1);
+			return;
 		}
-		pp[n] = p;
-		wf[n++] = &p->wf;
 	}
-	if (!n)
-		return 0;
-	r->dst->device->batch_commit(r->dep, b->ddir, wf, n, err, what);
+	for (size_t k = 0; k < nb; k++)
+		for (size_t i = 0; i < bs[k]->n; i++) {
+			struct pipe__pend *p = &bs[k]->p[i];
+
+			if (p->state != 1)
+				continue;
+			if (xfer_stopped(r->ctx)) {
+				r->dst->device->abort(r->dep, &p->wf);
+				p->state = 0;
+				continue;
+			}
+			pp[n] = p;
+			wf[n++] = &p->wf;
+		}
+	if (n)
+		r->dst->device->batch_commit(r->dep, wf, n, err, what);
 	for (size_t k = 0; k < n; k++) {
 		pp[k]->state = err[k] ? 0 : 2;
 		if (err[k])
 			xfer_fail(&r->t, pp[k]->rel, err[k], what[k]);
-		else
-			placed++;
 	}
-	return placed;
+	if (pp != spp) {
+		free(pp);
+		free(wf);
+		free(what);
+		free(err);
+	}
 }
 
-/*
- * Stage 2, on the walker: every copy of the batch finished; the destination
- * makes them durable and puts them in place at once (batch_commit), and only
- * then are they read back and reported (stage 3).
- */
-static void _batch_flush(struct pipe__run *r, struct pipe__batch *b)
+/* The files of b in place to the threads for their read-back; b->p becomes b->old. */
+static void _batch_verify_queue(struct pipe__run *r, struct pipe__batch *b)
 {
-	size_t placed;
-
-	/* This batch's copies and the previous batch's verifications are finished. */
-	pipe__pool_drain(r);
-	_batch_free(b->old, b->nold);
-	b->old = NULL;
-	b->nold = 0;
-	if (!b->p)
-		return;
-	placed = _batch_commit(r, b);
-	for (size_t i = 0; placed && i < b->n; i++) {
+	for (size_t i = 0; i < b->n; i++) {
 		struct pipe__task *t;
 
 		if (b->p[i].state != 2)
@@ -314,6 +326,70 @@ static void _batch_flush(struct pipe__run *r, struct pipe__batch *b)
 	b->bytes = 0;
 }
 
+static void _dir_end(struct pipe__run *r, struct pipe__dirq *q)
+{
+	r->dst->tree->dir_done(r->dep, q->ddir, q->sdir, &q->st);
+	if (q->sdir >= 0)
+		close(q->sdir);
+	free(q);
+}
+
+/*
+ * On the walker, right after a drain (nothing handed out is running): the
+ * deferred directories whose verifications are over end, in the order they
+ * were left; the last batches of the others, and cur (the batch the walker
+ * fills, or NULL), are made durable and put in place by one commit, and
+ * their verifications queued.
+ */
+static void _dir_step(struct pipe__run *r, struct pipe__batch *cur)
+{
+	struct pipe__batch *bs[PIPE_DIRS_DEFERRED + 2];
+	struct pipe__dirq *q;
+	size_t nb = 0;
+
+	while ((q = r->dq_head) && q->committed) {
+		r->dq_head = q->next;
+		if (!r->dq_head)
+			r->dq_tail = NULL;
+		r->dq_n--;
+		_batch_free(q->b.old, q->b.nold);
+		_dir_end(r, q);
+	}
+	/* At most PIPE_DIRS_DEFERRED + 1 are queued (pipe__dir_leave). */
+	for (q = r->dq_head; q && nb < PIPE_DIRS_DEFERRED + 1; q = q->next) {
+		_batch_free(q->b.old, q->b.nold);
+		q->b.old = NULL;
+		q->b.nold = 0;
+		q->committed = 1;
+		if (q->b.p)
+			bs[nb++] = &q->b;
+	}
+	if (cur) {
+		_batch_free(cur->old, cur->nold);
+		cur->old = NULL;
+		cur->nold = 0;
+		if (cur->p)
+			bs[nb++] = cur;
+	}
+	_commit(r, bs, nb);
+	for (size_t k = 0; k < nb; k++)
+		_batch_verify_queue(r, bs[k]);
+}
+
+/*
+ * Stage 2, on the walker: every copy of the batch finished; the destination
+ * makes them durable and puts them in place at once (batch_commit), with the
+ * last batches of the directories left before, and only then are they read
+ * back and reported (stage 3).
+ */
+static void _batch_flush(struct pipe__run *r, struct pipe__batch *b)
+{
+	/* This batch's copies and the previous batch's verifications are finished,
+	   and so is all the deferred directories' work handed out. */
+	pipe__pool_drain(r);
+	_dir_step(r, b);
+}
+
 void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b)
 {
 	if (b->n == BATCH_N || b->bytes >= BATCH_BYTES)
@@ -327,4 +403,41 @@ void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b)
 	_batch_free(b->old, b->nold);
 	b->old = NULL;
 	b->nold = 0;
+}
+
+void pipe__dir_leave(struct pipe__run *r, struct pipe__batch *b, int ddir, int sdir,
+		     const struct stat *st)
+{
+	struct pipe__dirq *q = r->nth && sdir >= 0 ? calloc(1, sizeof(*q)) : NULL;
+
+	if (!q) {
+		pipe__batch_end(r, b);
+		r->dst->tree->dir_done(r->dep, ddir, sdir, st);
+		if (sdir >= 0)
+			close(sdir);
+		return;
+	}
+	q->b = *b;
+	q->ddir = ddir;
+	q->sdir = sdir;
+	q->st = *st;
+	if (r->dq_tail)
+		r->dq_tail->next = q;
+	else
+		r->dq_head = q;
+	r->dq_tail = q;
+	r->dq_n++;
+	/* Each step ends the committed ones and commits the rest. */
+	while (r->dq_n > PIPE_DIRS_DEFERRED) {
+		pipe__pool_drain(r);
+		_dir_step(r, NULL);
+	}
+}
+
+void pipe__dir_finish(struct pipe__run *r)
+{
+	while (r->dq_head) {
+		pipe__pool_drain(r);
+		_dir_step(r, NULL);
+	}
 }

@@ -173,6 +173,85 @@ static int _exists(const char *p)
 	return lstat(p, &st) == 0;
 }
 
+/*
+ * SyncMode=batch over more directories than the walker defers the end of
+ * (PIPE_DIRS_DEFERRED, 8), nested, each with files before and after its
+ * subdirectory: every file copied, and each directory ended (mode, times)
+ * only after its last file was put in place. Then the same tree archived
+ * with keep=no: the sources go through the directories' own descriptors,
+ * after the walk has closed its own.
+ */
+static void _deferred_dirs(void)
+{
+	char src[600], dst[600], path[700], dpath[700];
+	struct timespec ts[2] = { { 0 } };
+	struct stat a, b;
+	struct _seen s;
+	int bad = 0, times = 0, modes = 0, left = 0;
+
+	snprintf(src, sizeof(src), "%s/deep", _dir);
+	mkdir(src, 0755);
+	for (int d = 0; d < 12; d++) {
+		snprintf(path, sizeof(path), "%s/d%02d", src, d);
+		mkdir(path, 0755);
+		snprintf(path, sizeof(path), "%s/d%02d/s", src, d);
+		mkdir(path, 0755);
+		for (int i = 0; i < 60; i++) {
+			char text[64];
+
+			snprintf(path, sizeof(path), "%s/d%02d/%sf%02d", src, d, i % 2 ? "s/" : "", i);
+			snprintf(text, sizeof(text), "dir %d file %d\n", d, i);
+			_write(path, text);
+		}
+	}
+	/* Times and modes of their own, set last, deepest first. */
+	for (int d = 0; d < 12; d++)
+		for (int k = 1; k >= 0; k--) {
+			snprintf(path, sizeof(path), "%s/d%02d%s", src, d, k ? "/s" : "");
+			ts[0].tv_sec = ts[1].tv_sec = 1000000000 + d * 1000 + k;
+			chmod(path, k ? 0750 : 0705);
+			utimensat(AT_FDCWD, path, ts, 0);
+		}
+	snprintf(dst, sizeof(dst), "%s/deepdst", _dir);
+	_sync_batch = 1;
+	_run("local", "stage_in", src, dst, &s);
+	ok(s.result == XFER_OK && s.failed == 0 && s.done == 720, "24 nested directories, batched: "
+	   "720 files verified (result %d, done %d, failed %d %s)", s.result, s.done, s.failed,
+	   s.failed_path);
+	for (int d = 0; d < 12; d++) {
+		for (int i = 0; i < 60; i++) {
+			snprintf(path, sizeof(path), "%s/d%02d/%sf%02d", src, d, i % 2 ? "s/" : "", i);
+			snprintf(dpath, sizeof(dpath), "%s/d%02d/%sf%02d", dst, d, i % 2 ? "s/" : "", i);
+			bad += !_same(path, dpath);
+		}
+		for (int k = 0; k < 2; k++) {
+			snprintf(path, sizeof(path), "%s/d%02d%s", src, d, k ? "/s" : "");
+			snprintf(dpath, sizeof(dpath), "%s/d%02d%s", dst, d, k ? "/s" : "");
+			if (stat(path, &a) < 0 || stat(dpath, &b) < 0 ||
+			    a.st_mtim.tv_sec != b.st_mtim.tv_sec)
+				times++;
+			else if ((a.st_mode & 07777) != (b.st_mode & 07777))
+				modes++;
+		}
+	}
+	ok(bad == 0, "every file has the source's bytes (%d differ)", bad);
+	ok(times == 0 && modes == 0, "every directory has the source's mtime and mode, set after its "
+	   "last file went in (%d times, %d modes differ)", times, modes);
+
+	snprintf(dst, sizeof(dst), "%s/deeparch", _dir);
+	_nokeep = 1;
+	_run("local", "archive", src, dst, &s);
+	_nokeep = 0;
+	_sync_batch = 0;
+	for (int d = 0; d < 12; d++)
+		for (int i = 0; i < 60; i++) {
+			snprintf(path, sizeof(path), "%s/d%02d/%sf%02d", src, d, i % 2 ? "s/" : "", i);
+			left += _exists(path);
+		}
+	ok(s.result == XFER_OK && s.done == 720 && left == 0, "archived with keep=no: 720 verified, "
+	   "every source file removed (result %d, done %d, %d left)", s.result, s.done, left);
+}
+
 int main(void)
 {
 	/* Path slots; P() refuses, at compile time, a slot past the end. */
@@ -315,6 +394,7 @@ int main(void)
 		snprintf(dpath, sizeof(dpath), "%s/a/.f001.stagehand-1", p[53]);
 		ok(!_exists(dpath), "no temporary file left");
 	}
+	_deferred_dirs();
 
 	/* Excluded directories (#DATA exempt= inside the tree), archive with keep=no. */
 	{
