@@ -331,7 +331,7 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 	if (S_ISREG(st->st_mode) && pipe__batchable(r, st)) {
 		pipe__batch_add(r, &ld->b, sfd, ld->ddir, name, rel, st);
 	} else if (S_ISREG(st->st_mode)) {
-		pipe__submit(r, sfd, ld->ddir, name, rel, st);
+		pipe__submit(r, &ld->b, sfd, ld->ddir, name, rel, st);
 	} else if (S_ISLNK(st->st_mode)) {
 		_copy_symlink(r, dir->fd, ld->ddir, name, rel, st);
 	} else if (S_ISDIR(st->st_mode) && xfer_excluded(r->ctx, rel)) {
@@ -453,12 +453,11 @@ static int _open_dest(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 /* A tree: walk the source and copy; the root's metadata last. */
 static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_root *droot)
 {
-	struct _ldir root = { droot->dir, -1, { 0 } };
+	struct _ldir root = { droot->dir, -1, { NULL, droot->dir } };
 	struct xfer_walk w = { .ctx = r->ctx, .arg = r, .visit = _visit, .enter = _enter,
 			       .leave = _leave, .fail = _walk_fail };
 	struct xfer_walk_dir top = { sroot->dir, "", 0, &sroot->st, &root };
 
-	root.b.ddir = root.ddir;
 	/* To or from a server: one file, one connection at a time; the endpoint's state
 	   is the walker's. */
 	if (!r->dst->stream && !r->src->stream)

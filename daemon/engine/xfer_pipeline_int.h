@@ -19,7 +19,7 @@
 #include "xfer_engine.h"
 
 #define PIPE_THREADS 16           /* copy threads per worker: small files are latency-bound */
-#define PIPE_DIRS_DEFERRED 8      /* directories left whose end waits, at most (2 fds each) */
+#define PIPE_STAGES_QUEUED 8      /* stages queued at most (a directory's last: 2 fds) */
 
 /* A small file of a batch, between its copy and its verification. */
 struct pipe__pend {
@@ -32,32 +32,32 @@ struct pipe__pend {
 	int state;                   /* 0 failed or kept, 1 copied, 2 in place */
 };
 
-/* One directory's batch: copied by the threads, made durable and put in place by the walker. */
-struct pipe__batch {
-	struct pipe__pend *p;
-	size_t n, cap;
-	int ddir;
+/*
+ * What the walker handed out for a directory since its last stage was
+ * queued (xfer_pipeline_pool.c): the files copied whole, and with
+ * SyncMode=batch its batch of small files, copied by the threads, then made
+ * durable and put in place by the walker, then read back by the threads.
+ * A directory's last stage ends it (end: ddir, sdir, st for dir_done).
+ */
+struct pipe__stage {
+	struct pipe__pend *p;        /* the batch (SyncMode=batch), n of them */
+	size_t n;
 	int64_t bytes;
-	struct pipe__pend *old;      /* the previous batch, being verified by the threads */
-	size_t nold;
+	int left;                    /* its tasks not finished (under pmu) */
+	int committed;               /* its batch in place; its read-backs handed out */
+	int end;                     /* the directory ends with it */
+	int ddir, sdir;              /* sdir: the directory's own descriptor of the source */
+	struct stat st;
+	struct pipe__stage *next;
+};
+
+/* A directory's stage being filled. */
+struct pipe__batch {
+	struct pipe__stage *s;       /* NULL until its next file */
+	int ddir;
 };
 
 struct pipe__task;
-
-/*
- * A directory the walk has left whose last batch is not yet in place and
- * verified: its end (dir_done) is deferred to the walker's next drains, so
- * that the threads copy the next directory's files meanwhile. First in,
- * first out: a directory is left after its subdirectories, and so ended
- * after them.
- */
-struct pipe__dirq {
-	struct pipe__batch b;        /* its last batch (copying), and the one before (verifying) */
-	int ddir, sdir;              /* sdir: the directory's own descriptor of the source */
-	struct stat st;
-	int committed;               /* the last batch is in place; its verifications queued */
-	struct pipe__dirq *next;
-};
 
 /* A grouping destination's open group: its members in the order they were added. */
 struct pipe__group {
@@ -80,8 +80,8 @@ struct pipe__run {
 	struct pipe__task *head, *tail;
 	int pending;                 /* queued + being copied */
 	int quit;
-	struct pipe__dirq *dq_head, *dq_tail;   /* directories left, not yet ended */
-	int dq_n;
+	struct pipe__stage *sq_head, *sq_tail;  /* queued stages, oldest first */
+	int sq_n;
 	struct pipe__group g;        /* xfer_pipeline_group.c */
 };
 
@@ -130,26 +130,27 @@ void pipe__pool_start(struct pipe__run *r);
 /* Wait until every file handed out is finished. */
 void pipe__pool_drain(struct pipe__run *r);
 void pipe__pool_stop(struct pipe__run *r);
-/* Copy a file on a thread (inline when there are none, or for a big file). */
-void pipe__submit(struct pipe__run *r, int sdir, int ddir, const char *name, const char *rel,
-		  const struct stat *st);
+/* Copy a file on a thread, counted in b's stage (inline when there are no threads, no
+   b, or for a big file). */
+void pipe__submit(struct pipe__run *r, struct pipe__batch *b, int sdir, int ddir,
+		  const char *name, const char *rel, const struct stat *st);
 /* SyncMode=batch: files up to this size go through a directory's batch. */
 int pipe__batchable(const struct pipe__run *r, const struct stat *st);
 void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int ddir,
 		     const char *name, const char *rel, const struct stat *st);
-/* Flush when the batch is full. */
+/* A full batch: its stage queued, the ones before committed while it is copied. */
 void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b);
-/* The directory is done: its batch flushed and verified, memory released. */
+/* b's stage queued and every stage ended (the caller then ends b's directory). */
 void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b);
 /*
- * The walk left a directory: its end (its batch made durable and verified,
- * then dir_done with sdir, which is closed) is deferred while at most
- * PIPE_DIRS_DEFERRED others are; b is taken over. Without copy threads, or
- * out of memory, it ends now.
+ * The walk left a directory: its stage, queued, ends it (dir_done with
+ * sdir, which is then closed) once every file handed out for it is in place
+ * and verified; the walker goes on meanwhile. Without copy threads, or out
+ * of memory, it ends now.
  */
 void pipe__dir_leave(struct pipe__run *r, struct pipe__batch *b, int ddir, int sdir,
 		     const struct stat *st);
-/* End every deferred directory (the walk is over or stopped). */
+/* Wait for every queued stage and end it (the walk is over or stopped). */
 void pipe__dir_finish(struct pipe__run *r);
 
 #endif /* STAGEHAND_XFER_PIPELINE_INT_H */

@@ -2,17 +2,21 @@
  * xfer_pipeline_pool.c - the driver's copy threads and SyncMode=batch.
  *
  * Files of a directory are copied by PIPE_THREADS threads at once (small
- * files are bound by the latency of open/fsync/rename, not by bandwidth);
- * they are all done before the destination directory is made durable and
- * timestamped. The walker does not wait for that when it leaves a
- * directory: the directory's end is deferred to its next drains (at most
- * PIPE_DIRS_DEFERRED directories), so that the threads copy the next
- * directory's files while the last ones of this one are committed and read
- * back. With SyncMode=batch (a destination endpoint with
- * batch_commit), small files are made durable together: the threads copy a
- * batch into temporary files, the walker has the destination make them
- * durable and put them in place at once, then the threads read them back and
- * report them while the next batch is copied.
+ * files are bound by the latency of open/fsync/rename, not by bandwidth).
+ * What the walker hands out is counted in stages: a directory's stage
+ * holds the files handed out while it was being filled, and with
+ * SyncMode=batch (a destination endpoint with batch_commit) its batch of
+ * small files, which the threads copy into temporary files. A stage is
+ * queued when its batch is full (512 files or 8 MiB) or when the walk
+ * leaves its directory, and the walker goes on: it waits only for the
+ * stages queued before the one it just queued, then has the destination
+ * make every stage whose copies are over durable and put in place at once
+ * (one commit), while the threads copy the newest; the threads then read
+ * those files back and report them. Stages end oldest first, once their
+ * read-backs are over; a directory's last stage ends it (mode, times,
+ * fsync: dir_done), after its subdirectories, which the walk left before
+ * it. At most PIPE_STAGES_QUEUED are queued; a directory's stage holds its
+ * own descriptor of the source directory and the destination's.
  */
 #include "config.h"
 
@@ -36,24 +40,16 @@
 
 enum { T_FILE = 0, T_BATCH_COPY, T_BATCH_VERIFY };
 
-/* A job handed to a copy thread; sdir/ddir stay open until the walker drains. */
+/* A job handed to a copy thread; sdir/ddir stay open until its stage ends. */
 struct pipe__task {
 	int kind;                    /* T_FILE: the whole pipeline; else one batch stage */
 	int sdir, ddir;
 	char *name, *rel;
 	struct stat st;
-	struct pipe__pend *pend;    /* batch stages: the file (owned by the batch) */
+	struct pipe__pend *pend;    /* batch stages: the file (owned by the stage) */
+	struct pipe__stage *stage;  /* counts it until it is finished */
 	struct pipe__task *next;
 };
-
-static void _batch_free(struct pipe__pend *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(p[i].name);
-		free(p[i].rel);
-	}
-	free(p);
-}
 
 /* Stage 1, on a thread: data and metadata into the temporary file, not yet durable. */
 static void _batch_copy(struct pipe__run *r, const struct xfer_buf *tb, struct pipe__pend *p)
@@ -97,6 +93,7 @@ static void *_thread(void *arg)
 		tb.p = NULL;
 	for (;;) {
 		struct pipe__task *t;
+		struct pipe__stage *sg;
 
 		pthread_mutex_lock(&r->pmu);
 		while (!r->head && !r->quit)
@@ -119,11 +116,14 @@ static void *_thread(void *arg)
 			_batch_verify(r, &tb, t->pend);
 		else
 			pipe__copy_file(r, &tb, t->sdir, t->name, t->ddir, t->name, t->rel, &t->st);
+		sg = t->stage;
 		free(t->name);
 		free(t->rel);
 		free(t);
 		pthread_mutex_lock(&r->pmu);
 		r->pending--;
+		if (sg)
+			sg->left--;
 		pthread_cond_broadcast(&r->cv_done);
 		pthread_mutex_unlock(&r->pmu);
 	}
@@ -176,78 +176,50 @@ static void _enqueue(struct pipe__run *r, struct pipe__task *t)
 		r->head = t;
 	r->tail = t;
 	r->pending++;
+	if (t->stage)
+		t->stage->left++;
 	pthread_cond_signal(&r->cv_work);
 	pthread_mutex_unlock(&r->pmu);
 }
 
-void pipe__submit(struct pipe__run *r, int sdir, int ddir, const char *name, const char *rel,
-		   const struct stat *st)
-{
-	struct pipe__task *t = NULL;
+/* ---- stages ---- */
 
-	if (!r->nth || (!r->dst->discards && st->st_size >= XFER_BIG_MIN) ||
-	    !(t = calloc(1, sizeof(*t))) || !(t->name = strdup(name)) || !(t->rel = strdup(rel))) {
-		if (r->nth && t) {
-			free(t->name);
-			free(t);
-		}
-		pipe__copy_file(r, &r->tb0, sdir, name, ddir, name, rel, st);
-		return;
+/* b's stage, made at its first file; NULL out of memory. */
+static struct pipe__stage *_stage_of(struct pipe__batch *b)
+{
+	if (!b->s && (b->s = calloc(1, sizeof(*b->s)))) {
+		b->s->ddir = b->ddir;
+		b->s->sdir = -1;
 	}
-	t->sdir = sdir;
-	t->ddir = ddir;
-	t->st = *st;
-	_enqueue(r, t);
+	return b->s;
 }
 
-int pipe__batchable(const struct pipe__run *r, const struct stat *st)
+static int _left(struct pipe__run *r, struct pipe__stage *q)
 {
-	return r->ctx->sync_batch && r->dst->device && r->dst->device->batch_commit &&
-	       r->nth && st->st_size <= BATCH_FILE_MAX;
+	int n;
+
+	pthread_mutex_lock(&r->pmu);
+	n = q->left;
+	pthread_mutex_unlock(&r->pmu);
+	return n;
 }
 
-/* Add a small file to the directory's batch and start its copy on a thread. */
-void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int ddir,
-		      const char *name, const char *rel, const struct stat *st)
+/* Wait until every task of q is finished. */
+static void _wait(struct pipe__run *r, struct pipe__stage *q)
 {
-	struct pipe__pend *p;
-	struct pipe__task *t;
-
-	if (!b->p) {
-		b->p = calloc(BATCH_N, sizeof(*b->p));
-		b->cap = b->p ? BATCH_N : 0;
-		b->ddir = ddir;
-	}
-	if (!b->p || !(t = calloc(1, sizeof(*t)))) {
-		pipe__submit(r, sdir, ddir, name, rel, st);	/* out of memory: the plain path */
-		return;
-	}
-	p = &b->p[b->n];
-	memset(p, 0, sizeof(*p));
-	p->sdir = sdir;
-	p->st = *st;
-	if (!(p->name = strdup(name)) || !(p->rel = strdup(rel))) {
-		free(p->name);
-		free(t);
-		pipe__submit(r, sdir, ddir, name, rel, st);
-		return;
-	}
-	p->wf.dir = ddir;
-	p->wf.name = p->name;
-	b->n++;
-	b->bytes += st->st_size;
-	t->kind = T_BATCH_COPY;
-	t->pend = p;
-	_enqueue(r, t);
+	pthread_mutex_lock(&r->pmu);
+	while (q->left > 0)
+		pthread_cond_wait(&r->cv_done, &r->pmu);
+	pthread_mutex_unlock(&r->pmu);
 }
 
 /*
- * One commit for the copied files of the nb batches (each of one
- * directory): the destination makes them durable and puts them in place at
- * once; each file's state says where it is (2: in place). Stopped: every
- * temporary file is given up, nothing reported.
+ * One commit for the copied files of the nq stages: the destination makes
+ * them durable and puts them in place at once; each file's state says where
+ * it is (2: in place). Stopped: every temporary file is given up, nothing
+ * reported.
  */
-static void _commit(struct pipe__run *r, struct pipe__batch *const *bs, size_t nb)
+static void _commit(struct pipe__run *r, struct pipe__stage *const *qs, size_t nq)
 {
 	struct pipe__pend *spp[BATCH_N], **pp = spp;
 	struct xfer_wfile *swf[BATCH_N], **wf = swf;
@@ -255,8 +227,8 @@ static void _commit(struct pipe__run *r, struct pipe__batch *const *bs, size_t n
 	int serr[BATCH_N], *err = serr;
 	size_t total = 0, n = 0;
 
-	for (size_t k = 0; k < nb; k++)
-		total += bs[k]->n;
+	for (size_t k = 0; k < nq; k++)
+		total += qs[k]->n;
 	if (total > BATCH_N) {
 		pp = malloc(total * sizeof(*pp));
 		wf = malloc(total * sizeof(*wf));
@@ -267,15 +239,15 @@ static void _commit(struct pipe__run *r, struct pipe__batch *const *bs, size_t n
 			free(wf);
 			free(what);
 			free(err);
-			/* Out of memory: a commit a batch (none holds more than BATCH_N). */
-			for (size_t k = 0; k < nb; k++)
-				_commit(r, &bs[k], 1);
+			/* Out of memory: a commit a stage (none holds more than BATCH_N). */
+			for (size_t k = 0; k < nq; k++)
+				_commit(r, &qs[k], 1);
 			return;
 		}
 	}
-	for (size_t k = 0; k < nb; k++)
-		for (size_t i = 0; i < bs[k]->n; i++) {
-			struct pipe__pend *p = &bs[k]->p[i];
+	for (size_t k = 0; k < nq; k++)
+		for (size_t i = 0; i < qs[k]->n; i++) {
+			struct pipe__pend *p = &qs[k]->p[i];
 
 			if (p->state != 1)
 				continue;
@@ -302,113 +274,177 @@ static void _commit(struct pipe__run *r, struct pipe__batch *const *bs, size_t n
 	}
 }
 
-/* The files of b in place to the threads for their read-back; b->p becomes b->old. */
-static void _batch_verify_queue(struct pipe__run *r, struct pipe__batch *b)
+/* The files of q in place to the threads for their read-back. */
+static void _verify_queue(struct pipe__run *r, struct pipe__stage *q)
 {
-	for (size_t i = 0; i < b->n; i++) {
+	for (size_t i = 0; i < q->n; i++) {
 		struct pipe__task *t;
 
-		if (b->p[i].state != 2)
+		if (q->p[i].state != 2)
 			continue;
 		if (!(t = calloc(1, sizeof(*t)))) {
-			_batch_verify(r, &r->tb0, &b->p[i]);
+			_batch_verify(r, &r->tb0, &q->p[i]);
 			continue;
 		}
 		t->kind = T_BATCH_VERIFY;
-		t->pend = &b->p[i];
+		t->pend = &q->p[i];
+		t->stage = q;
 		_enqueue(r, t);
 	}
-	/* Verified while the threads already copy the next batch; freed at the next flush. */
-	b->old = b->p;
-	b->nold = b->n;
-	b->p = NULL;
-	b->n = 0;
-	b->bytes = 0;
 }
 
-static void _dir_end(struct pipe__run *r, struct pipe__dirq *q)
+static void _stage_end(struct pipe__run *r, struct pipe__stage *q)
 {
-	r->dst->tree->dir_done(r->dep, q->ddir, q->sdir, &q->st);
-	if (q->sdir >= 0)
-		close(q->sdir);
+	for (size_t i = 0; i < q->n; i++) {
+		free(q->p[i].name);
+		free(q->p[i].rel);
+	}
+	free(q->p);
+	if (q->end) {
+		r->dst->tree->dir_done(r->dep, q->ddir, q->sdir, &q->st);
+		if (q->sdir >= 0)
+			close(q->sdir);
+	}
 	free(q);
 }
 
 /*
- * On the walker, right after a drain (nothing handed out is running): the
- * deferred directories whose verifications are over end, in the order they
- * were left; the last batches of the others, and cur (the batch the walker
- * fills, or NULL), are made durable and put in place by one commit, and
- * their verifications queued.
+ * On the walker, without waiting: every queued stage whose copies are over
+ * is committed (one commit for them all) and its read-backs handed out;
+ * then the stages whose read-backs are over end, oldest first.
  */
-static void _dir_step(struct pipe__run *r, struct pipe__batch *cur)
+static void _advance(struct pipe__run *r)
 {
-	struct pipe__batch *bs[PIPE_DIRS_DEFERRED + 2];
-	struct pipe__dirq *q;
-	size_t nb = 0;
+	struct pipe__stage *qs[PIPE_STAGES_QUEUED + 1], *q;
+	size_t nq = 0;
 
-	while ((q = r->dq_head) && q->committed) {
-		r->dq_head = q->next;
-		if (!r->dq_head)
-			r->dq_tail = NULL;
-		r->dq_n--;
-		_batch_free(q->b.old, q->b.nold);
-		_dir_end(r, q);
+	for (q = r->sq_head; q && nq < PIPE_STAGES_QUEUED + 1; q = q->next)
+		if (!q->committed && _left(r, q) == 0)
+			qs[nq++] = q;
+	if (nq)
+		_commit(r, qs, nq);
+	for (size_t k = 0; k < nq; k++) {
+		qs[k]->committed = 1;
+		_verify_queue(r, qs[k]);
 	}
-	/* At most PIPE_DIRS_DEFERRED + 1 are queued (pipe__dir_leave). */
-	for (q = r->dq_head; q && nb < PIPE_DIRS_DEFERRED + 1; q = q->next) {
-		_batch_free(q->b.old, q->b.nold);
-		q->b.old = NULL;
-		q->b.nold = 0;
-		q->committed = 1;
-		if (q->b.p)
-			bs[nb++] = &q->b;
+	while ((q = r->sq_head) && q->committed && _left(r, q) == 0) {
+		r->sq_head = q->next;
+		if (!r->sq_head)
+			r->sq_tail = NULL;
+		r->sq_n--;
+		_stage_end(r, q);
 	}
-	if (cur) {
-		_batch_free(cur->old, cur->nold);
-		cur->old = NULL;
-		cur->nold = 0;
-		if (cur->p)
-			bs[nb++] = cur;
+}
+
+/* Queue q; then, waiting, keep at most PIPE_STAGES_QUEUED queued. */
+static void _queue(struct pipe__run *r, struct pipe__stage *q)
+{
+	if (r->sq_tail)
+		r->sq_tail->next = q;
+	else
+		r->sq_head = q;
+	r->sq_tail = q;
+	r->sq_n++;
+	while (r->sq_n > PIPE_STAGES_QUEUED) {
+		_wait(r, r->sq_head);
+		_advance(r);
 	}
-	_commit(r, bs, nb);
-	for (size_t k = 0; k < nb; k++)
-		_batch_verify_queue(r, bs[k]);
+}
+
+void pipe__submit(struct pipe__run *r, struct pipe__batch *b, int sdir, int ddir,
+		  const char *name, const char *rel, const struct stat *st)
+{
+	struct pipe__task *t = NULL;
+	struct pipe__stage *q = r->nth && b ? _stage_of(b) : NULL;
+
+	if (!q || (!r->dst->discards && st->st_size >= XFER_BIG_MIN) ||
+	    !(t = calloc(1, sizeof(*t))) || !(t->name = strdup(name)) || !(t->rel = strdup(rel))) {
+		if (t) {
+			free(t->name);
+			free(t);
+		}
+		pipe__copy_file(r, &r->tb0, sdir, name, ddir, name, rel, st);
+		return;
+	}
+	t->sdir = sdir;
+	t->ddir = ddir;
+	t->st = *st;
+	t->stage = q;
+	_enqueue(r, t);
+}
+
+int pipe__batchable(const struct pipe__run *r, const struct stat *st)
+{
+	return r->ctx->sync_batch && r->dst->device && r->dst->device->batch_commit &&
+	       r->nth && st->st_size <= BATCH_FILE_MAX;
+}
+
+/* Add a small file to the directory's batch and start its copy on a thread. */
+void pipe__batch_add(struct pipe__run *r, struct pipe__batch *b, int sdir, int ddir,
+		      const char *name, const char *rel, const struct stat *st)
+{
+	struct pipe__stage *q = _stage_of(b);
+	struct pipe__pend *p;
+	struct pipe__task *t;
+
+	if (q && !q->p)
+		q->p = calloc(BATCH_N, sizeof(*q->p));
+	if (!q || !q->p || !(t = calloc(1, sizeof(*t)))) {
+		pipe__submit(r, b, sdir, ddir, name, rel, st);	/* out of memory: the plain path */
+		return;
+	}
+	p = &q->p[q->n];
+	memset(p, 0, sizeof(*p));
+	p->sdir = sdir;
+	p->st = *st;
+	if (!(p->name = strdup(name)) || !(p->rel = strdup(rel))) {
+		free(p->name);
+		free(t);
+		pipe__submit(r, b, sdir, ddir, name, rel, st);
+		return;
+	}
+	p->wf.dir = ddir;
+	p->wf.name = p->name;
+	q->n++;
+	q->bytes += st->st_size;
+	t->kind = T_BATCH_COPY;
+	t->pend = p;
+	t->stage = q;
+	_enqueue(r, t);
 }
 
 /*
- * Stage 2, on the walker: every copy of the batch finished; the destination
- * makes them durable and puts them in place at once (batch_commit), with the
- * last batches of the directories left before, and only then are they read
- * back and reported (stage 3).
+ * A full batch: its stage is queued; the walker waits for the copies of the
+ * stages queued before it, commits them while the threads copy this one,
+ * and goes on.
  */
-static void _batch_flush(struct pipe__run *r, struct pipe__batch *b)
-{
-	/* This batch's copies and the previous batch's verifications are finished,
-	   and so is all the deferred directories' work handed out. */
-	pipe__pool_drain(r);
-	_dir_step(r, b);
-}
-
 void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b)
 {
-	if (b->n == BATCH_N || b->bytes >= BATCH_BYTES)
-		_batch_flush(r, b);
+	struct pipe__stage *q = b->s;
+
+	if (!q || (q->n < BATCH_N && q->bytes < BATCH_BYTES))
+		return;
+	b->s = NULL;
+	_queue(r, q);
+	for (struct pipe__stage *o = r->sq_head; o && o != q; o = o->next)
+		if (!o->committed)
+			_wait(r, o);
+	_advance(r);
 }
 
 void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b)
 {
-	_batch_flush(r, b);
-	pipe__pool_drain(r);
-	_batch_free(b->old, b->nold);
-	b->old = NULL;
-	b->nold = 0;
+	if (b->s) {
+		_queue(r, b->s);
+		b->s = NULL;
+	}
+	pipe__dir_finish(r);
 }
 
 void pipe__dir_leave(struct pipe__run *r, struct pipe__batch *b, int ddir, int sdir,
 		     const struct stat *st)
 {
-	struct pipe__dirq *q = r->nth && sdir >= 0 ? calloc(1, sizeof(*q)) : NULL;
+	struct pipe__stage *q = r->nth ? _stage_of(b) : NULL;
 
 	if (!q) {
 		pipe__batch_end(r, b);
@@ -417,27 +453,19 @@ void pipe__dir_leave(struct pipe__run *r, struct pipe__batch *b, int ddir, int s
 			close(sdir);
 		return;
 	}
-	q->b = *b;
+	b->s = NULL;
+	q->end = 1;
 	q->ddir = ddir;
 	q->sdir = sdir;
 	q->st = *st;
-	if (r->dq_tail)
-		r->dq_tail->next = q;
-	else
-		r->dq_head = q;
-	r->dq_tail = q;
-	r->dq_n++;
-	/* Each step ends the committed ones and commits the rest. */
-	while (r->dq_n > PIPE_DIRS_DEFERRED) {
-		pipe__pool_drain(r);
-		_dir_step(r, NULL);
-	}
+	/* Committed with the next ones: a small directory need not wait for its own. */
+	_queue(r, q);
 }
 
 void pipe__dir_finish(struct pipe__run *r)
 {
-	while (r->dq_head) {
-		pipe__pool_drain(r);
-		_dir_step(r, NULL);
+	while (r->sq_head) {
+		_wait(r, r->sq_head);
+		_advance(r);
 	}
 }

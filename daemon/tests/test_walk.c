@@ -174,10 +174,10 @@ static int _exists(const char *p)
 }
 
 /*
- * SyncMode=batch over more directories than the walker defers the end of
- * (PIPE_DIRS_DEFERRED, 8), nested, each with files before and after its
- * subdirectory: every file copied, and each directory ended (mode, times)
- * only after its last file was put in place. Then the same tree archived
+ * SyncMode=batch over more directories than the walker queues stages of
+ * (PIPE_STAGES_QUEUED, 8), nested, and one directory whose batches fill
+ * (1,300 files) with a subdirectory: every file copied, and each directory
+ * ended (mode, times) only after its last file was put in place. Then the same tree archived
  * with keep=no: the sources go through the directories' own descriptors,
  * after the walk has closed its own.
  */
@@ -204,6 +204,25 @@ static void _deferred_dirs(void)
 			_write(path, text);
 		}
 	}
+	/* And one directory of 1,300 files (batches of 512 fill, one after
+	   another) with a subdirectory of 600. */
+	snprintf(path, sizeof(path), "%s/wide", src);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/wide/s", src);
+	mkdir(path, 0755);
+	for (int i = 0; i < 1900; i++) {
+		char text[64];
+
+		snprintf(path, sizeof(path), "%s/wide/%sw%04d", src, i < 600 ? "s/" : "", i);
+		snprintf(text, sizeof(text), "wide file %d\n", i);
+		_write(path, text);
+	}
+	ts[0].tv_sec = ts[1].tv_sec = 1100000000;
+	snprintf(path, sizeof(path), "%s/wide/s", src);
+	utimensat(AT_FDCWD, path, ts, 0);
+	ts[0].tv_sec = ts[1].tv_sec = 1100000001;
+	snprintf(path, sizeof(path), "%s/wide", src);
+	utimensat(AT_FDCWD, path, ts, 0);
 	/* Times and modes of their own, set last, deepest first. */
 	for (int d = 0; d < 12; d++)
 		for (int k = 1; k >= 0; k--) {
@@ -215,9 +234,20 @@ static void _deferred_dirs(void)
 	snprintf(dst, sizeof(dst), "%s/deepdst", _dir);
 	_sync_batch = 1;
 	_run("local", "stage_in", src, dst, &s);
-	ok(s.result == XFER_OK && s.failed == 0 && s.done == 720, "24 nested directories, batched: "
-	   "720 files verified (result %d, done %d, failed %d %s)", s.result, s.done, s.failed,
+	ok(s.result == XFER_OK && s.failed == 0 && s.done == 2620, "26 nested directories, batched: "
+	   "2,620 files verified (result %d, done %d, failed %d %s)", s.result, s.done, s.failed,
 	   s.failed_path);
+	for (int i = 0; i < 1900; i++) {
+		snprintf(path, sizeof(path), "%s/wide/%sw%04d", src, i < 600 ? "s/" : "", i);
+		snprintf(dpath, sizeof(dpath), "%s/wide/%sw%04d", dst, i < 600 ? "s/" : "", i);
+		bad += !_same(path, dpath);
+	}
+	for (int k = 0; k < 2; k++) {
+		snprintf(path, sizeof(path), "%s/wide%s", src, k ? "/s" : "");
+		snprintf(dpath, sizeof(dpath), "%s/wide%s", dst, k ? "/s" : "");
+		if (stat(path, &a) < 0 || stat(dpath, &b) < 0 || a.st_mtim.tv_sec != b.st_mtim.tv_sec)
+			times++;
+	}
 	for (int d = 0; d < 12; d++) {
 		for (int i = 0; i < 60; i++) {
 			snprintf(path, sizeof(path), "%s/d%02d/%sf%02d", src, d, i % 2 ? "s/" : "", i);
@@ -248,8 +278,13 @@ static void _deferred_dirs(void)
 			snprintf(path, sizeof(path), "%s/d%02d/%sf%02d", src, d, i % 2 ? "s/" : "", i);
 			left += _exists(path);
 		}
-	ok(s.result == XFER_OK && s.done == 720 && left == 0, "archived with keep=no: 720 verified, "
-	   "every source file removed (result %d, done %d, %d left)", s.result, s.done, left);
+	for (int i = 0; i < 1900; i++) {
+		snprintf(path, sizeof(path), "%s/wide/%sw%04d", src, i < 600 ? "s/" : "", i);
+		left += _exists(path);
+	}
+	ok(s.result == XFER_OK && s.done == 2620 && left == 0, "archived with keep=no: 2,620 "
+	   "verified, every source file removed (result %d, done %d, %d left)", s.result, s.done,
+	   left);
 }
 
 int main(void)
