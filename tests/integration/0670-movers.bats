@@ -160,9 +160,10 @@ on_two_nodes() {
 	# order, as find walks it), so the last shard holds the last two
 	# directories walked. Its mover is held in its open of the walk's last
 	# file: it has verified the other directory's 4 files (SyncMode=batch
-	# makes a directory's small files durable and reports them when it
-	# leaves the directory: what shares the held file's directory waits with
-	# it) and is surely alive when it is killed. Whatever the file system's
+	# makes small files durable and reports them a directory's batch at a
+	# time, once all of that batch's copies are over: what shares the held
+	# file's directory waits with it, the other directory does not) and is
+	# surely alive when it is killed. Whatever the file system's
 	# readdir order (with files in the root as well, tmpfs's order put the
 	# held file's batch first and nothing was ever reported).
 	leaf_tree "$WD/t" 8 4 192
