@@ -333,15 +333,24 @@ static int _commit(struct xfer_ep *ep, struct xfer_wfile *wf, int sfd, const str
 	return e;
 }
 
-/* One syncfs() for the batch, the renames, one fsync of the directory (xfer_endpoint.h). */
 /*
- * The runs of wf (files of one directory next to each other): each file
+ * SyncMode=batch (xfer_endpoint.h). The runs of wf (files of one directory next to each other): each file
  * system synced once (a run's directory is fstat'ed for its device; the few
  * devices seen are remembered), every file renamed into place, then each
  * directory with a file placed made durable. A failed sync fails its run's
  * files (their temporary files removed); a failed fsync its placed ones.
  */
 #define COMMIT_DEVS 8
+
+/* Where the run of files of wf[i]'s directory that starts at i ends. */
+static size_t _run_end(struct xfer_wfile *const *wf, size_t n, size_t i)
+{
+	size_t end = i + 1;
+
+	while (end < n && wf[end]->dir == wf[i]->dir)
+		end++;
+	return end;
+}
 
 static void _batch_commit(struct xfer_ep *ep, struct xfer_wfile *const *wf, size_t n,
 			  int *err, const char **what)
@@ -351,12 +360,10 @@ static void _batch_commit(struct xfer_ep *ep, struct xfer_wfile *const *wf, size
 
 	(void)ep;
 	for (size_t i = 0; i < n;) {
-		size_t end = i + 1;
+		size_t end = _run_end(wf, n, i);
 		struct stat st;
 		int e = 0;
 
-		while (end < n && wf[end]->dir == wf[i]->dir)
-			end++;
 		if (fstat(wf[i]->dir, &st) < 0) {
 			e = errno;
 		} else {
@@ -387,13 +394,13 @@ static void _batch_commit(struct xfer_ep *ep, struct xfer_wfile *const *wf, size
 		unlinkat(wf[i]->dir, wf[i]->tmp, 0);
 	}
 	for (size_t i = 0; i < n;) {
-		size_t end = i + 1, placed = !err[i];
-		int e;
+		size_t end = _run_end(wf, n, i), placed = 0;
 
-		for (; end < n && wf[end]->dir == wf[i]->dir; end++)
-			placed += !err[end];
+		for (size_t j = i; j < end; j++)
+			placed += !err[j];
 		if (placed && fsync(wf[i]->dir) < 0) {
-			e = errno;
+			int e = errno;
+
 			for (size_t j = i; j < end; j++)
 				if (!err[j]) {
 					err[j] = e;

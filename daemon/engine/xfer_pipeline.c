@@ -465,8 +465,7 @@ static void _run_tree(struct pipe__run *r, struct xfer_root *sroot, struct xfer_
 	r->src->list(r->sep, &w, &top);
 	if (r->g.on)
 		pipe__group_flush(r);
-	/* The subdirectories end before the root. */
-	pipe__dir_finish(r);
+	/* Queued after every subdirectory's stage: they end before the root. */
 	pipe__batch_end(r, &root.b);
 	r->dst->tree->dir_done(r->dep, root.ddir, -1, &sroot->st);
 	droot->dir = -1;

@@ -127,8 +127,6 @@ void pipe__group_flush(struct pipe__run *r);
 
 /* ---- xfer_pipeline_pool.c ---- */
 void pipe__pool_start(struct pipe__run *r);
-/* Wait until every file handed out is finished. */
-void pipe__pool_drain(struct pipe__run *r);
 void pipe__pool_stop(struct pipe__run *r);
 /* Copy a file on a thread, counted in b's stage (inline when there are no threads, no
    b, or for a big file). */
@@ -150,7 +148,5 @@ void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b);
  */
 void pipe__dir_leave(struct pipe__run *r, struct pipe__batch *b, int ddir, int sdir,
 		     const struct stat *st);
-/* Wait for every queued stage and end it (the walk is over or stopped). */
-void pipe__dir_finish(struct pipe__run *r);
 
 #endif /* STAGEHAND_XFER_PIPELINE_INT_H */

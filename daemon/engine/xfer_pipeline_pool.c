@@ -141,7 +141,8 @@ void pipe__pool_start(struct pipe__run *r)
 			break;
 }
 
-void pipe__pool_drain(struct pipe__run *r)
+/* Wait until every file handed out is finished. */
+static void _pool_drain(struct pipe__run *r)
 {
 	if (!r->nth)
 		return;
@@ -155,7 +156,7 @@ void pipe__pool_stop(struct pipe__run *r)
 {
 	if (!r->nth)
 		return;
-	pipe__pool_drain(r);
+	_pool_drain(r);
 	pthread_mutex_lock(&r->pmu);
 	r->quit = 1;
 	pthread_cond_broadcast(&r->cv_work);
@@ -432,13 +433,22 @@ void pipe__batch_maybe_flush(struct pipe__run *r, struct pipe__batch *b)
 	_advance(r);
 }
 
+/* Wait for every queued stage and end it (the walk is over or stopped). */
+static void _finish_all(struct pipe__run *r)
+{
+	while (r->sq_head) {
+		_wait(r, r->sq_head);
+		_advance(r);
+	}
+}
+
 void pipe__batch_end(struct pipe__run *r, struct pipe__batch *b)
 {
 	if (b->s) {
 		_queue(r, b->s);
 		b->s = NULL;
 	}
-	pipe__dir_finish(r);
+	_finish_all(r);
 }
 
 void pipe__dir_leave(struct pipe__run *r, struct pipe__batch *b, int ddir, int sdir,
@@ -460,12 +470,4 @@ void pipe__dir_leave(struct pipe__run *r, struct pipe__batch *b, int ddir, int s
 	q->st = *st;
 	/* Committed with the next ones: a small directory need not wait for its own. */
 	_queue(r, q);
-}
-
-void pipe__dir_finish(struct pipe__run *r)
-{
-	while (r->sq_head) {
-		_wait(r, r->sq_head);
-		_advance(r);
-	}
 }
