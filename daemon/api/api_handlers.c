@@ -16,6 +16,7 @@
 #include "api_drain.h"
 #include "api_labels.h"
 #include "api_mover.h"
+#include "usercache.h"
 #include "api.h"
 #include "api_decode.h"
 #include "api_private.h"
@@ -325,11 +326,13 @@ static void _submit_one(struct daemon *d, const struct api_caller *who, json_t *
 			struct api_reply *out)
 {
 	struct lifecycle_request lr;
-	char err[1024], *opt_text;
+	char err[1024], *opt_text, name[64];
 	int64_t id;
 
 	if (_submit_check(d, who, body, &lr, &opt_text, out) < 0)
 		return;
+	if (usercache_name(who->uid, name, sizeof(name)) == 0)
+		lr.user = name;
 	if (lifecycle_create_request(d, &lr, &id, err, sizeof(err)) < 0) {
 		free(opt_text);
 		api_error(out, 500, "could not store the request: %s", err);
@@ -365,8 +368,7 @@ static void _submit_many(struct daemon *d, const struct api_caller *who, json_t 
 	int64_t *ids = calloc(n ? n : 1, sizeof(*ids));
 	json_t *arr = NULL;
 	int token = -1, ok = 1;
-	struct passwd pw, *pwp = NULL;
-	char pwbuf[4096];
+	char name[64];
 
 	if (!lr || !opts || !ids) {
 		api_error(out, 503, "out of memory");
@@ -378,9 +380,9 @@ static void _submit_many(struct daemon *d, const struct api_caller *who, json_t 
 			goto done;
 		}
 	/* One user name lookup for them all (lifecycle_create_request's, else). */
-	if (getpwuid_r(who->uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+	if (usercache_name(who->uid, name, sizeof(name)) == 0)
 		for (i = 0; i < n; i++)
-			lr[i].user = pw.pw_name;
+			lr[i].user = name;
 	token = queue_atomic_begin(d->q);
 	if (token < 0) {
 		api_error(out, 503, "could not store the requests: the state database is busy; "

@@ -20,6 +20,7 @@
 #include "grow.h"
 #include "log.h"
 #include "metrics.h"
+#include "usercache.h"
 #include "userdir.h"
 #include "worker.h"
 #include "worker_int.h"
@@ -637,8 +638,8 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	char err[512], name[64];
 	const char *bname = NULL;
 	char **exclude = NULL;
-	struct passwd pw, *pwp = NULL;
-	char pwbuf[4096];
+	char user[256];              /* LOGIN_NAME_MAX */
+	int known;
 	int64_t budget;
 	pid_t pid, self = getpid();	/* the child checks its parent against it */
 
@@ -661,15 +662,11 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	}
 	cksum_algo_from_name(d->conf->checksum, &algo);
 	/* Groups are looked up here, before fork: the worker only makes syscalls. */
-	if (getpwuid_r(r->uid, &pw, pwbuf, sizeof(pwbuf), &pwp) != 0 || !pwp ||
-	    getgrouplist(pwp->pw_name, r->gid, groups, &ngroups) < 0) {
-		groups[0] = r->gid;
-		ngroups = 1;
-	}
+	known = usercache_groups(r->uid, r->gid, user, sizeof(user), groups, &ngroups) == 0;
 	/* ArchiveRoot/USER or ScratchRoots/USER, made by root when missing (the
 	   worker, as the user, cannot create it below a root-owned 0755 root). */
-	if (pwp && userdir_for_dest(d->conf, r->dest, pwp->pw_name, r->uid, r->gid, err,
-				    sizeof(err)) < 0) {
+	if (known && userdir_for_dest(d->conf, r->dest, user, r->uid, r->gid, err,
+				      sizeof(err)) < 0) {
 		log_err("request %lld: %s", (long long)r->id, err);
 		_free_exclude(exclude);
 		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);

@@ -27,6 +27,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "usercache.h"
 #include "worker.h"
 #include "cleanup.h"
 #include "fdclose.h"
@@ -67,14 +68,7 @@ int worker_become(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
 
 void worker_groups(uid_t uid, gid_t gid, gid_t *groups, int *ngroups)
 {
-	struct passwd pw, *pwp = NULL;
-	char pwbuf[4096];
-
-	if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp) != 0 || !pwp ||
-	    getgrouplist(pwp->pw_name, gid, groups, ngroups) < 0) {
-		groups[0] = gid;
-		*ngroups = 1;
-	}
+	usercache_groups(uid, gid, NULL, 0, groups, ngroups);
 }
 
 /*
