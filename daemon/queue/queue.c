@@ -168,40 +168,55 @@ static sqlite3_stmt *_slot_prepare(sqlite3 *db, struct qp_slot *c, const char *s
 	return c->st;
 }
 
-sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen)
+/*
+ * sql for a read on db: the statement kept in cache (prepared once: a status
+ * call, a worker's start or the writer's answer to a POST parsed each of its
+ * reads again), or one of its own when the kept one is still stepping (a list
+ * whose callback reads the same way again) or the cache is full.
+ */
+static sqlite3_stmt *_read_stmt(sqlite3 *db, struct qp_slot *cache, const char *sql, char *err,
+				size_t errlen)
 {
+	struct qp_slot *c = _slot(cache, sql);
 	sqlite3_stmt *st = NULL;
 
-	if (q->rdb && !_mine(q)) {
-		struct qp_slot *c;
+	if (c && c->sql && !sqlite3_stmt_busy(c->st)) {
+		sqlite3_clear_bindings(c->st);
+		return c->st;
+	}
+	if (c && !c->sql)
+		return _slot_prepare(db, c, sql, err, errlen);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		qp_err(err, errlen, "database: %s", sqlite3_errmsg(db));
+		return NULL;
+	}
+	return st;
+}
 
+/* Ends a statement from _read_stmt: reset if the cache keeps it, else finalized. */
+static void _read_release(struct qp_slot *cache, sqlite3_stmt *st)
+{
+	for (struct qp_slot *c = cache; c < cache + QP_CACHE_MAX && c->sql; c++)
+		if (c->st == st) {
+			sqlite3_reset(st);
+			return;
+		}
+	sqlite3_finalize(st);
+}
+
+sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (q->rdb && !_mine(q)) {
 		pthread_mutex_lock(&q->rlock);
-		/*
-		 * Prepared once, as the writer's are: a status call or a worker's
-		 * start parsed each of its reads again. One still stepping (a list
-		 * whose callback reads the same way again) is left alone and this
-		 * read prepares its own.
-		 */
-		c = _slot(q->rcache, sql);
-		if (c && c->sql && !sqlite3_stmt_busy(c->st)) {
-			sqlite3_clear_bindings(c->st);
-			return c->st;
-		}
-		if (c && !c->sql) {
-			st = _slot_prepare(q->rdb, c, sql, err, errlen);
-			if (!st)
-				pthread_mutex_unlock(&q->rlock);
-			return st;
-		}
-		if (sqlite3_prepare_v2(q->rdb, sql, -1, &st, NULL) != SQLITE_OK) {
-			qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->rdb));
+		st = _read_stmt(q->rdb, q->rcache, sql, err, errlen);
+		if (!st)
 			pthread_mutex_unlock(&q->rlock);
-			return NULL;
-		}
 		return st;
 	}
 	qp_lock(q);
-	st = qp_prep(q, sql, err, errlen);
+	st = _read_stmt(q->db, q->cache, sql, err, errlen);
 	if (!st)
 		qp_unlock(q);
 	return st;
@@ -222,18 +237,11 @@ int qp_read_end(struct queue *q, sqlite3_stmt *st, int rc, char *err, size_t err
 
 	rc = rc == -1 ? -1 : _step_ok(db, rc, err, errlen);
 	if (q->rdb && db == q->rdb) {
-		int cached = 0;
-
-		for (struct qp_slot *c = q->rcache; c < q->rcache + QP_CACHE_MAX && c->sql; c++)
-			cached |= c->st == st;
-		if (cached)
-			sqlite3_reset(st);
-		else
-			sqlite3_finalize(st);
+		_read_release(q->rcache, st);
 		pthread_mutex_unlock(&q->rlock);
 		return rc;
 	}
-	sqlite3_finalize(st);
+	_read_release(q->cache, st);
 	qp_unlock(q);
 	return rc;
 }

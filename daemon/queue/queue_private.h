@@ -15,8 +15,10 @@
 
 /* Every statement the writer runs by a literal is prepared once (qp_execf,
    qp_cachedf, BEGIN and COMMIT): parsing SQL was 39% of the main loop's
-   time per request claimed (docs/scaling.md). The queue has about 60. */
-#define QP_CACHE_MAX 128
+   time per request claimed (docs/scaling.md). The queue has about 60, and
+   about 30 reads that the writer's thread may run on its own connection
+   (qp_read) are kept there too: room for both, with a margin. */
+#define QP_CACHE_MAX 192
 
 struct queue_new_request;
 

@@ -133,6 +133,49 @@ static void *_try_rlock(void *arg)
 }
 
 /* The statement makers on a queue: a bad format leaves nothing open, a good one works. */
+/*
+ * Reads in the writer's own transaction run on its connection: kept
+ * prepared (SQLITE_STMTSTATUS_RUN counts the runs of one statement), and one
+ * read nested in another of the same SQL gets a statement of its own.
+ */
+static void _test_writer_reads(struct queue *q)
+{
+	static const char *const sql = "SELECT ?1 * 2 UNION ALL SELECT ?1 * 3";
+	sqlite3_stmt *a, *b;
+	char err[256] = "";
+	int ra = 0, rb = 0;
+
+	qp_begin(q);
+	a = qp_readf(q, sql, err, sizeof(err), "i", 5);
+	ok(a && sqlite3_step(a) == SQLITE_ROW && sqlite3_column_int(a, 0) == 10,
+	   "writer's read: the first row (%s)", err);
+	if (!a)
+		goto out;
+	ok(qp_read_end(q, a, SQLITE_ROW, err, sizeof(err)) == 0, "writer's read: ended early");
+	a = qp_readf(q, sql, err, sizeof(err), "i", 7);
+	ok(a && sqlite3_step(a) == SQLITE_ROW && sqlite3_column_int(a, 0) == 14 &&
+	   sqlite3_stmt_status(a, SQLITE_STMTSTATUS_RUN, 0) == 2,
+	   "writer's read again: the same statement, kept prepared (runs: %d)",
+	   a ? sqlite3_stmt_status(a, SQLITE_STMTSTATUS_RUN, 0) : -1);
+	if (!a)
+		goto out;
+	b = qp_readf(q, sql, err, sizeof(err), "i", 100);
+	ok(b && b != a && sqlite3_step(b) == SQLITE_ROW && sqlite3_column_int(b, 0) == 200,
+	   "a read nested in one still stepping gets its own statement");
+	if (b) {
+		while (sqlite3_step(b) == SQLITE_ROW)
+			rb++;
+		ok(qp_read_end(q, b, SQLITE_DONE, err, sizeof(err)) == 0 && rb == 1,
+		   "the nested read ends (%s)", err);
+	}
+	while (sqlite3_step(a) == SQLITE_ROW)
+		ra = sqlite3_column_int(a, 0);
+	ok(ra == 21 && qp_read_end(q, a, SQLITE_DONE, err, sizeof(err)) == 0,
+	   "the outer read goes on where it was (%d)", ra);
+out:
+	qp_end(q, 0, 0, err, sizeof(err));
+}
+
 static void _test_queue(void)
 {
 	char dir[] = "/tmp/test_stmt_XXXXXX", path[300], err[256] = "";
@@ -170,6 +213,7 @@ static void _test_queue(void)
 	ok(st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 42,
 	   "qp_prepf: bound and read");
 	sqlite3_finalize(st);
+	_test_writer_reads(q);
 	queue_close(q);
 	{
 		static const char *const sfx[] = { "", "-wal", "-shm" };
