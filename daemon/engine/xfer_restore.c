@@ -210,8 +210,11 @@ out:
 	if (res != XFER_OK) {
 		char full[XFER_TEXT_MAX];
 
-		snprintf(full, sizeof(full), "job %lld: stage-in from the archive: %s", (long long)
-			 ctx->job_id, msg[0] ? msg : "failed");
+		/* A request made through the API has no job: it is named instead. */
+		snprintf(full, sizeof(full), "%s %lld: stage-in from the archive: %s",
+			 ctx->job_id > 0 ? "job" : "request",
+			 (long long)(ctx->job_id > 0 ? ctx->job_id : ctx->request_id),
+			 msg[0] ? msg : "failed");
 		snprintf(msg, sizeof(msg), "%s", full);
 	}
 	xfer_emit(ctx, XR_RESULT, res, 0, 0, 0, NULL, NULL, msg);

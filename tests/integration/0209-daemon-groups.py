@@ -73,6 +73,8 @@ def test_non_member_is_refused(daemon, shared):
     r, dest = _stage(daemon, shared, "shtest2", "outsider")
     assert r["state"] != "done", r
     assert "Permission denied" in (r.get("error") or ""), r
+    # Made through the API, it has no job: the message names the request.
+    assert f"request {r['id']}: " in r["error"] and "job 0" not in r["error"], r
     assert not os.path.exists(os.path.join(dest, "a.dat"))
 
 
