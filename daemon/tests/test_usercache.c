@@ -44,7 +44,7 @@ static const struct passwd *_user_with_groups(void)
 		if (getgrouplist(pw->pw_name, pw->pw_gid, g, &n) >= 0 && n >= 2 &&
 		    strlen(pw->pw_name) < sizeof(name)) {
 			copy = *pw;
-			strcpy(name, pw->pw_name);   /* length checked above */
+			memcpy(name, pw->pw_name, strlen(pw->pw_name) + 1);  /* fits: checked above */
 			copy.pw_name = name;
 			endpwent();
 			return &copy;
