@@ -13,6 +13,7 @@ by scripts/testbed; created here with useradd -m if missing).
 Run: sudo python3 -m pytest -v tests/integration/0200-daemon*.py
 """
 import contextlib
+import ctypes
 import errno
 import hashlib
 import http.client
@@ -194,6 +195,14 @@ class Api:
             time.sleep(0.2)
 
 
+def _die_with_parent():
+    """In the child before exec: SIGTERM when pytest dies. A run killed
+    (a CI timeout, ^C twice) left its private daemons running, each holding
+    its socket, database and workers, since teardown never ran."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 class Daemon:
     """One stagehandd process with its own config, socket, db and log."""
 
@@ -253,7 +262,7 @@ class Daemon:
         # which teardown (and a crash test, as systemd would) kills as a whole.
         self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                     env=self.env)
+                                     env=self.env, preexec_fn=_die_with_parent)
         log.close()
         self.starts += 1
         end = time.monotonic() + timeout
