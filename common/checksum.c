@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "checksum.h"
+#include "evpguard.h"
 
 int cksum_algo_from_name(const char *name, enum cksum_algo *out)
 {
@@ -26,6 +27,8 @@ const char *cksum_algo_name(enum cksum_algo algo)
 
 int cksum_init(struct cksum *c, enum cksum_algo algo)
 {
+	int ok;
+
 	c->algo = algo;
 	c->xxh = NULL;
 	c->evp = NULL;
@@ -39,7 +42,10 @@ int cksum_init(struct cksum *c, enum cksum_algo algo)
 	c->evp = EVP_MD_CTX_new();
 	if (!c->evp)
 		return -1;
-	if (!EVP_DigestInit_ex(c->evp, algo == CKSUM_SHA256 ? EVP_sha256() : EVP_md5(), NULL)) {
+	evpguard_enter();             /* the fetch takes OpenSSL's locks (evpguard.h) */
+	ok = EVP_DigestInit_ex(c->evp, algo == CKSUM_SHA256 ? EVP_sha256() : EVP_md5(), NULL);
+	evpguard_leave();
+	if (!ok) {
 		EVP_MD_CTX_free(c->evp);
 		c->evp = NULL;
 		return -1;

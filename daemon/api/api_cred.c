@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "api_cred.h"
+#include "evpguard.h"
 #include "log.h"
 
 /*
@@ -88,10 +89,14 @@ static size_t _bucket(const struct api_cred *ac, const unsigned char *digest)
 {
 	unsigned char in[sizeof(ac->salt) + CREDBIND_DIGEST_LEN], h[EVP_MAX_MD_SIZE];
 	unsigned int hl = 0;
+	int ok;
 
 	memcpy(in, ac->salt, sizeof(ac->salt));
 	memcpy(in + sizeof(ac->salt), digest, CREDBIND_DIGEST_LEN);
-	if (!EVP_Digest(in, sizeof(in), h, &hl, EVP_sha256(), NULL) || hl < 4)
+	evpguard_enter();             /* a worker may be forked meanwhile (evpguard.h) */
+	ok = EVP_Digest(in, sizeof(in), h, &hl, EVP_sha256(), NULL);
+	evpguard_leave();
+	if (!ok || hl < 4)
 		memcpy(h, digest, 4);   /* libcrypto failed: still a valid bucket */
 	return (((size_t)h[0] << 24 | (size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3]) %
 		CACHE_BUCKETS);
@@ -144,8 +149,12 @@ int api_cred_payload(struct api_cred *ac, const void *payload, size_t plen,
 {
 	unsigned char digest[CREDBIND_DIGEST_LEN];
 	long long t = 0;
+	int rc;
 
-	if (credbind_check(payload, plen, rq, now, &t, digest, why, whylen) != CREDBIND_OK)
+	evpguard_enter();             /* its SHA-256, as in _bucket */
+	rc = credbind_check(payload, plen, rq, now, &t, digest, why, whylen);
+	evpguard_leave();
+	if (rc != CREDBIND_OK)
 		return 403;
 	/* Kept until TIME leaves the window: after that the window refuses it. */
 	if (_seen(ac, digest, t + CREDBIND_WINDOW_S, now)) {
