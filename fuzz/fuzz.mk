@@ -34,7 +34,7 @@ DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.
 API_SRCS = $(SRC)/daemon/api/api_decode.c $(DSL_SRCS)
 DCLIENT_SRCS = $(SRC)/common/dclient.c $(SRC)/common/credbind.c $(SRC)/common/conf.c $(SRC)/common/conf_keys.c \
 	$(SRC)/common/log.c $(SRC)/common/grow.c
-BUNDLE_SRCS = $(SRC)/common/bundle.c $(SRC)/common/checksum.c $(SRC)/common/grow.c
+BUNDLE_SRCS = $(SRC)/common/bundle.c $(SRC)/common/checksum.c $(SRC)/common/evpguard.c $(SRC)/common/grow.c
 
 all: $(addprefix $(OUT)/,$(TARGETS))
 
