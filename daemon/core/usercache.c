@@ -108,20 +108,10 @@ int usercache_groups(uid_t uid, gid_t gid, char *name, size_t len, gid_t *groups
 	pthread_mutex_unlock(&_lock);
 	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
 		goto unknown;
-	if (groups && getgrouplist(pwp->pw_name, gid, got, &n) < 0)
-		n = -1;                       /* more than USERCACHE_GROUPS */
-	if (groups && n < 0) {
-		/* Not kept: asked in full each time, into the caller's room. */
-		n = room;
-		if (getgrouplist(pwp->pw_name, gid, groups, &n) < 0) {
-			groups[0] = gid;      /* as getgrouplist's own shortfall was */
-			n = 1;
-		}
-		*ngroups = n;
-		return _copy(name, len, pwp->pw_name);
-	}
-	if (groups && n > room) {
-		groups[0] = gid;              /* as getgrouplist's own shortfall was */
+	/* More groups than an entry keeps, or than the caller has room for: its
+	   gid alone, as getgrouplist's own shortfall gave, and nothing kept. */
+	if (groups && (getgrouplist(pwp->pw_name, gid, got, &n) < 0 || n > room)) {
+		groups[0] = gid;
 		*ngroups = 1;
 		return _copy(name, len, pwp->pw_name);
 	}
