@@ -176,6 +176,75 @@ out:
 	qp_end(q, 0, 0, err, sizeof(err));
 }
 
+/* VM steps run on db since the last call (every statement's count read and reset). */
+static long _vm_steps(sqlite3 *db)
+{
+	long n = 0;
+
+	for (sqlite3_stmt *st = sqlite3_next_stmt(db, NULL); st; st = sqlite3_next_stmt(db, st))
+		n += sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 1);
+	return n;
+}
+
+struct _first {
+	int64_t id;
+	int n;
+};
+
+static int _first_id(const struct queue_request *r, void *arg)
+{
+	struct _first *f = arg;
+
+	if (!f->n++)
+		f->id = r->id;
+	return 0;
+}
+
+/*
+ * A list by uid, by job or of what needs attention reads what its index
+ * finds, not the whole table: 4,000 requests, and the one asked for is the
+ * oldest (id 1, the only failed one), which a scan in id order, newest
+ * first, reaches last. Counted in SQLite's
+ * VM steps (a count, not a time): a scan takes more than one step a row.
+ */
+static void _test_list_indexed(struct queue *q)
+{
+	static const struct {
+		const char *what;
+		struct queue_filter f;
+	} cases[] = {
+		{ "by uid", { .uid = 4242, .state = -1, .limit = 1 } },
+		{ "by job", { .uid = -1, .job_id = 77777, .state = -1 } },
+		{ "needing attention", { .uid = -1, .state = -1, .attention_since = 50 } },
+		{ "by uid and job", { .uid = 4242, .job_id = 77777, .state = -1 } },
+		{ "by job, needing attention", { .uid = -1, .job_id = 77777, .state = -1,
+						 .attention_since = 50 } },
+		{ "by uid, needing attention", { .uid = 4242, .state = -1, .attention_since = 50 } },
+		{ "by uid and state", { .uid = 4242, .state = QS_FAILED_FINAL } },
+	};
+	char err[256] = "";
+	sqlite3 *db = q->rdb ? q->rdb : q->db;
+
+	ok(qp_exec(q, "INSERT INTO requests (uid, gid, user, job_id, action, source, state,"
+		   " created, updated) VALUES (4242, 1, 'u', 77777, 'archive', '/s',"
+		   " 'failed_final', 0, 100);"
+		   "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3999)"
+		   " INSERT INTO requests (uid, gid, user, job_id, action, source, state,"
+		   " created, updated) SELECT 1000 + i % 10, 1, 'u', i, 'archive', '/s', 'done',"
+		   " 0, 0 FROM n", err, sizeof(err)) == 0, "4,000 requests (%s)", err);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct _first got = { 0, 0 };
+		long steps;
+
+		_vm_steps(db);
+		if (queue_request_list(q, &cases[i].f, _first_id, &got, err, sizeof(err)) < 0)
+			tap_diag("%s: %s", cases[i].what, err);
+		steps = _vm_steps(db);
+		ok(got.n == 1 && got.id == 1 && steps < 1000, "list %s: request 1 alone, %ld VM "
+		   "steps (a scan of the table takes over 4,000)", cases[i].what, steps);
+	}
+}
+
 static void _test_queue(void)
 {
 	char dir[] = "/tmp/test_stmt_XXXXXX", path[300], err[256] = "";
@@ -214,6 +283,7 @@ static void _test_queue(void)
 	   "qp_prepf: bound and read");
 	sqlite3_finalize(st);
 	_test_writer_reads(q);
+	_test_list_indexed(q);
 	queue_close(q);
 	{
 		static const char *const sfx[] = { "", "-wal", "-shm" };
