@@ -202,36 +202,42 @@ static int _first_id(const struct queue_request *r, void *arg)
 
 /*
  * A list by uid, by job or of what needs attention reads what its index
- * finds, not the whole table: 4,000 requests, and the one asked for is the
- * oldest (id 1, the only failed one), which a scan in id order, newest
- * first, reaches last. Counted in SQLite's
- * VM steps (a count, not a time): a scan takes more than one step a row.
+ * finds, not the whole table: 4,000 requests, of which the failed ones
+ * asked for are the oldest (ids 1 and 2), which a scan in id order, newest
+ * first, reaches last; uid 4343 also owns 2,000 finished ones, which its
+ * "needs attention" list must not read either. Counted in SQLite's VM
+ * steps (a count, not a time): a scan takes more than one step a row.
  */
 static void _test_list_indexed(struct queue *q)
 {
 	static const struct {
 		const char *what;
 		struct queue_filter f;
+		int n;
+		int64_t id;          /* the newest listed */
 	} cases[] = {
-		{ "by uid", { .uid = 4242, .state = -1, .limit = 1 } },
-		{ "by job", { .uid = -1, .job_id = 77777, .state = -1 } },
-		{ "needing attention", { .uid = -1, .state = -1, .attention_since = 50 } },
-		{ "by uid and job", { .uid = 4242, .job_id = 77777, .state = -1 } },
+		{ "by uid", { .uid = 4242, .state = -1, .limit = 1 }, 1, 1 },
+		{ "by job", { .uid = -1, .job_id = 77777, .state = -1 }, 1, 1 },
+		{ "needing attention", { .uid = -1, .state = -1, .attention_since = 50 }, 2, 2 },
+		{ "by uid and job", { .uid = 4242, .job_id = 77777, .state = -1 }, 1, 1 },
 		{ "by job, needing attention", { .uid = -1, .job_id = 77777, .state = -1,
-						 .attention_since = 50 } },
-		{ "by uid, needing attention", { .uid = 4242, .state = -1, .attention_since = 50 } },
-		{ "by uid and state", { .uid = 4242, .state = QS_FAILED_FINAL } },
+						 .attention_since = 50 }, 1, 1 },
+		{ "by uid, needing attention", { .uid = 4343, .state = -1, .attention_since = 50 },
+		  1, 2 },
+		{ "by uid and state", { .uid = 4242, .state = QS_FAILED_FINAL }, 1, 1 },
 	};
 	char err[256] = "";
 	sqlite3 *db = q->rdb ? q->rdb : q->db;
 
 	ok(qp_exec(q, "INSERT INTO requests (uid, gid, user, job_id, action, source, state,"
 		   " created, updated) VALUES (4242, 1, 'u', 77777, 'archive', '/s',"
+		   " 'failed_final', 0, 100), (4343, 1, 'v', 88888, 'archive', '/s',"
 		   " 'failed_final', 0, 100);"
-		   "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3999)"
+		   "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3998)"
 		   " INSERT INTO requests (uid, gid, user, job_id, action, source, state,"
-		   " created, updated) SELECT 1000 + i % 10, 1, 'u', i, 'archive', '/s', 'done',"
-		   " 0, 0 FROM n", err, sizeof(err)) == 0, "4,000 requests (%s)", err);
+		   " created, updated) SELECT CASE WHEN i % 2 THEN 1000 + i % 10 ELSE 4343 END,"
+		   " 1, 'u', i, 'archive', '/s', 'done', 0, 0 FROM n", err, sizeof(err)) == 0,
+	   "4,000 requests (%s)", err);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct _first got = { 0, 0 };
 		long steps;
@@ -240,8 +246,10 @@ static void _test_list_indexed(struct queue *q)
 		if (queue_request_list(q, &cases[i].f, _first_id, &got, err, sizeof(err)) < 0)
 			tap_diag("%s: %s", cases[i].what, err);
 		steps = _vm_steps(db);
-		ok(got.n == 1 && got.id == 1 && steps < 1000, "list %s: request 1 alone, %ld VM "
-		   "steps (a scan of the table takes over 4,000)", cases[i].what, steps);
+		ok(got.n == cases[i].n && got.id == cases[i].id && steps < 1000,
+		   "list %s: %d request%s from %lld (%d from %lld), %ld VM steps (a scan of the "
+		   "table takes over 4,000)", cases[i].what, cases[i].n, cases[i].n == 1 ? "" : "s",
+		   (long long)cases[i].id, got.n, (long long)got.id, steps);
 	}
 }
 
