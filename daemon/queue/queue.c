@@ -435,6 +435,10 @@ static const char *_schema_fair =
 	" (action IN ('archive','stage_out')), id);"
 	"CREATE TABLE IF NOT EXISTS dispatch (uid INTEGER PRIMARY KEY,"
 	" last_claim INTEGER NOT NULL);"
+	/* An archive copy found by its destination (queue_archive_of, at each
+	   stage-in): done archives only, so other requests cost it nothing. */
+	"CREATE INDEX IF NOT EXISTS requests_archive_dest ON requests(dest)"
+	" WHERE action='archive' AND state='done';"
 	/* The audit export (queue_audit.c) selects by job, by user and time. */
 	"CREATE INDEX IF NOT EXISTS audit_job ON audit(job_id);"
 	"CREATE INDEX IF NOT EXISTS audit_uid ON audit(uid, ended);"

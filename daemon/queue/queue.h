@@ -273,8 +273,9 @@ int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 		    int (*fn)(const struct queue_item *it, void *arg), void *arg,
 		    char *err, size_t errlen);
 /*
- * The archive copy path lies in: the newest done archive request whose
- * destination is path or a directory above it. 1 with its id in *req and
+ * The archive copy path lies in: of the done archive requests whose
+ * destination is path or a directory above it, the newest of those with
+ * the deepest destination. 1 with its id in *req and
  * its destination in *dest (new string, caller frees), 0 when path is in no
  * archive copy the daemon made, -1 with err.
  */

@@ -302,17 +302,18 @@ int queue_item_list(struct queue *q, int64_t req, int state, int limit,
 	return qp_read_end(q, st, rc, err, errlen);
 }
 
-int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **dest,
-		     char *err, size_t errlen)
+/*
+ * One destination looked up in requests_archive_dest (queue.c), the newest
+ * done archive to exactly that path: 1 (set *req and *dest), 0, or -1.
+ */
+static int _archive_at(struct queue *q, const char *dest_path, int64_t *req, char **dest,
+		       char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc, found = 0;
 
-	*dest = NULL;
 	st = qp_readf(q, "SELECT id, dest FROM requests WHERE action='archive' AND state='done'"
-		      " AND dest IS NOT NULL AND (dest=?1 OR (length(?1) > length(dest) AND"
-		      " substr(?1, 1, length(dest) + 1) = dest || '/'))"
-		      " ORDER BY length(dest) DESC, id DESC LIMIT 1", err, errlen, "t", path);
+		      " AND dest=?1 ORDER BY id DESC LIMIT 1", err, errlen, "t", dest_path);
 	if (!st)
 		return -1;
 	rc = sqlite3_step(st);
@@ -328,6 +329,38 @@ int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **des
 		return -1;
 	}
 	return found;
+}
+
+/*
+ * The deepest of path and the directories above it (each prefix that ends
+ * before a '/') that a done archive went to, looked up one at a time,
+ * deepest first, in an index: a select that compared every done archive's
+ * destination with path read the whole table at each stage-in, in the main
+ * loop (300 ms at a million requests).
+ */
+int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **dest,
+		     char *err, size_t errlen)
+{
+	size_t len = strlen(path);
+	char *prefix = strdup(path);
+	int rc;
+
+	*dest = NULL;
+	if (!prefix) {
+		qp_err(err, errlen, "out of memory");
+		return -1;
+	}
+	rc = _archive_at(q, prefix, req, dest, err, errlen);
+	while (rc == 0 && len > 1) {
+		while (--len > 0 && prefix[len] != '/')
+			;
+		if (len == 0)
+			break;
+		prefix[len] = '\0';
+		rc = _archive_at(q, prefix, req, dest, err, errlen);
+	}
+	free(prefix);
+	return rc;
 }
 
 /* Caller holds the lock. */

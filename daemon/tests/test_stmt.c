@@ -253,6 +253,72 @@ static void _test_list_indexed(struct queue *q)
 	}
 }
 
+/*
+ * The archive a stage-in's source lies in: the deepest done archive
+ * destination at or above the path, the newest of those; read from the
+ * index, not from 4,000 other done archives (VM steps counted).
+ */
+static void _test_archive_of(struct queue *q)
+{
+	static const struct {
+		const char *path;
+		int found;
+		const char *dest;
+		const char *job;     /* the found request's job id, as text */
+	} cases[] = {
+		{ "/arch/p/x/y", 1, "/arch/p", "3" },
+		{ "/arch/p/deep/z", 1, "/arch/p/deep", "2" },
+		{ "/arch/p/deep", 1, "/arch/p/deep", "2" },
+		{ "/arch/p/deeper/z", 1, "/arch/p", "3" },
+		{ "/arch/p/", 1, "/arch/p", "3" },
+		{ "/arch/p//x", 1, "/arch/p", "3" },
+		{ "/arch/q/x", 0, NULL, NULL },
+		{ "/arch/r/x", 0, NULL, NULL },
+		{ "/arch", 0, NULL, NULL },
+		{ "/", 0, NULL, NULL },
+		{ "relative/p", 0, NULL, NULL },
+	};
+	char err[256] = "";
+	sqlite3 *db = q->rdb ? q->rdb : q->db;
+
+	ok(qp_exec(q, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE"
+		   " i < 4000) INSERT INTO requests (uid, gid, user, job_id, action, source, dest,"
+		   " state, created, updated) SELECT 1, 1, 'u', 100000 + i, 'archive', '/s',"
+		   " '/arch/u/' || i, 'done', 0, 0 FROM n;"
+		   "INSERT INTO requests (uid, gid, user, job_id, action, source, dest, state,"
+		   " created, updated) VALUES"
+		   " (1, 1, 'u', 1, 'archive', '/s', '/arch/p', 'done', 0, 0),"
+		   " (1, 1, 'u', 2, 'archive', '/s', '/arch/p/deep', 'done', 0, 0),"
+		   " (1, 1, 'u', 3, 'archive', '/s', '/arch/p', 'done', 0, 0),"
+		   " (1, 1, 'u', 4, 'archive', '/s', '/arch/q', 'failed_final', 0, 0),"
+		   " (1, 1, 'u', 5, 'stage_in', '/s', '/arch/r', 'done', 0, 0)", err,
+		   sizeof(err)) == 0, "4,005 requests with destinations (%s)", err);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t req = 0, job = 0;
+		char *dest = NULL, jobtext[24] = "";
+		long steps;
+		int rc;
+
+		_vm_steps(db);
+		rc = queue_archive_of(q, cases[i].path, &req, &dest, err, sizeof(err));
+		steps = _vm_steps(db);
+		if (rc == 1) {
+			sqlite3_stmt *st = _prep(q->db, "SELECT job_id FROM requests WHERE id=?1");
+
+			sqlite3_bind_int64(st, 1, req);
+			if (st && sqlite3_step(st) == SQLITE_ROW)
+				job = sqlite3_column_int64(st, 0);
+			sqlite3_finalize(st);
+			snprintf(jobtext, sizeof(jobtext), "%lld", (long long)job);
+		}
+		ok(rc == cases[i].found && (!cases[i].dest || (dest && !strcmp(dest, cases[i].dest) &&
+		   !strcmp(jobtext, cases[i].job))) && steps < 1000,
+		   "archive of %s: %s (got %d, %s, job %s), %ld VM steps", cases[i].path,
+		   cases[i].dest ? cases[i].dest : "none", rc, dest ? dest : "-", jobtext, steps);
+		free(dest);
+	}
+}
+
 static void _test_queue(void)
 {
 	char dir[] = "/tmp/test_stmt_XXXXXX", path[300], err[256] = "";
@@ -292,6 +358,7 @@ static void _test_queue(void)
 	sqlite3_finalize(st);
 	_test_writer_reads(q);
 	_test_list_indexed(q);
+	_test_archive_of(q);
 	queue_close(q);
 	{
 		static const char *const sfx[] = { "", "-wal", "-shm" };
