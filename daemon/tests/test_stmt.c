@@ -319,6 +319,88 @@ static void _test_archive_of(struct queue *q)
 	}
 }
 
+/* queue_count_states against a count of the table itself: 1 when every state agrees. */
+static int _counts_agree(struct queue *q, const char *when)
+{
+	int64_t got[QS_COUNT], want[QS_COUNT] = { 0 };
+	char err[256] = "";
+	sqlite3_stmt *st = _prep(q->db, "SELECT state, count(*) FROM requests GROUP BY state");
+	int same = 1;
+
+	while (st && sqlite3_step(st) == SQLITE_ROW) {
+		enum queue_state k;
+
+		if (queue_state_from_name((const char *)sqlite3_column_text(st, 0), &k) == 0)
+			want[k] = sqlite3_column_int64(st, 1);
+	}
+	sqlite3_finalize(st);
+	if (queue_count_states(q, got, err, sizeof(err)) < 0) {
+		tap_diag("%s: %s", when, err);
+		return 0;
+	}
+	for (int k = 0; k < QS_COUNT; k++)
+		if (got[k] != want[k]) {
+			tap_diag("%s: %s counted %lld, the table holds %lld", when,
+				 queue_state_name((enum queue_state)k), (long long)got[k],
+				 (long long)want[k]);
+			same = 0;
+		}
+	return same;
+}
+
+/*
+ * The requests of each state are counted as they change (triggers), not by
+ * reading the table: right after inserts, state changes and deletes, in a
+ * few VM steps at 8,000 requests.
+ */
+static void _test_counts(struct queue *q)
+{
+	int64_t n[QS_COUNT];
+	char err[256] = "";
+	sqlite3 *db = q->rdb ? q->rdb : q->db;
+	long steps;
+
+	ok(_counts_agree(q, "after the inserts"), "counts by state: as the table, after inserts");
+	ok(qp_exec(q, "UPDATE requests SET state='cancelled' WHERE id <= 30;"
+		   "UPDATE requests SET state='queued' WHERE id > 30 AND id <= 40;"
+		   "UPDATE requests SET state='done' WHERE id > 40 AND id <= 45;"
+		   "UPDATE requests SET updated=1 WHERE id <= 100", err, sizeof(err)) == 0 &&
+	   _counts_agree(q, "after state changes"),
+	   "counts by state: as the table, after state changes and other updates (%s)", err);
+	ok(qp_exec(q, "DELETE FROM requests WHERE id > 20 AND id <= 35", err, sizeof(err)) == 0 &&
+	   _counts_agree(q, "after deletes"), "counts by state: as the table, after deletes (%s)",
+	   err);
+	_vm_steps(db);
+	queue_count_states(q, n, err, sizeof(err));
+	steps = _vm_steps(db);
+	ok(steps < 200, "counts by state: %ld VM steps at 8,000 requests (a count of the table "
+	   "takes over 8,000)", steps);
+}
+
+/* A database from before the counts: made and filled at the next open, as the table says. */
+static void _test_counts_fill(const char *path)
+{
+	sqlite3 *db = NULL;
+	struct queue *q;
+	char err[256] = "";
+	int rc = sqlite3_open(path, &db);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "DROP TRIGGER request_counts_ins; DROP TRIGGER request_counts_upd;"
+				  "DROP TRIGGER request_counts_del; DROP TABLE request_counts;"
+				  "UPDATE requests SET state='failed_final' WHERE id <= 5;"
+				  "INSERT INTO requests (uid, gid, user, action, source, state, created,"
+				  " updated) VALUES (1, 1, 'u', 'archive', '/s', 'running', 0, 0)",
+				  NULL, NULL, NULL);
+	sqlite3_close(db);
+	ok(rc == SQLITE_OK, "a database as an older stagehandd left it");
+	q = queue_open(path, err, sizeof(err));
+	ok(q && _counts_agree(q, "reopened"), "counts by state: made and filled at open (%s)",
+	   err);
+	if (q)
+		queue_close(q);
+}
+
 static void _test_queue(void)
 {
 	char dir[] = "/tmp/test_stmt_XXXXXX", path[300], err[256] = "";
@@ -359,7 +441,9 @@ static void _test_queue(void)
 	_test_writer_reads(q);
 	_test_list_indexed(q);
 	_test_archive_of(q);
+	_test_counts(q);
 	queue_close(q);
+	_test_counts_fill(path);
 	{
 		static const char *const sfx[] = { "", "-wal", "-shm" };
 		char p[320];
