@@ -825,8 +825,9 @@ int queue_request_get(struct queue *q, int64_t id, struct queue_request **out,
  * serve, so that it reads what the index finds, not the table. A single
  * select with "(?2 = 0 OR job_id=?2)" could use no index at all: every
  * list by job (the watch follows each pending job's stage-ins at every
- * tick) and every "what needs attention" read the whole table, 58 ms each
- * at a million requests through the API. Which index, in this order:
+ * tick) and every "what needs attention" read the whole table, 64-74 ms
+ * each at a million requests through the API (make bench-history). Which
+ * index, in this order:
  *   - a job's requests (requests_job): a job has a few; the uid is then
  *     only checked (the unary + keeps SQLite from picking requests_uid,
  *     which holds every request the user ever made);
