@@ -341,8 +341,7 @@ static int _archive_at(struct queue *q, const char *dest_path, int64_t *req, cha
 int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **dest,
 		     char *err, size_t errlen)
 {
-	size_t len = strlen(path);
-	char *prefix = strdup(path);
+	char *prefix = strdup(path), *slash;
 	int rc;
 
 	*dest = NULL;
@@ -351,12 +350,8 @@ int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **des
 		return -1;
 	}
 	rc = _archive_at(q, prefix, req, dest, err, errlen);
-	while (rc == 0 && len > 1) {
-		while (--len > 0 && prefix[len] != '/')
-			;
-		if (len == 0)
-			break;
-		prefix[len] = '\0';
+	while (rc == 0 && (slash = strrchr(prefix, '/')) && slash != prefix) {
+		*slash = '\0';
 		rc = _archive_at(q, prefix, req, dest, err, errlen);
 	}
 	free(prefix);
