@@ -1,14 +1,17 @@
 /* metrics.c - see metrics.h. */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit_tally.h"
 #include "checksum.h"
 #include "cleanup.h"
 #include "grow.h"
+#include "log.h"
 #include "metrics.h"
 #include "pace.h"
 #include "queue.h"
@@ -18,11 +21,20 @@
 
 struct metrics *metrics_create(void)
 {
-	return calloc(1, sizeof(struct metrics));
+	struct metrics *m = calloc(1, sizeof(struct metrics));
+
+	if (m && !(m->audit = audit_tally_new())) {
+		free(m);
+		return NULL;
+	}
+	return m;
 }
 
 void metrics_destroy(struct metrics *m)
 {
+	if (!m)
+		return;
+	audit_tally_free(m->audit);
 	free(m);
 }
 
@@ -92,12 +104,6 @@ static void _add_label(struct _buf *b, const char *v)
 	}
 }
 
-struct _users {
-	struct _buf *b;
-	int hash;
-	int files;                   /* 0: the bytes series, 1: the files series */
-};
-
 /* The user label: the name, or (MetricsHashUsers=yes) 16 hex digits of its SHA-256. */
 static void _user_label(struct _buf *b, const char *name, int64_t uid, int hash)
 {
@@ -117,74 +123,69 @@ static void _user_label(struct _buf *b, const char *name, int64_t uid, int hash)
 	_add(b, "%.16s", cksum_hex(hex));
 }
 
-static int _user_row(const struct queue_audit_row *r, void *arg)
+/* Each user's series of one family (files or bytes), at most METRICS_MAX_USERS, by uid. */
+static void _render_users(struct _buf *b, const struct audit_tally *t, int files, int hash)
 {
-	struct _users *u = arg;
+	const char *name = files ? "stagehand_user_files_moved_total" :
+		"stagehand_user_bytes_moved_total";
 
-	_add(u->b, "%s{user=\"", u->files ? "stagehand_user_files_moved_total" :
-	     "stagehand_user_bytes_moved_total");
-	_user_label(u->b, r->user, r->uid, u->hash);
-	_add(u->b, "\"} %lld\n", (long long)(u->files ? r->files : r->bytes));
-	return 0;
+	_add(b, "# HELP %s Verified %s moved for each user (audit trail).\n# TYPE %s counter\n",
+	     name, files ? "files" : "bytes", name);
+	for (size_t i = 0; i < t->nusers && i < METRICS_MAX_USERS; i++) {
+		const struct audit_user *u = &t->users[i];
+
+		_add(b, "%s{user=\"", name);
+		_user_label(b, u->user, u->uid, hash);
+		_add(b, "\"} %lld\n", (long long)(files ? u->files : u->bytes));
+	}
 }
 
 /*
  * Series from the audit trail, so they survive restarts: per user (name or
  * hash) and per configured file system (ScratchRoots, ArchiveRoot; site
- * paths, never a user's).
+ * paths, never a user's). The totals are kept between scrapes
+ * (audit_tally.h): a scrape reads only the rows added since the last one.
  */
 static void _render_audit(struct daemon *d, struct _buf *b)
 {
-	struct queue_audit_filter f = { 0, -1, 0, QA_BY_USER, METRICS_MAX_USERS };
-	struct _users u = { b, 0, 0 };
+	static const char *const name[3] = { "stagehand_filesystem_bytes_read_total",
+		"stagehand_filesystem_bytes_written_total",
+		"stagehand_filesystem_files_written_total" };
+	static const char *const help[3] = { "Verified bytes read from each configured "
+		"file system (ScratchRoots, ArchiveRoot).", "Verified bytes written to each "
+		"configured file system.", "Verified files written to each configured file "
+		"system." };
+	struct audit_tally *t = d->metrics->audit;
 	char err[256], *roots[66];
-	struct { int64_t files, bytes; } rd[66], wr[66];
-	int n = 0;
+	int n = 0, hash;
 
 	pthread_rwlock_rdlock(&d->conf_lock);
-	u.hash = d->conf->metrics_hash_users;
+	hash = d->conf->metrics_hash_users;
 	for (char **r = d->conf->scratch_roots; *r && n < 64; r++)
-		roots[n++] = strdup(*r);
-	if (d->conf->archive_root)
-		roots[n++] = strdup(d->conf->archive_root);
+		if ((roots[n] = strdup(*r)))
+			n++;
+	if (d->conf->archive_root && (roots[n] = strdup(d->conf->archive_root)))
+		n++;
 	pthread_rwlock_unlock(&d->conf_lock);
-	_add(b, "# HELP stagehand_user_bytes_moved_total Verified bytes moved for each user "
-	     "(audit trail).\n# TYPE stagehand_user_bytes_moved_total counter\n");
-	if (queue_audit_rows(d->q, &f, _user_row, &u, err, sizeof(err)) >= 0) {
-		u.files = 1;
-		_add(b, "# HELP stagehand_user_files_moved_total Verified files moved for each "
-		     "user (audit trail).\n# TYPE stagehand_user_files_moved_total counter\n");
-		queue_audit_rows(d->q, &f, _user_row, &u, err, sizeof(err));
-	}
-	for (int i = 0; i < n; i++)
-		if (!roots[i] ||
-		    queue_audit_under(d->q, roots[i], 1, &rd[i].files, &rd[i].bytes, err,
-				      sizeof(err)) < 0 ||
-		    queue_audit_under(d->q, roots[i], 0, &wr[i].files, &wr[i].bytes, err,
-				      sizeof(err)) < 0) {
-			free(roots[i]);
-			roots[i] = NULL;
-		}
+	pthread_mutex_lock(&t->lock);
+	if (audit_tally_update(t, d->q, roots, n, err, sizeof(err)) < 0)
+		log_warn("metrics: the audit trail's totals: %s (the series show the "
+			"rows read before it)", err);
+	_render_users(b, t, 0, hash);
+	_render_users(b, t, 1, hash);
 	/* Each family's samples together, as the exposition format requires. */
 	for (int s = 0; s < 3; s++) {
-		static const char *const name[3] = { "stagehand_filesystem_bytes_read_total",
-			"stagehand_filesystem_bytes_written_total",
-			"stagehand_filesystem_files_written_total" };
-		static const char *const help[3] = { "Verified bytes read from each configured "
-			"file system (ScratchRoots, ArchiveRoot).", "Verified bytes written to each "
-			"configured file system.", "Verified files written to each configured file "
-			"system." };
-
 		_add(b, "# HELP %s %s\n# TYPE %s counter\n", name[s], help[s], name[s]);
-		for (int i = 0; i < n; i++) {
-			if (!roots[i])
-				continue;
+		for (int i = 0; i < t->nroots; i++) {
+			const struct audit_root *r = &t->roots[i];
+
 			_add(b, "%s{filesystem=\"", name[s]);
-			_add_label(b, roots[i]);
-			_add(b, "\"} %lld\n", (long long)(s == 0 ? rd[i].bytes : s == 1 ?
-							  wr[i].bytes : wr[i].files));
+			_add_label(b, r->path);
+			_add(b, "\"} %lld\n", (long long)(s == 0 ? r->read_bytes : s == 1 ?
+							  r->written_bytes : r->written_files));
 		}
 	}
+	pthread_mutex_unlock(&t->lock);
 	for (int i = 0; i < n; i++)
 		free(roots[i]);
 }

@@ -13,6 +13,8 @@
 
 #include "daemon.h"
 
+struct audit_tally;
+
 struct metrics {
 	atomic_uint_fast64_t bytes_moved;     /* verified bytes since start */
 	atomic_uint_fast64_t files_moved;     /* verified files since start */
@@ -27,6 +29,7 @@ struct metrics {
 	uint64_t ring_bytes[10];              /* main loop only: bytes_moved per second */
 	int64_t ring_time[10];
 	int ring_pos;
+	struct audit_tally *audit;            /* per-user and per-file-system totals */
 };
 
 struct metrics *metrics_create(void);

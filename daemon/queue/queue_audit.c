@@ -63,29 +63,39 @@ int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : n;
 }
 
-int queue_audit_under(struct queue *q, const char *root, int src, int64_t *files,
-		      int64_t *bytes, char *err, size_t errlen)
-{
-	/* A prefix compare on whole components: root itself or root + '/'. */
-	static const char *const sql[2] = {
-		"SELECT count(*), COALESCE(sum(bytes), 0) FROM audit WHERE path_dst = ?1"
-		" OR substr(path_dst, 1, length(?1) + 1) = ?1 || '/'",
-		"SELECT count(*), COALESCE(sum(bytes), 0) FROM audit WHERE path_src = ?1"
-		" OR substr(path_src, 1, length(?1) + 1) = ?1 || '/'",
-	};
-	sqlite3_stmt *st;
-	int rc;
+/* The columns of queue_audit_after's select, in order. */
+#define ENTRY_COL(type, field) QP_COL(type, struct queue_audit_entry, field)
+static const struct qp_col _entry_cols[] = {
+	ENTRY_COL(QC_I64, id), ENTRY_COL(QC_I64, uid), ENTRY_COL(QC_BORROW, user),
+	ENTRY_COL(QC_BORROW, src), ENTRY_COL(QC_BORROW, dst), ENTRY_COL(QC_I64, bytes),
+};
 
-	*files = *bytes = 0;
-	st = qp_readf(q, sql[src ? 1 : 0], err, errlen, "t", strcmp(root, "/") == 0 ? "" : root);
+int queue_audit_after(struct queue *q, int64_t after, int64_t limit,
+		      int (*fn)(const struct queue_audit_entry *e, void *arg), void *arg,
+		      char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc, n = 0;
+
+	st = qp_readf(q, "SELECT a.id, a.uid, r.user, a.path_src, a.path_dst, a.bytes"
+		      " FROM audit a LEFT JOIN requests r ON r.id = a.request_id"
+		      " WHERE a.id > ?1 ORDER BY a.id LIMIT ?2", err, errlen, "II", after,
+		      limit > 0 ? limit : (int64_t)1);
 	if (!st)
 		return -1;
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*files = sqlite3_column_int64(st, 0);
-		*bytes = sqlite3_column_int64(st, 1);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct queue_audit_entry e;
+
+		memset(&e, 0, sizeof(e));
+		if (qp_row(st, _entry_cols, QP_NCOLS(_entry_cols), &e, err, errlen) < 0) {
+			rc = -1;
+			break;
+		}
+		n++;
+		if (fn(&e, arg))
+			break;
 	}
-	return qp_read_end(q, st, rc, err, errlen);
+	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : n;
 }
 
 /* The columns of queue_notice_next's select, in order. Strings borrowed from the row. */

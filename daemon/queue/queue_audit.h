@@ -51,12 +51,25 @@ int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 		     int (*fn)(const struct queue_audit_row *r, void *arg), void *arg,
 		     char *err, size_t errlen);
 
+/* One audit row as queue_audit_after reads it; strings borrowed for the callback. */
+struct queue_audit_entry {
+	int64_t id;                  /* ascending: rows are only ever added, never changed */
+	int64_t uid;
+	const char *user;            /* the request's user name; may be NULL */
+	const char *src, *dst;
+	int64_t bytes;
+};
+
 /*
- * Verified files and bytes read from (src = 1: path_src) or written to
- * (src = 0: path_dst) paths under root. Returns 0 or -1 with err.
+ * Calls fn for each audit row whose id is above after, in id order, at
+ * most limit of them (a range of the table's primary key: what was read
+ * before is not read again); stops when fn returns non-zero. fn runs with
+ * the readers' lock held: it must not call into the queue. Returns the
+ * number of rows read, or -1 with err.
  */
-int queue_audit_under(struct queue *q, const char *root, int src, int64_t *files,
-		      int64_t *bytes, char *err, size_t errlen);
+int queue_audit_after(struct queue *q, int64_t after, int64_t limit,
+		      int (*fn)(const struct queue_audit_entry *e, void *arg), void *arg,
+		      char *err, size_t errlen);
 
 /* A finished request whose outcome is not announced yet (notify.c). Strings borrowed. */
 struct queue_notice {
