@@ -222,6 +222,19 @@ sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen
 	return st;
 }
 
+sqlite3_stmt *qp_read_bulk(struct queue *q, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (!q->bdb || _mine(q))
+		return qp_read(q, sql, err, errlen);
+	pthread_mutex_lock(&q->block);
+	st = _read_stmt(q->bdb, q->bcache, sql, err, errlen);
+	if (!st)
+		pthread_mutex_unlock(&q->block);
+	return st;
+}
+
 /* 0 if rc, a step's answer, is a success; else -1 with the database's message. */
 static int _step_ok(sqlite3 *db, int rc, char *err, size_t errlen)
 {
@@ -239,6 +252,11 @@ int qp_read_end(struct queue *q, sqlite3_stmt *st, int rc, char *err, size_t err
 	if (q->rdb && db == q->rdb) {
 		_read_release(q->rcache, st);
 		pthread_mutex_unlock(&q->rlock);
+		return rc;
+	}
+	if (q->bdb && db == q->bdb) {
+		_read_release(q->bcache, st);
+		pthread_mutex_unlock(&q->block);
 		return rc;
 	}
 	_read_release(q->cache, st);
@@ -501,6 +519,19 @@ static int _counts_schema(struct queue *q, char *err, size_t errlen)
 	return 0;
 }
 
+/* A read-only connection to path (qp_read's, qp_read_bulk's). 0 or -1 with err. */
+static int _open_reader(const char *path, sqlite3 **db, char *err, size_t errlen)
+{
+	if (sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL) !=
+	    SQLITE_OK) {
+		qp_err(err, errlen, "cannot open state database %s for reading: %s", path,
+		       *db ? sqlite3_errmsg(*db) : "?");
+		return -1;
+	}
+	sqlite3_busy_timeout(*db, 5000);
+	return 0;
+}
+
 struct queue *queue_open(const char *path, char *err, size_t errlen)
 {
 	struct queue *q = calloc(1, sizeof(*q));
@@ -517,6 +548,7 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&q->lock, &ma);
 	pthread_mutex_init(&q->rlock, &ma);
+	pthread_mutex_init(&q->block, &ma);
 	pthread_mutexattr_destroy(&ma);
 	if (sqlite3_open_v2(path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			    SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
@@ -576,14 +608,10 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	    qp_exec(q, queue_mpu_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_reruns_schema, err, errlen) < 0 || _counts_schema(q, err, errlen) < 0)
 		goto fail;
-	/* The readers' connection, once the schema is there (see queue_private.h). */
-	if (sqlite3_open_v2(path, &q->rdb, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL) !=
-	    SQLITE_OK) {
-		qp_err(err, errlen, "cannot open state database %s for reading: %s", path,
-		       q->rdb ? sqlite3_errmsg(q->rdb) : "?");
+	/* The readers' connections, once the schema is there (see queue_private.h). */
+	if (_open_reader(path, &q->rdb, err, errlen) < 0 ||
+	    _open_reader(path, &q->bdb, err, errlen) < 0)
 		goto fail;
-	}
-	sqlite3_busy_timeout(q->rdb, 5000);
 	return q;
 fail:
 	queue_close(q);
@@ -660,12 +688,17 @@ void queue_close(struct queue *q)
 		sqlite3_finalize(q->cache[i].st);	/* NULL: a no-op */
 		sqlite3_finalize(q->rcache[i].st);
 	}
+	for (int i = 0; i < QP_CACHE_MAX; i++)
+		sqlite3_finalize(q->bcache[i].st);
 	if (q->rdb)
 		sqlite3_close(q->rdb);
+	if (q->bdb)
+		sqlite3_close(q->bdb);
 	if (q->db)
 		sqlite3_close(q->db);
 	pthread_mutex_destroy(&q->lock);
 	pthread_mutex_destroy(&q->rlock);
+	pthread_mutex_destroy(&q->block);
 	free(q);
 }
 

@@ -44,7 +44,7 @@ int queue_audit_rows(struct queue *q, const struct queue_audit_filter *f,
 	sqlite3_stmt *st;
 	int rc, n = 0;
 
-	st = qp_readf(q, _sql[f->by], err, errlen, "PUII", f->job_id, f->uid, f->since,
+	st = qp_bulkf(q, _sql[f->by], err, errlen, "PUII", f->job_id, f->uid, f->since,
 		      f->limit > 0 ? f->limit : (int64_t)1);
 	if (!st)
 		return -1;
@@ -77,7 +77,7 @@ int queue_audit_after(struct queue *q, int64_t after, int64_t limit,
 	sqlite3_stmt *st;
 	int rc, n = 0;
 
-	st = qp_readf(q, "SELECT a.id, a.uid, r.user, a.path_src, a.path_dst, a.bytes"
+	st = qp_bulkf(q, "SELECT a.id, a.uid, r.user, a.path_src, a.path_dst, a.bytes"
 		      " FROM audit a LEFT JOIN requests r ON r.id = a.request_id"
 		      " WHERE a.id > ?1 ORDER BY a.id LIMIT ?2", err, errlen, "II", after,
 		      limit > 0 ? limit : (int64_t)1);

@@ -55,14 +55,15 @@ int queue_cleanup_counts(struct queue *q, struct cleanup_counts *c, char *err, s
 	int rc;
 
 	memset(c, 0, sizeof(*c));
-	st = qp_read(q, "SELECT"
-		     " (SELECT count(*) FROM requests WHERE action='purge' AND state IN"
-		     "  ('queued','running','verifying','failed_retryable')),"
-		     " (SELECT count(*) FROM requests WHERE action='purge' AND state='done'),"
-		     " (SELECT count(*) FROM items i JOIN requests r ON r.id=i.request_id"
-		     "  WHERE r.action='purge' AND i.state='done'),"
-		     " (SELECT coalesce(sum(i.size),0) FROM items i JOIN requests r"
-		     "  ON r.id=i.request_id WHERE r.action='purge' AND i.state='done')", err, errlen);
+	st = qp_read_bulk(q, "SELECT"
+			  " (SELECT count(*) FROM requests WHERE action='purge' AND state IN"
+			  "  ('queued','running','verifying','failed_retryable')),"
+			  " (SELECT count(*) FROM requests WHERE action='purge' AND state='done'),"
+			  " (SELECT count(*) FROM items i JOIN requests r ON r.id=i.request_id"
+			  "  WHERE r.action='purge' AND i.state='done'),"
+			  " (SELECT coalesce(sum(i.size),0) FROM items i JOIN requests r"
+			  "  ON r.id=i.request_id WHERE r.action='purge' AND i.state='done')",
+			  err, errlen);
 	if (!st)
 		return -1;
 	rc = sqlite3_step(st);

@@ -43,6 +43,16 @@ struct queue {
 	sqlite3 *rdb;
 	pthread_mutex_t rlock;
 	struct qp_slot rcache[QP_CACHE_MAX];  /* the readers' statements, used under rlock */
+	/*
+	 * The bulk readers' connection (read-only, like rdb): reads that go
+	 * through much of the history (the audit export, /metrics' totals), so
+	 * that a scrape or an export never makes a user's status call wait for
+	 * rlock. Its own lock, taken like rlock (before lock, never after; never
+	 * together with rlock).
+	 */
+	sqlite3 *bdb;
+	pthread_mutex_t block;
+	struct qp_slot bcache[QP_CACHE_MAX];
 	int batch;                   /* 1 while queue_batch_begin's transaction is open */
 	int batch_durable;           /* a change in the batch asked for a FULL commit */
 	struct qp_slot cache[QP_CACHE_MAX];   /* prepared statements, kept for the connection's life */
@@ -64,6 +74,8 @@ void qp_unlock(struct queue *q);
  * it with qp_read_end.
  */
 sqlite3_stmt *qp_read(struct queue *q, const char *sql, char *err, size_t errlen);
+/* qp_read on the bulk readers' connection (the writer's, in its own transaction). */
+sqlite3_stmt *qp_read_bulk(struct queue *q, const char *sql, char *err, size_t errlen);
 /*
  * Ends a qp_read: rc is the last sqlite3_step's answer (SQLITE_ROW when the
  * caller stopped early), or -1 when the caller has put its own failure in
@@ -127,13 +139,14 @@ int qp_bindf(sqlite3_stmt *st, char *err, size_t errlen, const char *fmt, ...);
  * finalized, a cached one unbound, a read ended (unlocked). Called as
  * qp_prepf, qp_cachedf and qp_readf.
  */
-enum qp_from { QP_PREP, QP_CACHED, QP_READ };
+enum qp_from { QP_PREP, QP_CACHED, QP_READ, QP_BULK };
 sqlite3_stmt *qp_stmtf(struct queue *q, enum qp_from from, const char *sql, char *err,
 		       size_t errlen, const char *fmt, ...);
 #define qp_prepf(q, sql, err, errlen, ...) qp_stmtf(q, QP_PREP, sql, err, errlen, __VA_ARGS__)
 #define qp_cachedf(q, sql, err, errlen, ...) \
 	qp_stmtf(q, QP_CACHED, sql, err, errlen, __VA_ARGS__)
 #define qp_readf(q, sql, err, errlen, ...) qp_stmtf(q, QP_READ, sql, err, errlen, __VA_ARGS__)
+#define qp_bulkf(q, sql, err, errlen, ...) qp_stmtf(q, QP_BULK, sql, err, errlen, __VA_ARGS__)
 /* Bind, step once, reset: a change with no row to read, from the cache (sql
    must be a literal; prepared and finalized each time if the cache is full). */
 int qp_execf(struct queue *q, const char *sql, char *err, size_t errlen, const char *fmt, ...);

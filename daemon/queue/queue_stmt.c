@@ -101,6 +101,7 @@ static sqlite3_stmt *_bound(struct queue *q, enum qp_from from, const char *sql,
 {
 	sqlite3_stmt *st = from == QP_CACHED ? qp_cached(q, sql, err, errlen) :
 			   from == QP_READ ? qp_read(q, sql, err, errlen) :
+			   from == QP_BULK ? qp_read_bulk(q, sql, err, errlen) :
 			   qp_prep(q, sql, err, errlen);
 
 	/*
@@ -113,7 +114,7 @@ static sqlite3_stmt *_bound(struct queue *q, enum qp_from from, const char *sql,
 		return st;
 	if (from == QP_CACHED)
 		sqlite3_clear_bindings(st);
-	else if (from == QP_READ)
+	else if (from == QP_READ || from == QP_BULK)
 		qp_read_end(q, st, -1, err, errlen);
 	else
 		sqlite3_finalize(st);

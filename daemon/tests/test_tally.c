@@ -1,15 +1,21 @@
-/* test_tally.c - the /metrics audit totals: equal to the whole trail's, read once. */
+/*
+ * test_tally.c - the /metrics audit totals: equal to the whole trail's, read
+ * once; reads through the trail kept apart from a user's calls.
+ */
 #include "config.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "audit_tally.h"
 #include "queue.h"
+#include "queue_audit.h"
 #include "queue_private.h"
 #include "tests/tap.h"
 
@@ -129,6 +135,102 @@ static long _vm_steps(sqlite3 *db)
 	return n;
 }
 
+/* A bulk read held in its callback on purpose, and a user's list made meanwhile. */
+struct _hold {
+	struct queue *q;
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int inside, release, listed, n;
+};
+
+static int _held(const struct queue_audit_entry *e, void *arg)
+{
+	struct _hold *h = arg;
+	struct timespec until;
+
+	(void)e;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;	/* a bound, so that a broken build fails instead of hanging */
+	pthread_mutex_lock(&h->m);
+	h->inside = 1;
+	pthread_cond_broadcast(&h->c);
+	while (!h->release && pthread_cond_timedwait(&h->c, &h->m, &until) == 0)
+		;
+	pthread_mutex_unlock(&h->m);
+	return 1;
+}
+
+static void *_bulk(void *arg)
+{
+	struct _hold *h = arg;
+	char err[256];
+
+	queue_audit_after(h->q, 0, 10, _held, h, err, sizeof(err));
+	return NULL;
+}
+
+static int _count_req(const struct queue_request *r, void *arg)
+{
+	(void)r;
+	((struct _hold *)arg)->n++;
+	return 0;
+}
+
+static void *_list(void *arg)
+{
+	struct _hold *h = arg;
+	struct queue_filter f = { .uid = 1002, .state = -1 };
+	char err[256];
+
+	queue_request_list(h->q, &f, _count_req, h, err, sizeof(err));
+	pthread_mutex_lock(&h->m);
+	h->listed = 1;
+	pthread_cond_broadcast(&h->c);
+	pthread_mutex_unlock(&h->m);
+	return NULL;
+}
+
+/*
+ * A read through the whole trail (a scrape's first, an audit export) runs
+ * on the bulk readers' connection: while one is held inside its callback,
+ * a user's list of requests is answered.
+ */
+static void _test_bulk_apart(struct queue *q)
+{
+	struct _hold h = { .q = q };
+	struct timespec until;
+	pthread_t b, l;
+	int listed;
+
+	pthread_mutex_init(&h.m, NULL);
+	pthread_cond_init(&h.c, NULL);
+	if (pthread_create(&b, NULL, _bulk, &h) != 0) {
+		ok(0, "a thread");
+		return;
+	}
+	pthread_mutex_lock(&h.m);
+	while (!h.inside)
+		pthread_cond_wait(&h.c, &h.m);
+	pthread_mutex_unlock(&h.m);
+	pthread_create(&l, NULL, _list, &h);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&h.m);
+	while (!h.listed && pthread_cond_timedwait(&h.c, &h.m, &until) == 0)
+		;
+	listed = h.listed;
+	h.release = 1;
+	pthread_cond_broadcast(&h.c);
+	pthread_mutex_unlock(&h.m);
+	pthread_join(l, NULL);
+	pthread_join(b, NULL);
+	ok(listed && h.n == 1, "a user's list is answered while a bulk read of the audit trail "
+	   "is held (%s, %d request%s)", listed ? "answered" : "still waiting after 10 s", h.n,
+	   h.n == 1 ? "" : "s");
+	pthread_cond_destroy(&h.c);
+	pthread_mutex_destroy(&h.m);
+}
+
 static void _test_under(void)
 {
 	static const struct { const char *path, *root; int want; } c[] = {
@@ -196,6 +298,7 @@ int main(void)
 	   (long long)(t->rows_read - before));
 	_agree(q, t, "roots changed");
 
+	_test_bulk_apart(q);
 	audit_tally_free(t);
 	queue_close(q);
 	{
