@@ -59,6 +59,10 @@ struct conf {
 	enum conf_xattr_ns xattr_ns;   /* namespace of the stagehand.* labels */
 	char **allowed_schemes;        /* NULL-terminated, lower case URL schemes */
 	char **stage_in_roots;         /* NULL-terminated; empty = stage_in source anywhere */
+	int history_retention;         /* HistoryRetention: seconds a finished request
+					  (not a done archive) is kept; -1 = never removed */
+	int audit_retention;           /* AuditRetention: seconds an audit row is kept;
+					  -1 = never removed */
 	int input_retention;           /* InputRetention: seconds after a job's end before
 					  stagehandd removes the inputs it staged into the
 					  job's scratch input directory; 0 = at once,

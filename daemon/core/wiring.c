@@ -35,6 +35,7 @@
 #include <stddef.h>
 
 #include "daemon.h"
+#include "history.h"
 #include "lifecycle.h"
 #include "pool.h"
 #include "slurm_watch.h"
@@ -110,6 +111,7 @@ const struct lifecycle_hook *const lifecycle_hooks[] = {
 	&_slurm_watch_hook,
 	&yield_hook,
 	&pool_hook,
+	&history_hook,
 	NULL,
 };
 

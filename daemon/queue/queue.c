@@ -17,6 +17,7 @@
 #include "queue_private.h"
 #include "queue_shards.h"
 #include "queue_mpu.h"
+#include "queue_history.h"
 
 #define SCHEMA_VERSION 3
 /*
@@ -606,7 +607,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	    qp_exec(q, queue_drain_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_after_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_mpu_schema, err, errlen) < 0 ||
-	    qp_exec(q, queue_reruns_schema, err, errlen) < 0 || _counts_schema(q, err, errlen) < 0)
+	    qp_exec(q, queue_reruns_schema, err, errlen) < 0 ||
+	    queue_history_schema(q, err, errlen) < 0 || _counts_schema(q, err, errlen) < 0)
 		goto fail;
 	/* The readers' connections, once the schema is there (see queue_private.h). */
 	if (_open_reader(path, &q->rdb, err, errlen) < 0 ||

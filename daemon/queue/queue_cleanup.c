@@ -60,9 +60,11 @@ int queue_cleanup_counts(struct queue *q, struct cleanup_counts *c, char *err, s
 			  "  ('queued','running','verifying','failed_retryable')),"
 			  " (SELECT count(*) FROM requests WHERE action='purge' AND state='done'),"
 			  " (SELECT count(*) FROM items i JOIN requests r ON r.id=i.request_id"
-			  "  WHERE r.action='purge' AND i.state='done'),"
+			  "  WHERE r.action='purge' AND i.state='done')"
+			  "  + coalesce((SELECT files FROM cleanup_pruned), 0),"
 			  " (SELECT coalesce(sum(i.size),0) FROM items i JOIN requests r"
-			  "  ON r.id=i.request_id WHERE r.action='purge' AND i.state='done')",
+			  "  ON r.id=i.request_id WHERE r.action='purge' AND i.state='done')"
+			  "  + coalesce((SELECT bytes FROM cleanup_pruned), 0)",
 			  err, errlen);
 	if (!st)
 		return -1;

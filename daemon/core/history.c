@@ -1,0 +1,82 @@
+/* history.c - see history.h. */
+#include "config.h"
+
+#include <time.h>
+
+#include "history.h"
+#include "log.h"
+#include "queue_history.h"
+
+static int64_t _idle_until;            /* main thread only */
+static struct queue_pruned _pruned;    /* removed since the last log line */
+
+static int64_t _ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * One slice: prune calls until nothing is left or the slice is spent. 1 if
+ * more is left, 0 if not, -1 after a failure (logged).
+ */
+static int _slice(struct daemon *d, int64_t now, int64_t end_ms)
+{
+	const struct conf *c = d->conf;
+	int hist = c->history_retention >= 0, audit = c->audit_retention >= 0, r;
+	char err[256];
+
+	while (hist || audit) {
+		if (hist) {
+			r = queue_history_prune(d->q, now - c->history_retention, HISTORY_BUDGET,
+						&_pruned, err, sizeof(err));
+			if (r < 0) {
+				log_err("HistoryRetention: removing finished requests' rows: %s "
+					"(tried again in a minute)", err);
+				return -1;
+			}
+			hist = r > 0;
+		}
+		if (audit) {
+			r = queue_audit_prune(d->q, now - c->audit_retention, HISTORY_BUDGET,
+					      &_pruned, err, sizeof(err));
+			if (r < 0) {
+				log_err("AuditRetention: removing audit rows: %s (tried again in a "
+					"minute)", err);
+				return -1;
+			}
+			audit = r > 0;
+		}
+		if (_ms() >= end_ms)
+			return hist || audit;
+	}
+	return 0;
+}
+
+static void _tick(struct daemon *d, int64_t now_ms)
+{
+	const struct conf *c = d->conf;
+	int r;
+
+	if ((c->history_retention < 0 && c->audit_retention < 0) || now_ms < _idle_until)
+		return;
+	r = _slice(d, (int64_t)time(NULL), _ms() + HISTORY_SLICE_MS);
+	if (r > 0)
+		return;	/* more: the next tick, a second from now, goes on */
+	_idle_until = now_ms + (r < 0 ? 60000 : HISTORY_IDLE_MS);
+	if (_pruned.requests || _pruned.rows || _pruned.audit)
+		log_info("history: removed the file rows of %lld finished request%s (%lld rows) "
+			 "and %lld audit row%s (HistoryRetention, AuditRetention)",
+			 (long long)_pruned.requests, _pruned.requests == 1 ? "" : "s",
+			 (long long)_pruned.rows, (long long)_pruned.audit,
+			 _pruned.audit == 1 ? "" : "s");
+	_pruned = (struct queue_pruned){ 0 };
+}
+
+const struct lifecycle_hook history_hook = {
+	.name = "history",
+	.period_ms = 1000,
+	.tick = _tick,
+};
