@@ -55,8 +55,12 @@ int queue_label_audit(struct queue *q, int64_t id, int64_t *rows, int64_t *bytes
 
 	*rows = 0;
 	*bytes = 0;
-	st = qp_readf(q, "SELECT count(*), COALESCE(sum(bytes), 0) FROM audit WHERE request_id = ?1",
-		      err, errlen, "I", id);
+	st = qp_readf(q, "SELECT CASE WHEN a.n > 0 THEN a.n ELSE i.n END,"
+		      " CASE WHEN a.n > 0 THEN a.b ELSE i.b END FROM"
+		      " (SELECT count(*) AS n, COALESCE(sum(bytes), 0) AS b FROM audit"
+		      "  WHERE request_id = ?1) a,"
+		      " (SELECT count(*) AS n, COALESCE(sum(size), 0) AS b FROM items"
+		      "  WHERE request_id = ?1 AND state = 'done') i", err, errlen, "I", id);
 	if (!st)
 		return -1;
 	rc = sqlite3_step(st);

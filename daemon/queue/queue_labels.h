@@ -39,8 +39,10 @@ int queue_label_requests(struct queue *q, const char *source,
 			 char *err, size_t errlen);
 
 /*
- * Audit rows of request id: their number into *rows and their bytes into
- * *bytes. Returns 0 or -1 with err.
+ * The verified files of request id and their bytes, into *rows and *bytes:
+ * its audit rows, or, once AuditRetention has removed them all, its file
+ * rows in state done (a done archive keeps those: queue_history.h).
+ * Returns 0 or -1 with err.
  */
 int queue_label_audit(struct queue *q, int64_t id, int64_t *rows, int64_t *bytes,
 		      char *err, size_t errlen);

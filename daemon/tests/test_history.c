@@ -16,6 +16,7 @@
 #include "queue.h"
 #include "queue_cleanup.h"
 #include "queue_history.h"
+#include "queue_labels.h"
 #include "queue_private.h"
 #include "tests/tap.h"
 
@@ -207,10 +208,16 @@ static void _test_audit(struct queue *q)
 	int64_t most = 0;
 	long steps;
 
+	int64_t rows = -1, bytes = -1;
+
 	qp_exec(q, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 15)"
 		" INSERT INTO audit (job_id, uid, request_id, path_src, path_dst, bytes, checksum,"
-		" started, ended) SELECT 1, 1001, 1, '/s/' || i, '/d/' || i, i, 'x' || i, 0,"
-		" CASE WHEN i <= 10 THEN i * 10 ELSE 5000 END FROM n", err, sizeof(err));
+		" started, ended) SELECT 1, 1001, CASE WHEN i <= 3 THEN 2 ELSE 1 END, '/s/' || i,"
+		" '/d/' || i, i, 'x' || i, 0, CASE WHEN i <= 10 THEN i * 10 ELSE 5000 END FROM n",
+		err, sizeof(err));
+	queue_label_audit(q, 2, &rows, &bytes, err, sizeof(err));
+	ok(rows == 3 && bytes == 6, "the done archive's verified files, from its audit rows: "
+	   "%lld, %lld bytes", (long long)rows, (long long)bytes);
 	do {
 		int64_t a = p.audit;
 
@@ -223,6 +230,12 @@ static void _test_audit(struct queue *q)
 	   "call, in %d calls (%s)", calls, err);
 	ok(_num(q, "SELECT count(*) FROM audit WHERE ended >= 1000") == 5 &&
 	   _num(q, "SELECT count(*) FROM audit") == 5, "audit: the 5 newer rows stay");
+	/* Its audit rows gone, a done archive is still known verified (tags --verify). */
+	rows = bytes = -1;
+	ok(queue_label_audit(q, 2, &rows, &bytes, err, sizeof(err)) == 0 && rows == 3 &&
+	   bytes == 600, "the done archive's verified files once its audit rows went: %lld, "
+	   "%lld bytes, from its file rows in state done (3, 600)", (long long)rows,
+	   (long long)bytes);
 	qp_exec(q, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4000)"
 		" INSERT INTO audit (job_id, uid, request_id, path_src, path_dst, bytes, checksum,"
 		" started, ended) SELECT 1, 1001, 2, '/s/' || i, '/n/' || i, i, 'n' || i, 0, 6000"
