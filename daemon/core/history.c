@@ -18,39 +18,43 @@ static int64_t _ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The two kinds of pruning: the function, its key, and what it removes. */
+static const struct {
+	int (*prune)(struct queue *q, int64_t before, int budget, struct queue_pruned *done,
+		     char *err, size_t errlen);
+	const char *key, *what;
+} _kinds[2] = {
+	{ queue_history_prune, "HistoryRetention", "finished requests' rows" },
+	{ queue_audit_prune, "AuditRetention", "audit rows" },
+};
+
 /*
  * One slice: prune calls until nothing is left or the slice is spent. 1 if
  * more is left, 0 if not, -1 after a failure (logged).
  */
 static int _slice(struct daemon *d, int64_t now, int64_t end_ms)
 {
-	const struct conf *c = d->conf;
-	int hist = c->history_retention >= 0, audit = c->audit_retention >= 0, r;
+	int retention[2] = { d->conf->history_retention, d->conf->audit_retention };
+	int more[2] = { retention[0] >= 0, retention[1] >= 0 };
 	char err[256];
 
-	while (hist || audit) {
-		if (hist) {
-			r = queue_history_prune(d->q, now - c->history_retention, HISTORY_BUDGET,
-						&_pruned, err, sizeof(err));
+	while (more[0] || more[1]) {
+		for (int k = 0; k < 2; k++) {
+			int r;
+
+			if (!more[k])
+				continue;
+			r = _kinds[k].prune(d->q, now - retention[k], HISTORY_BUDGET, &_pruned, err,
+					    sizeof(err));
 			if (r < 0) {
-				log_err("HistoryRetention: removing finished requests' rows: %s "
-					"(tried again in a minute)", err);
+				log_err("%s: removing %s: %s (tried again in a minute)", _kinds[k].key,
+					_kinds[k].what, err);
 				return -1;
 			}
-			hist = r > 0;
-		}
-		if (audit) {
-			r = queue_audit_prune(d->q, now - c->audit_retention, HISTORY_BUDGET,
-					      &_pruned, err, sizeof(err));
-			if (r < 0) {
-				log_err("AuditRetention: removing audit rows: %s (tried again in a "
-					"minute)", err);
-				return -1;
-			}
-			audit = r > 0;
+			more[k] = r > 0;
 		}
 		if (_ms() >= end_ms)
-			return hist || audit;
+			return more[0] || more[1];
 	}
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include "queue_history.h"
 #include "queue_labels.h"
 #include "queue_private.h"
+#include "qtest.h"
 #include "tests/tap.h"
 
 #define BEFORE 1000
@@ -50,16 +51,6 @@ static int64_t _rows_of(struct queue *q, int64_t id)
 			 (long long)id);
 		n += _num(q, sql);
 	}
-	return n;
-}
-
-/* VM steps run on db since the last call (every statement's count read and reset). */
-static long _vm_steps(sqlite3 *db)
-{
-	long n = 0;
-
-	for (sqlite3_stmt *st = sqlite3_next_stmt(db, NULL); st; st = sqlite3_next_stmt(db, st))
-		n += sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 1);
 	return n;
 }
 
@@ -178,10 +169,10 @@ static void _test_requests(struct queue *q)
 	qp_exec(q, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4000)"
 		" INSERT INTO requests (uid, gid, user, action, source, state, created, updated)"
 		" SELECT 1001, 1, 'u', 'archive', '/s', 'done', 0, 50 FROM n", err, sizeof(err));
-	_vm_steps(q->db);
+	qtest_vm_steps(q->db);
 	ok(queue_history_prune(q, BEFORE, 5, &p, err, sizeof(err)) == 0,
 	   "nothing left: the prune says so (%s)", err);
-	steps = _vm_steps(q->db);
+	steps = qtest_vm_steps(q->db);
 	ok(steps < 200, "nothing left: %ld VM steps, past 4,000 done archives and the pruned "
 	   "requests (a scan takes over 4,000)", steps);
 
@@ -240,9 +231,9 @@ static void _test_audit(struct queue *q)
 		" INSERT INTO audit (job_id, uid, request_id, path_src, path_dst, bytes, checksum,"
 		" started, ended) SELECT 1, 1001, 2, '/s/' || i, '/n/' || i, i, 'n' || i, 0, 6000"
 		" FROM n", err, sizeof(err));
-	_vm_steps(q->db);
+	qtest_vm_steps(q->db);
 	r = queue_audit_prune(q, BEFORE, 2000, &p, err, sizeof(err));
-	steps = _vm_steps(q->db);
+	steps = qtest_vm_steps(q->db);
 	ok(r == 0 && steps < 100, "audit: nothing old among 4,005 rows, found in %ld VM steps",
 	   steps);
 }
@@ -268,15 +259,6 @@ int main(void)
 	ok(q && _num(q, "SELECT count(*) FROM pragma_table_info('requests') WHERE name ="
 		     " 'pruned'") == 1, "opened again: the pruned column is there once (%s)", err);
 	queue_close(q);
-	{
-		static const char *const sfx[] = { "", "-wal", "-shm" };
-		char p[320];
-
-		for (int i = 0; i < 3; i++) {
-			snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-			unlink(p);
-		}
-		rmdir(dir);
-	}
+	qtest_remove_db(path, dir);
 	return tap_done();
 }

@@ -12,6 +12,7 @@
 #include "queue.h"
 #include "queue_pool.h"
 #include "queue_private.h"	/* the connections, for _test_claim_cost */
+#include "qtest.h"
 #include "tests/tap.h"
 
 static char _dir[] = "/tmp/test_queue_XXXXXX";
@@ -620,15 +621,6 @@ int main(void)
 	_test_files_done(q);
 	_test_atomic(q);
 	queue_close(q);
-	{
-		static const char *const sfx[] = { "", "-wal", "-shm" };
-		char p[320];
-
-		for (int i = 0; i < 3; i++) {
-			snprintf(p, sizeof(p), "%s%s", _db, sfx[i]);
-			unlink(p);
-		}
-		rmdir(_dir);
-	}
+	qtest_remove_db(_db, _dir);
 	return tap_done();
 }

@@ -13,6 +13,7 @@
 
 #include "queue.h"
 #include "queue_private.h"
+#include "qtest.h"
 #include "tests/tap.h"
 
 struct row {
@@ -176,16 +177,6 @@ out:
 	qp_end(q, 0, 0, err, sizeof(err));
 }
 
-/* VM steps run on db since the last call (every statement's count read and reset). */
-static long _vm_steps(sqlite3 *db)
-{
-	long n = 0;
-
-	for (sqlite3_stmt *st = sqlite3_next_stmt(db, NULL); st; st = sqlite3_next_stmt(db, st))
-		n += sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 1);
-	return n;
-}
-
 struct _first {
 	int64_t id;
 	int n;
@@ -242,10 +233,10 @@ static void _test_list_indexed(struct queue *q)
 		struct _first got = { 0, 0 };
 		long steps;
 
-		_vm_steps(db);
+		qtest_vm_steps(db);
 		if (queue_request_list(q, &cases[i].f, _first_id, &got, err, sizeof(err)) < 0)
 			tap_diag("%s: %s", cases[i].what, err);
-		steps = _vm_steps(db);
+		steps = qtest_vm_steps(db);
 		ok(got.n == cases[i].n && got.id == cases[i].id && steps < 1000,
 		   "list %s: %d request%s from %lld (%d from %lld), %ld VM steps (a scan of the "
 		   "table takes over 4,000)", cases[i].what, cases[i].n, cases[i].n == 1 ? "" : "s",
@@ -299,9 +290,9 @@ static void _test_archive_of(struct queue *q)
 		long steps;
 		int rc;
 
-		_vm_steps(db);
+		qtest_vm_steps(db);
 		rc = queue_archive_of(q, cases[i].path, &req, &dest, err, sizeof(err));
-		steps = _vm_steps(db);
+		steps = qtest_vm_steps(db);
 		if (rc == 1) {
 			sqlite3_stmt *st = _prep(q->db, "SELECT job_id FROM requests WHERE id=?1");
 
@@ -370,9 +361,9 @@ static void _test_counts(struct queue *q)
 	ok(qp_exec(q, "DELETE FROM requests WHERE id > 20 AND id <= 35", err, sizeof(err)) == 0 &&
 	   _counts_agree(q, "after deletes"), "counts by state: as the table, after deletes (%s)",
 	   err);
-	_vm_steps(db);
+	qtest_vm_steps(db);
 	queue_count_states(q, n, err, sizeof(err));
-	steps = _vm_steps(db);
+	steps = qtest_vm_steps(db);
 	ok(steps < 200, "counts by state: %ld VM steps at 8,000 requests (a count of the table "
 	   "takes over 8,000)", steps);
 }
@@ -444,16 +435,7 @@ static void _test_queue(void)
 	_test_counts(q);
 	queue_close(q);
 	_test_counts_fill(path);
-	{
-		static const char *const sfx[] = { "", "-wal", "-shm" };
-		char p[320];
-
-		for (int i = 0; i < 3; i++) {
-			snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-			unlink(p);
-		}
-		rmdir(dir);
-	}
+	qtest_remove_db(path, dir);
 }
 
 int main(void)

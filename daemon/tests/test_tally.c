@@ -17,6 +17,7 @@
 #include "queue.h"
 #include "queue_audit.h"
 #include "queue_private.h"
+#include "qtest.h"
 #include "tests/tap.h"
 
 /* One row per request's user (1001 alice; 1002 bob; 1003 carl, then carla). */
@@ -123,16 +124,6 @@ static void _agree(struct queue *q, const struct audit_tally *t, const char *whe
 		}
 	}
 	ok(bad == 0, "%s: every user's and file system's totals equal the whole trail's", when);
-}
-
-/* VM steps run on db since the last call (every statement's count read and reset). */
-static long _vm_steps(sqlite3 *db)
-{
-	long n = 0;
-
-	for (sqlite3_stmt *st = sqlite3_next_stmt(db, NULL); st; st = sqlite3_next_stmt(db, st))
-		n += sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 1);
-	return n;
 }
 
 /* A bulk read held in its callback on purpose, and a user's list made meanwhile. */
@@ -278,10 +269,10 @@ int main(void)
 	   (long long)t->rows_read, total, err);
 	_agree(q, t, "first update");
 
-	_vm_steps(rdb);
+	qtest_vm_steps(rdb);
 	ok(audit_tally_update(t, q, roots, 3, err, sizeof(err)) == 0 && t->rows_read == total,
 	   "nothing new: no row read again (%lld)", (long long)t->rows_read);
-	steps = _vm_steps(rdb);
+	steps = qtest_vm_steps(rdb);
 	ok(steps < 100, "nothing new: %ld VM steps (a scan of the trail takes over %d)", steps,
 	   total);
 
@@ -301,15 +292,6 @@ int main(void)
 	_test_bulk_apart(q);
 	audit_tally_free(t);
 	queue_close(q);
-	{
-		static const char *const sfx[] = { "", "-wal", "-shm" };
-		char p[320];
-
-		for (int i = 0; i < 3; i++) {
-			snprintf(p, sizeof(p), "%s%s", path, sfx[i]);
-			unlink(p);
-		}
-		rmdir(dir);
-	}
+	qtest_remove_db(path, dir);
 	return tap_done();
 }
