@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "queue.h"
+#include "queue_cleanup.h"
 #include "queue_drain.h"
 #include "queue_after.h"
 #include "queue_pool.h"
@@ -608,7 +609,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	    qp_exec(q, queue_after_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_mpu_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_reruns_schema, err, errlen) < 0 ||
-	    queue_history_schema(q, err, errlen) < 0 || _counts_schema(q, err, errlen) < 0)
+	    queue_history_schema(q, err, errlen) < 0 || _counts_schema(q, err, errlen) < 0 ||
+	    queue_cleanup_schema(q, err, errlen) < 0)
 		goto fail;
 	/* The readers' connections, once the schema is there (see queue_private.h). */
 	if (_open_reader(path, &q->rdb, err, errlen) < 0 ||

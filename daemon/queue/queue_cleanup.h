@@ -23,7 +23,10 @@ struct cleanup_counts {
 	int64_t files_freed;  /* files they removed */
 	int64_t bytes_freed;  /* bytes those files held */
 };
+/* Reads the totals of the purges that are over and the purges under way: 0 or -1. */
 int queue_cleanup_counts(struct queue *q, struct cleanup_counts *c, char *err, size_t errlen);
+/* Run at every open (queue.c): the totals' table, filled once, and its triggers. */
+int queue_cleanup_schema(struct queue *q, char *err, size_t errlen);
 
 /* One staged file to remove (borrowed relpath). */
 struct cleanup_item {

@@ -17,11 +17,7 @@
 	" AND pruned < updated"
 
 static const char *const _schema =
-	"CREATE INDEX IF NOT EXISTS requests_prunable ON requests(updated) WHERE " PRUNABLE ";"
-	/* The input cleanup's files and bytes whose purge rows went (queue_cleanup_counts). */
-	"CREATE TABLE IF NOT EXISTS cleanup_pruned (id INTEGER PRIMARY KEY CHECK (id = 1),"
-	" files INTEGER NOT NULL, bytes INTEGER NOT NULL);"
-	"INSERT OR IGNORE INTO cleanup_pruned (id, files, bytes) VALUES (1, 0, 0);";
+	"CREATE INDEX IF NOT EXISTS requests_prunable ON requests(updated) WHERE " PRUNABLE ";";
 
 int queue_history_schema(struct queue *q, char *err, size_t errlen)
 {
@@ -72,7 +68,6 @@ static const char *const _rows_sql[] = {
 /* A candidate: the oldest prunable request finished before `before` whose job has ended. */
 struct _cand {
 	int64_t id, updated;
-	int purge;
 };
 
 /*
@@ -82,7 +77,7 @@ struct _cand {
  */
 static int _next(struct queue *q, int64_t before, struct _cand *c, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_cachedf(q, "SELECT id, updated, action = 'purge' FROM requests"
+	sqlite3_stmt *st = qp_cachedf(q, "SELECT id, updated FROM requests"
 				      " INDEXED BY requests_prunable WHERE " PRUNABLE
 				      " AND updated < ?1 AND (job_id IS NULL OR NOT EXISTS (SELECT 1"
 				      " FROM jobs WHERE jobs.job_id = requests.job_id AND"
@@ -96,29 +91,12 @@ static int _next(struct queue *q, int64_t before, struct _cand *c, char *err, si
 	if (rc == SQLITE_ROW) {
 		c->id = sqlite3_column_int64(st, 0);
 		c->updated = sqlite3_column_int64(st, 1);
-		c->purge = sqlite3_column_int(st, 2);
 	}
 	sqlite3_reset(st);
 	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 		return rc == SQLITE_ROW;
 	qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
 	return -1;
-}
-
-/*
- * A purge's files and bytes removed, kept before its items go (at most
- * limit of them, the same ones the delete takes), so that the input
- * cleanup's counters never go down.
- */
-static int _keep_cleanup_totals(struct queue *q, int64_t id, int64_t limit, char *err,
-				size_t errlen)
-{
-	return qp_execf(q, "UPDATE cleanup_pruned SET"
-			" files = files + (SELECT count(*) FROM (SELECT state FROM items WHERE"
-			"  request_id=?1 ORDER BY relpath LIMIT ?2) WHERE state='done'),"
-			" bytes = bytes + (SELECT coalesce(sum(size), 0) FROM (SELECT state, size"
-			"  FROM items WHERE request_id=?1 ORDER BY relpath LIMIT ?2)"
-			"  WHERE state='done') WHERE id = 1", err, errlen, "II", id, limit);
 }
 
 /*
@@ -133,8 +111,6 @@ static int _rows(struct queue *q, const struct _cand *c, int64_t *left,
 		sqlite3_stmt *st;
 		int64_t n;
 
-		if (i == 0 && c->purge && _keep_cleanup_totals(q, c->id, *left, err, errlen) < 0)
-			return -1;
 		st = qp_cachedf(q, _rows_sql[i], err, errlen, "II", c->id, *left);
 		if (!st || qp_step_reset(q, st, err, errlen) < 0)
 			return -1;

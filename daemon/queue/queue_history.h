@@ -12,9 +12,9 @@
  * ended longer ago.
  *
  * Owns: those deletes; the requests' pruned column and the index that
- * finds finished, unpruned requests by age; the input cleanup's totals of
- * pruned purges (cleanup_pruned, added in by queue_cleanup_counts). Uses
- * the queue's writer connection and lock (queue_private.h).
+ * finds finished, unpruned requests by age. Uses the queue's writer
+ * connection and lock (queue_private.h). The input cleanup's counters do
+ * not read a pruned purge's items (queue_cleanup.c keeps totals).
  *
  * Must never: touch a request that is not finished (queued, running,
  * verifying, failed_retryable), a done archive's rows, or the request rows
@@ -30,8 +30,8 @@
 
 /*
  * Run at every open (queue.c): the requests' pruned column (added once; an
- * older stagehandd ignores it), the index of what may be pruned, the input
- * cleanup's totals of pruned purges. 0 or -1 with err.
+ * older stagehandd ignores it) and the index of what may be pruned. 0 or
+ * -1 with err.
  */
 int queue_history_schema(struct queue *q, char *err, size_t errlen);
 

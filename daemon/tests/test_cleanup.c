@@ -3,11 +3,13 @@
  * in the input directory, a purge request not claimed before its time and
  * counted for /metrics, and the removal on a real tree: only the staged
  * files still there unchanged; no symlink followed; the job's own files,
- * files it changed or moved away stay; empty directories go.
+ * files it changed or moved away stay; empty directories go; the counters
+ * /metrics shows, kept as purges end.
  */
 #include "config.h"
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +20,103 @@
 
 #include "cleanup.h"
 #include "queue.h"
+#include "queue_cleanup.h"
+#include "queue_private.h"
 #include "xfer.h"
 #include "xfer_util.h"
+#include "qtest.h"
 #include "tests/tap.h"
 
 static char _dir[] = "/tmp/test_cleanup_XXXXXX";
+
+/* The counts as the tables say them, read the long way (as every scrape did before). */
+static int _counts_agree(struct queue *q, const char *when)
+{
+	struct cleanup_counts cc;
+	sqlite3_stmt *st;
+	char err[256] = "";
+	int64_t want[4] = { -1, -1, -1, -1 };
+
+	if (sqlite3_prepare_v2(q->db, "SELECT"
+			       " (SELECT count(*) FROM requests WHERE action='purge' AND state IN"
+			       "  ('queued','running','verifying','failed_retryable')),"
+			       " (SELECT count(*) FROM requests WHERE action='purge' AND state='done'),"
+			       " (SELECT count(*) FROM items i JOIN requests r ON r.id=i.request_id"
+			       "  WHERE r.action='purge' AND i.state='done'),"
+			       " (SELECT coalesce(sum(i.size),0) FROM items i JOIN requests r"
+			       "  ON r.id=i.request_id WHERE r.action='purge' AND i.state='done')",
+			       -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		for (int i = 0; i < 4; i++)
+			want[i] = sqlite3_column_int64(st, i);
+	sqlite3_finalize(st);
+	if (queue_cleanup_counts(q, &cc, err, sizeof(err)) < 0)
+		tap_diag("%s: %s", when, err);
+	ok(cc.pending == want[0] && cc.done == want[1] && cc.files_freed == want[2] &&
+	   cc.bytes_freed == want[3] && want[2] > 0, "%s: counts %lld %lld %lld %lld, the tables "
+	   "say %lld %lld %lld %lld", when, (long long)cc.pending, (long long)cc.done,
+	   (long long)cc.files_freed, (long long)cc.bytes_freed, (long long)want[0],
+	   (long long)want[1], (long long)want[2], (long long)want[3]);
+	return 0;
+}
+
+/*
+ * The input cleanup's counters (/metrics) from totals kept as purges end:
+ * equal to the tables through ends, a retry and a reopen of a database made
+ * without them, and read in few VM steps past 8,000 finished requests.
+ */
+static void _test_totals(void)
+{
+	char db[600], err[256] = "";
+	struct queue *q;
+	long steps;
+	struct cleanup_counts cc;
+
+	snprintf(db, sizeof(db), "%s/totals.db", _dir);
+	q = queue_open(db, err, sizeof(err));
+	if (!q) {
+		ok(0, "queue opens (%s)", err);
+		return;
+	}
+	/* 7,500 done archives, 500 purges done (3 of 4 items removed), 3 under way. */
+	qp_exec(q, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 8003)"
+		" INSERT INTO requests (id, uid, gid, user, action, source, state, created, updated)"
+		" SELECT i, 1001, 1, 'u', CASE WHEN i > 7500 THEN 'purge' ELSE 'archive' END, '/s',"
+		" CASE WHEN i > 7500 THEN 'running' ELSE 'done' END, 0, 0 FROM n;"
+		"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4)"
+		" INSERT INTO items (request_id, relpath, size, state) SELECT r.id, 'f' || n.i,"
+		" r.id + n.i, CASE WHEN n.i < 4 THEN 'done' ELSE 'skipped' END FROM requests r, n"
+		" WHERE r.action = 'purge';"
+		"UPDATE requests SET state = 'done' WHERE action = 'purge' AND id <= 8000;"
+		"UPDATE requests SET state = 'failed_final' WHERE id = 8000;", err, sizeof(err));
+	_counts_agree(q, "500 purges over, 3 under way");
+	qtest_vm_steps(q->bdb);
+	queue_cleanup_counts(q, &cc, err, sizeof(err));
+	steps = qtest_vm_steps(q->bdb);
+	ok(steps < 500, "read in %ld VM steps (the tables' way reads over 8,000 rows)", steps);
+	qp_exec(q, "UPDATE requests SET state = 'queued' WHERE id = 8000", err, sizeof(err));
+	_counts_agree(q, "a failed purge retried");
+	qp_exec(q, "UPDATE items SET state = 'done' WHERE request_id = 8000;"
+		"UPDATE requests SET state = 'done' WHERE id IN (8000, 8001)", err, sizeof(err));
+	_counts_agree(q, "it and another over");
+	queue_close(q);
+	/* A database from before the totals: their table and triggers made and filled at open. */
+	{
+		sqlite3 *raw;
+
+		if (sqlite3_open(db, &raw) == SQLITE_OK)
+			sqlite3_exec(raw, "DROP TRIGGER cleanup_totals_over;"
+				     "DROP TRIGGER cleanup_totals_again; DROP TRIGGER cleanup_totals_done;"
+				     "DROP TABLE cleanup_totals",
+				     NULL, NULL, NULL);
+		sqlite3_close(raw);
+	}
+	q = queue_open(db, err, sizeof(err));
+	if (q)
+		_counts_agree(q, "a database without the totals, opened");
+	else
+		ok(0, "reopened (%s)", err);
+	queue_close(q);
+}
 
 static void _relpath(const char *dest, size_t n, const char *rel, int want_rc, const char *want)
 {
@@ -266,6 +360,7 @@ int main(void)
 
 	for (int i = 0; i < 8; i++)
 		free(e[i].relpath);
+	_test_totals();
 	tap_rmtree(_dir);
 	return tap_done();
 }
