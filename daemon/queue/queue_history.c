@@ -127,12 +127,13 @@ int queue_history_prune(struct queue *q, int64_t before, int budget, struct queu
 			char *err, size_t errlen)
 {
 	int64_t left = budget > 0 ? budget : 1;
+	struct queue_pruned now = { 0 };	/* added to done once committed */
 	struct _cand c;
 	int rc = 0, more = 0, r;
 
 	qp_begin(q);
 	while (left > 0 && (r = _next(q, before, &c, err, errlen)) != 0) {
-		if (r < 0 || (r = _rows(q, &c, &left, done, err, errlen)) < 0) {
+		if (r < 0 || (r = _rows(q, &c, &left, &now, err, errlen)) < 0) {
 			rc = -1;
 			break;
 		}
@@ -145,12 +146,14 @@ int queue_history_prune(struct queue *q, int64_t before, int budget, struct queu
 			rc = -1;
 			break;
 		}
-		done->requests++;
+		now.requests++;
 		left--;	/* a request costs one at least, rows or not */
 		more = left <= 0;
 	}
 	if (qp_end(q, rc, 0, err, errlen) < 0)
 		return -1;
+	done->requests += now.requests;
+	done->rows += now.rows;
 	return more;
 }
 
@@ -177,12 +180,11 @@ int queue_audit_prune(struct queue *q, int64_t before, int budget, struct queue_
 				" FROM audit ORDER BY id LIMIT ?2) WHERE ended < ?1)", err, errlen,
 				"II", before, (int64_t)(budget > 0 ? budget : 1));
 		rc = st ? qp_step_reset(q, st, err, errlen) : -1;
-		if (rc == 0) {
+		if (rc == 0)
 			n = sqlite3_changes(q->db);
-			done->audit += n;
-		}
 	}
 	if (qp_end(q, rc, 0, err, errlen) < 0)
 		return -1;
+	done->audit += n;
 	return n > 0;
 }
