@@ -33,8 +33,9 @@ int queue_history_schema(struct queue *q, char *err, size_t errlen)
 	/* A column added without a schema version: an older stagehandd ignores it. */
 	if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
 		return -1;
+	/* -1: below any time, so that every finished request is in the index at first. */
 	rc = (!have && qp_exec(q, "ALTER TABLE requests ADD COLUMN pruned INTEGER NOT NULL"
-			       " DEFAULT 0", err, errlen) < 0) || qp_exec(q, _schema, err, errlen) < 0;
+			       " DEFAULT -1", err, errlen) < 0) || qp_exec(q, _schema, err, errlen) < 0;
 	if (rc || qp_exec(q, "COMMIT", err, errlen) < 0) {
 		qp_exec(q, "ROLLBACK", NULL, 0);
 		return -1;

@@ -55,11 +55,12 @@ static int64_t _rows_of(struct queue *q, int64_t id)
 }
 
 /*
- * Ten requests, each with 3-12 items: ids 1 (done stage_in), 3 (failed
+ * Eleven requests, each with 3-13 items: ids 1 (done stage_in), 3 (failed
  * archive), 4 (cancelled stage_out), 8 (done purge) finished before BEFORE;
  * 2 (a done archive) too; 5 finished after it; 6, 7, 9 not finished; 10 a
  * done stage_in of job 20, whose end is not processed yet (its input
- * cleanup needs the items).
+ * cleanup needs the items); 11 a done stage_in without a job, last changed
+ * at time 0.
  */
 static int _seed(struct queue *q)
 {
@@ -76,7 +77,8 @@ static int _seed(struct queue *q)
 		    " (7, 1001, 1, 'u', 17, 'stage_in', '/s', 'failed_retryable', 0, 100),"
 		    " (8, 1001, 1, 'u', 18, 'purge', '/s', 'running', 0, 130),"
 		    " (9, 1001, 1, 'u', 19, 'stage_in', '/s', 'running', 0, 100),"
-		    " (10, 1001, 1, 'u', 20, 'stage_in', '/s', 'done', 0, 100);"
+		    " (10, 1001, 1, 'u', 20, 'stage_in', '/s', 'done', 0, 100),"
+		    " (11, 1001, 1, 'u', NULL, 'stage_in', '/s', 'done', 0, 0);"
 		    "INSERT INTO jobs (job_id, uid, gid, user, end_processed, created, updated) VALUES"
 		    " (11, 1001, 1, 'u', 1, 0, 0), (20, 1001, 1, 'u', 0, 0, 0);"
 		    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 12)"
@@ -84,7 +86,8 @@ static int _seed(struct queue *q)
 		    " SELECT r, 'f' || i, i * 100, CASE WHEN i % 4 THEN 'done' ELSE 'failed' END"
 		    " FROM n, (SELECT 1 AS r UNION ALL SELECT 2 UNION ALL"
 		    " SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL"
-		    " SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9 UNION ALL SELECT 10)"
+		    " SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9 UNION ALL SELECT 10"
+		    " UNION ALL SELECT 11)"
 		    " WHERE i <= r + 2;"
 		    "INSERT INTO shards (request_id, idx, updated) VALUES (1, 0, 0), (1, 1, 0),"
 		    " (2, 0, 0);"
@@ -125,15 +128,15 @@ static int _prune_all(struct queue *q, int budget, int64_t before, struct queue_
 
 static void _test_requests(struct queue *q)
 {
-	static const int64_t gone[] = { 1, 3, 4, 8 }, kept[] = { 2, 5, 6, 7, 9, 10 };
+	static const int64_t gone[] = { 1, 3, 4, 8, 11 }, kept[] = { 2, 5, 6, 7, 9, 10 };
 	struct queue_pruned p = { 0 };
 	struct cleanup_counts cc0, cc1;
 	char err[256] = "";
-	int64_t before_rows[11], most;
+	int64_t before_rows[12], most;
 	int calls, bad = 0;
 	long steps;
 
-	for (int64_t i = 1; i <= 10; i++)
+	for (int64_t i = 1; i <= 11; i++)
 		before_rows[i] = _rows_of(q, i);
 	queue_cleanup_counts(q, &cc0, err, sizeof(err));
 	calls = _prune_all(q, 5, BEFORE, &p, &most, err, sizeof(err));
@@ -146,9 +149,9 @@ static void _test_requests(struct queue *q)
 				 (long long)_rows_of(q, gone[i]));
 			bad++;
 		}
-	ok(bad == 0 && p.requests == 4 && p.rows == before_rows[1] + before_rows[3] +
-	   before_rows[4] + before_rows[8], "the finished requests' rows are gone: 4 requests,"
-	   " %lld rows", (long long)p.rows);
+	ok(bad == 0 && p.requests == 5 && p.rows == before_rows[1] + before_rows[3] +
+	   before_rows[4] + before_rows[8] + before_rows[11], "the finished requests' rows are "
+	   "gone (one last changed at time 0 too): 5 requests, %lld rows", (long long)p.rows);
 	bad = 0;
 	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
 		if (_rows_of(q, kept[i]) != before_rows[kept[i]]) {
@@ -158,7 +161,7 @@ static void _test_requests(struct queue *q)
 		}
 	ok(bad == 0, "a done archive, a request finished after the cut, unfinished ones and "
 	   "a stage_in whose job has not ended keep every row");
-	ok(_num(q, "SELECT count(*) FROM requests") == 10, "every request row stays");
+	ok(_num(q, "SELECT count(*) FROM requests") == 11, "every request row stays");
 	ok(queue_cleanup_counts(q, &cc1, err, sizeof(err)) == 0 && cc0.files_freed > 0 &&
 	   cc1.files_freed == cc0.files_freed && cc1.bytes_freed == cc0.bytes_freed,
 	   "the input cleanup's counters are what they were (%lld files, %lld bytes; before "
