@@ -61,7 +61,7 @@ return {
 	{ "HistoryRetention", "duration", field = "history_retention", min = 1, max = 3650 * DAY,
 		default = "never", off = "never", offval = -1,
 		must = "a duration from 1s up to 3650d (e.g. 90d) or never",
-		doc = "how long finished requests are kept; never = all (done archives always)" },
+		doc = "how long finished requests keep their per-file rows; never = always (done archives: always)" },
 	{ "AuditRetention", "duration", field = "audit_retention", min = 1, max = 3650 * DAY,
 		default = "never", off = "never", offval = -1,
 		must = "a duration from 1s up to 3650d (e.g. 400d) or never",
