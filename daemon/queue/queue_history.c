@@ -78,12 +78,13 @@ struct _cand {
  */
 static int _next(struct queue *q, int64_t before, struct _cand *c, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = qp_cachedf(q, "SELECT id, updated FROM requests"
-				      " INDEXED BY requests_prunable WHERE " PRUNABLE
-				      " AND updated < ?1 AND (job_id IS NULL OR NOT EXISTS (SELECT 1"
-				      " FROM jobs WHERE jobs.job_id = requests.job_id AND"
-				      " jobs.end_processed = 0)) ORDER BY updated LIMIT 1", err,
-				      errlen, "I", before);
+	/* A read in the writer's own transaction (qp_read: its connection, kept prepared). */
+	sqlite3_stmt *st = qp_readf(q, "SELECT id, updated FROM requests"
+				    " INDEXED BY requests_prunable WHERE " PRUNABLE
+				    " AND updated < ?1 AND (job_id IS NULL OR NOT EXISTS (SELECT 1"
+				    " FROM jobs WHERE jobs.job_id = requests.job_id AND"
+				    " jobs.end_processed = 0)) ORDER BY updated LIMIT 1", err,
+				    errlen, "I", before);
 	int rc;
 
 	if (!st)
@@ -93,11 +94,7 @@ static int _next(struct queue *q, int64_t before, struct _cand *c, char *err, si
 		c->id = sqlite3_column_int64(st, 0);
 		c->updated = sqlite3_column_int64(st, 1);
 	}
-	sqlite3_reset(st);
-	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-		return rc == SQLITE_ROW;
-	qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-	return -1;
+	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : rc == SQLITE_ROW;
 }
 
 /*
@@ -163,18 +160,16 @@ int queue_audit_prune(struct queue *q, int64_t before, int budget, struct queue_
 {
 	sqlite3_stmt *st;
 	int64_t n = 0;
-	int rc, old;
+	int rc = -1, old = 0;
 
 	qp_begin(q);
 	/* Nothing to do (the usual answer) when the oldest row is not old: one row read. */
-	st = qp_cached(q, "SELECT ended FROM audit ORDER BY id LIMIT 1", err, errlen);
-	rc = st ? sqlite3_step(st) : SQLITE_ERROR;
-	if (st && rc != SQLITE_ROW && rc != SQLITE_DONE)
-		qp_err(err, errlen, "database: %s", sqlite3_errmsg(q->db));
-	old = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) < before;
-	if (st)
-		sqlite3_reset(st);
-	rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+	st = qp_read(q, "SELECT ended FROM audit ORDER BY id LIMIT 1", err, errlen);
+	if (st) {
+		rc = sqlite3_step(st);
+		old = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) < before;
+		rc = qp_read_end(q, st, rc, err, errlen);
+	}
 	/* The budget oldest rows by id (the order they were added in), the old ones of them. */
 	if (rc == 0 && old) {
 		st = qp_cachedf(q, "DELETE FROM audit WHERE id IN (SELECT id FROM (SELECT id, ended"
