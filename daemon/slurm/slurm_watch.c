@@ -592,7 +592,7 @@ static int _release(const struct sjob *j)
 		log_warn("job %u: inputs staged but %s (tried again)", j->job_id, err);
 	if (rc == 1) {
 		_declined_once(j->job_id, why);
-		_comment(j, "stagehand: inputs staged; not released by stagehand: %s", why);
+		_comment(j, "stagehand: inputs staged, not released: %s", why);
 	}
 	return rc;
 }
