@@ -60,8 +60,8 @@ static void _vector(const char *dir, const char *name)
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	v = json_load_file(path, 0, &je);
 	e = json_object_get(v, "expect");
-	if (!tap_ok(v && e && json_object_get(e, "site"), "%s: readable (%s)", name,
-		    v ? "no expect" : je.text)) {
+	if (!tap_ok(v && e && json_object_get(e, "site"), "%s: readable%s%s", name,
+		    v ? "" : ": ", v ? "" : je.text)) {
 		json_decref(v);
 		return;
 	}
