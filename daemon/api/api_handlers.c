@@ -315,6 +315,8 @@ static int _submit_check(struct daemon *d, const struct api_caller *who, json_t 
 		api_error(out, 400, "%s", err);
 		goto fail;
 	}
+	if (api_labels_policy_allowed(who, lr->action, lr->options, out) < 0)
+		goto fail;
 	return 0;
 fail:
 	free(*opt_text);

@@ -690,3 +690,24 @@ void api_labels_verify(struct daemon *d, const struct api_caller *who, json_t *b
 			      "stale_after", (json_int_t)c.stale_after,
 			      "namespace", conf_xattr_prefix(d->conf));
 }
+
+int api_labels_policy_allowed(const struct api_caller *who, const char *action,
+			      const char *options, struct api_reply *out)
+{
+	json_t *o;
+	const char *policy;
+	int rc = 0;
+
+	if (who->admin || !action || strcmp(action, "label") != 0 || !options)
+		return 0;
+	o = json_loads(options, 0, NULL);
+	policy = json_string_value(json_object_get(o, "policy"));
+	if (policy && strcmp(policy, "archive") != 0 && strcmp(policy, "skipped") != 0) {
+		api_error(out, 403, "options.policy '%.64s' is written by stagehandd and admins "
+			  "only: a label request of yours may ask for 'archive' (the default) or "
+			  "'skipped' (docs/api.md, \"Options\")", policy);
+		rc = -1;
+	}
+	json_decref(o);
+	return rc;
+}

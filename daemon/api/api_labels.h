@@ -19,6 +19,17 @@
 /* Labels per request; a client sends bigger trees in several requests. */
 #define API_LABELS_MAX 1000
 
+/*
+ * May who ask for a label request with these options (the request's JSON
+ * options text, or NULL)? Users may write only the labels docs/api.md gives
+ * them, "archive" (the default) and "skipped"; "exempt" and "purge" say what
+ * a #DATA line or the daemon's cleanup decided, so only admins (root,
+ * AdminUsers, AdminGroups) may ask for them. 0 allowed (or not a label
+ * request), -1 with a 403 and the reason in out.
+ */
+int api_labels_policy_allowed(const struct api_caller *who, const char *action,
+			      const char *options, struct api_reply *out);
+
 /* Called from api_route with conf_lock held (read). body is borrowed. */
 void api_labels_verify(struct daemon *d, const struct api_caller *who, json_t *body,
 		       struct api_reply *out);

@@ -3,13 +3,14 @@
  * in a worker that has become the job's owner, and removes what the daemon's
  * records say stagehand staged, nothing else.
  *
- * Every path is walked from the input directory one component at a time
- * with openat(O_NOFOLLOW | O_DIRECTORY), and the input directory itself is
- * opened below the scratch root the same way (xfer_open_beneath): a
- * symbolic link the user planted, at any depth, ends the walk there. The
+ * Every path's directory is opened below the input directory through the
+ * one resolver (common/resolve.h, resolve_open: no link followed in any
+ * component), and the input directory itself is opened below the scratch
+ * root the same way (xfer_open_beneath): a symbolic link the user planted,
+ * at any depth, ends the open there. The
  * final name is judged with fstatat(AT_SYMLINK_NOFOLLOW) and removed with
- * unlinkat on the directory handle the walk holds, so the name is only ever
- * looked up in a directory this walk opened.
+ * unlinkat on the directory descriptor that open returned, so the name is
+ * only ever looked up in a directory opened without following a link.
  */
 #include "config.h"
 
@@ -24,6 +25,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "resolve.h"
 #include "xfer.h"
 #include "xfer_util.h"
 
@@ -49,39 +51,33 @@ static int _safe_rel(const char *rel)
 
 /*
  * Open the directory that holds rel's last component (dirs components deep
- * below root; all of them when dirs < 0), no symlink followed; *last points
- * at that name in rel. A new descriptor, or -1 with errno.
+ * below root; all of them when dirs < 0), through the one resolver
+ * (common/resolve.h: no link followed in any component, nothing above
+ * root); *last points at that name in rel. A new descriptor, or -1 with
+ * errno (ELOOP: a link on the way; ENOTDIR: a file; ENOENT: gone).
  */
 static int _open_parent(int root, const char *rel, int dirs, const char **last)
 {
-	char comp[NAME_MAX + 1];
+	char parent[XFER_PATH_MAX];
 	const char *p = rel;
-	int cur = dup(root), depth = 0;
+	int depth = 0;
 
-	while (cur >= 0) {
+	for (;;) {
 		size_t n = strcspn(p, "/");
-		int next;
 
-		if (!p[n] || (dirs >= 0 && depth == dirs)) {
-			*last = p;
-			return cur;
-		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (next < 0) {
-			int e = errno;
-
-			close(cur);
-			errno = e;
-			return -1;
-		}
-		close(cur);
-		cur = next;
+		if (!p[n] || (dirs >= 0 && depth == dirs))
+			break;
 		p += n + 1;
 		depth++;
 	}
-	return -1;
+	*last = p;
+	/* "" (the name is in root itself) reopens root. */
+	if (snprintf(parent, sizeof(parent), "%.*s", p > rel ? (int)(p - rel - 1) : 0, rel) >=
+	    (int)sizeof(parent)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return resolve_open(root, parent, O_RDONLY | O_DIRECTORY, 0, 0, NULL, 0);
 }
 
 /* Remove one staged file: 1 removed, 0 left (why says why). */

@@ -42,51 +42,11 @@ static void _err_slurm(char *err, size_t errlen, const char *what, uint32_t job_
 		snprintf(err, errlen, "%s: %s", what, slurm_strerror(e));
 }
 
-static const char *_plan_text(const char *admin_comment)
-{
-	const char *p;
-
-	if (!admin_comment)
-		return NULL;
-	p = strstr(admin_comment, SJOB_PLAN_PREFIX);
-	return p ? p + strlen(SJOB_PLAN_PREFIX) : NULL;
-}
-
-/* Where the parts of an admin_comment record begin (see sjob_status_record). */
-struct _parts {
-	size_t site_end;     /* site text: [0, site_end), trailing blanks left out */
-	const char *status;  /* status text, or NULL */
-	size_t status_len;
-	const char *rest;    /* hold marker and plan: to the end ("" when none) */
-};
-
-static void _split_record(const char *ac, struct _parts *p)
-{
-	const char *plan = strstr(ac, SJOB_PLAN_PREFIX);
-	size_t head = plan ? (size_t)(plan - ac) : strlen(ac);
-	const char *hold = NULL, *st = NULL, *h;
-
-	/* Markers count only before the plan: a user's path inside it may spell them. */
-	for (h = strstr(ac, SJOB_HOLD_MARK); h && (size_t)(h - ac) < head;
-	     h = strstr(h + 1, SJOB_HOLD_MARK))
-		hold = h;
-	p->rest = hold ? hold : ac + head;
-	st = strstr(ac, SJOB_STATUS_MARK);
-	if (st && st >= p->rest)
-		st = NULL;
-	p->site_end = st ? (size_t)(st - ac) : (size_t)(p->rest - ac);
-	while (p->site_end > 0 && ac[p->site_end - 1] == ' ')
-		p->site_end--;
-	p->status = st ? st + strlen(SJOB_STATUS_MARK) : NULL;
-	p->status_len = st ? (size_t)(p->rest - p->status) : 0;
-	while (p->status_len > 0 && p->status[p->status_len - 1] == ' ')
-		p->status_len--;
-}
 
 int sjob_status_record(const char *cur, const char *text, char *out, size_t outlen)
 {
 	char clean[SJOB_STATUS_MAX + 1];
-	struct _parts p;
+	struct record p;
 	size_t i, k = 0;
 	int n;
 
@@ -101,25 +61,25 @@ int sjob_status_record(const char *cur, const char *text, char *out, size_t outl
 		clean[k++] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
 	}
 	clean[k] = '\0';
-	_split_record(cur ? cur : "", &p);
-	n = snprintf(out, outlen, "%.*s%s" SJOB_STATUS_MARK "%s%s%s", (int)p.site_end,
-		     cur ? cur : "", p.site_end ? " " : "", clean, *p.rest ? " " : "", p.rest);
+	record_split(cur, &p);
+	n = snprintf(out, outlen, "%.*s%s" SJOB_STATUS_MARK "%s%s%s", (int)p.site_len,
+		     p.site, p.site_len ? " " : "", clean, *p.rest ? " " : "", p.rest);
 	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
 static char *_status_of(const char *ac)
 {
-	struct _parts p;
+	struct record p;
 
 	if (!ac)
 		return NULL;
-	_split_record(ac, &p);
+	record_split(ac, &p);
 	return p.status ? strndup(p.status, p.status_len) : NULL;
 }
 
 static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 {
-	const char *plan = _plan_text(ji->admin_comment);
+	const char *plan = record_plan(ji->admin_comment);
 
 	memset(j, 0, sizeof(*j));
 	j->job_id = ji->job_id;
@@ -129,6 +89,7 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	j->gid = ji->group_id;
 	j->state = ji->job_state & JOB_STATE_BASE;
 	j->priority = ji->priority;
+	j->reason = ji->state_reason;
 	j->completing = (ji->job_state & JOB_COMPLETING) != 0;
 	if (WIFSIGNALED(ji->exit_code))
 		j->exit_code = 128 + WTERMSIG(ji->exit_code);
@@ -143,7 +104,7 @@ static int _fill(struct sjob *j, const slurm_job_info_t *ji)
 	j->status = _status_of(ji->admin_comment);
 	j->admin_comment = _dup(ji->admin_comment);
 	j->plan_json = _dup(plan);
-	j->hold_pending = ji->admin_comment && strstr(ji->admin_comment, SJOB_HOLD_PENDING);
+	j->hold_pending = record_hold_pending(ji->admin_comment);
 	j->restarts = ji->restart_cnt;
 	j->requeue = (ji->job_state & (JOB_REQUEUE | JOB_REQUEUE_HOLD |
 				       JOB_REQUEUE_FED | JOB_SPECIAL_EXIT)) != 0;
@@ -299,7 +260,7 @@ int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running
 		    (_push(running, &nrun, ji->work_dir) < 0 || _push(running, &nrun, ji->std_out) < 0 ||
 		     _push(running, &nrun, ji->std_err) < 0))
 			goto nomem;
-		if (!_plan_text(ji->admin_comment))
+		if (!record_plan(ji->admin_comment))
 			continue;
 		if (_fill(&jobs[cnt], ji) < 0)
 			goto nomem;
@@ -390,10 +351,44 @@ int sjob_set_status(uint32_t job_id, const char *text, char *err, size_t errlen)
 	return rc;
 }
 
-int sjob_release(uint32_t job_id, char *err, size_t errlen)
+bool sjob_held_by_us(const struct sjob *j, char *why, size_t whylen)
+{
+	if (j->state != JOB_PENDING)
+		snprintf(why, whylen, "it is %s, not pending", sjob_state_name(j->state));
+	else if (!j->hold_pending)
+		snprintf(why, whylen, "its record has no stagehand:hold=pending before the plan");
+	else if (j->priority != 0)
+		snprintf(why, whylen, "it is not held (priority %u): nothing of ours to release",
+			 j->priority);
+	else if (j->reason == WAIT_HELD)
+		snprintf(why, whylen, "it is held by an administrator (JobHeldAdmin): "
+			 "an administrator's 'scontrol release' starts it");
+	else if (j->reason != WAIT_HELD_USER)
+		snprintf(why, whylen, "it is held with reason %u, not the JobHeldUser hold "
+			 "job_submit.lua sets", j->reason);
+	else
+		return true;
+	return false;
+}
+
+int sjob_release(uint32_t job_id, char *why, size_t whylen, char *err, size_t errlen)
 {
 	job_desc_msg_t d;
+	struct sjob j;
+	bool ours;
+	int rc;
 
+	/* Slurm's view now, not the last tick's: an admin may have held it since. */
+	rc = sjob_get(job_id, &j, err, errlen);
+	if (rc != 0) {
+		if (rc == 1)
+			snprintf(why, whylen, "slurmctld no longer knows it");
+		return rc;
+	}
+	ours = sjob_held_by_us(&j, why, whylen);
+	sjob_clear(&j);
+	if (!ours)
+		return 1;
 	slurm_init_job_desc_msg(&d);
 	slurm_compat_desc_job_id(&d) = job_id;
 	d.priority = INFINITE;

@@ -21,13 +21,11 @@
 #include <sys/types.h>
 #include <time.h>
 
-/* The prefix job_submit.lua writes before the plan JSON in admin_comment. */
-#define SJOB_PLAN_PREFIX "stagehand:v1:"
-/* The marker job_submit.lua writes while the job waits for its inputs. */
-#define SJOB_HOLD_PENDING "stagehand:hold=pending"
-/* Any hold marker, and the daemon's status text, both in admin_comment. */
-#define SJOB_HOLD_MARK "stagehand:hold="
-#define SJOB_STATUS_MARK "stagehand:status="
+#include "record.h"
+
+/* The record in admin_comment is read through common/record.h alone. */
+#define SJOB_PLAN_PREFIX RECORD_PLAN_PREFIX
+#define SJOB_STATUS_MARK RECORD_STATUS_MARK
 
 /* One job as slurmctld sees it. Strings are owned by the array. */
 struct sjob {
@@ -38,6 +36,9 @@ struct sjob {
 	gid_t gid;
 	uint32_t state;          /* JOB_* base state (state & JOB_STATE_BASE) */
 	uint32_t priority;       /* 0 = held */
+	uint32_t reason;         /* state_reason (enum job_state_reason): a held job's
+				    WAIT_HELD_USER is job_submit.lua's hold (or the
+				    user's), WAIT_HELD an administrator's */
 	bool completing;         /* ended, but epilogs still run on its nodes */
 	int exit_code;           /* batch script exit code (WEXITSTATUS), or 128+signal */
 	time_t end_time;         /* 0 while it has not ended */
@@ -48,8 +49,10 @@ struct sjob {
 	char *status;            /* the daemon's status text in admin_comment, or NULL */
 	char *admin_comment;     /* the whole admin_comment (site text, status, record) */
 	char *plan_json;         /* text after SJOB_PLAN_PREFIX, or NULL */
-	bool hold_pending;       /* admin_comment says stagehand:hold=pending:
-				    held by job_submit.lua until its inputs are staged */
+	bool hold_pending;       /* the record says stagehand:hold=pending before its
+				    plan (record_hold_pending; a path in the plan that
+				    spells it does not count): held by job_submit.lua
+				    until its inputs are staged */
 	char *array_tasks;       /* a pending array's meta record (array_task_id NO_VAL):
 				    the task ids still in it ("1-8%4", "3,5-8"); else NULL */
 	unsigned restarts;       /* how often slurmctld requeued the job */
@@ -128,8 +131,21 @@ int sjob_status_record(const char *cur, const char *text, char *out, size_t outl
  * the new text (a second RPC). 0 or -1 with err.
  */
 int sjob_set_status(uint32_t job_id, const char *text, char *err, size_t errlen);
-/* Release (priority INFINITE): the scheduler may start it. */
-int sjob_release(uint32_t job_id, char *err, size_t errlen);
+/*
+ * Release (priority INFINITE) a job stagehand holds: the scheduler may start
+ * it. Reads the job again first (one RPC) and releases it only while it is
+ * PENDING, its record says stagehand:hold=pending before the plan, and it is
+ * held the way job_submit.lua holds it (priority 0, reason JobHeldUser); an
+ * administrator's hold (JobHeldAdmin) or a job that is not held is never
+ * touched. Returns 0 released, 1 declined (why says so, for the log), -1
+ * error (err filled).
+ */
+int sjob_release(uint32_t job_id, char *why, size_t whylen, char *err, size_t errlen);
+/*
+ * Is j held by stagehand (see sjob_release)? true, or false with why filled
+ * ("held by an administrator (JobHeldAdmin)", ...).
+ */
+bool sjob_held_by_us(const struct sjob *j, char *why, size_t whylen);
 
 /*
  * Split task task_id off the pending meta record of array array_job_id by

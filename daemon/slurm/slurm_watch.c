@@ -541,6 +541,62 @@ static void _human(int64_t b, char *buf, size_t len)
 	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, u[i]);
 }
 
+/*
+ * Jobs whose release was declined, so the log says it once per job (sorted
+ * ids; forgotten all at once when full, which only repeats a line).
+ */
+#define DECLINED_MAX 4096
+static uint32_t _declined[DECLINED_MAX];
+static size_t _ndeclined;
+
+/* Log, once per job, that the daemon did not release job_id, and why. */
+static void _declined_once(uint32_t job_id, const char *why)
+{
+	size_t lo = 0, hi = _ndeclined;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (_declined[mid] == job_id)
+			return;
+		if (_declined[mid] < job_id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (_ndeclined == DECLINED_MAX) {
+		_ndeclined = 0;
+		lo = 0;
+	}
+	memmove(_declined + lo + 1, _declined + lo, (_ndeclined - lo) * sizeof(*_declined));
+	_declined[lo] = job_id;
+	_ndeclined++;
+	log_warn("job %u: inputs staged but not released: %s", job_id, why);
+}
+
+/*
+ * Release a staged job only while stagehand holds it (sjob_release checks
+ * slurmctld's view again first). 0 released, 1 declined (logged once, and
+ * said in the job's status), -1 error (logged; tried again next tick).
+ */
+static int _release(const struct sjob *j)
+{
+	char why[256], err[256];
+	int rc;
+
+	if (!sjob_held_by_us(j, why, sizeof(why)))
+		rc = 1;
+	else
+		rc = sjob_release(j->job_id, why, sizeof(why), err, sizeof(err));
+	if (rc < 0)
+		log_warn("job %u: inputs staged but %s (tried again)", j->job_id, err);
+	if (rc == 1) {
+		_declined_once(j->job_id, why);
+		_comment(j, "stagehand: inputs staged, not released: %s", why);
+	}
+	return rc;
+}
+
 /* A held job whose requests exist: release, report failure, or show progress. */
 static void _follow(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
@@ -564,9 +620,7 @@ static void _follow(const struct slurm_watch_ctx *w, const struct sjob *j)
 	_human(p.bytes_done, hb, sizeof(hb));
 	_human(p.bytes_total, ht, sizeof(ht));
 	if (strcmp(state, "ready") == 0 || strcmp(state, "none") == 0) {
-		if (sjob_release(j->job_id, err, sizeof(err)) < 0) {
-			log_warn("job %u: inputs staged but %s (tried again)", j->job_id, err);
-		} else {
+		if (_release(j) == 0) {
 			char *aj = NULL, *as = NULL, *ar = NULL;
 
 			log_info("job %u: inputs staged (%lld files, %s): released", j->job_id,

@@ -225,6 +225,30 @@ def test_api_rejects_bad_input(daemon, tree):
     assert st == 200 and doc["results"][0]["code"] == "bad_input"
 
 
+def test_label_request_policies_of_users(daemon, tree, base_dir):
+    """A user's label request may ask for 'archive' or 'skipped' only (docs/api.md,
+    "Options"): 'exempt' and 'purge' say what a #DATA line or the daemon's cleanup
+    decided, and with XattrNamespace=trusted root would write them for the user."""
+    d = owned_dir(os.path.join(base_dir, "shtest", "askpolicy"), "shtest")
+    for policy in ("exempt", "purge"):
+        st, doc, text, _ = daemon.api.post("/v1/requests", {
+            "action": "label", "source": d, "options": {"policy": policy}}, as_user="shtest")
+        assert st == 403, f"{policy}: {st} {text}"
+        assert f"options.policy '{policy}'" in doc["error"], doc
+        assert "'archive' (the default) or 'skipped'" in doc["error"], doc
+    # A batch is refused whole when one of its entries asks for one.
+    st, doc, text, _ = daemon.api.post("/v1/requests", {"requests": [
+        {"action": "label", "source": d, "options": {"policy": "archive"}},
+        {"action": "label", "source": d, "options": {"policy": "exempt"}}]}, as_user="shtest")
+    assert st == 403, f"batch: {st} {text}"
+    with pytest.raises(OSError):
+        os.getxattr(d, "user.stagehand.policy")
+    for policy in ("archive", "skipped"):
+        r = daemon.api.submit("label", d, None, as_user="shtest", options={"policy": policy})
+        assert daemon.api.wait(r["id"], timeout=60)["state"] == "done", r
+        assert os.getxattr(d, "user.stagehand.policy") == policy.encode()
+
+
 def test_many_labels_in_batches(stagehand_bin, daemon, tree, base_dir):
     """More labels than one request carries: the CLI batches; every one is judged."""
     root = owned_dir(os.path.join(base_dir, "shtest", "many"), "shtest")

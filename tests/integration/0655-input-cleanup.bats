@@ -183,9 +183,10 @@ EOF
 	submit -d "$WD" "$WD/job.sh"
 	wait_job_state "$j" RUNNING 90
 	in=$STAGEHAND_TESTBED_SCRATCH/shtest/$j/input
-	# The removal (a worker as shtest) is held in its open of set/: the
-	# daemon is killed while set/sub/b.dat is surely still there.
-	stall_worker_open "$in/set"
+	# The removal (a worker as shtest) is held in its open of set/sub/, the
+	# directory of set/sub/b.dat (the resolver opens it in one call; set/ is
+	# only crossed): the daemon is killed while b.dat is surely still there.
+	stall_worker_open "$in/set/sub"
 	run_as_user shtest touch "$WD/go"
 	wait_job_state "$j" COMPLETED 90
 	read -r -t 90 held <&"${STALL[0]}"
