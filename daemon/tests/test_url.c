@@ -233,7 +233,7 @@ static void _test_site_prefix(void)
 		{ "archive", "/bob/x", 0, "a leading '/'" },
 		{ "archive", "bob/%2e%2e/alice/x", 0, "encoded twice ('%' after decoding)" },
 		{ "archive", "bob/a\\..\\x", 0, "a backslash" },
-		{ "archive", "bob/a\nb", 0, "a control character" },
+		{ "archive", "bob/a\tb", 0, "a control character" },
 		{ "other", "bob/x", 0, "another bucket" },
 		{ "archive", "", 0, "the bucket's root" },
 	};
