@@ -28,6 +28,7 @@ Run: sudo python3 -m pytest -v tests/integration/0232-daemon-outbound.py
 import http.server
 import os
 import pwd
+import re
 import shutil
 import ssl
 import subprocess
@@ -342,8 +343,23 @@ def bob_home(base_dir):
 
 
 @pytest.fixture(scope="module")
-def s3site(make_daemon, s3, bob_home):
-    return make_daemon("outbound-s3", homes=bob_home, AllowedSchemes="s3",
+def alice_home(base_dir, s3):
+    """shtest's home as the daemons see it: with keys of her own."""
+    pw = pwd.getpwnam(ALICE)
+    h = os.path.join(base_dir, "home", ALICE)
+    cf = os.path.join(h, ".config", "stagehand", "s3.conf")
+    os.makedirs(os.path.dirname(cf), exist_ok=True)
+    with open(cf, "w") as f:
+        f.write(f"access_key_id = {s3.access}\nsecret_access_key = {s3.secret}\n")
+    os.chmod(cf, 0o600)
+    for p in (h, os.path.dirname(os.path.dirname(cf)), os.path.dirname(cf), cf):
+        os.chown(p, pw.pw_uid, pw.pw_gid)
+    return {pw.pw_dir: h}
+
+
+@pytest.fixture(scope="module")
+def s3site(make_daemon, s3, bob_home, alice_home):
+    return make_daemon("outbound-s3", homes={**bob_home, **alice_home}, AllowedSchemes="s3",
                        S3Endpoint=s3.endpoint, OutboundAllow="127.0.0.1/32", MaxRetries=0,
                        S3CredentialsFile=s3.site, S3SitePrefix="s3://archive/%u/")
 
@@ -368,7 +384,7 @@ def test_s3_site_keys_in_own_prefix(s3site, s3, base_dir):
     ("stage_in", f"s3://archive/{BOB}/x%3Facl", "'?' (percent-encoded) in an S3 key"),
 ])
 def test_s3_refused_for_bob(s3site, s3, base_dir, action, url, why):
-    d = scratch(base_dir, BOB, "s3-refused")
+    d = scratch(base_dir, BOB, "s3-refused-" + re.sub(r"[^a-z0-9]+", "_", action + url))
     src = os.path.join(d, "payload")
     with open(src, "w") as f:
         f.write("bob's bytes\n")
@@ -388,6 +404,20 @@ def test_s3_refused_for_bob(s3site, s3, base_dir, action, url, why):
     keys = {o["Key"] for o in s3.client.list_objects_v2(Bucket="archive")["Contents"]}
     assert keys <= {f"{ALICE}/secret.txt", f"{BOB}/mine.txt"}, keys
     assert s3.client.get_bucket_acl(Bucket="archive")["Grants"] == s3.acl
+
+
+@pytest.mark.parametrize("url", ["s3://archive/?acl", f"s3://archive/{ALICE}/?policy",
+                                 f"s3://archive/{ALICE}/secret.txt?acl"])
+def test_s3_query_refused_with_own_keys(s3site, s3, base_dir, url):
+    """shtest has keys of her own (which may do anything on the bucket): a
+    query is refused all the same, before any request."""
+    d = scratch(base_dir, ALICE, "s3-own-query")
+    before = moto_log(s3)
+    r = run(s3site, "stage_in", url, os.path.join(d, "got"))
+    assert r["state"] in ("refused", "failed_final"), r
+    assert "'?' in an S3 key is refused" in r["error"], r
+    assert moto_log(s3)[len(before):] == ""
+    assert not os.path.exists(os.path.join(d, "got"))
 
 
 def test_s3_site_keys_unused_without_prefix(make_daemon, s3, bob_home, base_dir):
