@@ -56,6 +56,9 @@ static size_t _scan(const char *in, void (*put)(void *, const char *, size_t), v
 		total += sizeof(URL_REDACTED) - 1;
 		for (i = q; !_url_end(in[i]) && in[i] != '#'; i++)
 			;
+		/* A URL ending a clause ("URL: why", "(URL)"): its punctuation is the text's. */
+		if (in[i] != '#' && i > q + 1 && strchr(":,;.)", in[i - 1]))
+			i--;
 		/* the fragment (if any) is copied with the rest of the text */
 	}
 	return total;

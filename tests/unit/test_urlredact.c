@@ -22,13 +22,17 @@ static const struct {
 	  "stage_in https://h/a?<redacted> to /s/x failed: HTTP 403" },
 	{ "'https://h/a?sig=secret'", "'https://h/a?<redacted>'" },
 	{ "\"https://h/a?sig=secret\",\"x\"", "\"https://h/a?<redacted>\",\"x\"" },
-	{ "two: http://a/?s=1 and ftp://b/c?t=2.", "two: http://a/?<redacted> and ftp://b/c?<redacted>" },
+	{ "two: http://a/?s=1 and ftp://b/c?t=2.", "two: http://a/?<redacted> and ftp://b/c?<redacted>." },
 	{ "a local file?yes /scratch/x?y", "a local file?yes /scratch/x?y" },
 	{ "HTTPS://H/P?Sig=secret", "HTTPS://H/P?<redacted>" },
 	{ "x=https://h/a?sig=secret\tnext", "x=https://h/a?<redacted>\tnext" },
 	{ "https://h/a?sig=secret\nnext line", "https://h/a?<redacted>\nnext line" },
 	{ "xhttps://h/a?sig=1", "xhttps://h/a?<redacted>" },	/* any scheme */
 	{ "://h/a?sig=1", "://h/a?sig=1" },
+	{ "cannot stat https://h/a?sig=1: HTTP 403", "cannot stat https://h/a?<redacted>: HTTP 403" },
+	{ "(see https://h/a?sig=1)", "(see https://h/a?<redacted>)" },
+	{ "https://h/a?:", "https://h/a?<redacted>:" },
+	{ "https://h/a?", "https://h/a?<redacted>" },
 	{ "", "" },
 };
 
