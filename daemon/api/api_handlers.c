@@ -745,9 +745,9 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 		"uid", j && j->uid >= 0 ? json_integer(j->uid) : json_null(),
 		"user", _jstr(j ? j->user : NULL),
 		"work_dir", _jstr(j ? j->work_dir : NULL),
-		"stage_in", "state", si_state, "error", _jstr(si_error),
+		"stage_in", "state", si_state, "error", _jurl(si_error),
 		"end", end, "requests", arr,
-		"refused", _jstr(j ? j->refused : NULL),
+		"refused", _jurl(j ? j->refused : NULL),
 		"skipped", _skipped(j));
 	/* Requeued runs (not archived) and the array of a task: what slurmctld said. */
 	if (out->body && j) {
