@@ -6,8 +6,11 @@
 # status` and the daemon's log say why, with the URL's query shown as
 # "?<redacted>" (docs/admin-guide.md, "Outbound policy", "Secrets in URLs";
 # 0232-daemon-outbound.py has the rest of both against a daemon of its own).
-# The plan record in AdminComment still holds the #DATA line as written: that
-# is why users are told to keep keys in key files (docs/user-guide.md).
+# In burst-buffer mode ('make integration-bb') Slurm's SystemComment, which
+# carries the daemon's answer to data_in, shows no query either. The plan
+# record in AdminComment (and the script Slurm keeps) still hold the #DATA
+# line as written: that is why users are told to keep keys in key files
+# (docs/user-guide.md).
 
 bats_require_minimum_version 1.5.0
 
@@ -39,6 +42,14 @@ EOF
 	[[ $st == *"in.dat?<redacted>"* ]]
 	[[ $st != *"$SECRET"* ]]
 	[ "$(job_state "$j")" = PENDING ]
+	if [[ ${STAGEHAND_TESTBED_SUBMIT_MODE:-hold} == bb ]]; then
+		# Slurm holds it with data_in's answer in SystemComment.
+		wait_for 30 eval '[[ "$(job_field "$j" SystemComment)" == *"stage-in failed"* ]]'
+		sc=$(job_field "$j" SystemComment)
+		echo "SystemComment: $sc"
+		[[ $sc == *"in.dat?<redacted>"* ]]
+		[[ $sc != *"$SECRET"* ]]
+	fi
 	run run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$j"
 	echo "$output"
 	[[ $output == *"?<redacted>"* ]]
