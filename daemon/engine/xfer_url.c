@@ -21,7 +21,10 @@
  * Must never: write credentials to a record, the log or the database (URLs
  * with a password are refused before this runs); follow a symlink on the
  * local side; accept a server-supplied name with '..', '/' at its start or
- * control characters.
+ * control characters; open a connection the site's outbound policy refuses
+ * (_open_socket); sign with the site's S3 keys outside the owner's
+ * S3SitePrefix or for a key with a query; hand libcurl's own error text to
+ * the user (it goes to the log; the user reads a class, url__describe).
  */
 #include "config.h"
 
