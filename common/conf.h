@@ -91,6 +91,12 @@ struct conf {
 	uint64_t s3_part_size;         /* S3 uploads: a file larger than this goes up in parts
 					  of this size (multipart upload, resumable); 5M to 5G */
 	char *url_ca_file;             /* CA bundle for https/ftps/S3 servers; NULL = system's */
+	char *s3_site_prefix;          /* S3SitePrefix: "s3://BUCKET/.../%u/..." under which
+					  the site's S3 keys may be used (%u: the owner's
+					  name); NULL = the site's keys are used nowhere */
+	char **outbound_allow;         /* OutboundAllow: NULL-terminated networks (CIDR text,
+					  common/outbound.h) transfers may reach though the
+					  deny list names them; NULL/empty = none */
 	int archive_workers;           /* at most this many of the workers run after-job
 					  transfers (archive, stage_out) at once */
 	int yield_to_jobs;             /* 1: after-job transfers yield to running jobs on

@@ -25,6 +25,7 @@
 #include "conf.h"
 #include "conf_int.h"
 #include "log.h"
+#include "outbound.h"
 
 static void _free_list(char **l)
 {
@@ -550,6 +551,66 @@ static int _k_partition(struct conf *c, const struct conf__key *k, const char *v
 	return _set_str(_str_field(c, k), v, w, wl);
 }
 
+/*
+ * s3://BUCKET/PREFIX/ with %u in the prefix: the site's S3 keys sign only
+ * below it, one prefix per user (xfer_url.c checks the normalised key).
+ */
+static int _k_s3prefix(struct conf *c, const struct conf__key *k, const char *v, char *w,
+		       size_t wl)
+{
+	const char *b = v + 5, *slash, *u;
+
+	if (_is_off(c, k, v))
+		return 0;
+	if (strncmp(v, "s3://", 5) != 0 || !(slash = strchr(b, '/')) || slash == b)
+		return log_errf(w, wl, "%s must be s3://BUCKET/PREFIX/ with %%u for the user's "
+				"name (e.g. s3://archive/%%u/), or none; not '%s'", k->name, v);
+	for (const char *p = b; p < slash; p++)
+		if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p) && *p != '-' &&
+		    *p != '.')
+			return log_errf(w, wl, "%s: '%.*s' is not an S3 bucket name (lower-case "
+					"letters, digits, '-', '.')", k->name, (int)(slash - b), b);
+	u = strstr(slash, "%u");
+	if (!u)
+		return log_errf(w, wl, "%s must hold %%u (the user's name), so that each user "
+				"has a prefix of their own: '%s'", k->name, v);
+	if (v[strlen(v) - 1] != '/')
+		return log_errf(w, wl, "%s must end in '/' (a prefix is a folder, not the "
+				"start of a name): '%s'", k->name, v);
+	for (const char *p = slash; *p; p++) {
+		if (*p == '?' || *p == '#' || isspace((unsigned char)*p) || (unsigned char)*p < 0x20 ||
+		    (*p == '%' && p[1] != 'u'))
+			return log_errf(w, wl, "%s: no '?', '#', blanks or '%%' but %%u: '%s'",
+					k->name, v);
+		if (p[0] == '/' && (p[1] == '/' || (p[1] == '.' && (p[2] == '/' || p[2] == '\0' ||
+					(p[2] == '.' && (p[3] == '/' || p[3] == '\0'))))))
+			return log_errf(w, wl, "%s: no empty, '.' or '..' component: '%s'",
+					k->name, v);
+	}
+	return _set_str(_str_field(c, k), v, w, wl);
+}
+
+/* Networks (ADDR or ADDR/BITS, IPv4 or IPv6), checked once here. */
+static int _k_nets(struct conf *c, const struct conf__key *k, const char *v, char *w, size_t wl)
+{
+	char **l = _split(v, 1);
+	char why[256];
+
+	if (!l)
+		return log_errf(w, wl, "out of memory");
+	for (char **p = l; *p; p++) {
+		struct outbound_net n;
+
+		if (outbound_parse_net(*p, &n, why, sizeof(why)) < 0) {
+			log_errf(w, wl, "%s: %s", k->name, why);
+			_free_list(l);
+			return -1;
+		}
+	}
+	_set_list(c, k, l);
+	return 0;
+}
+
 typedef int (*_kind_fn)(struct conf *, const struct conf__key *, const char *, char *, size_t);
 
 static const _kind_fn _kinds[CK_NKINDS] = {
@@ -558,7 +619,8 @@ static const _kind_fn _kinds[CK_NKINDS] = {
 	[CK_SOCKPATH] = _k_sockpath, [CK_ROOTS] = _k_roots, [CK_NAMES] = _k_names,
 	[CK_SCHEMES] = _k_schemes, [CK_UIDS] = _k_uids, [CK_HOSTPORT] = _k_hostport,
 	[CK_SERVER] = _k_server, [CK_URL] = _k_url, [CK_REGION] = _k_region,
-	[CK_ARGV] = _k_argv, [CK_PARTITION] = _k_partition,
+	[CK_ARGV] = _k_argv, [CK_PARTITION] = _k_partition, [CK_S3PREFIX] = _k_s3prefix,
+	[CK_NETS] = _k_nets,
 };
 
 /* ---- the table (lua/stagehand_conf.lua, through conf_keys_gen.lua) ---- */
@@ -585,7 +647,7 @@ void conf__clear(struct conf *c, const struct conf__key *k)
 	switch (k->kind) {
 	case CK_INT: case CK_ENUM: case CK_DURATION: case CK_SIZE:
 		return;
-	case CK_ROOTS: case CK_NAMES: case CK_SCHEMES: case CK_UIDS: case CK_ARGV:
+	case CK_ROOTS: case CK_NAMES: case CK_SCHEMES: case CK_UIDS: case CK_ARGV: case CK_NETS:
 		_set_list(c, k, NULL);
 		return;
 	default:

@@ -40,7 +40,7 @@ local KINDS = {
 	duration = "CK_DURATION", size = "CK_SIZE", path = "CK_PATH", sockpath = "CK_SOCKPATH",
 	roots = "CK_ROOTS", names = "CK_NAMES", schemes = "CK_SCHEMES", uids = "CK_UIDS",
 	hostport = "CK_HOSTPORT", server = "CK_SERVER", url = "CK_URL", region = "CK_REGION",
-	argv = "CK_ARGV", partition = "CK_PARTITION",
+	argv = "CK_ARGV", partition = "CK_PARTITION", s3prefix = "CK_S3PREFIX", nets = "CK_NETS",
 }
 -- What each kind stores: "int" (int-sized), "u64" (uint64_t or size_t), "ptr".
 local STORES = {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "urlredact.h"
 
 static char _ident[64] = "stagehand";
 static int _to_syslog;
@@ -73,13 +74,15 @@ int log_errf(char *err, size_t errlen, const char *fmt, ...)
 
 void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 {
-	char buf[2048];
+	char raw[2048], buf[2048];
 
 	if (lvl > _threshold)
 		return;
 	/* Truncation of a log line is acceptable; mark it so it is seen. */
-	if (vsnprintf(buf, sizeof(buf), fmt, ap) >= (int)sizeof(buf))
-		memcpy(buf + sizeof(buf) - 4, "...", 4);
+	if (vsnprintf(raw, sizeof(raw), fmt, ap) >= (int)sizeof(raw))
+		memcpy(raw + sizeof(raw) - 4, "...", 4);
+	/* A URL's query may hold a secret (a pre-signed URL): never in a log. */
+	url_redact(raw, buf, sizeof(buf));
 	if (_to_syslog) {
 		syslog(_syslog_prio(lvl), "%s", buf);
 	} else {

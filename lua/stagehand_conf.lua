@@ -28,6 +28,8 @@ One entry per key, in the order of the C table (conf.key_line follows it):
       hostport  HOST:PORT ([v6]:PORT) or off/none: field = host, port = port
       server    HOST:PORT for clients
       url       an http:// or https:// base URL
+      s3prefix  s3://BUCKET/PREFIX/ holding %u (the user's name), or off
+      nets      comma list of IPv4/IPv6 networks (ADDR or ADDR/BITS)
       region    an S3 region name
       argv      an absolute program and fixed arguments, split on blanks
       partition a Slurm partition name, or off
@@ -157,6 +159,10 @@ return {
 		doc = "S3 uploads larger than this go up in parts of this size" },
 	{ "URLCAFile", "path", field = "url_ca_file", default = "system", off = "system",
 		doc = "CA bundle for https/ftps/S3 servers; system = the system's store" },
+	{ "S3SitePrefix", "s3prefix", field = "s3_site_prefix", default = "none", off = "none",
+		doc = "where S3CredentialsFile's keys may be used, per user (%u: the owner's name); none = nowhere" },
+	{ "OutboundAllow", "nets", field = "outbound_allow", default = "",
+		doc = "networks transfers may reach though the outbound deny list names them (CIDRs)" },
 	{ "ArchiveWorkers", "int", field = "archive_workers", min = 1, max = 256, default = "1",
 		doc = "workers that may run after-job transfers at once" },
 	-- Yielding to running jobs

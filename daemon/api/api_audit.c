@@ -8,6 +8,7 @@
 
 #include "api_audit.h"
 #include "queue_audit.h"
+#include "urlredact.h"
 
 #define AUDIT_MAX_ROWS 100000        /* per answer; the CLI says when it was cut */
 #define AUDIT_DEFAULT_ROWS 10000
@@ -40,8 +41,13 @@ static int _row(const struct queue_audit_row *r, void *arg)
 	if (r->src) {	/* per file */
 		json_object_set_new(o, "job_id", json_integer(r->job_id));
 		json_object_set_new(o, "action", json_string(r->action ? r->action : ""));
-		json_object_set_new(o, "source", json_string(r->src));
-		json_object_set_new(o, "dest", json_string(r->dst ? r->dst : ""));
+		char *src = url_redact_dup(r->src), *dst = url_redact_dup(r->dst ? r->dst : "");
+
+		/* a URL's query may hold a secret (common/urlredact.h) */
+		json_object_set_new(o, "source", json_string(src ? src : "(out of memory)"));
+		json_object_set_new(o, "dest", json_string(dst ? dst : "(out of memory)"));
+		free(src);
+		free(dst);
 		if (r->checksum)
 			json_object_set_new(o, "checksum", json_string(r->checksum));
 		json_object_del(o, "first");

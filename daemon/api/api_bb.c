@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "api_bb.h"
+#include "urlredact.h"
 #include "cleanup.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -208,8 +209,14 @@ static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
 			_staged_status(d, job);
 	}
 	out->status = 200;
-	out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state", state,
-			      "message", msg);
+	/* Slurm shows the message (SystemComment): a URL's query hidden (urlredact.h). */
+	{
+		char shown[sizeof(msg)];
+
+		url_redact(msg, shown, sizeof(shown));
+		out->body = json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state", state,
+				      "message", shown);
+	}
 	free(error);
 	queue_job_free(qj);
 }
@@ -259,7 +266,7 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 	struct queue_filter f = { .uid = -1, .job_id = job, .state = -1, .limit = 0 };
 	struct queue_job *qj = NULL;
 	struct after a;
-	char err[512], msg[1200];
+	char err[512], msg[1200], shown[1200];
 	const char *state;
 
 	memset(&a, 0, sizeof(a));
@@ -296,8 +303,9 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 		state = "done";
 	}
 	out->status = 200;
+	url_redact(msg, shown, sizeof(shown));	/* as in data-in's answer */
 	out->body = json_pack("{s:I,s:s,s:s,s:i,s:i}", "job_id", (json_int_t)job, "state", state,
-			      "message", msg, "requests", a.total, "verified", a.done);
+			      "message", shown, "requests", a.total, "verified", a.done);
 	queue_job_free(qj);
 }
 

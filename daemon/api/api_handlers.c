@@ -29,6 +29,7 @@
 #include "slurm_nodes.h"
 #include "slurm_watch.h"
 #include "pace.h"
+#include "urlredact.h"
 #include "yield.h"
 
 #define ITEMS_MAX 10000
@@ -63,6 +64,16 @@ static json_t *_jstr(const char *s)
 	return j ? j : json_null();
 }
 
+/* A text that may hold a URL, its query hidden (common/urlredact.h): what the API shows. */
+static json_t *_jurl(const char *s)
+{
+	char *r = url_redact_dup(s);
+	json_t *j = _jstr(r ? r : (s ? "(out of memory)" : NULL));
+
+	free(r);
+	return j;
+}
+
 static json_t *_opt_int(int64_t v)
 {
 	return v ? json_integer(v) : json_null();
@@ -82,14 +93,14 @@ static json_t *_request_json(const struct queue_request *r)
 	json_object_set_new(o, "user", _jstr(r->user));
 	json_object_set_new(o, "job_id", _opt_int(r->job_id));
 	json_object_set_new(o, "action", _jstr(r->action));
-	json_object_set_new(o, "source", _jstr(r->source));
-	json_object_set_new(o, "dest", _jstr(r->dest));
+	json_object_set_new(o, "source", _jurl(r->source));
+	json_object_set_new(o, "dest", _jurl(r->dest));
 	json_object_set_new(o, "options", opts ? opts : json_object());
 	json_object_set_new(o, "state", json_string(queue_state_name(r->state)));
 	json_object_set_new(o, "attempts", json_integer(r->attempts));
 	json_object_set_new(o, "max_retries", json_integer(r->max_retries));
 	json_object_set_new(o, "next_attempt_at", _opt_int(r->next_attempt_at));
-	json_object_set_new(o, "error", _jstr(r->error));
+	json_object_set_new(o, "error", _jurl(r->error));
 	json_object_set_new(o, "created", json_integer(r->created));
 	json_object_set_new(o, "updated", json_integer(r->updated));
 	json_object_set_new(o, "bytes_total", json_integer(r->bytes_total));
@@ -127,7 +138,7 @@ static int _collect_item(const struct queue_item *it, void *arg)
 		"relpath", _jstr(it->relpath), "type", it->type, "size", (json_int_t)it->size,
 		"state", queue_item_state_name(it->state),
 		"checksum", _jstr(it->checksum_dst ? it->checksum_dst : it->checksum_src),
-		"error", _jstr(it->error)));
+		"error", _jurl(it->error)));
 	s->n++;
 	return 0;
 }
@@ -736,9 +747,9 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 		"uid", j && j->uid >= 0 ? json_integer(j->uid) : json_null(),
 		"user", _jstr(j ? j->user : NULL),
 		"work_dir", _jstr(j ? j->work_dir : NULL),
-		"stage_in", "state", si_state, "error", _jstr(si_error),
+		"stage_in", "state", si_state, "error", _jurl(si_error),
 		"end", end, "requests", arr,
-		"refused", _jstr(j ? j->refused : NULL),
+		"refused", _jurl(j ? j->refused : NULL),
 		"skipped", _skipped(j));
 	/* Requeued runs (not archived) and the array of a task: what slurmctld said. */
 	if (out->body && j) {

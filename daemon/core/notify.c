@@ -15,6 +15,7 @@
 #include "notify.h"
 #include "queue_audit.h"
 #include "spawn_attr.h"
+#include "urlredact.h"
 
 #define NOTIFY_POLL_MS 1000
 #define NOTIFY_ERR_MAX 400
@@ -39,7 +40,7 @@ struct notify {
 struct _event {
 	char vars[13][4200];
 	int nvars;
-	char job[24], state[16], src[4096], dst[4096], user[64];
+	char job[24], state[16], src[4096], dst[4096], user[64], err[4096];
 	int64_t id, job_id;
 };
 
@@ -78,8 +79,10 @@ static void _take(const struct queue_notice *q, void *arg)
 	snprintf(e->job, sizeof(e->job), "%lld", (long long)q->job_id);
 	snprintf(e->state, sizeof(e->state), "%s", state);
 	snprintf(e->user, sizeof(e->user), "%s", q->user ? q->user : "");
-	snprintf(e->src, sizeof(e->src), "%s", q->source ? q->source : "");
-	snprintf(e->dst, sizeof(e->dst), "%s", q->dest ? q->dest : "");
+	/* The site's program sees no URL's query: it may hold a secret (urlredact.h). */
+	url_redact(q->source ? q->source : "", e->src, sizeof(e->src));
+	url_redact(q->dest ? q->dest : "", e->dst, sizeof(e->dst));
+	url_redact(q->error ? q->error : "", e->err, sizeof(e->err));
 	_var(e, "PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
 	/* The kind: archive (done or failed), stage_in or stage_out (failed). */
 	_var(e, "STAGEHAND_EVENT", q->action ? q->action : "archive");
@@ -92,7 +95,7 @@ static void _take(const struct queue_notice *q, void *arg)
 	_var(e, "STAGEHAND_DEST", e->dst);
 	_var_num(e, "STAGEHAND_FILES", (long long)q->files);
 	_var_num(e, "STAGEHAND_BYTES", (long long)q->bytes);
-	_var(e, "STAGEHAND_ERROR", q->error);
+	_var(e, "STAGEHAND_ERROR", e->err);
 }
 
 /* Start the program for e in slot k. */

@@ -21,7 +21,10 @@
  * Must never: write credentials to a record, the log or the database (URLs
  * with a password are refused before this runs); follow a symlink on the
  * local side; accept a server-supplied name with '..', '/' at its start or
- * control characters.
+ * control characters; open a connection the site's outbound policy refuses
+ * (_open_socket); sign with the site's S3 keys outside the owner's
+ * S3SitePrefix or for a key with a query; hand libcurl's own error text to
+ * the user (it goes to the log; the user reads a class, url__describe).
  */
 #include "config.h"
 
@@ -36,12 +39,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "conf.h"
 #include "log.h"
+#include "outbound.h"
 #include "xfer.h"
 #include "xfer_url_int.h"
 #include "xfer_util.h"
@@ -275,6 +280,47 @@ int url__remote_url(struct url__run *r, CURL *esc, const char *rel, char *out, s
 	return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
 }
 
+/*
+ * libcurl's CURLOPT_OPENSOCKETFUNCTION: every connection, the first and
+ * each redirect's, FTP's data connections and an SFTP session's, is opened
+ * here, to the address DNS gave for this very attempt: the site's outbound
+ * policy (common/outbound.h) is checked on it, so a name that resolved to
+ * an allowed address before cannot resolve to a denied one now.
+ */
+static curl_socket_t _open_socket(void *p, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct url__run *r = p;
+	const char *rule;
+
+	(void)purpose;
+	if (!outbound_allowed(r->ctx->conf ? (const char *const *)r->ctx->conf->outbound_allow :
+			      NULL, &a->addr, a->addrlen, &rule)) {
+		r->denied = 1;
+		r->denied_rule = rule;
+		outbound_addr_text(&a->addr, a->addrlen, r->denied_addr, sizeof(r->denied_addr));
+		return CURL_SOCKET_BAD;
+	}
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+/*
+ * The schemes a redirect may lead to: http and https as AllowedSchemes
+ * names them (a redirect is a new URL the user did not write: the site's
+ * list holds for it as for #DATA lines). out "" when neither is allowed.
+ */
+static void _redir_schemes(const struct url__run *r, char *out, size_t outlen)
+{
+	char **l = r->ctx->conf ? r->ctx->conf->allowed_schemes : NULL;
+	int http = !r->ctx->conf, https = !r->ctx->conf;
+
+	for (; l && *l; l++) {
+		http |= strcmp(*l, "http") == 0;
+		https |= strcmp(*l, "https") == 0;
+	}
+	snprintf(out, outlen, "%s%s%s", https ? "https" : "", https && http ? "," : "",
+		 http ? "http" : "");
+}
+
 /* A new easy handle with the options every request shares. NULL: out of memory. */
 CURL *url__easy(struct url__run *r, const char *url, struct curl_slist **hdrs)
 {
@@ -284,6 +330,7 @@ CURL *url__easy(struct url__run *r, const char *url, struct curl_slist **hdrs)
 	if (!c)
 		return NULL;
 	r->curl_err[0] = '\0';
+	r->denied = 0;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, r->curl_err);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -296,6 +343,8 @@ CURL *url__easy(struct url__run *r, const char *url, struct curl_slist **hdrs)
 	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, _xferinfo);
 	curl_easy_setopt(c, CURLOPT_XFERINFODATA, r);
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, _open_socket);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, r);
 	if (r->ctx->conf && r->ctx->conf->url_ca_file)
 		curl_easy_setopt(c, CURLOPT_CAINFO, r->ctx->conf->url_ca_file);
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -304,13 +353,27 @@ CURL *url__easy(struct url__run *r, const char *url, struct curl_slist **hdrs)
 			 r->proto == P_HTTP ? "http,https" : r->scheme);
 #endif
 	switch (r->proto) {
-	case P_HTTP:
-		/* Redirects only within http(s); credentials never follow to another host. */
-		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	case P_HTTP: {
+		char redir[16];
+
+		/*
+		 * Redirects only to the schemes of http(s) AllowedSchemes names (none:
+		 * not followed), each to an address the outbound policy allows
+		 * (_open_socket); credentials never follow to another host.
+		 */
+		_redir_schemes(r, redir, sizeof(redir));
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, redir[0] ? 1L : 0L);
 		curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
 #if LIBCURL_VERSION_NUM >= 0x075500
-		curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+		if (redir[0])
+			curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, redir);
+#else
+		curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS,
+				 (strstr(redir, "https") ? CURLPROTO_HTTPS : 0L) |
+				 (strstr(redir, "http,") || !strcmp(redir, "http") ||
+				  strstr(redir, ",http") ? CURLPROTO_HTTP : 0L));
 #endif
+	}
 		/* fall through */
 	case P_FTP:
 		if (r->netrc[0]) {
@@ -361,15 +424,83 @@ void url__easy_done(CURL *c, struct curl_slist *hdrs)
 }
 
 /*
- * Describe a failed curl call; returns 1 if a retry cannot help (not found,
- * permission, login, unknown host key) and 0 otherwise.
+ * What the user is told of a failed call: a class, never libcurl's own
+ * text (which names addresses, ports and TLS details of the service host's
+ * network); the detail goes to the daemon's log with the URL curl ended at.
+ */
+static const char *_class(const struct url__run *r, CURLcode rc)
+{
+	if (r->denied)
+		return "the server's address is not allowed by the site's outbound policy "
+		       "(an admin can allow it with OutboundAllow in stagehand.conf)";
+	switch (rc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+		return "the server's name could not be resolved";
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return "the proxy's name could not be resolved";
+	case CURLE_COULDNT_CONNECT:
+		return "connection refused or the server unreachable";
+	case CURLE_OPERATION_TIMEDOUT:
+		return "timed out";
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_SHUTDOWN_FAILED:
+	case CURLE_USE_SSL_FAILED:
+		return "TLS error";
+	case CURLE_TOO_MANY_REDIRECTS:
+		return "too many redirects";
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		return "a scheme the site does not allow (AllowedSchemes), or a redirect to one";
+	case CURLE_LOGIN_DENIED:
+		return "login denied (check your credentials)";
+	case CURLE_REMOTE_ACCESS_DENIED:
+		return "access denied by the server (check your permissions there)";
+	case CURLE_REMOTE_FILE_NOT_FOUND:
+		return "no such file on the server";
+	case CURLE_URL_MALFORMAT:
+		return "malformed URL";
+	case CURLE_FILESIZE_EXCEEDED:
+		return "the file is larger than the server allows";
+	case CURLE_ABORTED_BY_CALLBACK:
+		return "stopped";
+	case CURLE_GOT_NOTHING:
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return "the connection broke off";
+	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_FTP_WEIRD_PASV_REPLY:
+	case CURLE_FTP_WEIRD_227_FORMAT:
+		return "the server's answer was not understood";
+	case CURLE_SSH:
+		return "SSH error";
+	default:
+		return "transfer failed";
+	}
+}
+
+/*
+ * Describe a failed curl call for the user (a class) and the log (the
+ * detail); returns 1 if a retry cannot help (not found, permission, login,
+ * unknown host key, an address the site refuses) and 0 otherwise.
  */
 int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t outlen)
 {
 	long code = 0;
 	int final = 0;
+	char *eff = NULL;
 
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff);
 	switch (rc) {
 	case CURLE_REMOTE_FILE_NOT_FOUND:
 	case CURLE_REMOTE_ACCESS_DENIED:
@@ -388,9 +519,10 @@ int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t ou
 	default:
 		break;
 	}
+	final |= r->denied;
 	if (rc == CURLE_PEER_FAILED_VERIFICATION && r->proto != P_SFTP)
-		snprintf(out, outlen, "the server's TLS certificate is not trusted (%.300s): an admin "
-			 "can name the site's CA bundle in URLCAFile", r->curl_err);
+		snprintf(out, outlen, "TLS error: the server's certificate is not trusted (an "
+			 "admin can name the site's CA bundle in URLCAFile)");
 	else if (rc == CURLE_PEER_FAILED_VERIFICATION && r->proto == P_SFTP)
 		snprintf(out, outlen, "the SSH host key of the server is not in %.300s (or does not "
 			 "match): add it with ssh-keyscan, as you, after checking it", r->known_hosts);
@@ -399,8 +531,18 @@ int url__describe(struct url__run *r, CURL *c, CURLcode rc, char *out, size_t ou
 			 code == 401 || code == 403 ? " (check your credentials and permissions)" :
 			 code == 404 ? " (no such file)" : "");
 	else
-		snprintf(out, outlen, "%s%s%s", curl_easy_strerror(rc), r->curl_err[0] ? ": " : "",
-			 r->curl_err);
+		snprintf(out, outlen, "%s", _class(r, rc));
+	if (rc != CURLE_ABORTED_BY_CALLBACK && rc != CURLE_HTTP_RETURNED_ERROR) {
+		if (r->denied)
+			xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: outbound policy: connection "
+				  "to %s refused (%s), at %.1000s", (long long)r->ctx->request_id,
+				  r->denied_addr, r->denied_rule, eff ? eff : r->url);
+		else
+			xfer_logf(r->ctx, LOG_LVL_WARN, "request %lld: curl error %d (%s)%s%s, "
+				  "at %.1000s", (long long)r->ctx->request_id, (int)rc,
+				  curl_easy_strerror(rc), r->curl_err[0] ? ": " : "", r->curl_err,
+				  eff ? eff : r->url);
+	}
 	return final;
 }
 
@@ -499,6 +641,79 @@ static int _setup_sftp(struct url__run *r, const char *sep, const char *home, ch
 	return 0;
 }
 
+/*
+ * May the site's keys sign for bucket/key (key percent-decoded once, as the
+ * server reads it)? Only below the owner's own prefix, S3SitePrefix with %u
+ * made user: the same bucket, and a key that starts with the prefix's key
+ * and holds no component that a client or a server could fold away ('.',
+ * '..', empty), no backslash, no '%' left after decoding (encoded twice) and no
+ * control character, so that what is checked is what is signed and stored.
+ * 1, or 0 with err saying why and what to do instead.
+ */
+int url__s3_site_key_ok(const char *tmpl, const char *user, const char *bucket,
+			const char *key, char *err, size_t errlen)
+{
+	char want[XFER_PATH_MAX], wb[256];
+	const char *b, *slash, *p;
+	size_t o = 0, bl, wl;
+
+	if (!tmpl) {
+		snprintf(err, errlen, "the site's S3 keys are not for users' own transfers "
+			 "(S3SitePrefix is not set)");
+		return 0;
+	}
+	/* Expand %u in the key part; conf_keys.c allows no other '%'. */
+	b = tmpl + 5;
+	slash = strchr(b, '/');
+	bl = slash ? (size_t)(slash - b) : 0;
+	if (!slash || bl >= sizeof(wb)) {
+		snprintf(err, errlen, "S3SitePrefix '%s' is malformed", tmpl);
+		return 0;
+	}
+	memcpy(wb, b, bl);
+	wb[bl] = '\0';
+	for (p = slash + 1; *p; p++) {
+		const char *add = p;
+		size_t n = 1;
+
+		if (p[0] == '%' && p[1] == 'u') {
+			add = user;
+			n = strlen(user);
+			p++;
+		}
+		if (o + n >= sizeof(want)) {
+			snprintf(err, errlen, "S3SitePrefix is too long for user %s", user);
+			return 0;
+		}
+		memcpy(want + o, add, n);
+		o += n;
+	}
+	want[o] = '\0';
+	wl = o;
+	for (p = key; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == '\\' || *p == '%')
+			goto outside;
+	for (p = key; *p;) {
+		const char *s = p;
+		size_t n;
+
+		while (*p && *p != '/')
+			p++;
+		n = (size_t)(p - s);
+		if ((n == 0 && *p) || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+			goto outside;
+		if (*p)
+			p++;
+	}
+	if (strcmp(bucket, wb) == 0 && strncmp(key, want, wl) == 0)
+		return 1;
+outside:
+	snprintf(err, errlen, "s3://%s/%s is outside s3://%s/%s, the one place where the site's "
+		 "S3 keys may be used for you (no '.', '..' or empty components, nothing "
+		 "encoded twice)", bucket, key, wb, want);
+	return 0;
+}
+
 /* s3: bucket and key from the URL, the endpoint, and the credentials to sign with. */
 static int _setup_s3(struct url__run *r, const char *home, char *err, size_t errlen)
 {
@@ -533,6 +748,13 @@ static int _setup_s3(struct url__run *r, const char *home, char *err, size_t err
 		snprintf(err, errlen, "S3 key too long");
 		return -1;
 	}
+	/* A query names another operation on the bucket (?acl, ?policy, ?delete...). */
+	if (strpbrk(r->s3_key, "?#")) {
+		snprintf(err, errlen, "'%c' in an S3 key is refused: s3://BUCKET/KEY names an "
+			 "object or a prefix, never a query (such as ?acl or ?policy) or a "
+			 "fragment", *strpbrk(r->s3_key, "?#"));
+		return -1;
+	}
 	esc = curl_easy_init();
 	dec = esc ? curl_easy_unescape(esc, r->s3_key, 0, &dl) : NULL;
 	if (!dec || snprintf(r->s3_key_dec, sizeof(r->s3_key_dec), "%s", dec) >=
@@ -544,6 +766,11 @@ static int _setup_s3(struct url__run *r, const char *home, char *err, size_t err
 	}
 	curl_free(dec);
 	curl_easy_cleanup(esc);
+	if (strpbrk(r->s3_key_dec, "?#")) {
+		snprintf(err, errlen, "'%c' (percent-encoded) in an S3 key is refused: name "
+			 "objects without '?' or '#'", *strpbrk(r->s3_key_dec, "?#"));
+		return -1;
+	}
 	if (conf && conf->s3_endpoint)
 		k = snprintf(r->s3_base, sizeof(r->s3_base), "%s/%s", conf->s3_endpoint,
 			     r->s3_bucket);
@@ -558,7 +785,7 @@ static int _setup_s3(struct url__run *r, const char *home, char *err, size_t err
 		snprintf(err, errlen, "S3 endpoint or region too long");
 		return -1;
 	}
-	/* The user's own keys first (read as the user), else the site's. */
+	/* The user's own keys first (read as the user), else the site's below the user's prefix. */
 	if (snprintf(path, sizeof(path), "%s/.config/stagehand/s3.conf", home) >=
 	    (int)sizeof(path))
 		path[0] = '\0';
@@ -566,6 +793,16 @@ static int _setup_s3(struct url__run *r, const char *home, char *err, size_t err
 		if (_read_creds(path, getuid(), &r->creds, err, errlen) < 0)
 			return -1;
 	} else if (_site.have) {
+		char why[XFER_TEXT_MAX];
+
+		if (!url__s3_site_key_ok(conf ? conf->s3_site_prefix : NULL, r->user,
+					 r->s3_bucket, r->s3_key_dec, why, sizeof(why))) {
+			snprintf(err, errlen, "S3 credentials refused: %s. You have no keys of "
+				 "your own: to use this bucket and key, create %s (mode 0600) "
+				 "with access_key_id = ... and secret_access_key = ... (keys "
+				 "from your S3 service's administrators)", why, path);
+			return -1;
+		}
 		r->creds = _site;
 	} else {
 		if (_site_err[0])

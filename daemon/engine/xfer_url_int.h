@@ -64,6 +64,9 @@ struct url__run {
 	char sshkey[PATH_MAX], known_hosts[PATH_MAX];
 	char *buf;                   /* URL_CHUNK bytes */
 	char curl_err[CURL_ERROR_SIZE];
+	int denied;                  /* the last call: a connection the outbound policy refused */
+	const char *denied_rule;     /* ... the deny list's entry (static text) */
+	char denied_addr[64];        /* ... and the address */
 	struct url__ent *ents;       /* a listed tree's files (sorted by rel) */
 	size_t nents, capents;
 	int64_t skipped;             /* names the listing left out (reported as it went) */
@@ -97,6 +100,13 @@ int url__stopped(struct url__run *r);
  */
 int url__ep_new(struct xfer_ctx *ctx, const char *url, struct xfer_ep **epp, char *msg,
 		size_t msglen);
+/*
+ * May the site's S3 keys sign for bucket/key (key percent-decoded)? tmpl:
+ * S3SitePrefix (NULL: nowhere), user: the owner's name for its %u. 1, or 0
+ * with err.
+ */
+int url__s3_site_key_ok(const char *tmpl, const char *user, const char *bucket,
+			const char *key, char *err, size_t errlen);
 /* A new directory handle for rel ("" or ending in '/'); -1 when out of memory. */
 int url__ep_add_dir(struct xfer_ep *ep, const char *rel);
 /* The URL of dir/name (a tree) or of the single file, rel its relpath; 0 or -1. */

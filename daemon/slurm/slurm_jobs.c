@@ -10,6 +10,7 @@
 #include "slurm_compat.h"
 
 #include "slurm_jobs.h"
+#include "urlredact.h"
 
 /* Status text: one printable line, short enough for scontrol and squeue. */
 #define SJOB_STATUS_MAX 1000
@@ -321,7 +322,7 @@ int sjob_set_status(uint32_t job_id, const char *text, char *err, size_t errlen)
 {
 	job_info_msg_t *msg = NULL;
 	job_desc_msg_t d;
-	char *buf;
+	char *buf, *shown;
 	int rc;
 
 	if (slurm_compat_load_job(&msg, job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
@@ -334,8 +335,12 @@ int sjob_set_status(uint32_t job_id, const char *text, char *err, size_t errlen)
 		snprintf(err, errlen, "job %u: out of memory", job_id);
 		return -1;
 	}
-	rc = sjob_status_record(msg->record_count > 0 ? msg->job_array[0].admin_comment : NULL,
-				text, buf, SJOB_RECORD_MAX);
+	/* The status text may name a URL: others may read admin_comment (urlredact.h). */
+	shown = url_redact_dup(text);
+	rc = shown ? sjob_status_record(msg->record_count > 0 ?
+					msg->job_array[0].admin_comment : NULL, shown, buf,
+					SJOB_RECORD_MAX) : -1;
+	free(shown);
 	slurm_free_job_info_msg(msg);
 	if (rc < 0) {
 		snprintf(err, errlen, "job %u: admin comment would exceed %d bytes; status not set",
@@ -400,14 +405,18 @@ int sjob_split_task(uint32_t array_job_id, uint32_t task_id, const char *meta_ad
 {
 	job_desc_msg_t d;
 	char id[32], *buf = malloc(SJOB_RECORD_MAX);
+	char *shown = url_redact_dup(text);	/* as in sjob_set_status */
 
 	snprintf(id, sizeof(id), "%u_%u", array_job_id, task_id);
-	if (!buf || sjob_status_record(meta_admin_comment, text, buf, SJOB_RECORD_MAX) < 0) {
+	if (!buf || !shown ||
+	    sjob_status_record(meta_admin_comment, shown, buf, SJOB_RECORD_MAX) < 0) {
+		free(shown);
 		snprintf(err, errlen, "cannot split task %s off its array: %s", id,
-			 buf ? "admin comment too long" : "out of memory");
+			 buf && shown ? "admin comment too long" : "out of memory");
 		free(buf);
 		return -1;
 	}
+	free(shown);
 	slurm_init_job_desc_msg(&d);
 	d.job_id_str = id;
 	d.admin_comment = buf;

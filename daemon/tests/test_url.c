@@ -214,6 +214,49 @@ static int _pair(const char *action, const char *source, const char *dest)
 	       s == &xfer_ep_local && d == &xfer_ep_url ? 20 : 0;
 }
 
+/* S3SitePrefix: the site's keys sign only below the owner's own prefix. */
+static void _test_site_prefix(void)
+{
+	static const struct {
+		const char *bucket, *key;
+		int ok;
+		const char *what;
+	} cases[] = {
+		{ "archive", "bob/run1/out.dat", 1, "bob's own prefix" },
+		{ "archive", "bob/", 1, "bob's prefix itself (a tree)" },
+		{ "archive", "alice/run1/out.dat", 0, "alice's prefix" },
+		{ "archive", "bobby/x", 0, "a prefix that only starts like bob's" },
+		{ "archive", "bob", 0, "bob without '/' (a listing would match bobby/)" },
+		{ "archive", "bob/../alice/x", 0, "'..' out of it" },
+		{ "archive", "bob/./x", 0, "a '.' component" },
+		{ "archive", "bob//x", 0, "an empty component" },
+		{ "archive", "/bob/x", 0, "a leading '/'" },
+		{ "archive", "bob/%2e%2e/alice/x", 0, "encoded twice ('%' after decoding)" },
+		{ "archive", "bob/a\\..\\x", 0, "a backslash" },
+		{ "archive", "bob/a\tb", 0, "a control character" },
+		{ "other", "bob/x", 0, "another bucket" },
+		{ "archive", "", 0, "the bucket's root" },
+	};
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int v = url__s3_site_key_ok("s3://archive/%u/", "bob", cases[i].bucket, cases[i].key,
+					    err, sizeof(err));
+
+		ok(v == cases[i].ok, "site keys for bob, s3://%s/%s: %s (%s)", cases[i].bucket,
+		   cases[i].key, cases[i].ok ? "allowed" : "refused", cases[i].what);
+		if (!cases[i].ok)
+			contains(err, "s3://archive/bob/", "... the message names bob's prefix");
+	}
+	ok(url__s3_site_key_ok("s3://archive/users/%u/in/", "bob", "archive", "users/bob/in/x",
+			       err, sizeof(err)) == 1, "%%u in the middle of a prefix");
+	ok(url__s3_site_key_ok("s3://archive/users/%u/in/", "bob", "archive", "users/bob/x",
+			       err, sizeof(err)) == 0, "... and only below all of it");
+	ok(url__s3_site_key_ok(NULL, "bob", "archive", "bob/x", err, sizeof(err)) == 0,
+	   "no S3SitePrefix: the site's keys are used nowhere");
+	contains(err, "S3SitePrefix is not set", "... saying so");
+}
+
 int main(void)
 {
 	char err[256];
@@ -304,5 +347,35 @@ int main(void)
 	c = _parse1("URLCAFile=system", err);
 	ok(c && !c->url_ca_file, "URLCAFile=system: the system's CA store");
 	conf_destroy(c);
+
+	_test_site_prefix();
+	c = conf_create();
+	ok(c && !c->s3_site_prefix && (!c->outbound_allow || !c->outbound_allow[0]),
+	   "S3SitePrefix and OutboundAllow: none by default");
+	conf_destroy(c);
+	c = _parse1("S3SitePrefix=s3://archive/%u/", err);
+	ok(c && c->s3_site_prefix && strcmp(c->s3_site_prefix, "s3://archive/%u/") == 0,
+	   "S3SitePrefix=s3://archive/%%u/");
+	conf_destroy(c);
+	ok(!_parse1("S3SitePrefix=s3://archive/shared/", err) && strstr(err, "%u"),
+	   "S3SitePrefix without %%u refused: %s", err);
+	ok(!_parse1("S3SitePrefix=s3://archive/%u", err) && strstr(err, "end in '/'"),
+	   "S3SitePrefix without a final '/' refused: %s", err);
+	ok(!_parse1("S3SitePrefix=s3://Archive/%u/", err) && strstr(err, "bucket"),
+	   "S3SitePrefix with a bad bucket refused: %s", err);
+	ok(!_parse1("S3SitePrefix=s3://archive/%u/../x/", err) && strstr(err, "'..'"),
+	   "S3SitePrefix with '..' refused: %s", err);
+	ok(!_parse1("S3SitePrefix=s3://archive/%u/?acl/", err) && strstr(err, "'?'"),
+	   "S3SitePrefix with '?' refused: %s", err);
+	ok(!_parse1("S3SitePrefix=https://archive/%u/", err) && strstr(err, "s3://"),
+	   "S3SitePrefix must be s3://: %s", err);
+	c = _parse1("OutboundAllow=127.0.0.1/32, 10.235.0.0/24,fd12::/16", err);
+	ok(c && c->outbound_allow && c->outbound_allow[2] && !c->outbound_allow[3] &&
+	   strcmp(c->outbound_allow[1], "10.235.0.0/24") == 0, "OutboundAllow: three networks");
+	conf_destroy(c);
+	ok(!_parse1("OutboundAllow=10.1.2.3/8", err) && strstr(err, "OutboundAllow") &&
+	   strstr(err, "bits set"), "OutboundAllow with host bits refused: %s", err);
+	ok(!_parse1("OutboundAllow=s3.example.org", err) && strstr(err, "not an IPv4"),
+	   "OutboundAllow takes no names: %s", err);
 	return tap_done();
 }

@@ -320,12 +320,16 @@ def s3(base_dir, home):
 # ---- daemons --------------------------------------------------------------------
 
 S3_PORT = free_port()
+# Every server here is on 127.0.0.1, which the outbound deny list refuses
+# unless the site allows it (stagehand.conf(5), OutboundAllow).
+LOCAL = "127.0.0.1/32"
 
 
 @pytest.fixture(scope="module")
 def daemon(make_daemon, base_dir, tls_cert, home):
     ca = {"URLCAFile": tls_cert[0]} if tls_cert else {}
     return make_daemon("urls", homes=homes(home), AllowedSchemes="https,http,s3,ftp,ftps,sftp",
+                       OutboundAllow=LOCAL,
                        S3Endpoint=f"http://127.0.0.1:{S3_PORT}", S3Region="us-east-1",
                        MaxRetries=0, **ca)
 
@@ -334,6 +338,7 @@ def daemon(make_daemon, base_dir, tls_cert, home):
 def slow(make_daemon, base_dir, home):
     """A daemon with a bandwidth cap, killed and restarted by the resume tests."""
     return make_daemon("urls-slow", homes=homes(home), AllowedSchemes="https,http,s3,ftp,ftps,sftp",
+                       OutboundAllow=LOCAL,
                        S3Endpoint=f"http://127.0.0.1:{S3_PORT}", BandwidthCap=CAP,
                        MaxRetries=0, Workers=1)
 
@@ -342,8 +347,9 @@ def slow(make_daemon, base_dir, home):
 def strict(make_daemon, base_dir, home):
     """A site that allows only https and s3, with site-wide S3 keys."""
     return make_daemon("urls-strict", homes=homes(home), AllowedSchemes="https,s3",
-                       S3Endpoint=f"http://127.0.0.1:{S3_PORT}",
-                       S3CredentialsFile=os.path.join(base_dir, "site-s3.conf"))
+                       S3Endpoint=f"http://127.0.0.1:{S3_PORT}", OutboundAllow=LOCAL,
+                       S3CredentialsFile=os.path.join(base_dir, "site-s3.conf"),
+                       S3SitePrefix="s3://inputs/%u/")
 
 
 def scratch(base_dir, *parts):
@@ -720,7 +726,10 @@ def test_job_end_plan_with_url_destinations(daemon, nginx, s3, base_dir):
 
 
 def test_s3_site_credentials_file(strict, s3, home, base_dir):
-    """Users without their own keys use the site's file, read as root before the drop."""
+    """Users without their own keys use the site's file, read as root before the
+    drop, below their own prefix (S3SitePrefix; 0232-daemon-outbound.py has
+    the refusals)."""
+    s3.client.put_object(Bucket="inputs", Key=f"{USER}/one.txt", Body=b"one object over s3\n" * 300)
     site = os.path.join(base_dir, "site-s3.conf")
     with open(site, "w") as f:
         f.write(f"aws_access_key_id = {s3.access}\naws_secret_access_key = {s3.secret}\n")
@@ -729,10 +738,10 @@ def test_s3_site_credentials_file(strict, s3, home, base_dir):
     try:
         os.chmod(site, 0o600)
         d = scratch(base_dir, "s3-site")
-        r = run_ok(strict, "stage_in", "s3://inputs/one.txt", os.path.join(d, "one.txt"))
+        r = run_ok(strict, "stage_in", f"s3://inputs/{USER}/one.txt", os.path.join(d, "one.txt"))
         assert open(os.path.join(d, "one.txt"), "rb").read() == b"one object over s3\n" * 300
         os.chmod(site, 0o644)
-        r = run_fail(strict, "stage_in", "s3://inputs/one.txt", os.path.join(d, "two.txt"))
+        r = run_fail(strict, "stage_in", f"s3://inputs/{USER}/one.txt", os.path.join(d, "two.txt"))
         assert r["state"] == "failed_final", r
         assert "site file is unusable" in r["error"] and "mode 0600" in r["error"], r
     finally:

@@ -176,7 +176,7 @@ def s3(base_dir, home):
 def daemon(make_daemon, s3, home):
     return make_daemon("mpu", homes={pwd.getpwnam(USER).pw_dir: home}, AllowedSchemes="s3",
                        S3Endpoint=s3.proxy_url, S3Region="us-east-1", S3PartSize="5M",
-                       MaxRetries=0, Workers=1)
+                       MaxRetries=0, Workers=1, OutboundAllow="127.0.0.1/32")
 
 
 @pytest.fixture
