@@ -7,9 +7,11 @@
  * are in dsl_rules.c, shared with dsl_plan_from_json().
  *
  * Must never: touch the filesystem, the network or the environment; abort;
- * read past the given length (scripts may hold NUL bytes). Lines that are not
- * directives cost one memchr() and a few byte compares: a 1,000-line script
- * parses in microseconds.
+ * read past the given length (scripts may hold NUL bytes); cost more than a
+ * few passes over the script, whatever it holds. Lines that are not
+ * directives cost one memchr() and a few byte compares, only the first
+ * DSL_SCAN_LINES lines are read one by one, and the diagnostics are capped
+ * (dsl.h): a 4 MB script of any shape parses in a few milliseconds.
  */
 #include "config.h"
 
@@ -58,8 +60,24 @@ struct _parser {
 	size_t ntoks, captoks;
 	char *scratch;       /* unquoted values of the current line */
 	size_t scratchlen, capscratch;
+	/* diagnostics past DSL_SHOWN_DIAGS: how many, and the line of the first */
+	size_t wmore, emore;
+	int wmore_line, emore_line;
 	bool oom;
 };
+
+/* True (and the diagnostic counted) when its list is full. */
+static bool _full(struct _parser *ps, bool warning, int line)
+{
+	size_t *more = warning ? &ps->wmore : &ps->emore;
+	int *first = warning ? &ps->wmore_line : &ps->emore_line;
+
+	if ((warning ? ps->plan->nwarnings : ps->plan->nerrors) < DSL_SHOWN_DIAGS)
+		return false;
+	if ((*more)++ == 0)
+		*first = line;
+	return true;
+}
 
 /* Add a diagnostic; takes ownership of msg (may be NULL: out of memory). */
 static void _diag(struct _parser *ps, bool warning, int line, const char *code,
@@ -72,6 +90,10 @@ static void _diag(struct _parser *ps, bool warning, int line, const char *code,
 	struct dsl_diag *d;
 	char *t;
 
+	if (_full(ps, warning, line)) {
+		free(msg);
+		return;
+	}
 	t = dsl__strndup(tok, toklen);
 	if (!msg || !t || grow_array((void **)arr, cap, *n + 1, sizeof(**arr), 8) < 0) {
 		free(msg);
@@ -116,8 +138,13 @@ static char *_line_text(const char *line, size_t ll, size_t max_line)
 static void _line_diag(struct _parser *ps, bool warning, int lineno, const char *code,
 		       const char *line, size_t ll, char *msg)
 {
-	char *t = _line_text(line, ll, ps->rules.max_line);
+	char *t;
 
+	if (_full(ps, warning, lineno)) {
+		free(msg);
+		return;
+	}
+	t = _line_text(line, ll, ps->rules.max_line);
 	if (!t) {
 		free(msg);
 		ps->oom = true;
@@ -802,10 +829,65 @@ static bool _shared_to_dirs(struct dsl_plan *pl)
 	return true;
 }
 
+/*
+ * Past the lines read (from scan_end, where line DSL_SCAN_LINES + 1 starts):
+ * one search, one warning at most, whatever follows.
+ */
+static void _past_scan_limit(struct _parser *ps, const char *script, size_t len, size_t scan_end)
+{
+	const char *p = memmem(script + scan_end - 1, len - scan_end + 1, "\n#DATA", 6);
+	const char *line, *nl;
+	size_t ll;
+
+	if (!p || _full(ps, true, DSL_SCAN_LINES + 1))
+		return;
+	line = p + 1;
+	nl = memchr(line, '\n', (size_t)(script + len - line));
+	ll = nl ? (size_t)(nl - line) : (size_t)(script + len - line);
+	if (ll > 0 && line[ll - 1] == '\r')
+		ll--;
+	_line_diag(ps, true, DSL_SCAN_LINES + 1, "past_scan_limit", line, ll,
+		   dsl__strf("a line past line %d starts with '#DATA' (shown); #DATA lines are read "
+			     "only in the first %d lines of a script: move it up, next to the #SBATCH lines",
+			     DSL_SCAN_LINES, DSL_SCAN_LINES));
+}
+
+/* The closing "and N more" diagnostic of a full list (not counted itself). */
+static void _more(struct _parser *ps, bool warning)
+{
+	size_t n = warning ? ps->wmore : ps->emore;
+	int line = warning ? ps->wmore_line : ps->emore_line;
+	struct dsl_plan *pl = ps->plan;
+	struct dsl_diag **arr = warning ? &pl->warnings : &pl->errors;
+	size_t *cnt = warning ? &pl->nwarnings : &pl->nerrors;
+	size_t *cap = warning ? &ps->capwarn : &ps->caperr;
+	struct dsl_diag *d;
+	char *msg, *t;
+
+	if (n == 0)
+		return;
+	msg = dsl__strf("and %zu more %s%s (from line %d on) not shown: fix the ones above, then "
+			"run 'stagehand check' on the script again", n, warning ? "warning" : "error",
+			n == 1 ? "" : "s", line);
+	t = dsl__strndup("", 0);
+	if (!msg || !t || grow_array((void **)arr, cap, *cnt + 1, sizeof(**arr), 8) < 0) {
+		free(msg);
+		free(t);
+		ps->oom = true;
+		return;
+	}
+	d = &(*arr)[(*cnt)++];
+	memset(d, 0, sizeof(*d));
+	d->line = line;
+	snprintf(d->code, sizeof(d->code), "%s", warning ? "more_warnings" : "more_errors");
+	d->token = t;
+	d->message = msg;
+}
+
 struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_config *cfg)
 {
 	struct _parser ps;
-	size_t pos = 0, ndirlines = 0;
+	size_t pos = 0, ndirlines = 0, scan_end = 0;
 	int lineno = 0, first_cmd = 0;
 	bool in_block = true, stopped = false;
 
@@ -825,11 +907,13 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 		size_t ll = nl ? (size_t)(nl - line) : len - pos;
 		bool is_dir;
 
+		if (lineno >= DSL_SCAN_LINES) {
+			scan_end = pos;
+			break;
+		}
 		pos += ll + (nl ? 1 : 0);
 		if (ll > 0 && line[ll - 1] == '\r')
 			ll--;
-		if (lineno == INT32_MAX)
-			break; /* a 2 GiB script of empty lines: nothing sensible left */
 		lineno++;
 		is_dir = ll >= 5 && line[0] == '#' && !memcmp(line, "#DATA", 5) &&
 			 (ll == 5 || _blank(line[5]));
@@ -871,6 +955,14 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 			in_block = false;
 			first_cmd = lineno;
 		}
+	}
+	if (scan_end && !ps.oom)
+		_past_scan_limit(&ps, script, len, scan_end);
+	ps.plan->warning_count = ps.plan->nwarnings + ps.wmore;
+	ps.plan->error_count = ps.plan->nerrors + ps.emore;
+	if (!ps.oom) {
+		_more(&ps, true);
+		_more(&ps, false);
 	}
 	if (!ps.oom && !_shared_to_dirs(ps.plan))
 		ps.oom = true;
