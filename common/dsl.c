@@ -63,6 +63,8 @@ struct _parser {
 	/* diagnostics past DSL_SHOWN_DIAGS: how many, and the line of the first */
 	size_t wmore, emore;
 	int wmore_line, emore_line;
+	size_t dbytes;       /* bytes of the directive lines read so far */
+	bool stopped;        /* a limit was reached: no more directives are read */
 	bool oom;
 };
 
@@ -728,6 +730,15 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 				     ll, ps->rules.max_line));
 		return;
 	}
+	ps->dbytes += ll;
+	if (ps->dbytes > DSL_MAX_DIRECTIVE_BYTES) {
+		ps->stopped = true;
+		_line_diag(ps, false, lineno, "too_much_directive_text", line, ll,
+			   dsl__strf("the #DATA lines up to this one add up to more than %d bytes, the "
+				     "limit: shorten or merge them (this line and the ones after it are "
+				     "not read)", DSL_MAX_DIRECTIVE_BYTES));
+		return;
+	}
 	if (memchr(line, '\0', ll)) {
 		_line_diag(ps, false, lineno, "nul_byte", line, ll,
 			   dsl__strf("NUL byte in #DATA line: remove it"));
@@ -889,7 +900,7 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 	struct _parser ps;
 	size_t pos = 0, ndirlines = 0, scan_end = 0;
 	int lineno = 0, first_cmd = 0;
-	bool in_block = true, stopped = false;
+	bool in_block = true;
 
 	memset(&ps, 0, sizeof(ps));
 	ps.plan = calloc(1, sizeof(*ps.plan));
@@ -926,13 +937,13 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 			continue;
 		}
 		if (is_dir) {
-			if (stopped)
+			if (ps.stopped)
 				continue;
 			if (++ndirlines > ps.rules.max_directives) {
 				_line_diag(&ps, false, lineno, "too_many_directives", line, ll,
 					   dsl__strf("more than %zu #DATA directives; the limit is %zu",
 						     ps.rules.max_directives, ps.rules.max_directives));
-				stopped = true;
+				ps.stopped = true;
 				continue;
 			}
 			_directive(&ps, lineno, line, ll);

@@ -32,6 +32,12 @@
  */
 #define DSL_SHOWN_DIAGS 20
 #define DSL_SCAN_LINES 10000
+/*
+ * The #DATA lines of one script, in bytes all together: past it one
+ * "too_much_directive_text" error and no more lines are read, whatever
+ * max_directives and max_line allow (such a plan is past MaxPlanBytes anyway).
+ */
+#define DSL_MAX_DIRECTIVE_BYTES 65536
 
 enum dsl_action {
 	DSL_STAGE_IN = 0,

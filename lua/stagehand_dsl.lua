@@ -55,6 +55,10 @@ local PATTERN_OK = { j = true, u = true, x = true, A = true, a = true, ["%"] = t
 -- shape must parse in milliseconds (tests/bench/submit-hostile).
 local SHOWN_DIAGS = 20
 local SCAN_LINES = 10000
+-- The #DATA lines a script may hold, in bytes all together: what is checked
+-- byte by byte in Lua stays this small whatever MaxDirectives and
+-- MaxDirectiveLine allow (a plan this big is past MaxPlanBytes anyway).
+local MAX_DIRECTIVE_BYTES = 65536
 
 -- Normalise a path: collapse '/', drop '.', drop trailing '/'.
 -- Returns the normal form, or nil and "path_traversal" / "path_empty".
@@ -481,8 +485,9 @@ local function _after_line(toks)
 end
 
 -- Check one directive line (its text without line end). Returns the
--- directive, or nil, code, token, message.
-local function _parse_directive(cfg, line)
+-- directive, or nil, code, token, message. quiet: the message will not be
+-- shown (the error list is full): spare the key suggestion.
+local function _parse_directive(cfg, line, quiet)
 	local toks, code, tok, msg = _tokenize(line)
 	if not toks then return nil, code, tok, msg end
 	if #toks == 0 then
@@ -495,7 +500,7 @@ local function _parse_directive(cfg, line)
 	for t, tk in ipairs(toks) do
 		local key, value, raw = tk.key, tk.value, tk.raw
 		if not KNOWN[key] then
-			local s = _suggest(key)
+			local s = not quiet and _suggest(key)
 			if s then
 				return nil, "unknown_key", raw,
 					format("unknown key '%s' \226\128\148 did you mean '%s'?", key, s)
@@ -608,7 +613,7 @@ local function parse(script, cfg)
 		end
 	end
 	local actions, warnings, errors = res.actions, res.warnings, res.errors
-	local ndirs = 0
+	local ndirs, dbytes, stopped = 0, 0, false
 	-- diagnostics past SHOWN_DIAGS: how many, and the line of the first
 	local wmore, wmore_line, emore, emore_line = 0, 0, 0, 0
 
@@ -647,18 +652,24 @@ local function parse(script, cfg)
 	local by_path = {}
 
 	local function directive(line, n)
+		if stopped then return end
 		ndirs = ndirs + 1
 		if ndirs > C.max_directives then
-			if ndirs == C.max_directives + 1 then
-				err(n, "too_many_directives", shown(line),
-					format("more than %d #DATA directives; the limit is %d: merge or remove some",
-						C.max_directives, C.max_directives))
-			end
-			return
+			stopped = true
+			return err(n, "too_many_directives", shown(line),
+				format("more than %d #DATA directives; the limit is %d: merge or remove some",
+					C.max_directives, C.max_directives))
 		end
 		if #line > C.max_line then
 			return err(n, "line_too_long", shown(line),
 				format("#DATA line is %d bytes; the limit is %d", #line, C.max_line))
+		end
+		dbytes = dbytes + #line
+		if dbytes > MAX_DIRECTIVE_BYTES then
+			stopped = true
+			return err(n, "too_much_directive_text", shown(line),
+				format("the #DATA lines up to this one add up to more than %d bytes, the limit: shorten or merge them (this line and the ones after it are not read)",
+					MAX_DIRECTIVE_BYTES))
 		end
 		if find(line, "\0", 1, true) then
 			return err(n, "nul_byte", shown(line), "NUL byte in #DATA line: remove it")
@@ -667,7 +678,7 @@ local function parse(script, cfg)
 			return err(n, "bad_utf8", shown(line),
 				"invalid UTF-8 in #DATA line: save the script as UTF-8")
 		end
-		local d, code, tok, msg = _parse_directive(C, line)
+		local d, code, tok, msg = _parse_directive(C, line, #errors >= SHOWN_DIAGS)
 		if not d then
 			if code == "empty_directive" then tok = shown(tok) end
 			return err(n, code, tok, msg)
