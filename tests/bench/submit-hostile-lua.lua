@@ -12,7 +12,7 @@ growing message (xstrfmtcat of the whole message each time).
       writes each script as DIR/<shape>-<bytes>.sh (for the C timer)
   LUA submit-hostile-lua.lua --quick --lua-dir DIR [--budget-ms MS]
       the regression form for 'make check': a few shapes at 4 MB, one run
-      each, exit 1 if any takes over MS (default 500) of CPU
+      each, exit 1 if any takes over MS (default 200) of CPU
 
 Times are CPU seconds of this process (os.clock) around one
 slurm_job_submit (or slurm_bb_job_process with --bb) call, the script
@@ -23,7 +23,7 @@ that time, so an old quadratic parser does not stall the run.
 local HERE = (debug.getinfo(1, "S").source or ""):match("^@(.*/)") or "./"
 local SH = dofile(HERE .. "submit-hostile-shapes.lua")
 
-local args = { reps = 5, sizes = "419430,4194304", limit = 10000, budget = 500 }
+local args = { reps = 5, sizes = "419430,4194304", limit = 10000, budget = 200 }
 local i = 1
 while i <= #arg do
 	local a = arg[i]
