@@ -15,7 +15,6 @@
  */
 #include "config.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -895,6 +894,26 @@ static void _more(struct _parser *ps, bool warning)
 	d->message = msg;
 }
 
+/* A script with errors has no plan: drop its directives, capacity and after=. */
+static void _plan_drop(struct dsl_plan *pl)
+{
+	size_t i;
+
+	for (i = 0; i < pl->ndirs; i++)
+		_dir_free(&pl->dirs[i]);
+	free(pl->dirs);
+	pl->dirs = NULL;
+	pl->ndirs = 0;
+	free(pl->cap_pool);
+	pl->cap_pool = NULL;
+	pl->cap_line = 0;
+	pl->cap_size = 0;
+	free(pl->after);
+	pl->after = NULL;
+	pl->nafter = 0;
+	pl->after_line = 0;
+}
+
 struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_config *cfg)
 {
 	struct _parser ps;
@@ -984,23 +1003,8 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 		dsl_plan_free(ps.plan);
 		return NULL;
 	}
-	if (ps.plan->nerrors) {
-		size_t i;
-
-		for (i = 0; i < ps.plan->ndirs; i++)
-			_dir_free(&ps.plan->dirs[i]);
-		free(ps.plan->dirs);
-		ps.plan->dirs = NULL;
-		ps.plan->ndirs = 0;
-		free(ps.plan->cap_pool);
-		ps.plan->cap_pool = NULL;
-		ps.plan->cap_line = 0;
-		ps.plan->cap_size = 0;
-		free(ps.plan->after);
-		ps.plan->after = NULL;
-		ps.plan->nafter = 0;
-		ps.plan->after_line = 0;
-	}
+	if (ps.plan->nerrors)
+		_plan_drop(ps.plan);
 	return ps.plan;
 }
 
