@@ -818,21 +818,22 @@ local function parse(script, cfg)
 		pos = nl + 1
 	end
 
-	if cmd_at then
-		-- Where the lines read end: the start of line SCAN_LINES + 1.
-		local p, ln = cmd_at, n
+	local p = cmd_at and find(script, "\n#DATA", cmd_at, true)
+	if p then
+		-- Where the lines read end: the start of line SCAN_LINES + 1 (only
+		-- looked for when a line after the command starts with '#DATA').
+		local q, ln = cmd_at, n
 		while ln < SCAN_LINES do
-			local nl = find(script, "\n", p, true)
+			local nl = find(script, "\n", q, true)
 			if not nl then break end
 			ln = ln + 1
-			p = nl + 1
+			q = nl + 1
 		end
-		if ln >= SCAN_LINES and p <= len then scan_end = p end
+		if ln >= SCAN_LINES and q <= len then scan_end = q end
 		-- After the first command line only column-1 #DATA lines matter:
 		-- jump between them instead of walking every line.
 		local stop = scan_end or len + 1
 		local counted_to, line_no = cmd_at, n
-		p = find(script, "\n#DATA", cmd_at, true)
 		while p and p < stop do
 			local ls = p + 1
 			local c = byte(script, ls + 5)
