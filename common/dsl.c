@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -62,6 +63,9 @@ struct _parser {
 	/* diagnostics past DSL_SHOWN_DIAGS: how many, and the line of the first */
 	size_t wmore, emore;
 	int wmore_line, emore_line;
+	size_t *bucket;      /* per path hash: 1 + the latest directive's index, 0: none */
+	size_t *chain;       /* per directive: 1 + the index of the previous one in its bucket */
+	size_t capchain;
 	size_t dbytes;       /* bytes of the directive lines read so far */
 	bool stopped;        /* a limit was reached: no more directives are read */
 	bool oom;
@@ -715,6 +719,68 @@ static void _after_line(struct _parser *ps, int lineno)
 	pl->nafter = n;
 }
 
+/*
+ * Earlier directives by path, in a chained hash: a new directive is compared
+ * with those of its own path only (dsl__clash walks every earlier one, which
+ * made a site's MaxDirectives=4096 cost the square of that).
+ */
+#define DSL__PATH_BUCKETS 1024
+
+static size_t _path_bucket(const char *p)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h & (DSL__PATH_BUCKETS - 1);
+}
+
+/* As dsl__clash (0, 1 duplicate, 2 conflict, *other set), by d's path only. */
+static int _clash(const struct _parser *ps, const struct dsl_directive *d, size_t *other)
+{
+	const struct dsl_plan *pl = ps->plan;
+	size_t i, dup = SIZE_MAX, con = SIZE_MAX;
+
+	if (!ps->bucket)
+		return 0;
+	/* the chain runs from the latest to the earliest: the last hit is the first */
+	for (i = ps->bucket[_path_bucket(d->path)]; i; i = ps->chain[i - 1]) {
+		const struct dsl_directive *o = &pl->dirs[i - 1];
+
+		if (strcmp(o->path, d->path))
+			continue;
+		if (o->action == d->action)
+			dup = i - 1;
+		else if (d->action != DSL_STAGE_IN && o->action != DSL_STAGE_IN &&
+			 (o->action == DSL_EXEMPT) != (d->action == DSL_EXEMPT))
+			con = i - 1;
+	}
+	if (dup != SIZE_MAX) {
+		*other = dup;
+		return 1;
+	}
+	if (con != SIZE_MAX) {
+		*other = con;
+		return 2;
+	}
+	return 0;
+}
+
+/* Index the plan's last directive by its path; false when out of memory. */
+static bool _path_add(struct _parser *ps)
+{
+	size_t n = ps->plan->ndirs, b;
+
+	if (!ps->bucket && !(ps->bucket = calloc(DSL__PATH_BUCKETS, sizeof(*ps->bucket))))
+		return false;
+	if (grow_array((void **)&ps->chain, &ps->capchain, n, sizeof(*ps->chain), 8) < 0)
+		return false;
+	b = _path_bucket(ps->plan->dirs[n - 1].path);
+	ps->chain[n - 1] = ps->bucket[b];
+	ps->bucket[b] = n;
+	return true;
+}
+
 /* One directive line in the leading block that is within the limit. */
 static void _directive(struct _parser *ps, int lineno, const char *line, size_t ll)
 {
@@ -767,7 +833,7 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 		_dir_free(&d);
 		return;
 	}
-	clash = dsl__clash(pl->dirs, pl->ndirs, &d, &other);
+	clash = _clash(ps, &d, &other);
 	if (clash == 1) {
 		_diag(ps, true, lineno, "duplicate_directive", ps->toks[0].raw, ps->toks[0].rawlen,
 		      dsl__strf("%s of '%s' already declared on line %d: this one is ignored",
@@ -786,6 +852,8 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 		return;
 	}
 	pl->dirs[pl->ndirs++] = d;
+	if (!_path_add(ps))
+		ps->oom = true;
 }
 
 /* Length of a stage_in to= without its trailing '/'. */
@@ -998,6 +1066,8 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 		ps.oom = true;
 	free(ps.toks);
 	free(ps.scratch);
+	free(ps.bucket);
+	free(ps.chain);
 	dsl__rules_free(&ps.rules);
 	if (ps.oom) {
 		dsl_plan_free(ps.plan);
