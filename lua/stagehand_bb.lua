@@ -127,7 +127,7 @@ function M.bb_job_process(job_script)
 	if #res.errors == 0 then return _ok() end
 	local e = res.errors[1]
 	return _err(), format("stagehand: line %d: %s (%d #DATA error%s; see 'stagehand check')",
-		e.line, e.message, #res.errors, #res.errors == 1 and "" or "s")
+		e.line, e.message, res.error_count, res.error_count == 1 and "" or "s")
 end
 
 -- The pool state stagehandd publishes beside its socket (daemon/core/pool.c):
