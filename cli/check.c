@@ -147,9 +147,10 @@ static void _print_text(const char *file, const struct dsl_plan *p, const struct
 
 	_print_diags(file, p);
 	if (p->nerrors) {
+		/* the counts, those past the 20 shown of each included */
 		printf("%s: %zu error%s, %zu warning%s: the job would be rejected\n", file,
-		       p->nerrors, p->nerrors == 1 ? "" : "s",
-		       p->nwarnings, p->nwarnings == 1 ? "" : "s");
+		       p->error_count, p->error_count == 1 ? "" : "s",
+		       p->warning_count, p->warning_count == 1 ? "" : "s");
 		return;
 	}
 	if (o->quiet)

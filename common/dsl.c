@@ -7,9 +7,11 @@
  * are in dsl_rules.c, shared with dsl_plan_from_json().
  *
  * Must never: touch the filesystem, the network or the environment; abort;
- * read past the given length (scripts may hold NUL bytes). Lines that are not
- * directives cost one memchr() and a few byte compares: a 1,000-line script
- * parses in microseconds.
+ * read past the given length (scripts may hold NUL bytes); cost more than a
+ * few passes over the script, whatever it holds. Lines that are not
+ * directives cost one memchr() and a few byte compares, only the first
+ * DSL_SCAN_LINES lines are read one by one, and the diagnostics are capped
+ * (dsl.h): a 4 MB script of any shape parses in a few milliseconds.
  */
 #include "config.h"
 
@@ -58,8 +60,29 @@ struct _parser {
 	size_t ntoks, captoks;
 	char *scratch;       /* unquoted values of the current line */
 	size_t scratchlen, capscratch;
+	/* diagnostics past DSL_SHOWN_DIAGS: how many, and the line of the first */
+	size_t wmore, emore;
+	int wmore_line, emore_line;
+	size_t *bucket;      /* per path hash: 1 + the latest directive's index, 0: none */
+	size_t *chain;       /* per directive: 1 + the index of the previous one in its bucket */
+	size_t capchain;
+	size_t dbytes;       /* bytes of the directive lines read so far */
+	bool stopped;        /* a limit was reached: no more directives are read */
 	bool oom;
 };
+
+/* True (and the diagnostic counted) when its list is full. */
+static bool _full(struct _parser *ps, bool warning, int line)
+{
+	size_t *more = warning ? &ps->wmore : &ps->emore;
+	int *first = warning ? &ps->wmore_line : &ps->emore_line;
+
+	if ((warning ? ps->plan->nwarnings : ps->plan->nerrors) < DSL_SHOWN_DIAGS)
+		return false;
+	if ((*more)++ == 0)
+		*first = line;
+	return true;
+}
 
 /* Add a diagnostic; takes ownership of msg (may be NULL: out of memory). */
 static void _diag(struct _parser *ps, bool warning, int line, const char *code,
@@ -72,6 +95,10 @@ static void _diag(struct _parser *ps, bool warning, int line, const char *code,
 	struct dsl_diag *d;
 	char *t;
 
+	if (_full(ps, warning, line)) {
+		free(msg);
+		return;
+	}
 	t = dsl__strndup(tok, toklen);
 	if (!msg || !t || grow_array((void **)arr, cap, *n + 1, sizeof(**arr), 8) < 0) {
 		free(msg);
@@ -116,8 +143,13 @@ static char *_line_text(const char *line, size_t ll, size_t max_line)
 static void _line_diag(struct _parser *ps, bool warning, int lineno, const char *code,
 		       const char *line, size_t ll, char *msg)
 {
-	char *t = _line_text(line, ll, ps->rules.max_line);
+	char *t;
 
+	if (_full(ps, warning, lineno)) {
+		free(msg);
+		return;
+	}
+	t = _line_text(line, ll, ps->rules.max_line);
 	if (!t) {
 		free(msg);
 		ps->oom = true;
@@ -687,6 +719,68 @@ static void _after_line(struct _parser *ps, int lineno)
 	pl->nafter = n;
 }
 
+/*
+ * Earlier directives by path, in a chained hash: a new directive is compared
+ * with those of its own path only (dsl__clash walks every earlier one, which
+ * made a site's MaxDirectives=4096 cost the square of that).
+ */
+#define DSL__PATH_BUCKETS 1024
+
+static size_t _path_bucket(const char *p)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h & (DSL__PATH_BUCKETS - 1);
+}
+
+/* As dsl__clash (0, 1 duplicate, 2 conflict, *other set), by d's path only. */
+static int _clash(const struct _parser *ps, const struct dsl_directive *d, size_t *other)
+{
+	const struct dsl_plan *pl = ps->plan;
+	size_t i, dup = SIZE_MAX, con = SIZE_MAX;
+
+	if (!ps->bucket)
+		return 0;
+	/* the chain runs from the latest to the earliest: the last hit is the first */
+	for (i = ps->bucket[_path_bucket(d->path)]; i; i = ps->chain[i - 1]) {
+		const struct dsl_directive *o = &pl->dirs[i - 1];
+
+		if (strcmp(o->path, d->path))
+			continue;
+		if (o->action == d->action)
+			dup = i - 1;
+		else if (d->action != DSL_STAGE_IN && o->action != DSL_STAGE_IN &&
+			 (o->action == DSL_EXEMPT) != (d->action == DSL_EXEMPT))
+			con = i - 1;
+	}
+	if (dup != SIZE_MAX) {
+		*other = dup;
+		return 1;
+	}
+	if (con != SIZE_MAX) {
+		*other = con;
+		return 2;
+	}
+	return 0;
+}
+
+/* Index the plan's last directive by its path; false when out of memory. */
+static bool _path_add(struct _parser *ps)
+{
+	size_t n = ps->plan->ndirs, b;
+
+	if (!ps->bucket && !(ps->bucket = calloc(DSL__PATH_BUCKETS, sizeof(*ps->bucket))))
+		return false;
+	if (grow_array((void **)&ps->chain, &ps->capchain, n, sizeof(*ps->chain), 8) < 0)
+		return false;
+	b = _path_bucket(ps->plan->dirs[n - 1].path);
+	ps->chain[n - 1] = ps->bucket[b];
+	ps->bucket[b] = n;
+	return true;
+}
+
 /* One directive line in the leading block that is within the limit. */
 static void _directive(struct _parser *ps, int lineno, const char *line, size_t ll)
 {
@@ -699,6 +793,15 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 		_line_diag(ps, false, lineno, "line_too_long", line, ll,
 			   dsl__strf("#DATA line is %zu bytes; the limit is %zu: split it or shorten the paths",
 				     ll, ps->rules.max_line));
+		return;
+	}
+	ps->dbytes += ll;
+	if (ps->dbytes > DSL_MAX_DIRECTIVE_BYTES) {
+		ps->stopped = true;
+		_line_diag(ps, false, lineno, "too_much_directive_text", line, ll,
+			   dsl__strf("the #DATA lines up to this one add up to more than %d bytes, the "
+				     "limit: shorten or merge them (this line and the ones after it are "
+				     "not read)", DSL_MAX_DIRECTIVE_BYTES));
 		return;
 	}
 	if (memchr(line, '\0', ll)) {
@@ -730,7 +833,7 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 		_dir_free(&d);
 		return;
 	}
-	clash = dsl__clash(pl->dirs, pl->ndirs, &d, &other);
+	clash = _clash(ps, &d, &other);
 	if (clash == 1) {
 		_diag(ps, true, lineno, "duplicate_directive", ps->toks[0].raw, ps->toks[0].rawlen,
 		      dsl__strf("%s of '%s' already declared on line %d: this one is ignored",
@@ -749,6 +852,8 @@ static void _directive(struct _parser *ps, int lineno, const char *line, size_t 
 		return;
 	}
 	pl->dirs[pl->ndirs++] = d;
+	if (!_path_add(ps))
+		ps->oom = true;
 }
 
 /* Length of a stage_in to= without its trailing '/'. */
@@ -802,12 +907,87 @@ static bool _shared_to_dirs(struct dsl_plan *pl)
 	return true;
 }
 
+/*
+ * Past the lines read (from scan_end, where line DSL_SCAN_LINES + 1 starts):
+ * one search, one warning at most, whatever follows.
+ */
+static void _past_scan_limit(struct _parser *ps, const char *script, size_t len, size_t scan_end)
+{
+	const char *p = memmem(script + scan_end - 1, len - scan_end + 1, "\n#DATA", 6);
+	const char *line, *nl;
+	size_t ll;
+
+	if (!p || _full(ps, true, DSL_SCAN_LINES + 1))
+		return;
+	line = p + 1;
+	nl = memchr(line, '\n', (size_t)(script + len - line));
+	ll = nl ? (size_t)(nl - line) : (size_t)(script + len - line);
+	if (ll > 0 && line[ll - 1] == '\r')
+		ll--;
+	_line_diag(ps, true, DSL_SCAN_LINES + 1, "past_scan_limit", line, ll,
+		   dsl__strf("a line past line %d starts with '#DATA' (shown); #DATA lines are read "
+			     "only in the first %d lines of a script: move it up, next to the #SBATCH lines",
+			     DSL_SCAN_LINES, DSL_SCAN_LINES));
+}
+
+/* The closing "and N more" diagnostic of a full list (not counted itself). */
+static void _more(struct _parser *ps, bool warning)
+{
+	size_t n = warning ? ps->wmore : ps->emore;
+	int line = warning ? ps->wmore_line : ps->emore_line;
+	struct dsl_plan *pl = ps->plan;
+	struct dsl_diag **arr = warning ? &pl->warnings : &pl->errors;
+	size_t *cnt = warning ? &pl->nwarnings : &pl->nerrors;
+	size_t *cap = warning ? &ps->capwarn : &ps->caperr;
+	struct dsl_diag *d;
+	char *msg, *t;
+
+	if (n == 0)
+		return;
+	msg = dsl__strf("and %zu more %s%s (from line %d on) not shown: fix the ones above, then "
+			"run 'stagehand check' on the script again", n, warning ? "warning" : "error",
+			n == 1 ? "" : "s", line);
+	t = dsl__strndup("", 0);
+	if (!msg || !t || grow_array((void **)arr, cap, *cnt + 1, sizeof(**arr), 8) < 0) {
+		free(msg);
+		free(t);
+		ps->oom = true;
+		return;
+	}
+	d = &(*arr)[(*cnt)++];
+	memset(d, 0, sizeof(*d));
+	d->line = line;
+	snprintf(d->code, sizeof(d->code), "%s", warning ? "more_warnings" : "more_errors");
+	d->token = t;
+	d->message = msg;
+}
+
+/* A script with errors has no plan: drop its directives, capacity and after=. */
+static void _plan_drop(struct dsl_plan *pl)
+{
+	size_t i;
+
+	for (i = 0; i < pl->ndirs; i++)
+		_dir_free(&pl->dirs[i]);
+	free(pl->dirs);
+	pl->dirs = NULL;
+	pl->ndirs = 0;
+	free(pl->cap_pool);
+	pl->cap_pool = NULL;
+	pl->cap_line = 0;
+	pl->cap_size = 0;
+	free(pl->after);
+	pl->after = NULL;
+	pl->nafter = 0;
+	pl->after_line = 0;
+}
+
 struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_config *cfg)
 {
 	struct _parser ps;
-	size_t pos = 0, ndirlines = 0;
+	size_t pos = 0, ndirlines = 0, scan_end = 0;
 	int lineno = 0, first_cmd = 0;
-	bool in_block = true, stopped = false;
+	bool in_block = true;
 
 	memset(&ps, 0, sizeof(ps));
 	ps.plan = calloc(1, sizeof(*ps.plan));
@@ -825,11 +1005,13 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 		size_t ll = nl ? (size_t)(nl - line) : len - pos;
 		bool is_dir;
 
+		if (lineno >= DSL_SCAN_LINES) {
+			scan_end = pos;
+			break;
+		}
 		pos += ll + (nl ? 1 : 0);
 		if (ll > 0 && line[ll - 1] == '\r')
 			ll--;
-		if (lineno == INT32_MAX)
-			break; /* a 2 GiB script of empty lines: nothing sensible left */
 		lineno++;
 		is_dir = ll >= 5 && line[0] == '#' && !memcmp(line, "#DATA", 5) &&
 			 (ll == 5 || _blank(line[5]));
@@ -842,13 +1024,13 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 			continue;
 		}
 		if (is_dir) {
-			if (stopped)
+			if (ps.stopped)
 				continue;
 			if (++ndirlines > ps.rules.max_directives) {
 				_line_diag(&ps, false, lineno, "too_many_directives", line, ll,
 					   dsl__strf("more than %zu #DATA directives; the limit is %zu",
 						     ps.rules.max_directives, ps.rules.max_directives));
-				stopped = true;
+				ps.stopped = true;
 				continue;
 			}
 			_directive(&ps, lineno, line, ll);
@@ -872,32 +1054,27 @@ struct dsl_plan *dsl_parse(const char *script, size_t len, const struct dsl_conf
 			first_cmd = lineno;
 		}
 	}
+	if (scan_end && !ps.oom)
+		_past_scan_limit(&ps, script, len, scan_end);
+	ps.plan->warning_count = ps.plan->nwarnings + ps.wmore;
+	ps.plan->error_count = ps.plan->nerrors + ps.emore;
+	if (!ps.oom) {
+		_more(&ps, true);
+		_more(&ps, false);
+	}
 	if (!ps.oom && !_shared_to_dirs(ps.plan))
 		ps.oom = true;
 	free(ps.toks);
 	free(ps.scratch);
+	free(ps.bucket);
+	free(ps.chain);
 	dsl__rules_free(&ps.rules);
 	if (ps.oom) {
 		dsl_plan_free(ps.plan);
 		return NULL;
 	}
-	if (ps.plan->nerrors) {
-		size_t i;
-
-		for (i = 0; i < ps.plan->ndirs; i++)
-			_dir_free(&ps.plan->dirs[i]);
-		free(ps.plan->dirs);
-		ps.plan->dirs = NULL;
-		ps.plan->ndirs = 0;
-		free(ps.plan->cap_pool);
-		ps.plan->cap_pool = NULL;
-		ps.plan->cap_line = 0;
-		ps.plan->cap_size = 0;
-		free(ps.plan->after);
-		ps.plan->after = NULL;
-		ps.plan->nafter = 0;
-		ps.plan->after_line = 0;
-	}
+	if (ps.plan->nerrors)
+		_plan_drop(ps.plan);
 	return ps.plan;
 }
 

@@ -20,6 +20,25 @@
 #define DSL_DEFAULT_MAX_LINE 4096
 #define DSL_DEFAULT_MAX_PATH 4095
 
+/*
+ * What one dsl_parse() may cost and say, whatever the script holds (the Lua
+ * parser has the same): at most DSL_SHOWN_DIAGS warnings and as many errors
+ * are kept, each list then ending in one "more_warnings" / "more_errors"
+ * diagnostic ("and N more ..."); only the first DSL_SCAN_LINES lines are read
+ * line by line, past them one search for a line starting with "#DATA" gives
+ * one "past_scan_limit" warning. slurmctld runs the Lua twin under its job
+ * write lock: a 4 MB script of any shape parses in milliseconds
+ * (tests/bench/submit-hostile).
+ */
+#define DSL_SHOWN_DIAGS 20
+#define DSL_SCAN_LINES 10000
+/*
+ * The #DATA lines of one script, in bytes all together: past it one
+ * "too_much_directive_text" error and no more lines are read, whatever
+ * max_directives and max_line allow (such a plan is past MaxPlanBytes anyway).
+ */
+#define DSL_MAX_DIRECTIVE_BYTES 65536
+
 enum dsl_action {
 	DSL_STAGE_IN = 0,
 	DSL_ARCHIVE,
@@ -93,6 +112,8 @@ struct dsl_plan {
 	struct dsl_after *after;     size_t nafter;  /* owned; in the order written */
 	struct dsl_diag *warnings;   size_t nwarnings;
 	struct dsl_diag *errors;     size_t nerrors;
+	/* How many there were, those past DSL_SHOWN_DIAGS included. */
+	size_t warning_count, error_count;
 };
 
 /* Fill cfg with the documented defaults. */

@@ -77,8 +77,23 @@ $(OUT)/seeds.stamp: $(SRC)/fuzz/make-seeds $(wildcard $(SRC)/tests/vectors/*.jso
 	$(PYTHON3) $(SRC)/fuzz/make-seeds $(SRC) $(OUT)/seeds
 	@touch $@
 
+# The Lua time-fuzzer (fuzz/fuzz_dsl_time.lua) runs after the libFuzzer
+# targets whenever fuzz_dsl is one of them: FUZZ_SECONDS shared between the
+# interpreters of LUA_FUZZ that are installed. A script over its CPU budget
+# fails the run like a crash.
+LUA_FUZZ ?= lua5.1 lua5.4
 run: all seeds
-	@FUZZ_JOBS=$(FUZZ_JOBS) $(SRC)/fuzz/run-fuzz $(OUT) $(FUZZ_SECONDS) $(SRC)/fuzz $(TARGETS)
+	@rc=0; FUZZ_JOBS=$(FUZZ_JOBS) $(SRC)/fuzz/run-fuzz $(OUT) $(FUZZ_SECONDS) $(SRC)/fuzz $(TARGETS) || rc=1; \
+	case " $(TARGETS) " in *" fuzz_dsl "*) \
+		luas=; for l in $(LUA_FUZZ); do command -v $$l >/dev/null && luas="$$luas $$l"; done; \
+		n=$$(echo $$luas | wc -w); \
+		if [ $$n -eq 0 ]; then echo "fuzz_dsl_time: no Lua interpreter ($(LUA_FUZZ))"; rc=1; fi; \
+		for l in $$luas; do \
+			echo "fuzz: fuzz_dsl_time ($$l) for $$(( $(FUZZ_SECONDS) / n ))s"; \
+			STAGEHAND_CONF=/dev/null $$l $(SRC)/fuzz/fuzz_dsl_time.lua --lua-dir $(SRC)/lua \
+				--seconds $$(( $(FUZZ_SECONDS) / n )) --out $(OUT) || rc=1; \
+		done;; \
+	esac; exit $$rc
 
 # Fold what runs found (OUT/corpus) into the corpus kept in the source tree,
 # minimized with libFuzzer's -merge=1: the smallest set of inputs that keeps

@@ -443,6 +443,49 @@ local function _capacity(job_desc, cap)
 	return nil
 end
 
+-- What one submission may say to the user. Slurm's job_submit/lua appends
+-- every log_user call to one message, copying it whole each time, under
+-- the controller's locks: the parser keeps at most 20 warnings and 20
+-- errors (then one "and N more" line each), each line is cut at
+-- USER_LINE_MAX bytes and all of them at USER_TEXT_MAX, past which one
+-- line says how many were left out. The closing line is always said.
+local USER_LINE_MAX = 512
+local USER_TEXT_MAX = 8192
+
+-- msg cut to max bytes, not inside a UTF-8 sequence, "..." at the end.
+local function _cut(msg, max)
+	if #msg <= max then return msg end
+	local e = max - 3
+	while e > 0 and string.byte(msg, e + 1) and string.byte(msg, e + 1) >= 0x80
+		and string.byte(msg, e + 1) < 0xC0 do
+		e = e - 1
+	end
+	return sub(msg, 1, e) .. "..."
+end
+
+-- A new teller: tell(msg) says msg within the budget above;
+-- tell.finish() says how many lines the budget left out, if any.
+local function _teller()
+	local used, left_out = 0, 0
+	local t = {}
+	function t.say(msg)
+		msg = _cut(msg, USER_LINE_MAX)
+		if used + #msg > USER_TEXT_MAX then
+			left_out = left_out + 1
+			return
+		end
+		used = used + #msg + 1
+		_user(msg)
+	end
+	function t.finish()
+		if left_out > 0 then
+			_user(format("stagehand: %d more line%s left out (this message is capped at %d bytes): run 'stagehand check' on the script to see them",
+				left_out, left_out == 1 and "" or "s", USER_TEXT_MAX))
+		end
+	end
+	return t
+end
+
 local function _submit(job_desc, submit_uid)
 	if job_desc == nil then return _rc("SUCCESS", 0) end
 	local script = job_desc.script
@@ -451,19 +494,24 @@ local function _submit(job_desc, submit_uid)
 	end
 	local res = parse(script, nil)
 	local suffix = " (fix the #DATA line; see 'stagehand check')"
+	local tell = _teller()
 	for _, w in ipairs(res.warnings) do
-		_user(format("stagehand: line %d: warning: %s", w.line, w.message))
+		tell.say(format("stagehand: line %d: warning: %s", w.line, w.message))
 	end
 	if #res.errors > 0 then
+		local nerr = res.error_count
 		for _, e in ipairs(res.errors) do
-			_user(format("stagehand: line %d: %s%s", e.line, e.message, suffix))
+			tell.say(format("stagehand: line %d: %s%s", e.line, e.message,
+				e.code == "more_errors" and "" or suffix))
 		end
-		_user(format("stagehand: job not submitted: %d #DATA error%s", #res.errors,
-			#res.errors == 1 and "" or "s"))
+		tell.finish()
+		_user(format("stagehand: job not submitted: %d #DATA error%s", nerr,
+			nerr == 1 and "" or "s"))
 		_log("log_info", "stagehand: rejected a job of uid %s: %d #DATA error(s), first line %d (%s)",
-			tostring(submit_uid), #res.errors, res.errors[1].line, res.errors[1].code)
+			tostring(submit_uid), nerr, res.errors[1].line, res.errors[1].code)
 		return _rc("ERROR", -1)
 	end
+	tell.finish()
 	if res.capacity then
 		local msg = _capacity(job_desc, res.capacity)
 		if msg then

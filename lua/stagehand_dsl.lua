@@ -47,6 +47,19 @@ local EXAMPLES = {
 }
 local PATTERN_OK = { j = true, u = true, x = true, A = true, a = true, ["%"] = true }
 
+-- What one parse may cost and say, whatever the script holds (as in
+-- common/dsl.h): at most SHOWN_DIAGS warnings and as many errors are kept,
+-- then one "and N more" line each; only the first SCAN_LINES lines are read
+-- line by line, past them only one search for a line starting with '#DATA'.
+-- job_submit runs under slurmctld's job write lock: a 4 MB script of any
+-- shape must parse in milliseconds (tests/bench/submit-hostile).
+local SHOWN_DIAGS = 20
+local SCAN_LINES = 10000
+-- The #DATA lines a script may hold, in bytes all together: what is checked
+-- byte by byte in Lua stays this small whatever MaxDirectives and
+-- MaxDirectiveLine allow (a plan this big is past MaxPlanBytes anyway).
+local MAX_DIRECTIVE_BYTES = 65536
+
 -- Normalise a path: collapse '/', drop '.', drop trailing '/'.
 -- Returns the normal form, or nil and "path_traversal" / "path_empty".
 -- The traversal check wins over emptiness wherever it is in the path.
@@ -472,8 +485,9 @@ local function _after_line(toks)
 end
 
 -- Check one directive line (its text without line end). Returns the
--- directive, or nil, code, token, message.
-local function _parse_directive(cfg, line)
+-- directive, or nil, code, token, message. quiet: the message will not be
+-- shown (the error list is full): spare the key suggestion.
+local function _parse_directive(cfg, line, quiet)
 	local toks, code, tok, msg = _tokenize(line)
 	if not toks then return nil, code, tok, msg end
 	if #toks == 0 then
@@ -486,7 +500,7 @@ local function _parse_directive(cfg, line)
 	for t, tk in ipairs(toks) do
 		local key, value, raw = tk.key, tk.value, tk.raw
 		if not KNOWN[key] then
-			local s = _suggest(key)
+			local s = not quiet and _suggest(key)
 			if s then
 				return nil, "unknown_key", raw,
 					format("unknown key '%s' \226\128\148 did you mean '%s'?", key, s)
@@ -579,13 +593,16 @@ allowed_schemes, stage_in_roots, max_directives, max_line, max_path.
 Returns { actions = {...}, warnings = {...}, errors = {...} } where each
 action is { line, action, path, to, when, keep } and each diagnostic is
 { line, code, token, message }. actions is empty when there are errors.
+At most SHOWN_DIAGS warnings and errors are kept, each list then ending in
+one "more_warnings" / "more_errors" line ("and N more ..."); warning_count
+and error_count are the full counts.
 res.capacity is { line, size (bytes), pool (or nil) } when the script has a
 valid capacity line and no errors.
 res.after is { line, jobs = { "J", "J_K", ... } } when the script has a valid
 after= line and no errors.
 ]]
 local function parse(script, cfg)
-	local res = { actions = {}, warnings = {}, errors = {} }
+	local res = { actions = {}, warnings = {}, errors = {}, warning_count = 0, error_count = 0 }
 	if type(script) ~= "string" then return res end
 	local C = CFG
 	if type(cfg) == "table" then
@@ -596,13 +613,28 @@ local function parse(script, cfg)
 		end
 	end
 	local actions, warnings, errors = res.actions, res.warnings, res.errors
-	local ndirs = 0
+	local ndirs, dbytes, stopped = 0, 0, false
+	-- diagnostics past SHOWN_DIAGS: how many, and the line of the first
+	local wmore, wmore_line, emore, emore_line = 0, 0, 0, 0
 
 	local function err(line, code, token, message)
+		if #errors >= SHOWN_DIAGS then
+			if emore == 0 then emore_line = line end
+			emore = emore + 1
+			return
+		end
 		errors[#errors + 1] = { line = line, code = code, token = token or "", message = message }
 	end
 	local function warn(line, code, token, message)
 		warnings[#warnings + 1] = { line = line, code = code, token = token or "", message = message }
+	end
+	-- True (and the warning counted) when the list is full: callers ask
+	-- before they build a warning's text, so a full list costs nothing more.
+	local function warn_full(line)
+		if #warnings < SHOWN_DIAGS then return false end
+		if wmore == 0 then wmore_line = line end
+		wmore = wmore + 1
+		return true
 	end
 
 	-- A line's text as a token: cut when over max_line, then, if it holds a
@@ -615,19 +647,29 @@ local function parse(script, cfg)
 		return line
 	end
 
+	-- Earlier actions by path (each path has at most one of each action):
+	-- duplicates and conflicts are found without walking every action.
+	local by_path = {}
+
 	local function directive(line, n)
+		if stopped then return end
 		ndirs = ndirs + 1
 		if ndirs > C.max_directives then
-			if ndirs == C.max_directives + 1 then
-				err(n, "too_many_directives", shown(line),
-					format("more than %d #DATA directives; the limit is %d: merge or remove some",
-						C.max_directives, C.max_directives))
-			end
-			return
+			stopped = true
+			return err(n, "too_many_directives", shown(line),
+				format("more than %d #DATA directives; the limit is %d: merge or remove some",
+					C.max_directives, C.max_directives))
 		end
 		if #line > C.max_line then
 			return err(n, "line_too_long", shown(line),
 				format("#DATA line is %d bytes; the limit is %d", #line, C.max_line))
+		end
+		dbytes = dbytes + #line
+		if dbytes > MAX_DIRECTIVE_BYTES then
+			stopped = true
+			return err(n, "too_much_directive_text", shown(line),
+				format("the #DATA lines up to this one add up to more than %d bytes, the limit: shorten or merge them (this line and the ones after it are not read)",
+					MAX_DIRECTIVE_BYTES))
 		end
 		if find(line, "\0", 1, true) then
 			return err(n, "nul_byte", shown(line), "NUL byte in #DATA line: remove it")
@@ -636,7 +678,7 @@ local function parse(script, cfg)
 			return err(n, "bad_utf8", shown(line),
 				"invalid UTF-8 in #DATA line: save the script as UTF-8")
 		end
-		local d, code, tok, msg = _parse_directive(C, line)
+		local d, code, tok, msg = _parse_directive(C, line, #errors >= SHOWN_DIAGS)
 		if not d then
 			if code == "empty_directive" then tok = shown(tok) end
 			return err(n, code, tok, msg)
@@ -660,42 +702,51 @@ local function parse(script, cfg)
 			res.capacity = { line = n, size = d.capacity, pool = d.pool }
 			return
 		end
-		for _, o in ipairs(actions) do
-			if o.action == d.action and o.path == d.path then
-				return warn(n, "duplicate_directive", d.token,
-					format("%s=%s repeats line %d: this line is ignored", d.action, d.path, o.line))
-			end
-		end
-		if CONFLICT_WORD[d.action] then
-			for _, o in ipairs(actions) do
-				if o.path == d.path and o.action ~= d.action and CONFLICT_WORD[o.action]
-					and (o.action == "exempt" or d.action == "exempt") then
-					return err(n, "conflict", d.token,
-						format("'%s' is %s (line %d) and %s here: choose one",
-							d.path, CONFLICT_WORD[o.action], o.line, CONFLICT_WORD[d.action]))
+		local same = by_path[d.path]
+		if same then
+			for _, o in ipairs(same) do
+				if o.action == d.action then
+					if warn_full(n) then return end
+					return warn(n, "duplicate_directive", d.token,
+						format("%s=%s repeats line %d: this line is ignored", d.action, d.path, o.line))
 				end
 			end
+			if CONFLICT_WORD[d.action] then
+				for _, o in ipairs(same) do
+					if CONFLICT_WORD[o.action] and (o.action == "exempt" or d.action == "exempt") then
+						return err(n, "conflict", d.token,
+							format("'%s' is %s (line %d) and %s here: choose one",
+								d.path, CONFLICT_WORD[o.action], o.line, CONFLICT_WORD[d.action]))
+					end
+				end
+			end
+		else
+			same = {}
+			by_path[d.path] = same
 		end
+		same[#same + 1] = d
 		actions[#actions + 1] = d
 	end
 
 	-- Line n (script[pos, e]) looks like a directive written with another
 	-- case or spacing ('#data', '# DATA', an indented '#DATA'): pat matches
-	-- its start, and an '=' after that makes it a near-miss worth a warning.
+	-- its start, and an '=' after that, on the same line, makes it a
+	-- near-miss worth a warning. Only the line is searched: a search to
+	-- the end of the script made many such lines cost the square of their
+	-- number.
 	local function near_miss(pat, pos, e, n)
 		local _, k = find(script, pat, pos)
-		if k and k <= e then
-			local q = find(script, "=", k, true)
-			if q and q <= e then
-				warn(n, "case_mismatch", shown(sub(script, pos, e)),
-					"this looks like a #DATA directive but is not one (write '#DATA' in capitals at the start of the line): ignored")
-			end
+		if k and k < e and find(sub(script, k + 1, e), "=", 1, true) then
+			if warn_full(n) then return end
+			warn(n, "case_mismatch", shown(sub(script, pos, e)),
+				"this looks like a #DATA directive but is not one (write '#DATA' in capitals at the start of the line): ignored")
 		end
 	end
 
 	local len = #script
 	local pos, n = 1, 0
 	local cmd_at = nil
+	local scan_end = nil -- where line SCAN_LINES + 1 starts, once the loop got there
 	-- A '#' line that does not contain "data" in any case is neither a
 	-- directive nor a near-miss: runs of them are skipped by the fast loop
 	-- below, which only looks for the next newline. next_data is where the
@@ -722,11 +773,15 @@ local function parse(script, cfg)
 			end
 			local limit = next_data or len + 1
 			local nl = find(script, "\n", pos, true)
-			while nl and nl < limit and byte(script, nl + 1) == 35 do
+			while nl and nl < limit and byte(script, nl + 1) == 35 and n < SCAN_LINES do
 				n = n + 1
 				pos = nl + 1
 				nl = find(script, "\n", pos, true)
 			end
+		end
+		if n >= SCAN_LINES then
+			scan_end = pos
+			break
 		end
 		n = n + 1
 		local nl = find(script, "\n", pos, true)
@@ -763,12 +818,23 @@ local function parse(script, cfg)
 		pos = nl + 1
 	end
 
-	if cmd_at then
+	local p = cmd_at and find(script, "\n#DATA", cmd_at, true)
+	if p then
+		-- Where the lines read end: the start of line SCAN_LINES + 1 (only
+		-- looked for when a line after the command starts with '#DATA').
+		local q, ln = cmd_at, n
+		while ln < SCAN_LINES do
+			local nl = find(script, "\n", q, true)
+			if not nl then break end
+			ln = ln + 1
+			q = nl + 1
+		end
+		if ln >= SCAN_LINES and q <= len then scan_end = q end
 		-- After the first command line only column-1 #DATA lines matter:
 		-- jump between them instead of walking every line.
+		local stop = scan_end or len + 1
 		local counted_to, line_no = cmd_at, n
-		local p = find(script, "\n#DATA", cmd_at, true)
-		while p do
+		while p and p < stop do
 			local ls = p + 1
 			local c = byte(script, ls + 5)
 			local ok = (c == nil or c == 32 or c == 9 or c == 10)
@@ -779,13 +845,40 @@ local function parse(script, cfg)
 			if ok then
 				line_no = line_no + _count_lines(script, counted_to, p)
 				counted_to = p + 1
-				local le = (find(script, "\n", ls, true) or len + 1) - 1
-				if byte(script, le) == 13 then le = le - 1 end
-				warn(line_no, "after_command", shown(sub(script, ls, le)),
-					"#DATA after the first command line is ignored: move it up, next to the #SBATCH lines")
+				if not warn_full(line_no) then
+					local le = (find(script, "\n", ls, true) or len + 1) - 1
+					if byte(script, le) == 13 then le = le - 1 end
+					warn(line_no, "after_command", shown(sub(script, ls, le)),
+						"#DATA after the first command line is ignored: move it up, next to the #SBATCH lines")
+				end
 			end
 			p = find(script, "\n#DATA", ls, true)
 		end
+	end
+
+	if scan_end then
+		-- Past the lines read: one search, one warning at most.
+		local p = find(script, "\n#DATA", scan_end - 1, true)
+		if p and not warn_full(SCAN_LINES + 1) then
+			local le = (find(script, "\n", p + 1, true) or len + 1) - 1
+			if byte(script, le) == 13 then le = le - 1 end
+			warn(SCAN_LINES + 1, "past_scan_limit", shown(sub(script, p + 1, le)),
+				format("a line past line %d starts with '#DATA' (shown); #DATA lines are read only in the first %d lines of a script: move it up, next to the #SBATCH lines",
+					SCAN_LINES, SCAN_LINES))
+		end
+	end
+
+	-- how many there were, the ones not shown included
+	res.warning_count, res.error_count = #warnings + wmore, #errors + emore
+	if wmore > 0 then
+		warnings[#warnings + 1] = { line = wmore_line, code = "more_warnings", token = "",
+			message = format("and %d more warning%s (from line %d on) not shown: fix the ones above, then run 'stagehand check' on the script again",
+				wmore, wmore == 1 and "" or "s", wmore_line) }
+	end
+	if emore > 0 then
+		errors[#errors + 1] = { line = emore_line, code = "more_errors", token = "",
+			message = format("and %d more error%s (from line %d on) not shown: fix the ones above, then run 'stagehand check' on the script again",
+				emore, emore == 1 and "" or "s", emore_line) }
 	end
 
 	if #errors > 0 then

@@ -97,7 +97,7 @@ int jobplan_build(const char *script, size_t len, const struct dsl_config *cfg,
 		const struct dsl_diag *d = &plan->errors[0];
 		snprintf(err, errlen, "line %d: %s (%zu #DATA error%s; check the script "
 			 "with 'stagehand check')", d->line, d->message ? d->message : d->code,
-			 plan->nerrors, plan->nerrors == 1 ? "" : "s");
+			 plan->error_count, plan->error_count == 1 ? "" : "s");
 		goto out;
 	}
 	if (plan->ndirs == 0) {

@@ -392,4 +392,37 @@ do
 	ok(mism == 0, "200 long leading blocks: every directive and near-miss found on its line", first)
 end
 
+-- what the user is told is bounded (issue 47) --------------------------
+do
+	-- 30 errors, each message carrying a 1,000-byte key: 20 are shown, each
+	-- cut at 512 bytes, the text capped near 8 KB, the count kept whole
+	stub.reset()
+	local lines = { HEAD }
+	for i = 1, 30 do lines[#lines + 1] = "#DATA " .. string.rep("k", 1000) .. i .. "=x\n" end
+	local rc = slurm_job_submit(desc(table.concat(lines) .. "srun ./a\n"), {}, 1000)
+	is(rc, S.ERROR, "30 bad lines: rejected")
+	local total, longest = 0, 0
+	for _, l in ipairs(stub.user) do
+		total = total + #l + 1
+		if #l > longest then longest = #l end
+	end
+	ok(longest <= 512, "each log_user line is at most 512 bytes", longest)
+	ok(total <= 8192 + 400, "all log_user text together stays near 8 KB", total)
+	ok(#stub.user <= 24, "a few log_user calls, not one per error", #stub.user)
+	local u = user_text()
+	ok(u:find("more lines? left out %(this message is capped at 8192 bytes%)"),
+		"the lines the cap left out are counted in one line", u)
+	ok(stub.user[#stub.user] == "stagehand: job not submitted: 30 #DATA errors",
+		"the closing line counts every error, those not shown included", stub.user[#stub.user])
+
+	-- 700 #DATA lines after a command: 20 warnings and one "and N more"
+	stub.reset()
+	local body = HEAD .. "#DATA archive=out\nsrun ./a\n" .. string.rep("#DATA exempt=x\n", 700)
+	rc = slurm_job_submit(desc(body), {}, 1000)
+	is(rc, S.SUCCESS, "700 late #DATA lines: accepted")
+	is(#stub.user, 21, "20 warnings and one more line")
+	ok(stub.user[21] == "stagehand: line 25: warning: and 680 more warnings (from line 25 on) not shown: fix the ones above, then run 'stagehand check' on the script again",
+		"the last line says how many more and from where", stub.user[21])
+end
+
 T.done()
