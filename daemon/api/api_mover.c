@@ -1,6 +1,8 @@
 /* api_mover.c - see api_mover.h. */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -354,8 +356,18 @@ static int _from_mover(struct daemon *d, const struct api_caller *who,
 		snprintf(why, sizeof(why), "the node of mover job %lld cannot be checked now: %s; "
 			 "try again", (long long)job, nwhy);
 	} else {
+		char from[INET6_ADDRSTRLEN] = "?";
+		const struct sockaddr *p = who->peer;
+
+		if (p && p->sa_family == AF_INET)
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)p)->sin_addr,
+				  from, sizeof(from));
+		else if (p && p->sa_family == AF_INET6)
+			inet_ntop(AF_INET6,
+				  &((const struct sockaddr_in6 *)(const void *)p)->sin6_addr, from,
+				  sizeof(from));
 		snprintf(why, sizeof(why), "mover records are taken only from the node slurmctld "
-			 "gave mover job %lld: %s", (long long)job, nwhy);
+			 "gave mover job %lld: %s (this came from %s)", (long long)job, nwhy, from);
 	}
 	_log_refusal(r, idx, job, who, why);
 	api_error(out, status, "request %lld shard %d: records refused: %s", (long long)r->id,
