@@ -190,7 +190,9 @@ real_token() {
 	[ "$(db "SELECT count(*) FROM shards WHERE request_id=$RID AND state!='done'")" -gt 0 ]
 	run_as_user shtest bash -c 'head -c "$(stat -c %s "$1")" /dev/zero >"$1" && touch -r "$2" "$1"' \
 		_ "$dst/$rel" "$WD/t/$rel"
-	wait_req failed_final 180
+	# It ends either way (done, unmutated, only if nothing was read back).
+	wait_req '@(done|failed_final)' 180
+	[ "$(db "SELECT state FROM requests WHERE id=$RID")" = failed_final ]
 	err=$(db "SELECT error FROM requests WHERE id=$RID")
 	echo "$err"
 	[[ $err == *"verification of the mover jobs' records failed: 1 of 16 files"* ]]
