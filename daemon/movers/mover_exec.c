@@ -52,6 +52,7 @@ struct plan_job {
 					not a plan: every shard is done */
 	int vrc;                     /* its verdict: mover_verify_run's return */
 	int vwait;                   /* verified, waiting for a free local worker */
+	struct mover_verify_set set; /* what it read back */
 	struct mover_verify_result res;
 	char verr[512];
 	struct plan_job *next;
@@ -83,6 +84,7 @@ struct mover_exec {
 static void _plan_job_free(struct plan_job *j)
 {
 	mover_verify_result_free(&j->res);
+	mover_verify_set_free(&j->set);
 	queue_request_free(j->r);
 	free(j->partition);
 	free(j);
@@ -366,20 +368,16 @@ static int _plan_later(struct mover_exec *m, struct queue_request *r)
  */
 static void _verify_job(struct daemon *d, struct plan_job *j)
 {
-	struct mover_verify_ent *e = NULL;
-	size_t n = 0;
-
 	j->vrc = -1;
 	if (!_still_running(d, j->r->id)) {
 		j->split = -1;
 		return;
 	}
-	if (mover_verify_collect(d->q, j->r, &e, &n, j->verr, sizeof(j->verr)) < 0)
+	if (mover_verify_collect(d->q, j->r, &j->set, j->verr, sizeof(j->verr)) < 0)
 		return;
-	j->vrc = mover_verify_run(j->r, e, n, &j->cancel, &j->res, j->verr, sizeof(j->verr));
+	j->vrc = mover_verify_run(j->r, &j->set, &j->cancel, &j->res, j->verr, sizeof(j->verr));
 	if (atomic_load(&j->cancel))
 		j->split = -1;
-	mover_verify_ents_free(e, n);
 }
 
 /* Every shard of r is done: its records are read back before the final pass (takes r). */
@@ -413,8 +411,9 @@ static int _verified(struct daemon *d, struct plan_job *j)
 	int final = 0;
 
 	if (j->vrc == 0) {
-		log_info("request %lld: read back %zu files (%lld bytes) its movers recorded in "
-			 "%.2f s: every checksum as recorded", (long long)r->id, j->res.files,
+		log_info("request %lld: read back %zu files and %zu byte ranges its movers "
+			 "recorded (%lld bytes hashed, destination and source) in %.2f s: every "
+			 "checksum as recorded", (long long)r->id, j->res.files, j->res.ranges,
 			 (long long)j->res.bytes, j->res.seconds);
 		return 1;
 	}
@@ -435,10 +434,17 @@ static int _verified(struct daemon *d, struct plan_job *j)
 				      "its checksum at the destination is not the one its mover "
 				      "recorded", err, sizeof(err)) < 0)
 			log_err("request %lld: %s", (long long)r->id, err);
+	for (size_t i = 0; i < j->res.rmismatched; i++) {
+		const struct mover_verify_range *g = &j->set.rg[j->res.badr[i]];
+
+		if (queue_range_undo(d->q, r->id, g->relpath, g->off, err, sizeof(err)) < 0)
+			log_err("request %lld: %s", (long long)r->id, err);
+	}
 	snprintf(why, sizeof(why), "verification of the mover jobs' records failed: %zu of %zu "
-		 "files are not what was recorded; the first: %s. The archive is not verified: "
-		 "`stagehand retry r%lld` copies them again", j->res.mismatched, j->res.files,
-		 j->res.first, (long long)r->id);
+		 "files and %zu of %zu byte ranges are not what was recorded; the first: %s. The "
+		 "archive is not verified: `stagehand retry r%lld` copies them again",
+		 j->res.mismatched, j->res.files, j->res.rmismatched, j->res.ranges, j->res.first,
+		 (long long)r->id);
 	if (queue_request_fail(d->q, r->id, why, 0, 0, time(NULL), &final, err,
 			       sizeof(err)) < 0)
 		log_err("request %lld: cannot record failure: %s", (long long)r->id, err);

@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "durable.h"
 #include "fdclose.h"
 #include "grow.h"
 #include "mover_verify.h"
+#include "queue_shards.h"
 #include "resolve.h"
 #include "worker.h"
 
@@ -27,14 +29,20 @@
 /* The child's exit statuses. */
 enum { V_OK = 0, V_BECOME = 3, V_OPEN = 4, V_SETUP = 5, V_ORPHAN = 6 };
 
-void mover_verify_ents_free(struct mover_verify_ent *e, size_t n)
+void mover_verify_set_free(struct mover_verify_set *s)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(e[i].relpath);
-		free(e[i].cks_src);
-		free(e[i].cks_dst);
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->e[i].relpath);
+		free(s->e[i].cks_src);
+		free(s->e[i].cks_dst);
 	}
-	free(e);
+	for (size_t i = 0; i < s->nr; i++) {
+		free(s->rg[i].relpath);
+		free(s->rg[i].cks);
+	}
+	free(s->e);
+	free(s->rg);
+	memset(s, 0, sizeof(*s));
 }
 
 void mover_verify_result_free(struct mover_verify_result *res)
@@ -42,17 +50,14 @@ void mover_verify_result_free(struct mover_verify_result *res)
 	for (size_t i = 0; res->bad && i < res->mismatched; i++)
 		free(res->bad[i]);
 	free(res->bad);
+	free(res->badr);
 	res->bad = NULL;
+	res->badr = NULL;
 }
-
-struct _coll {
-	struct mover_verify_ent *e;
-	size_t n, cap;
-};
 
 static int _collect(const struct queue_item *it, void *arg)
 {
-	struct _coll *c = arg;
+	struct mover_verify_set *c = arg;
 	struct mover_verify_ent *x;
 
 	if (strcmp(it->type, "file") != 0)
@@ -70,24 +75,41 @@ static int _collect(const struct queue_item *it, void *arg)
 	return !x->relpath || !x->cks_src || !x->cks_dst;
 }
 
-int mover_verify_collect(struct queue *q, const struct queue_request *r,
-			 struct mover_verify_ent **e, size_t *n, char *err, size_t errlen)
+static int _collect_range(const char *relpath, int64_t off, int64_t len, int64_t src_size,
+			  int64_t mtime_ns, const char *cks, void *arg)
 {
-	struct _coll c = { 0 };
+	struct mover_verify_set *c = arg;
+	struct mover_verify_range *x;
 
-	if (queue_item_list(q, r->id, QI_DONE, 0, _collect, &c, err, errlen) < 0) {
-		mover_verify_ents_free(c.e, c.n);
+	if (grow_array((void **)&c->rg, &c->rcap, c->nr + 1, sizeof(*c->rg), 64) < 0)
+		return 1;
+	x = &c->rg[c->nr++];
+	*x = (struct mover_verify_range){ strdup(relpath), off, len, src_size, mtime_ns,
+					  strdup(cks) };
+	return !x->relpath || !x->cks;
+}
+
+int mover_verify_collect(struct queue *q, const struct queue_request *r,
+			 struct mover_verify_set *s, char *err, size_t errlen)
+{
+	memset(s, 0, sizeof(*s));
+	if (queue_item_list(q, r->id, QI_DONE, 0, _collect, s, err, errlen) < 0 ||
+	    queue_ranges_done(q, r->id, _collect_range, s, err, errlen) < 0) {
+		mover_verify_set_free(s);
 		return -1;
 	}
-	*e = c.e;
-	*n = c.n;
 	return 0;
 }
 
 /* ---- the child ---- */
 
-/* Hash fd with the algorithm of want ("algo:hex") into got; 0, or an errno. */
-static int _hash(int fd, const char *want, char *buf, char got[CKSUM_HEX_MAX], int64_t *bytes)
+/*
+ * Hash fd (len < 0: from where it is to its end; else len bytes from off)
+ * with the algorithm of want ("algo:hex") into got; 0, or an errno (EINVAL:
+ * want names no algorithm the daemon has; EIO: the file ends before len).
+ */
+static int _hash(int fd, const char *want, char *buf, char got[CKSUM_HEX_MAX], int64_t *bytes,
+		 int64_t off, int64_t len)
 {
 	const char *colon = strchr(want, ':');
 	char name[16];
@@ -103,17 +125,28 @@ static int _hash(int fd, const char *want, char *buf, char got[CKSUM_HEX_MAX], i
 		return EINVAL;
 	if (cksum_init(&c, algo) < 0)
 		return ENOMEM;
-	while ((n = read(fd, buf, BUF_BYTES)) != 0) {
+	for (;;) {
+		size_t want_n = len < 0 || len > (int64_t)BUF_BYTES ? BUF_BYTES : (size_t)len;
+
+		if (len == 0)
+			break;
+		n = len < 0 ? read(fd, buf, want_n) : pread(fd, buf, want_n, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			int e = errno;
+		if (n <= 0 && (n < 0 || len > 0)) {
+			int e = n < 0 ? errno : EIO;
 
 			cksum_abort(&c);
 			return e;
 		}
+		if (n == 0)
+			break;
 		cksum_update(&c, buf, (size_t)n);
 		*bytes += n;
+		if (len > 0) {
+			off += n;
+			len -= n;
+		}
 	}
 	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	cksum_final(&c, got);
@@ -141,7 +174,7 @@ static void _one(int droot, int sroot, const struct mover_verify_ent *e, char *b
 		close(fd);
 		return;
 	}
-	x = _hash(fd, e->cks_dst, buf, got, bytes);
+	x = _hash(fd, e->cks_dst, buf, got, bytes, 0, -1);
 	close(fd);
 	if (x == EINVAL) {
 		snprintf(why, whylen, "'%s': the mover recorded no checksum the daemon can compute "
@@ -166,9 +199,85 @@ static void _one(int droot, int sroot, const struct mover_verify_ent *e, char *b
 		return;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == e->size &&
 	    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == e->mtime_ns &&
-	    _hash(fd, e->cks_dst, buf, got, bytes) == 0 && strcmp(got, e->cks_dst) != 0)
+	    _hash(fd, e->cks_dst, buf, got, bytes, 0, -1) == 0 && strcmp(got, e->cks_dst) != 0)
 		snprintf(why, whylen, "'%s': its source reads %s, but its mover recorded %s for "
 			 "the source and the copy", e->relpath, got, e->cks_dst);
+	close(fd);
+}
+
+/* The directory relpath's last name is in, below root (root itself for a plain name); -1, err. */
+static int _parent(int root, const char *relpath, const char **base, char *err, size_t errlen)
+{
+	const char *slash = strrchr(relpath, '/');
+	char dir[4096];
+
+	*base = slash ? slash + 1 : relpath;
+	if (!slash)
+		return dup(root);
+	if ((size_t)(slash - relpath) >= sizeof(dir)) {
+		snprintf(err, errlen, "path too long");
+		return -1;
+	}
+	memcpy(dir, relpath, (size_t)(slash - relpath));
+	dir[slash - relpath] = '\0';
+	return resolve_open(root, dir, O_RDONLY | O_DIRECTORY, 0, 0, err, errlen);
+}
+
+/* One byte range of a big file: "" when it matches, else why into why. */
+static void _range(int64_t req, int droot, int sroot, const struct mover_verify_range *g,
+		   char *buf, int64_t *bytes, char *why, size_t whylen)
+{
+	char got[CKSUM_HEX_MAX], rerr[512], tmp[512];
+	const char *base;
+	struct stat st;
+	int dir, fd, x;
+
+	why[0] = '\0';
+	dir = _parent(droot, g->relpath, &base, rerr, sizeof(rerr));
+	if (dir < 0) {
+		snprintf(why, whylen, "'%s' bytes %lld+%lld at the destination cannot be read back: "
+			 "%s", g->relpath, (long long)g->off, (long long)g->len, rerr);
+		return;
+	}
+	/* Where the movers wrote it: the temporary file the final pass renames. */
+	if (durable_tmpname(tmp, sizeof(tmp), base, req) < 0) {
+		close(dir);
+		snprintf(why, whylen, "'%s': name too long", g->relpath);
+		return;
+	}
+	fd = openat(dir, tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	close(dir);
+	if (fd < 0) {
+		snprintf(why, whylen, "'%s' bytes %lld+%lld: the destination's temporary file %s "
+			 "cannot be read back: %s", g->relpath, (long long)g->off,
+			 (long long)g->len, tmp, strerror(errno));
+		return;
+	}
+	x = fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ? EIO :
+	    _hash(fd, g->cks, buf, got, bytes, g->off, g->len);
+	close(fd);
+	if (x) {
+		snprintf(why, whylen, "'%s' bytes %lld+%lld at the destination: %s", g->relpath,
+			 (long long)g->off, (long long)g->len,
+			 x == EINVAL ? "no checksum the daemon can compute was recorded" :
+			 strerror(x));
+		return;
+	}
+	if (strcmp(got, g->cks) != 0) {
+		snprintf(why, whylen, "'%s' bytes %lld+%lld at the destination read %s, but its "
+			 "mover recorded %s", g->relpath, (long long)g->off, (long long)g->len, got,
+			 g->cks);
+		return;
+	}
+	if (sroot < 0 ||
+	    (fd = resolve_open(sroot, g->relpath, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0, 0, NULL,
+			       0)) < 0)
+		return;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == g->src_size &&
+	    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec == g->mtime_ns &&
+	    _hash(fd, g->cks, buf, got, bytes, g->off, g->len) == 0 && strcmp(got, g->cks) != 0)
+		snprintf(why, whylen, "'%s' bytes %lld+%lld: the source reads %s, but its mover "
+			 "recorded %s", g->relpath, (long long)g->off, (long long)g->len, got, g->cks);
 	close(fd);
 }
 
@@ -181,8 +290,8 @@ static void _put(FILE *out, uint32_t idx, const char *why)
 	fwrite(why, 1, len, out);
 }
 
-static void _child(const struct queue_request *r, const struct mover_verify_ent *e, size_t n,
-		   int wfd, const gid_t *groups, int ngroups, pid_t parent)
+static void _child(const struct queue_request *r, const struct mover_verify_set *s, int wfd,
+		   const gid_t *groups, int ngroups, pid_t parent)
 {
 	char *buf, why[1024];
 	int64_t bytes = 0;
@@ -214,10 +323,15 @@ static void _child(const struct queue_request *r, const struct mover_verify_ent 
 	buf = malloc(BUF_BYTES);
 	if (!out || !buf)
 		_exit(V_SETUP);
-	for (size_t i = 0; i < n; i++) {
-		_one(droot, sroot, &e[i], buf, &bytes, why, sizeof(why));
+	for (size_t i = 0; i < s->n; i++) {
+		_one(droot, sroot, &s->e[i], buf, &bytes, why, sizeof(why));
 		if (why[0])
 			_put(out, (uint32_t)i, why);
+	}
+	for (size_t i = 0; i < s->nr; i++) {
+		_range(r->id, droot, sroot, &s->rg[i], buf, &bytes, why, sizeof(why));
+		if (why[0])
+			_put(out, (uint32_t)(s->n + i), why);
 	}
 	/* The end: an index past the list, and the bytes hashed as the text. */
 	snprintf(why, sizeof(why), "%lld", (long long)bytes);
@@ -265,14 +379,14 @@ static double _now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int mover_verify_run(const struct queue_request *r, const struct mover_verify_ent *e, size_t n,
+int mover_verify_run(const struct queue_request *r, const struct mover_verify_set *s,
 		     const _Atomic int *cancel, struct mover_verify_result *res, char *err,
 		     size_t errlen)
 {
 	gid_t groups[256];
 	int ngroups = 256, fds[2], status = 0, ended = 0, rc = -1;
 	char *buf = NULL;
-	size_t len = 0, off = 0, cap = 0;
+	size_t len = 0, off = 0, cap = 0, rcap = 0, n = s->n;
 	double t0 = _now();
 	pid_t pid, me = getpid();
 
@@ -291,7 +405,7 @@ int mover_verify_run(const struct queue_request *r, const struct mover_verify_en
 	}
 	if (pid == 0) {
 		close(fds[0]);
-		_child(r, e, n, fds[1], groups, ngroups, me);
+		_child(r, s, fds[1], groups, ngroups, me);
 	}
 	close(fds[1]);
 	if (_read_all(fds[0], pid, cancel, &buf, &len) < 0)
@@ -329,12 +443,21 @@ int mover_verify_run(const struct queue_request *r, const struct mover_verify_en
 			ended = 1;
 			break;
 		}
-		if (idx >= n)
+		if (idx >= n + s->nr)
 			break;
-		if (!res->mismatched)
+		if (!res->mismatched && !res->rmismatched)
 			snprintf(res->first, sizeof(res->first), "%s", why);
+		if (idx >= n) {
+			if (grow_array((void **)&res->badr, &rcap, res->rmismatched + 1,
+				       sizeof(*res->badr), 16) < 0) {
+				snprintf(err, errlen, "out of memory");
+				goto out;
+			}
+			res->badr[res->rmismatched++] = idx - n;
+			continue;
+		}
 		if (grow_array((void **)&res->bad, &cap, res->mismatched + 1, sizeof(*res->bad),
-			       16) < 0 || !(res->bad[res->mismatched] = strdup(e[idx].relpath))) {
+			       16) < 0 || !(res->bad[res->mismatched] = strdup(s->e[idx].relpath))) {
 			snprintf(err, errlen, "out of memory");
 			goto out;
 		}
@@ -346,7 +469,8 @@ int mover_verify_run(const struct queue_request *r, const struct mover_verify_en
 		goto out;
 	}
 	res->files = n;
-	rc = res->mismatched ? 1 : 0;
+	res->ranges = s->nr;
+	rc = res->mismatched || res->rmismatched ? 1 : 0;
 out:
 	res->seconds = _now() - t0;
 	free(buf);

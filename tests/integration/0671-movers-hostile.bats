@@ -45,9 +45,16 @@ setup() {
 	SRV=$STAGEHAND_SERVER
 	WD=$(user_workdir)
 	RID=""
+	YCONF=""
+	STALLER=""
 }
 
 teardown() {
+	[[ -z ${STALLER:-} ]] || kill "$STALLER" 2>/dev/null || true
+	if [[ -n ${YCONF:-} ]]; then
+		cp -p "$YCONF" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf"
+		reload_daemon
+	fi
 	[[ -n ${RID:-} ]] || return 0
 	local ids
 	ids=$(squeue -h -n "stagehand-mover-$RID" -o %i 2>/dev/null)
@@ -202,4 +209,36 @@ real_token() {
 	[ "$(getfattr --only-values -n user.stagehand.policy "$WD/t" 2>/dev/null)" != archived ]
 	[ "$(find "$WD/t" -type f | wc -l)" -eq 16 ]
 	! grep -q "request $RID: done and verified" "$LOG"
+}
+
+@test "movers hostile: a byte range at the destination that is not what its mover recorded fails the request; the big file is not finished from it" {
+	conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
+	cp -p "$conf" "$BATS_TEST_TMPDIR/stagehand.conf.hostile"
+	YCONF=$BATS_TEST_TMPDIR/stagehand.conf.hostile
+	sed -i 's/^MoverBandwidth=.*/MoverBandwidth=8M/' "$conf"
+	echo MoverShardBytes=1M >>"$conf"
+	reload_daemon
+	# One file of 3 MiB (three ranges) and 4 small files (a shard of their own).
+	run_as_user shtest bash -c 'mkdir -p "$1/d" && head -c 3M /dev/urandom >"$1/d/big" &&
+		for i in 0 1 2 3; do head -c $((64 * 1024 + i)) /dev/urandom >"$1/s$i"; done' _ "$WD/r"
+	dst=$STAGEHAND_TESTBED_ARCHIVE/shtest/h3
+	# The small files' mover is held in its open of s0 while the ranges are copied.
+	stall_open "$WD/r/s0" stagehand-mover shtest
+	archive "$WD/r" "$dst"
+	wait_for 90 eval '[[ $(db "SELECT count(*) FROM shard_ranges WHERE request_id=$RID AND done=1") == 3 ]]'
+	tmp=$dst/d/.big.stagehand-$RID
+	[ -f "$tmp" ]
+	# The owner changes 4 KiB of the first range in the copy the final pass would rename.
+	run_as_user shtest dd if=/dev/zero of="$tmp" bs=4096 seek=8 count=1 conv=notrunc status=none
+	kill "$STALLER"
+	STALLER=""
+	wait_req '@(done|failed_final)' 120
+	[ "$(db "SELECT state FROM requests WHERE id=$RID")" = failed_final ]
+	err=$(db "SELECT error FROM requests WHERE id=$RID")
+	echo "$err"
+	[[ $err == *"0 of 4 files and 1 of 3 byte ranges are not what was recorded"* ]]
+	[[ $err == *"'d/big' bytes 0+1048576 at the destination read xxh128:"*", but its mover recorded xxh128:"* ]]
+	# That range is not done any more: no final pass will finish the file from it.
+	[ "$(db "SELECT done FROM shard_ranges WHERE request_id=$RID AND relpath='d/big' AND off=0")" -eq 0 ]
+	[ ! -e "$dst/d/big" ]
 }
