@@ -339,7 +339,7 @@ static int _from_mover(struct daemon *d, const struct api_caller *who,
 			 (unsigned)who->uid);
 	else if (!mover_auth_token_ok(mover_exec_auth(d->movers), r->id, idx, attempt, tok))
 		snprintf(why, sizeof(why), "%s: only mover job %lld, which stagehandd submitted "
-			 "for shard %d, has this shard's token (docs/movers.md, \"Who may report\")",
+			 "for shard %d, has this shard's token (docs/admin-guide.md, \"Who may report\")",
 			 tok ? "the mover token is not this shard's" : "no mover token in the body",
 			 (long long)job, idx);
 	else if (!d->conf->slurm_watch)

@@ -1,6 +1,6 @@
 /*
  * mover_auth.h - who may report a shard's records: the mover job the daemon
- * launched for it, and nobody else (docs/movers.md, "Who may report").
+ * launched for it, and nobody else (docs/admin-guide.md, "Who may report").
  *
  * A mover job runs as the request's owner, so the owner's MUNGE credential
  * alone says nothing about whether a record comes from the mover. Three
@@ -43,7 +43,10 @@ struct mover_auth;
 struct mover_auth *mover_auth_new(const char *key_path, char *err, size_t errlen);
 void mover_auth_free(struct mover_auth *a);
 
-/* The token of shard idx of request req at its attempt-th mover job into out (NUL-terminated). 0 or -1. */
+/*
+ * The token of shard idx of request req for its attempt-th mover job into
+ * out (NUL-terminated). 0 or -1.
+ */
 int mover_auth_token(const struct mover_auth *a, int64_t req, int idx, int attempt,
 		     char out[MOVER_TOKEN_HEX + 1]);
 

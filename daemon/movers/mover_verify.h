@@ -1,6 +1,6 @@
 /*
  * mover_verify.h - the daemon's own reading of what mover jobs recorded,
- * before a request run by movers may count as verified (docs/movers.md,
+ * before a request run by movers may count as verified (docs/admin-guide.md,
  * "Verification").
  *
  * A mover job runs as the request's owner, who can reach the mover's

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
-# A hostile owner against mover jobs (issue 47, docs/movers.md "Who may
-# report" and "Verification"), on the multi-node test bed (MoverPartition=xfer
-# over n2 and n3). A mover job runs as the request's owner, so the owner's
+# A hostile owner against mover jobs (issue 47; docs/admin-guide.md, "Mover
+# jobs", "Who may report" and "Verification"), on the multi-node test bed
+# (MoverPartition=xfer over n2 and n3). A mover job runs as the request's owner, so the owner's
 # MUNGE credential proves nothing about a record: records are taken only
 # with the shard's token, from the mover job's node; and whatever movers
 # recorded is read back by the daemon before the archive counts as verified.
