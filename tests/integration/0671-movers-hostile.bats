@@ -134,7 +134,7 @@ real_token() {
 		openssl dgst -sha256 -mac HMAC -macopt "hexkey:$key" | sed 's/.*= *//'
 }
 
-@test "movers hostile: the owner's forged records are refused without the token, off the mover's node, over the UNIX socket; nothing recorded" {
+@test "movers: hostile owner: the owner's forged records are refused without the token, off the mover's node, over the UNIX socket; nothing recorded" {
 	tree "$WD/t" 16 64
 	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/h1"
 	# A mover job running: its id, node and shard.
@@ -186,7 +186,7 @@ real_token() {
 	grep -q "request $RID: read back 16 files .* every checksum as recorded" "$LOG"
 }
 
-@test "movers hostile: a file at the destination that is not what its mover recorded fails the request: not verified, not labelled archived" {
+@test "movers: hostile owner: a file at the destination that is not what its mover recorded fails the request: not verified, not labelled archived" {
 	tree "$WD/t" 16 64
 	dst=$STAGEHAND_TESTBED_ARCHIVE/shtest/h2
 	archive "$WD/t" "$dst"
@@ -208,10 +208,10 @@ real_token() {
 	# Not archived: no final pass labelled the source, and every source is still there.
 	[ "$(getfattr --only-values -n user.stagehand.policy "$WD/t" 2>/dev/null)" != archived ]
 	[ "$(find "$WD/t" -type f | wc -l)" -eq 16 ]
-	! grep -q "request $RID: done and verified" "$LOG"
+	run ! grep -q "request $RID: done and verified" "$LOG"
 }
 
-@test "movers hostile: a byte range at the destination that is not what its mover recorded fails the request; the big file is not finished from it" {
+@test "movers: hostile owner: a byte range at the destination that is not what its mover recorded fails the request; the big file is not finished from it" {
 	conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
 	cp -p "$conf" "$BATS_TEST_TMPDIR/stagehand.conf.hostile"
 	YCONF=$BATS_TEST_TMPDIR/stagehand.conf.hostile
