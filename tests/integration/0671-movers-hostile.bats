@@ -10,6 +10,7 @@
 # Skipped on a one-node bed (expected: tests/integration/expected-skips).
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 CONF_ADD=(MoverShardFiles=8 MoverBandwidth=64K MoverMaxJobs=4)
 XR_RESULT=10
@@ -136,7 +137,7 @@ real_token() {
 
 @test "movers: hostile owner: the owner's forged records are refused without the token, off the mover's node, over the UNIX socket; nothing recorded" {
 	tree "$WD/t" 16 64
-	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/h1"
+	archive "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/${WD##*/}-h1"
 	# A mover job running: its id, node and shard.
 	wait_for 60 eval '[[ -n $(squeue -h -u shtest -n stagehand-mover-$RID -t R -o %i) ]]'
 	read -r JOB NODE < <(squeue -h -u shtest -n "stagehand-mover-$RID" -t R -o '%i %N' | head -n1)
@@ -182,13 +183,13 @@ real_token() {
 	grep -q "request $RID shard $IDX: records for mover job $JOB from uid $(id -u shtest) refused" "$LOG"
 	# The real movers finish; the archive is what was copied and read back.
 	wait_req done 180
-	diff -r "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/h1"
+	diff -r "$WD/t" "$STAGEHAND_TESTBED_ARCHIVE/shtest/${WD##*/}-h1"
 	grep -q "request $RID: read back 16 files .* every checksum as recorded" "$LOG"
 }
 
 @test "movers: hostile owner: a file at the destination that is not what its mover recorded fails the request: not verified, not labelled archived" {
 	tree "$WD/t" 16 64
-	dst=$STAGEHAND_TESTBED_ARCHIVE/shtest/h2
+	dst=$STAGEHAND_TESTBED_ARCHIVE/shtest/${WD##*/}-h2
 	archive "$WD/t" "$dst"
 	# The first file a mover recorded; the owner overwrites its copy, same
 	# size and mtime, before the last shard is done.
@@ -221,7 +222,7 @@ real_token() {
 	# One file of 3 MiB (three ranges) and 4 small files (a shard of their own).
 	run_as_user shtest bash -c 'mkdir -p "$1/d" && head -c 3M /dev/urandom >"$1/d/big" &&
 		for i in 0 1 2 3; do head -c $((64 * 1024 + i)) /dev/urandom >"$1/s$i"; done' _ "$WD/r"
-	dst=$STAGEHAND_TESTBED_ARCHIVE/shtest/h3
+	dst=$STAGEHAND_TESTBED_ARCHIVE/shtest/${WD##*/}-h3
 	# The small files' mover is held in its open of s0 while the ranges are copied.
 	stall_open "$WD/r/s0" stagehand-mover shtest
 	archive "$WD/r" "$dst"
