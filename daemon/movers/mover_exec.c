@@ -430,9 +430,9 @@ static int _verified(struct daemon *d, struct plan_job *j)
 	/* Not what was recorded: those files are not done (a retry copies them
 	   again), and the request is not verified. */
 	for (size_t i = 0; i < j->res.mismatched; i++)
-		if (queue_item_finish(d->q, r->id, j->res.bad[i], "file", QI_FAILED,
-				      "its checksum at the destination is not the one its mover "
-				      "recorded", err, sizeof(err)) < 0)
+		if (queue_item_unverified(d->q, r->id, j->res.bad[i], "its checksum at the "
+					  "destination is not the one its mover recorded", err,
+					  sizeof(err)) < 0)
 			log_err("request %lld: %s", (long long)r->id, err);
 	for (size_t i = 0; i < j->res.rmismatched; i++) {
 		const struct mover_verify_range *g = &j->set.rg[j->res.badr[i]];

@@ -400,6 +400,25 @@ int queue_range_undo(struct queue *q, int64_t req, const char *relpath, int64_t 
 	return qp_end(q, rc, 0, err, errlen);
 }
 
+int queue_item_unverified(struct queue *q, int64_t req, const char *relpath, const char *error,
+			  char *err, size_t errlen)
+{
+	int rc;
+
+	qp_begin(q);
+	/* The request's count first, while the item still says it was counted. */
+	rc = qp_execf(q, "UPDATE requests SET files_done=files_done-1, bytes_done=bytes_done-"
+		      "(SELECT size FROM items WHERE request_id=?1 AND relpath=?2), updated=?3"
+		      " WHERE id=?1 AND EXISTS (SELECT 1 FROM items WHERE request_id=?1 AND"
+		      " relpath=?2 AND type='file' AND state='done')", err, errlen, "ItI", req,
+		      relpath, qp_now());
+	if (rc == 0)
+		rc = qp_execf(q, "UPDATE items SET state='failed', error=?3 WHERE request_id=?1"
+			      " AND relpath=?2 AND type='file' AND state='done'", err, errlen, "Itt",
+			      req, relpath, error);
+	return qp_end(q, rc, 0, err, errlen);
+}
+
 int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;

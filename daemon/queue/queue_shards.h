@@ -130,6 +130,16 @@ int queue_ranges_done(struct queue *q, int64_t req,
 int queue_range_undo(struct queue *q, int64_t req, const char *relpath, int64_t off, char *err,
 		     size_t errlen);
 
+/*
+ * The done file relpath of req is not what its mover recorded (the
+ * daemon's read-back found otherwise): failed with error, and no longer
+ * counted in the request's files and bytes done, so that a retry copies
+ * and counts it once. Nothing changes for an item that is not a done file.
+ * 0 or -1.
+ */
+int queue_item_unverified(struct queue *q, int64_t req, const char *relpath, const char *error,
+			  char *err, size_t errlen);
+
 /* Shard idx is now held by mover job slurm_job (attempts + 1). 0 or -1. */
 int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_job,
 			  char *err, size_t errlen);
