@@ -210,6 +210,11 @@ real_token() {
 	[ "$(getfattr --only-values -n user.stagehand.policy "$WD/t" 2>/dev/null)" != archived ]
 	[ "$(find "$WD/t" -type f | wc -l)" -eq 16 ]
 	run ! grep -q "request $RID: done and verified" "$LOG"
+	# A retry copies that file again (the final pass), counts it once, and is verified.
+	run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" retry "r$RID"
+	wait_req done 120
+	diff -r "$WD/t" "$dst"
+	[ "$(db "SELECT files_done, files_total FROM requests WHERE id=$RID")" = "16|16" ]
 }
 
 @test "movers: hostile owner: a byte range at the destination that is not what its mover recorded fails the request; the big file is not finished from it" {
