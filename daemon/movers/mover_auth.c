@@ -73,9 +73,8 @@ static int _key_file(const char *path, unsigned char *key, char *err, size_t err
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 	    (st.st_mode & 077) || st.st_size != MOVER_KEY_LEN) {
 		snprintf(err, errlen, "the mover key %s must be a regular file of %d bytes, owned by "
-			 "uid %u with mode 0600; remove it and the daemon makes a new one (running "
-			 "mover jobs are then refused and run again)", path, MOVER_KEY_LEN,
-			 (unsigned)geteuid());
+			 "uid %u with mode 0600: remove it, and the next start makes a new one",
+			 path, MOVER_KEY_LEN, (unsigned)geteuid());
 		close(fd);
 		return -1;
 	}

@@ -142,6 +142,12 @@ static struct mover_auth *_auth(const struct conf *c)
 			return NULL;
 		}
 		a = mover_auth_new(path, err, sizeof(err));
+		if (!a) {
+			/* Never a key others may have read; the daemon still starts. */
+			log_err("movers: %s. This run uses a key of its own: mover jobs running "
+				"across its next restart are refused and run again", err);
+			a = mover_auth_new(NULL, err, sizeof(err));
+		}
 	}
 	if (!a)
 		log_err("movers: %s", err);
