@@ -1,24 +1,36 @@
 /* api_mover.c - see api_mover.h. */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api_decode.h"
 #include "api_mover.h"
 #include "log.h"
 #include "metrics.h"
+#include "mover_auth.h"
+#include "mover_exec.h"
 #include "queue.h"
 #include "queue_shards.h"
+#include "slurm_nodes.h"
 #include "xfer.h"
 
 #define RECORDS_MAX 4096
+/* How long the writer waits for slurmctld's word on the mover job's node
+   (slurm_nodes.h caches it): past it, 503 and the mover asks again. */
+#define NODE_LOOKUP_MS 300
+#define REFUSAL_LOG_PER_S 10
 
 /* The request, checked for the caller, and the shard's holder. NULL with out filled. */
 static struct queue_request *_shard(struct daemon *d, const struct api_caller *who,
-				    int64_t id, int idx, int64_t job, struct api_reply *out)
+				    int64_t id, int idx, int64_t job, int *attempt,
+				    struct api_reply *out)
 {
 	struct queue_request *r = NULL;
 	struct queue_shard *s = NULL;
@@ -42,6 +54,7 @@ static struct queue_request *_shard(struct daemon *d, const struct api_caller *w
 	for (int i = 0; i < n; i++)
 		if (s[i].idx == idx) {
 			ok = s[i].state == QSH_SUBMITTED && s[i].slurm_job == job && job > 0;
+			*attempt = s[i].attempts;
 			if (!ok)
 				api_error(out, 409, "shard %d of request %lld is %s (mover job %lld), "
 					  "not held by mover job %lld: this mover stops", idx,
@@ -287,6 +300,81 @@ static void _files_add(struct daemon *d, const struct queue_request *r, int idx,
 	};
 }
 
+/* Log a refused record post; at most REFUSAL_LOG_PER_S lines a second. */
+static void _log_refusal(const struct queue_request *r, int idx, int64_t job,
+			 const struct api_caller *who, const char *why)
+{
+	static _Atomic long long second;
+	static atomic_int lines;
+	long long now = (long long)time(NULL), was = atomic_load(&second);
+
+	if (was != now && atomic_compare_exchange_strong(&second, &was, now))
+		atomic_store(&lines, 0);
+	if (atomic_fetch_add(&lines, 1) >= REFUSAL_LOG_PER_S)
+		return;
+	log_warn("request %lld shard %d: records for mover job %lld from uid %u refused: %s",
+		 (long long)r->id, idx, (long long)job, (unsigned)who->uid, why);
+}
+
+/*
+ * Are these records the mover job's own (mover_auth.h)? 1 yes; 0 refused,
+ * out filled (403, or 503 when the node cannot be checked yet) and logged.
+ */
+static int _from_mover(struct daemon *d, const struct api_caller *who,
+		       const struct queue_request *r, int idx, int attempt, int64_t job,
+		       json_t *body, struct api_reply *out)
+{
+	const char *tok = json_string_value(json_object_get(body, "token"));
+	char why[768], nwhy[512];
+	unsigned status = 403;
+	enum snodes_verdict v;
+
+	if (!who->tcp)
+		snprintf(why, sizeof(why), "mover records come only over TCP with a MUNGE "
+			 "credential, from the node of the shard's mover job, not over the UNIX "
+			 "socket");
+	else if (who->uid != r->uid)
+		snprintf(why, sizeof(why), "mover records come only from the mover job, which "
+			 "runs as the request's owner (uid %u), not uid %u", (unsigned)r->uid,
+			 (unsigned)who->uid);
+	else if (!mover_auth_token_ok(mover_exec_auth(d->movers), r->id, idx, attempt, tok))
+		snprintf(why, sizeof(why), "%s: only mover job %lld, which stagehandd submitted "
+			 "for shard %d, has this shard's token (docs/admin-guide.md, \"Who may report\")",
+			 tok ? "the mover token is not this shard's" : "no mover token in the body",
+			 (long long)job, idx);
+	else if (!d->conf->slurm_watch)
+		snprintf(why, sizeof(why), "the node of mover job %lld cannot be checked: this "
+			 "daemon does not talk to slurmctld (SlurmWatch=no)", (long long)job);
+	else if (job > (int64_t)UINT32_MAX)
+		snprintf(why, sizeof(why), "%lld is not a Slurm job id", (long long)job);
+	else if ((v = snodes_check((uint32_t)job, who->peer,
+				   who->peer ? sizeof(struct sockaddr_storage) : 0,
+				   NODE_LOOKUP_MS, nwhy, sizeof(nwhy))) == SNODES_YES)
+		return 1;
+	else if (v == SNODES_UNKNOWN) {
+		status = 503;
+		snprintf(why, sizeof(why), "the node of mover job %lld cannot be checked now: %s; "
+			 "try again", (long long)job, nwhy);
+	} else {
+		char from[INET6_ADDRSTRLEN] = "?";
+		const struct sockaddr *p = who->peer;
+
+		if (p && p->sa_family == AF_INET)
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)p)->sin_addr,
+				  from, sizeof(from));
+		else if (p && p->sa_family == AF_INET6)
+			inet_ntop(AF_INET6,
+				  &((const struct sockaddr_in6 *)(const void *)p)->sin6_addr, from,
+				  sizeof(from));
+		snprintf(why, sizeof(why), "mover records are taken only from the node slurmctld "
+			 "gave mover job %lld: %s (this came from %s)", (long long)job, nwhy, from);
+	}
+	_log_refusal(r, idx, job, who, why);
+	api_error(out, status, "request %lld shard %d: records refused: %s", (long long)r->id,
+		  idx, why);
+	return 0;
+}
+
 static void _records(struct daemon *d, const struct queue_request *r, int idx, int64_t job,
 		     json_t *body, struct api_reply *out)
 {
@@ -352,6 +440,7 @@ void api_mover_route(struct daemon *d, const struct api_caller *who, struct MHD_
 	int64_t id = 0, idx = -1, job = 0;
 	int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
 	struct queue_request *r;
+	int attempt = 0;
 
 	/* A shard index counts from 0 (api_decode_id takes ids from 1). */
 	if (strcmp(seg[4], "0") == 0)
@@ -371,12 +460,12 @@ void api_mover_route(struct daemon *d, const struct api_caller *who, struct MHD_
 			  "use GET .../shards/IDX or POST .../shards/IDX/records");
 		return;
 	}
-	r = _shard(d, who, id, (int)idx, job, out);
+	r = _shard(d, who, id, (int)idx, job, &attempt, out);
 	if (!r)
 		return;
 	if (get)
 		_get(d, r, (int)idx, out);
-	else
+	else if (_from_mover(d, who, r, (int)idx, attempt, job, body, out))
 		_records(d, r, (int)idx, job, body, out);
 	queue_request_free(r);
 }

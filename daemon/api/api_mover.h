@@ -4,8 +4,12 @@
  *
  * Owns: checking that the caller is the request's owner (or root) and that
  * the shard is held by the caller's mover job (a mover whose shard went to
- * another job is told to stop with 409), and turning reported records into
- * queue changes, each as a worker's record would be.
+ * another job is told to stop with 409); for records, that they come from
+ * that mover job itself: over TCP, from its node, as its uid, with the
+ * shard's token (movers/mover_auth.h; anything else 403, logged); and
+ * turning reported records into queue changes, each as a worker's record
+ * would be. A file recorded here is not yet verified for the request: the
+ * daemon reads it back before the final pass (movers/mover_verify.h).
  *
  * Must never: touch user files, or take a record for a path that is not a
  * clean relative path.

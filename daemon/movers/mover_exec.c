@@ -11,13 +11,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
 
 #include "executor.h"
 #include "grow.h"
 #include "log.h"
+#include "mover_auth.h"
 #include "mover_exec.h"
 #include "pool.h"
 #include "mover_plan.h"
+#include "mover_verify.h"
 #include "queue_shards.h"
 #include "slurm_compat.h"
 #include "slurm_jobs.h"
@@ -45,11 +48,19 @@ struct plan_job {
 	char *partition;             /* owned, for the log */
 	_Atomic int cancel;          /* the main loop: the request left, stop listing */
 	int split;                   /* 1 shards stored, 0 a local worker runs it, -1 it left */
+	int verify;                  /* a read-back of what movers recorded (mover_verify.h),
+					not a plan: every shard is done */
+	int vrc;                     /* its verdict: mover_verify_run's return */
+	int vwait;                   /* verified, waiting for a free local worker */
+	struct mover_verify_set set; /* what it read back */
+	struct mover_verify_result res;
+	char verr[512];
 	struct plan_job *next;
 };
 
 struct mover_exec {
 	struct daemon *d;
+	struct mover_auth *auth;     /* the mover jobs' tokens (mover_auth.h) */
 	struct queue_request **r;    /* owned: requests run by mover jobs */
 	int n;
 	size_t cap;
@@ -72,12 +83,15 @@ struct mover_exec {
 
 static void _plan_job_free(struct plan_job *j)
 {
+	mover_verify_result_free(&j->res);
+	mover_verify_set_free(&j->set);
 	queue_request_free(j->r);
 	free(j->partition);
 	free(j);
 }
 
 static void _plan_job(struct daemon *d, struct plan_job *j);
+static void _verify_job(struct daemon *d, struct plan_job *j);
 
 static void *_planner(void *arg)
 {
@@ -97,7 +111,10 @@ static void *_planner(void *arg)
 		m->todo = j->next;
 		m->cur[slot] = j;
 		pthread_mutex_unlock(&m->lock);
-		_plan_job(m->d, j);
+		if (j->verify)
+			_verify_job(m->d, j);
+		else
+			_plan_job(m->d, j);
 		pthread_mutex_lock(&m->lock);
 		m->cur[slot] = NULL;
 		j->next = m->done;
@@ -108,6 +125,35 @@ static void *_planner(void *arg)
 	return NULL;
 }
 
+/* The key beside the state database (mover_auth.h); NULL: none there, a key for this run. */
+static struct mover_auth *_auth(const struct conf *c)
+{
+	const char *db = c->state_db, *slash = db ? strrchr(db, '/') : NULL;
+	char path[4096], err[512];
+	struct mover_auth *a;
+	int n;
+
+	if (!slash || strncmp(db, "file:", 5) == 0) {
+		a = mover_auth_new(NULL, err, sizeof(err));
+	} else {
+		n = snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - db), db, MOVER_KEY_FILE);
+		if (n < 0 || n >= (int)sizeof(path)) {
+			log_err("movers: the mover key's path beside %s is too long", db);
+			return NULL;
+		}
+		a = mover_auth_new(path, err, sizeof(err));
+		if (!a) {
+			/* Never a key others may have read; the daemon still starts. */
+			log_err("movers: %s. This run uses a key of its own: mover jobs running "
+				"across its next restart are refused and run again", err);
+			a = mover_auth_new(NULL, err, sizeof(err));
+		}
+	}
+	if (!a)
+		log_err("movers: %s", err);
+	return a;
+}
+
 struct mover_exec *mover_exec_create(struct daemon *d)
 {
 	struct mover_exec *m = calloc(1, sizeof(*m));
@@ -115,6 +161,11 @@ struct mover_exec *mover_exec_create(struct daemon *d)
 	if (!m)
 		return NULL;
 	m->d = d;
+	m->auth = _auth(d->conf);
+	if (!m->auth) {
+		free(m);
+		return NULL;
+	}
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cv, NULL);
 	for (int i = 0; i < PLANNERS; i++) {
@@ -163,7 +214,13 @@ void mover_exec_destroy(struct mover_exec *m)
 	for (int i = 0; i < m->n; i++)
 		queue_request_free(m->r[i]);
 	free(m->r);
+	mover_auth_free(m->auth);
 	free(m);
+}
+
+const struct mover_auth *mover_exec_auth(const struct mover_exec *m)
+{
+	return m ? m->auth : NULL;
 }
 
 int mover_exec_active(const struct mover_exec *m)
@@ -311,6 +368,96 @@ static int _plan_later(struct mover_exec *m, struct queue_request *r)
 	return 0;
 }
 
+/*
+ * The planner thread: read back, as the owner, every file the movers
+ * recorded (mover_verify.h); j->vrc says how it went.
+ */
+static void _verify_job(struct daemon *d, struct plan_job *j)
+{
+	j->vrc = -1;
+	if (!_still_running(d, j->r->id)) {
+		j->split = -1;
+		return;
+	}
+	if (mover_verify_collect(d->q, j->r, &j->set, j->verr, sizeof(j->verr)) < 0)
+		return;
+	j->vrc = mover_verify_run(j->r, &j->set, &j->cancel, &j->res, j->verr, sizeof(j->verr));
+	if (atomic_load(&j->cancel))
+		j->split = -1;
+}
+
+/* Every shard of r is done: its records are read back before the final pass (takes r). */
+static int _verify_later(struct mover_exec *m, struct queue_request *r)
+{
+	struct plan_job *j = calloc(1, sizeof(*j)), **t;
+
+	if (!j)
+		return -1;
+	j->r = r;
+	j->verify = 1;
+	pthread_mutex_lock(&m->lock);
+	for (t = &m->todo; *t; t = &(*t)->next)
+		;
+	*t = j;
+	pthread_cond_signal(&m->cv);
+	pthread_mutex_unlock(&m->lock);
+	log_info("request %lld: every shard done; reading back what its movers recorded, as "
+		 "uid %u, before the final pass", (long long)r->id, (unsigned)r->uid);
+	return 0;
+}
+
+/*
+ * A read-back finished (j->verify). 1: verified, r may have its final pass;
+ * 0: r failed or waits to be read again (logged, recorded); j keeps r.
+ */
+static int _verified(struct daemon *d, struct plan_job *j)
+{
+	const struct queue_request *r = j->r;
+	char err[512], why[1400];
+	int final = 0;
+
+	if (j->vrc == 0) {
+		log_info("request %lld: read back %zu files and %zu byte ranges its movers "
+			 "recorded (%lld bytes hashed, destination and source) in %.2f s: every "
+			 "checksum as recorded", (long long)r->id, j->res.files, j->res.ranges,
+			 (long long)j->res.bytes, j->res.seconds);
+		return 1;
+	}
+	if (j->vrc < 0) {
+		snprintf(why, sizeof(why), "the daemon could not read back what its mover jobs "
+			 "recorded: %s", j->verr);
+		if (queue_request_fail(d->q, r->id, why, 1, d->conf->retry_backoff, time(NULL),
+				       &final, err, sizeof(err)) < 0)
+			log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
+		log_warn("request %lld: failed%s: %s", (long long)r->id,
+			 final ? " (final)" : ", will retry", why);
+		return 0;
+	}
+	/* Not what was recorded: those files are not done (a retry copies them
+	   again), and the request is not verified. */
+	for (size_t i = 0; i < j->res.mismatched; i++)
+		if (queue_item_unverified(d->q, r->id, j->res.bad[i], "its checksum at the "
+					  "destination is not the one its mover recorded", err,
+					  sizeof(err)) < 0)
+			log_err("request %lld: %s", (long long)r->id, err);
+	for (size_t i = 0; i < j->res.rmismatched; i++) {
+		const struct mover_verify_range *g = &j->set.rg[j->res.badr[i]];
+
+		if (queue_range_undo(d->q, r->id, g->relpath, g->off, err, sizeof(err)) < 0)
+			log_err("request %lld: %s", (long long)r->id, err);
+	}
+	snprintf(why, sizeof(why), "verification of the mover jobs' records failed: %zu of %zu "
+		 "files and %zu of %zu byte ranges are not what was recorded; the first: %s. The "
+		 "archive is not verified: `stagehand retry r%lld` copies them again",
+		 j->res.mismatched, j->res.files, j->res.rmismatched, j->res.ranges, j->res.first,
+		 (long long)r->id);
+	if (queue_request_fail(d->q, r->id, why, 0, 0, time(NULL), &final, err,
+			       sizeof(err)) < 0)
+		log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
+	log_warn("request %lld: failed (final): %s", (long long)r->id, why);
+	return 0;
+}
+
 static int _mover_start(struct daemon *d, struct queue_request *r)
 {
 	struct mover_exec *m = d->movers;
@@ -376,12 +523,13 @@ const struct executor executor_mover = { "mover", _mover_start };
 
 /* ---- Slurm ---- */
 
-static int _submit(struct daemon *d, const struct queue_request *r, int idx, int64_t *job,
-		   char *err, size_t errlen)
+static int _submit(struct daemon *d, const struct queue_request *r, int idx, int attempt,
+		   int64_t *job, char *err, size_t errlen)
 {
 	const struct conf *c = d->conf;
 	const char *cmd = c->mover_command ? c->mover_command : MOVER_DEFAULT_COMMAND;
-	char *env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+	char tok[sizeof(MOVER_TOKEN_ENV) + MOVER_TOKEN_HEX + 1];
+	char *env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tok, NULL };
 	char name[64], script[XFER_PATH_MAX + 512], srv[300];
 	submit_response_msg_t *resp = NULL;
 	job_desc_msg_t jd;
@@ -400,6 +548,14 @@ static int _submit(struct daemon *d, const struct queue_request *r, int idx, int
 		snprintf(err, errlen, "mover job script too long (MoverCommand)");
 		return -1;
 	}
+	/* The shard's token goes in the job's environment, never in its script
+	   (which its owner can read back from slurmctld): mover_auth.h. */
+	memcpy(tok, MOVER_TOKEN_ENV "=", sizeof(MOVER_TOKEN_ENV));
+	if (mover_auth_token(d->movers->auth, r->id, idx, attempt,
+			     tok + sizeof(MOVER_TOKEN_ENV)) < 0) {
+		snprintf(err, errlen, "cannot make the mover job's token (libcrypto HMAC failed)");
+		return -1;
+	}
 	slurm_init_job_desc_msg(&jd);
 	jd.name = name;
 	jd.partition = c->mover_partition;
@@ -410,7 +566,7 @@ static int _submit(struct daemon *d, const struct queue_request *r, int idx, int
 	jd.std_out = "/dev/null";
 	jd.std_err = "/dev/null";
 	jd.environment = env;
-	jd.env_size = 1;
+	jd.env_size = 2;
 	jd.min_nodes = 1;
 	jd.max_nodes = 1;
 	jd.num_tasks = 1;
@@ -420,8 +576,10 @@ static int _submit(struct daemon *d, const struct queue_request *r, int idx, int
 	if (slurm_submit_batch_job(&jd, &resp) != SLURM_SUCCESS) {
 		snprintf(err, errlen, "slurm_submit_batch_job (partition %s, uid %u): %s",
 			 c->mover_partition, (unsigned)r->uid, slurm_strerror(slurm_errno_now()));
+		OPENSSL_cleanse(tok, sizeof(tok));
 		return -1;
 	}
+	OPENSSL_cleanse(tok, sizeof(tok));
 	*job = slurm_compat_submitted_id(resp);
 	slurm_free_submit_response_response_msg(resp);
 	return 0;
@@ -511,7 +669,7 @@ static int _step(struct daemon *d, const struct queue_request *r)
 			snprintf(why, sizeof(why), "shard %d: %d mover jobs ran without finishing it; "
 				 "the last: %s", e->idx, e->attempts, e->error ? e->error : "?");
 		} else if (e->state == QSH_QUEUED) {
-			if (_submit(d, r, e->idx, &job, err, sizeof(err)) < 0) {
+			if (_submit(d, r, e->idx, e->attempts + 1, &job, err, sizeof(err)) < 0) {
 				log_err("request %lld: shard %d: %s", (long long)r->id, e->idx, err);
 				continue;	/* tried again next tick */
 			}
@@ -579,7 +737,24 @@ static void _planned(struct mover_exec *m, int64_t now_ms)
 		struct plan_job *next = j->next;
 		int gone = 1;
 
-		if (j->split == 1 && _add(m, j->r) == 0) {
+		if (j->verify && j->split != -1 && (j->vwait || _verified(d, j))) {
+			/* Read back and as recorded: the final pass, when a worker is free. */
+			if (worker_pool_busy(d->pool) < d->conf->workers) {
+				if (queue_shards_forget_files(d->q, j->r->id, err, sizeof(err)) < 0)
+					log_warn("request %lld: %s", (long long)j->r->id, err);
+				log_info("request %lld: a local worker makes the final pass (what no "
+					 "shard held, labels, the count)", (long long)j->r->id);
+				worker_pool_start(d->pool, j->r);	/* takes r */
+				j->r = NULL;
+			} else {
+				j->vwait = 1;
+				j->next = keep;
+				keep = j;
+				gone = 0;
+			}
+		} else if (j->verify && j->split != -1) {
+			;	/* failed: recorded by _verified */
+		} else if (j->split == 1 && _add(m, j->r) == 0) {
 			j->r = NULL;
 			m->next_ms = 0;
 		} else if (j->split == 1) {
@@ -642,12 +817,8 @@ void mover_exec_tick(struct mover_exec *m, int64_t now_ms)
 			rc = _step(d, r);
 		}
 		queue_request_free(cur);
-		if (rc == 1 && worker_pool_busy(d->pool) < d->conf->workers) {
-			if (queue_shards_forget_files(d->q, r->id, err, sizeof(err)) < 0)
-				log_warn("request %lld: %s", (long long)r->id, err);
-			log_info("request %lld: every shard done; a local worker makes the final "
-				 "pass (what no shard held, labels, the count)", (long long)r->id);
-			worker_pool_start(d->pool, r);	/* takes r */
+		if (rc == 1 && _verify_later(m, r) == 0) {
+			;	/* the planner threads have it now */
 		} else if (rc == -1) {
 			queue_request_free(r);
 		} else {

@@ -7,8 +7,10 @@
  * Owns: choosing which requests go to movers, their plan (mover_plan.c,
  * listed by planner threads so that no listing runs in the main loop),
  * submitting and following the mover jobs through libslurm (as root, the
- * job's uid/gid the owner's), cancelling them, and handing the request to a
- * local worker for its final pass once every shard is done. That pass walks
+ * job's uid/gid the owner's, a token of the shard's in its environment:
+ * mover_auth.h), cancelling them, reading back what they recorded once
+ * every shard is done (mover_verify.h, in the planner threads), and then
+ * handing the request to a local worker for its final pass. That pass walks
  * the whole tree with every verified file in its resume set: it copies what
  * no shard held (symlinks, files that appeared after the plan), sets the
  * labels, and reports the request done.
@@ -37,5 +39,9 @@ void mover_exec_tick(struct mover_exec *m, int64_t now_ms);
 
 /* Requests now run by mover jobs. */
 int mover_exec_active(const struct mover_exec *m);
+
+struct mover_auth;
+/* The mover jobs' tokens (mover_auth.h; borrowed, lives as long as m). NULL when m is. */
+const struct mover_auth *mover_exec_auth(const struct mover_exec *m);
 
 #endif /* STAGEHAND_MOVER_EXEC_H */

@@ -3,7 +3,9 @@
  * batch job of the request's owner on the transfer partition (MoverPartition).
  *
  * It fetches its shard from stagehandd over the API (TCP with a MUNGE
- * credential: the daemon knows it is the owner), copies the shard's byte
+ * credential: the daemon knows it is the owner; its records also carry the
+ * shard's token from the job's environment and must come from the job's
+ * node, mover_auth.h), copies the shard's byte
  * ranges of big files (xfer_range.h), runs the transfer engine of
  * daemon/xfer.h on its whole files exactly as a local worker does, and
  * reports every record the engine emits to the daemon in batches. It keeps
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,6 +35,7 @@
 #include "checksum.h"
 #include "conf.h"
 #include "dclient.h"
+#include "mover_auth.h"
 #include "xfer.h"
 #include "xfer_engine.h"
 #include "xfer_range.h"
@@ -61,6 +65,7 @@ struct _mover {
 	int result;                  /* enum xfer_result, -1 = none yet */
 	int fenced;                  /* the daemon gave the shard to another job */
 	long long posted;
+	char token[MOVER_TOKEN_HEX + 1]; /* the shard's, from the job's environment (mover_auth.h) */
 };
 
 static void _die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -112,7 +117,9 @@ static void _post(struct _mover *m)
 
 	if (!json_array_size(m->batch) || m->fenced)
 		goto clear;
-	body = json_pack("{s:I,s:O}", "job", (json_int_t)m->job, "records", m->batch);
+	/* The token rides in the body, which the MUNGE credential binds. */
+	body = json_pack("{s:I,s:s,s:O}", "job", (json_int_t)m->job, "token", m->token,
+			 "records", m->batch);
 	txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	if (!txt)
@@ -386,6 +393,19 @@ int main(int argc, char **argv)
 	m.job = _num(job, "the job id");
 	if (geteuid() == 0)
 		_die("refusing to run as root: a mover runs as the request's owner");
+	/* The shard's token: out of the environment, and this process no longer
+	   readable by others of the owner's (/proc/PID/environ, ptrace). */
+	{
+		const char *tok = getenv(MOVER_TOKEN_ENV);
+
+		if (!tok || strlen(tok) != MOVER_TOKEN_HEX)
+			_die("no mover token (%s unset or malformed): stagehand-mover runs as a "
+			     "mover job that stagehandd submits, which sets it", MOVER_TOKEN_ENV);
+		prctl(PR_SET_DUMPABLE, 0);
+		memcpy(m.token, tok, sizeof(m.token));
+		memset((char *)tok, 'x', MOVER_TOKEN_HEX);
+		unsetenv(MOVER_TOKEN_ENV);
+	}
 	if (dclient_find(&m.t, server, NULL, conf ? conf : CONF_DEFAULT_FILE, conf != NULL, err,
 			 sizeof(err)) < 0)
 		_die("%s", err);

@@ -362,6 +362,63 @@ int queue_ranges_assembled(struct queue *q, int64_t req, enum cksum_algo algo,
 	return qp_read_end(q, st, rc, err, errlen);
 }
 
+int queue_ranges_done(struct queue *q, int64_t req,
+		      int (*fn)(const char *relpath, int64_t off, int64_t len, int64_t src_size,
+				int64_t mtime_ns, const char *cks, void *arg), void *arg,
+		      char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	st = qp_readf(q, "SELECT relpath, off, len, src_size, mtime, checksum FROM shard_ranges r"
+		      " WHERE request_id=?1 AND done=1 AND NOT EXISTS (SELECT 1 FROM items i"
+		      " WHERE i.request_id=r.request_id AND i.relpath=r.relpath AND"
+		      " i.state='done') ORDER BY relpath, off", err, errlen, "I", req);
+	if (!st)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *cks = (const char *)sqlite3_column_text(st, 5);
+
+		if (fn((const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1),
+		       sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3),
+		       sqlite3_column_int64(st, 4), cks ? cks : "", arg)) {
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	return qp_read_end(q, st, rc, err, errlen);
+}
+
+int queue_range_undo(struct queue *q, int64_t req, const char *relpath, int64_t off, char *err,
+		     size_t errlen)
+{
+	int rc;
+
+	qp_begin(q);
+	rc = qp_execf(q, "UPDATE shard_ranges SET done=0, checksum=NULL WHERE request_id=?1"
+		      " AND relpath=?2 AND off=?3", err, errlen, "ItI", req, relpath, off);
+	return qp_end(q, rc, 0, err, errlen);
+}
+
+int queue_item_unverified(struct queue *q, int64_t req, const char *relpath, const char *error,
+			  char *err, size_t errlen)
+{
+	int rc;
+
+	qp_begin(q);
+	/* The request's count first, while the item still says it was counted. */
+	rc = qp_execf(q, "UPDATE requests SET files_done=files_done-1, bytes_done=bytes_done-"
+		      "(SELECT size FROM items WHERE request_id=?1 AND relpath=?2), updated=?3"
+		      " WHERE id=?1 AND EXISTS (SELECT 1 FROM items WHERE request_id=?1 AND"
+		      " relpath=?2 AND type='file' AND state='done')", err, errlen, "ItI", req,
+		      relpath, qp_now());
+	if (rc == 0)
+		rc = qp_execf(q, "UPDATE items SET state='failed', error=?3 WHERE request_id=?1"
+			      " AND relpath=?2 AND type='file' AND state='done'", err, errlen, "Itt",
+			      req, relpath, error);
+	return qp_end(q, rc, 0, err, errlen);
+}
+
 int queue_shard_job(struct queue *q, int64_t job, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;

@@ -110,6 +110,36 @@ int queue_ranges_assembled(struct queue *q, int64_t req, enum cksum_algo algo,
 				     const char *cks, void *arg), void *arg, char *err,
 			   size_t errlen);
 
+/*
+ * The done byte ranges of req whose file is not a done item yet, as their
+ * movers recorded them (the source's size and mtime then, the range's
+ * checksum), in (relpath, off) order; stops when fn returns non-zero. For
+ * the daemon's read-back of what movers recorded (movers/mover_verify.h).
+ * 0 or -1.
+ */
+int queue_ranges_done(struct queue *q, int64_t req,
+		      int (*fn)(const char *relpath, int64_t off, int64_t len, int64_t src_size,
+				int64_t mtime_ns, const char *cks, void *arg), void *arg,
+		      char *err, size_t errlen);
+
+/*
+ * Range off of relpath is not done after all (its bytes are not what its
+ * mover recorded): the file is not assembled from its ranges, and the
+ * final pass copies it whole. 0 or -1.
+ */
+int queue_range_undo(struct queue *q, int64_t req, const char *relpath, int64_t off, char *err,
+		     size_t errlen);
+
+/*
+ * The done file relpath of req is not what its mover recorded (the
+ * daemon's read-back found otherwise): failed with error, and no longer
+ * counted in the request's files and bytes done, so that a retry copies
+ * and counts it once. Nothing changes for an item that is not a done file.
+ * 0 or -1.
+ */
+int queue_item_unverified(struct queue *q, int64_t req, const char *relpath, const char *error,
+			  char *err, size_t errlen);
+
 /* Shard idx is now held by mover job slurm_job (attempts + 1). 0 or -1. */
 int queue_shard_submitted(struct queue *q, int64_t req, int idx, int64_t slurm_job,
 			  char *err, size_t errlen);

@@ -165,6 +165,19 @@ static int _count_range(const char *relpath, int64_t off, int64_t len, int64_t s
 }
 
 /* The shard_ranges table: ranges listed per shard, done once, assembled when all are. */
+static int _count_rdone(const char *relpath, int64_t off, int64_t len, int64_t src_size,
+			int64_t mtime_ns, const char *cks, void *arg)
+{
+	(void)relpath;
+	(void)off;
+	(void)len;
+	(void)src_size;
+	(void)mtime_ns;
+	if (strncmp(cks, "xxh128:", 7) == 0)
+		++*(int *)arg;
+	return 0;
+}
+
 static void _range_table(struct queue *q, int64_t id)
 {
 	struct queue_shard_file f[] = {
@@ -204,6 +217,16 @@ static void _range_table(struct queue *q, int64_t id)
 	   queue_range_done(q, id, 1, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 0 &&
 	   queue_range_done(q, id, 0, "big", 20, 10, 30, 7, "xxh128:cc", err, sizeof(err)) == 0,
 	   "planned again, all three done from one version");
+	nr = 0;
+	ok(queue_ranges_done(q, id, _count_rdone, &nr, err, sizeof(err)) == 0 && nr == 3,
+	   "the three done ranges listed with their checksums, for the read-back");
+	ok(queue_range_undo(q, id, "big", 10, err, sizeof(err)) == 0, "a range undone");
+	nr = 0;
+	ok(queue_ranges_done(q, id, _count_rdone, &nr, err, sizeof(err)) == 0 && nr == 2 &&
+	   queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 && a.n == 0,
+	   "an undone range is not done: the file is not assembled from its ranges");
+	ok(queue_range_done(q, id, 1, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 0,
+	   "and its shard's next job can report it again");
 	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 &&
 	   a.n == 1 && strncmp(a.cks, "ranges-xxh128:", 14) == 0,
 	   "assembled, with a checksum of its ranges (%s)", a.cks);
@@ -257,6 +280,23 @@ static void _table(void)
 
 		ok(queue_request_get(q, id, &r, err, sizeof(err)) == 0 && r->files_done == 1 &&
 		   r->bytes_done == 30, "counted once");
+		queue_request_free(r);
+		r = NULL;
+		ok(queue_item_unverified(q, id, "x/a", "not as recorded", err, sizeof(err)) == 0 &&
+		   queue_item_unverified(q, id, "x/a", "not as recorded", err, sizeof(err)) == 0 &&
+		   queue_item_unverified(q, id, "none", "not as recorded", err, sizeof(err)) == 0,
+		   "a file found unlike its record (twice), and a path with no item");
+		ok(queue_request_get(q, id, &r, err, sizeof(err)) == 0 && r->files_done == 0 &&
+		   r->bytes_done == 0, "no longer counted, once");
+		queue_request_free(r);
+		r = NULL;
+		nd = 0;
+		ok(queue_shard_done(q, id, 0, _count_done, &nd, err, sizeof(err)) == 0 && nd == 0,
+		   "not in the resume set");
+		ok(queue_item_file_done(q, id, "x/a", 30, 5, 0644, "ab", "ab", &au, err,
+					sizeof(err)) == 0 &&
+		   queue_request_get(q, id, &r, err, sizeof(err)) == 0 && r->files_done == 1 &&
+		   r->bytes_done == 30, "copied again: counted once again");
 		queue_request_free(r);
 	}
 	ok(queue_shard_set(q, id, 0, 77, QSH_QUEUED, "lost", err, sizeof(err)) == 0,
