@@ -64,25 +64,26 @@ sock, path, deadline = sys.argv[1], sys.argv[2], float(sys.argv[3])
 body = open(path, "rb").read()
 class C(http.client.HTTPConnection):
     def __init__(self):
-        super().__init__("localhost", timeout=120)
+        super().__init__("localhost", timeout=60)
     def connect(self):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(120)
+        self.sock.settimeout(60)
         self.sock.connect(sock)
 counts = {}
+c = C()     # one connection, kept alive (http.client opens it again if closed)
 while time.time() < deadline:
-    c = C()
     try:
         c.request("POST", "/v1/requests", body=body, headers={"Content-Type": "application/json"})
         r = c.getresponse()
-        text = r.read()
+        r.read()
         counts[r.status] = counts.get(r.status, 0) + 1
         if r.status == 201:
             counts["created"] = counts.get("created", 0) + 1
-    except OSError as e:
+    except (OSError, http.client.HTTPException) as e:
         counts[type(e).__name__] = counts.get(type(e).__name__, 0) + 1
-    finally:
         c.close()
+        time.sleep(0.05)
+c.close()
 print(json.dumps(counts))
 """
 
@@ -118,8 +119,12 @@ def jobs(base_dir, test_users):
 def daemon(make_daemon, jobs):
     # SlurmWatch=yes: ownership is slurmctld's word. MaxRequestBytes: room for
     # 10,000 requests. No per-user limit in the way of the attack's batches.
+    # SyncMode=file: each file of the victim's transfer is reported done on its
+    # own (a batch of small files is reported at its end), and the cap keeps it
+    # running for the whole test (400 files of 16 KiB at 256 KiB/s: 25 s).
     return make_daemon("hostile", Workers="2", MaxRequestBytes="4M", SlurmWatch="yes",
-                       SlurmWatchInterval="60", BandwidthCap="256K", MaxUserRequests="0")
+                       SlurmWatchInterval="60", BandwidthCap="256K", SyncMode="file", MaxUserRequests="0",
+                       MaxConnectionsPerUser="20")
 
 
 def _batch(kind, jobs, seq):
@@ -142,7 +147,7 @@ def _job_end(d, job, uid):
     t0 = time.monotonic()
     st, doc, text, _ = d.api.post(f"/v1/jobs/{job}/end",
                                   {"state": "COMPLETED", "exit_code": 0, "uid": uid},
-                                  timeout=120)
+                                  timeout=60)
     dt = time.monotonic() - t0
     assert st == 202, f"job-end {job}: {st} {text}"
     return dt
@@ -154,7 +159,7 @@ class Victim:
 
     def __init__(self, d, rid, uid, first_job):
         self.d, self.rid, self.uid, self.job = d, rid, uid, first_job
-        self.ends, self.gaps = [], []
+        self.ends, self.gaps, self.changes = [], [], 0
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._ends), threading.Thread(target=self._progress)]
 
@@ -178,6 +183,7 @@ class Victim:
             if r["files_done"] != last:
                 if last is not None:
                     self.gaps.append(now - since)
+                    self.changes += 1
                 last, since = r["files_done"], now
             self.stop.wait(0.1)
         self.gaps.append(time.monotonic() - since)
@@ -189,6 +195,9 @@ class Victim:
         self.stop.set()
         for t in self.threads:
             t.join(180)
+        # The transfer ran throughout: its pauses were measured, not its end.
+        assert self.changes >= 5 and len(self.ends) >= 3, \
+            f"{self.changes} progress steps, {len(self.ends)} job ends in {seconds} s"
         return max(self.ends), max(self.gaps)
 
 
@@ -224,18 +233,25 @@ def test_hostile_batches_do_not_stall_another_users_writes(daemon, jobs, base_di
     att_end, att_gap = Victim(daemon, req["id"], uid2, 960000000).run(ATTACK_S - 1)
     answers = {}
     for p in procs:
-        out, _ = p.communicate(timeout=300)
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()    # its batch still waits in the daemon: counted, not waited for
+            out, _ = p.communicate()
+            answers["unanswered"] = answers.get("unanswered", 0) + 1
         for k, v in json.loads(out or "{}").items():
             answers[k] = answers.get(k, 0) + v
     print(f"baseline: slowest job-end {base_end:.3f} s, longest progress gap {base_gap:.3f} s; "
           f"attack: {att_end:.3f} s, {att_gap:.3f} s; hostile answers {answers}")
-    # Every hostile batch was refused whole, and some were answered at all.
+    assert att_end <= BOUND_JOB_END_S, \
+        f"another user's job-end waited {att_end:.2f} s under the attack (bound " \
+        f"{BOUND_JOB_END_S} s; {base_end:.3f} s without it); hostile answers {answers}"
+    assert att_gap <= BOUND_PROGRESS_GAP_S, \
+        f"a running transfer made no progress for {att_gap:.2f} s under the attack (bound " \
+        f"{BOUND_PROGRESS_GAP_S} s; {base_gap:.3f} s without it)"
+    # Every hostile batch was refused whole, and many were answered.
     assert "created" not in answers and sum(answers.get(s, 0) for s in ("400", "403")) >= HOSTILE, \
         answers
-    assert att_end <= BOUND_JOB_END_S, \
-        f"another user's job-end waited {att_end:.2f} s under the attack (bound {BOUND_JOB_END_S} s)"
-    assert att_gap <= BOUND_PROGRESS_GAP_S, \
-        f"a running transfer made no progress for {att_gap:.2f} s (bound {BOUND_PROGRESS_GAP_S} s)"
     # The owners were asked once per job, not once per entry.
     st, _, text, _ = daemon.api.get("/metrics")
     calls = int(re.search(r"^stagehand_api_owner_lookups_total (\d+)$", text, re.M).group(1))
