@@ -1252,17 +1252,14 @@ int api_route_is_event(const char *method, const char *url)
 }
 
 int api_prepare(struct daemon *d, const struct api_caller *who, const char *method,
-		const char *url, json_t *jb, const char *body_err, struct sowner *c,
-		struct api_reply *out)
+		const char *url, json_t *jb, struct sowner *c, struct api_reply *out)
 {
 	struct api_path p;
 	int64_t job;
 	int refused = 0;
 
-	if ((strcmp(method, "POST") == 0 && !jb) || api_decode_path(url, &p) < 0) {
-		(void)body_err;	/* the writer answers these as it always did */
-		return 0;
-	}
+	if ((strcmp(method, "POST") == 0 && !jb) || api_decode_path(url, &p) < 0)
+		return 0;	/* the writer answers these as it always did */
 	if (api_route_is_submit(method, url))
 		refused = _prepare_submit(d, who, jb, c, out);
 	else if (api_route_is_event(method, url) && _parse_id(p.seg[2], &job) == 0)

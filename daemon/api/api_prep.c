@@ -102,8 +102,7 @@ static void _one(struct api_prep *p, struct api_wjob *j, int stopping)
 	pthread_rwlock_rdlock(&p->d->conf_lock);
 	j->who.admin = api_is_admin(p->d, j->who.uid, j->who.gid);
 	j->who.order = &j->order;
-	answered = api_prepare(p->d, &j->who, j->method, j->url, j->jb, j->body_err, p->owners,
-			       &j->rep);
+	answered = api_prepare(p->d, &j->who, j->method, j->url, j->jb, p->owners, &j->rep);
 	pthread_rwlock_unlock(&p->d->conf_lock);
 	if (answered)
 		_resume(j);

@@ -81,8 +81,7 @@ struct sowner;
  * with conf_lock held (read). 1 answered (out set), 0 hand it to the writer.
  */
 int api_prepare(struct daemon *d, const struct api_caller *who, const char *method,
-		const char *url, json_t *jb, const char *body_err, struct sowner *c,
-		struct api_reply *out);
+		const char *url, json_t *jb, struct sowner *c, struct api_reply *out);
 /* 1 if method and url are a job event (POST or DELETE /v1/jobs/N/start, POST .../end). */
 int api_route_is_event(const char *method, const char *url);
 /* After the writer's commit: what o still has to tell slurmctld (prep thread). */

@@ -40,13 +40,14 @@ import pytest
 
 from conftest import chown_tree, user_dir
 
-# Measured on the 2-core development machine, shared with four other builds
-# (docs/api.md "Per-user limits" has the figures): without the attack the
-# slowest job-end answer was about 10 ms and the longest pause in the
-# transfer's progress about 0.3 s; under the attack, with the look-ups before
-# the writer, about 0.6 s and 1.2 s. With them back under the writer's lock
-# (MW1) the first job-end waited over 20 s. The bounds leave room for a
-# slower, loaded CI machine.
+# Measured on the 2-core development machine, shared with four other builds,
+# one-node bed, six runs: without the attack the slowest job-end answer took
+# 2-23 ms and the longest pause in the transfer's progress 0.1-1.1 s (the
+# bandwidth cap's bursts); under the attack, with the look-ups before the
+# writer, 0.11-0.30 s and 0.25-1.23 s, 240-410 hostile batches refused in
+# 10 s. With them back under the writer's lock (MW1) the job-end sent during
+# the attack was still unanswered after 9 s and the transfer paused 8.9 s.
+# The bounds leave room for a slower, loaded CI machine.
 BOUND_JOB_END_S = 3.0
 BOUND_PROGRESS_GAP_S = 5.0
 ATTACK_S = 10
@@ -160,17 +161,20 @@ class Victim:
     def __init__(self, d, rid, uid, first_job):
         self.d, self.rid, self.uid, self.job = d, rid, uid, first_job
         self.ends, self.gaps, self.changes = [], [], 0
+        self.inflight = None     # when the job-end under way was sent
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._ends), threading.Thread(target=self._progress)]
 
     def _ends(self):
         while not self.stop.is_set():
             self.job += 1
+            self.inflight = time.monotonic()
             try:
                 self.ends.append(_job_end(self.d, self.job, self.uid))
             except (AssertionError, OSError) as e:
                 self.ends.append(float("inf"))
                 print(f"job-end {self.job}: {e}")
+            self.inflight = None
             self.stop.wait(0.2)
 
     def _progress(self):
@@ -188,17 +192,24 @@ class Victim:
             self.stop.wait(0.1)
         self.gaps.append(time.monotonic() - since)
 
-    def run(self, seconds):
+    def run(self, seconds, baseline=False):
+        """The slowest job-end and the longest pause in progress over the
+        next seconds, a job-end still waiting and the pause still going on
+        at the end counted as they are then."""
         for t in self.threads:
             t.start()
         time.sleep(seconds)
         self.stop.set()
+        now, since = time.monotonic(), self.inflight
+        slowest = max(self.ends + ([now - since] if since else []))
         for t in self.threads:
             t.join(180)
-        # The transfer ran throughout: its pauses were measured, not its end.
-        assert self.changes >= 5 and len(self.ends) >= 3, \
-            f"{self.changes} progress steps, {len(self.ends)} job ends in {seconds} s"
-        return max(self.ends), max(self.gaps)
+        if baseline:
+            # The transfer runs, and reports: its pauses are measured, not its end.
+            assert self.changes >= 5 and len(self.ends) >= 3, \
+                f"without the attack: {self.changes} progress steps, {len(self.ends)} " \
+                f"job ends in {seconds} s"
+        return slowest, max(self.gaps)
 
 
 def test_hostile_batches_do_not_stall_another_users_writes(daemon, jobs, base_dir, test_users):
@@ -215,7 +226,7 @@ def test_hostile_batches_do_not_stall_another_users_writes(daemon, jobs, base_di
         assert time.monotonic() < end, daemon.log_tail()
         time.sleep(0.1)
 
-    base_end, base_gap = Victim(daemon, req["id"], uid2, 950000000).run(2)
+    base_end, base_gap = Victim(daemon, req["id"], uid2, 950000000).run(2, baseline=True)
 
     kinds = ["own", "array", "bad", "own"]
     paths = []
