@@ -1161,29 +1161,33 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 			      "requests", ids);
 }
 
-/* POST /v1/jobs/{job}/start (a job's tasks are about to run) and DELETE
-   (the job ended without an end event: no plan). See yield.h. */
-static void _job_start(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
-		       int is_delete, struct api_reply *out)
+/*
+ * POST /v1/jobs/{job}/start (a job's tasks are about to run) and DELETE
+ * (the job ended without an end event: no plan). See yield.h. Nothing here
+ * touches the queue: the prep stage's events lane answers it whole, never
+ * the writer. First half: checks, marks the job's paths busy and fills
+ * st; 1 answered (a refusal, DELETE), 0 to settle (_job_start_finish).
+ */
+static int _job_start_mark(struct daemon *d, const struct api_caller *who, int64_t job,
+			   json_t *body, int is_delete, struct api_start *st, struct api_reply *out)
 {
 	struct api_job_start s;
 	const char *paths[API_START_DIRS_MAX + 1];
 	size_t n = 0;
-	char err[512], via[INET6_ADDRSTRLEN + 16];
-	int mover, settled = 0;
+	char err[512];
 
 	if (!_event_allowed(d, who, job, "job-start", out))
-		return;
+		return 1;
 	if (is_delete) {
 		int was = yield_job_end(d, job);
 
 		out->status = 200;
 		out->body = json_pack("{s:I,s:b}", "job_id", (json_int_t)job, "was_started", was);
-		return;
+		return 1;
 	}
 	if (api_decode_job_start(body, &s, err, sizeof(err)) < 0) {
 		api_error(out, 400, "job %lld: %s", (long long)job, err);
-		return;
+		return 1;
 	}
 	if (s.work_dir)
 		paths[n++] = s.work_dir;
@@ -1191,13 +1195,25 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		paths[n++] = s.dirs[i];
 	if (s.node)
 		slurm_watch_job_started(job, s.node);
-	mover = yield_job_start(d, job, paths, n, &settled, err, sizeof(err));
-	if (mover < 0) {
+	if (yield_job_start_mark(d, job, paths, n, &st->seq, err, sizeof(err)) < 0) {
 		api_error(out, 503, "%s", err);
-		return;
+		return 1;
 	}
-	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s; %s); %s", (long long)job,
-		 s.node ? s.node : "?", (long long)s.uid, n, _via(who, via, sizeof(via)),
+	st->job = job;
+	st->uid = s.uid;
+	st->npaths = n;
+	snprintf(st->node, sizeof(st->node), "%s", s.node ? s.node : "?");
+	return 0;
+}
+
+void api_start_finish(struct daemon *d, const struct api_caller *who, struct api_start *st,
+		      struct api_reply *out)
+{
+	char via[INET6_ADDRSTRLEN + 16];
+	int settled = 0, mover = yield_job_start_settle(st->job, st->seq, &settled);
+
+	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s; %s); %s", (long long)st->job,
+		 st->node, (long long)st->uid, st->npaths, _via(who, via, sizeof(via)),
 		 settled ? "settled before the answer" : "answered before it settled",
 		 mover ? "a mover job of this daemon: nothing yields to it" :
 		 !d->conf->yield_to_jobs ? "YieldToJobs=no: nothing yields to it" :
@@ -1205,8 +1221,19 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		 "after-job transfers on its file systems stay paced around its I/O" :
 		 "after-job transfers on its file systems yield");
 	out->status = 202;
-	out->body = json_pack("{s:I,s:i,s:b}", "job_id", (json_int_t)job, "paths", (int)n,
-			      "settled", settled);
+	out->body = json_pack("{s:I,s:i,s:b}", "job_id", (json_int_t)st->job, "paths",
+			      (int)st->npaths, "settled", settled);
+	st->job = 0;
+}
+
+/* Both halves at once (a listener's, or the writer's should one reach it). */
+static void _job_start(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
+		       int is_delete, struct api_reply *out)
+{
+	struct api_start st = { 0 };
+
+	if (_job_start_mark(d, who, job, body, is_delete, &st, out) == 0)
+		api_start_finish(d, who, &st, out);
 }
 
 static void _job_retry(struct daemon *d, const struct api_caller *who, int64_t job,
@@ -1260,11 +1287,19 @@ int api_prepare(struct daemon *d, const struct api_caller *who, const char *meth
 
 	if ((strcmp(method, "POST") == 0 && !jb) || api_decode_path(url, &p) < 0)
 		return 0;	/* the writer answers these as it always did */
-	if (api_route_is_submit(method, url))
+	if (api_route_is_submit(method, url)) {
 		refused = _prepare_submit(d, who, jb, c, out);
-	else if (api_route_is_event(method, url) && _parse_id(p.seg[2], &job) == 0)
-		refused = !_event_allowed(d, who, job, strcmp(p.seg[3], "end") == 0 ? "job-end" :
-					  "job-start", out);
+	} else if (api_route_is_event(method, url) && _parse_id(p.seg[2], &job) == 0) {
+		if (strcmp(p.seg[3], "start") == 0) {
+			/* Answered here, whole: no queue work, and the wait for the main
+			   loop to pause transfers is shared by the starts of a burst. */
+			refused = _job_start_mark(d, who, job, jb, strcmp(method, "DELETE") == 0,
+						  &who->order->start, out);
+			who->order->ready = 1;
+			return refused ? 1 : 2;
+		}
+		refused = !_event_allowed(d, who, job, "job-end", out);
+	}
 	who->order->ready = 1;
 	return refused;
 }

@@ -84,44 +84,80 @@ static void _resume(struct api_wjob *j)
 	MHD_resume_connection(j->c);
 }
 
-/* One job of the lane: prepared and handed on, refused, or (finishing) its status set. */
-static void _one(struct api_prep *p, struct api_wjob *j, int stopping)
+/* One job of the lane: prepared and handed on, refused, or (finishing) its status
+   set. 1 for a job-start marked and waiting to settle (not resumed yet). */
+static int _one(struct api_prep *p, struct api_wjob *j, int stopping)
 {
 	int answered;
 
 	if (j->finishing) {
 		api_order_finish(&j->order);
 		_resume(j);
-		return;
+		return 0;
 	}
 	if (stopping) {
 		api_error(&j->rep, 503, "stagehandd is shutting down: send it again when it is back");
 		_resume(j);
-		return;
+		return 0;
 	}
 	pthread_rwlock_rdlock(&p->d->conf_lock);
 	j->who.admin = api_is_admin(p->d, j->who.uid, j->who.gid);
 	j->who.order = &j->order;
 	answered = api_prepare(p->d, &j->who, j->method, j->url, j->jb, p->owners, &j->rep);
 	pthread_rwlock_unlock(&p->d->conf_lock);
+	if (answered == 2)
+		return 1;
 	if (answered)
 		_resume(j);
 	else if (api_writer_take(p->w, j) < 0) {
 		api_error(&j->rep, 503, "stagehandd is shutting down: send it again when it is back");
 		_resume(j);
 	}
+	return 0;
 }
+
+/*
+ * The job-starts marked (newest first): one wait for the main loop covers
+ * them all (the newest's; the others are applied by then), then each is
+ * answered.
+ */
+static void _settle(struct api_prep *p, struct api_wjob *pending)
+{
+	while (pending) {
+		struct api_wjob *j = pending;
+
+		pending = j->next;
+		j->next = NULL;
+		pthread_rwlock_rdlock(&p->d->conf_lock);
+		api_start_finish(p->d, &j->who, &j->order.start, &j->rep);
+		pthread_rwlock_unlock(&p->d->conf_lock);
+		_resume(j);
+	}
+}
+
+#define SETTLE_BATCH_MAX 64	/* job-starts marked before one wait for them all */
 
 static void *_run(void *arg)
 {
 	struct _lane *l = arg;
 	struct api_prep *p = l->p;
+	struct api_wjob *pending = NULL;
+	int npending = 0;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		struct api_wjob *j;
 		int stopping;
 
+		/* Starts marked and nothing else waiting (or enough of them): settle. */
+		if (pending && (!l->head || npending >= SETTLE_BATCH_MAX)) {
+			pthread_mutex_unlock(&p->lock);
+			_settle(p, pending);
+			pending = NULL;
+			npending = 0;
+			pthread_mutex_lock(&p->lock);
+			continue;
+		}
 		while (!l->head && !p->stop)
 			pthread_cond_wait(&p->cond, &p->lock);
 		if (!l->head)
@@ -129,10 +165,15 @@ static void *_run(void *arg)
 		j = _take(l);
 		stopping = p->stop;
 		pthread_mutex_unlock(&p->lock);
-		_one(p, j, stopping);
+		if (_one(p, j, stopping)) {
+			j->next = pending;	/* newest first */
+			pending = j;
+			npending++;
+		}
 		pthread_mutex_lock(&p->lock);
 	}
 	pthread_mutex_unlock(&p->lock);
+	_settle(p, pending);
 	return NULL;
 }
 

@@ -9,7 +9,12 @@
  * other:
  *   - events: job-start and job-end events from root (whether a TCP peer is
  *     one of the job's nodes, slurm_nodes.h), and after the writer's
- *     commit a job-end's status text in the job's admin_comment;
+ *     commit a job-end's status text in the job's admin_comment. A
+ *     job-start needs no queue work and is answered here alone, never by
+ *     the writer: its wait for the main loop to pause transfers
+ *     (yield_job_start_settle, up to YIELD_SETTLE_MS) is shared by the
+ *     starts that arrive together, where the writer made each wait in turn
+ *     and a burst of starts ran past the plugin's 300 ms;
  *   - requests: POST /v1/requests. The owners of the jobs a batch names
  *     are asked once per job per batch, through a cache (slurm_owner.h: a
  *     batch costs slurmctld at most a few small calls or one table read);

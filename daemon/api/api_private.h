@@ -22,6 +22,15 @@ struct api_owner {
 	int queue_other;             /* the queue says the job is another user's */
 };
 
+/* A job-start event marked and waiting for the main loop to apply it (api_start_finish). */
+struct api_start {
+	int64_t job;                 /* 0: none */
+	unsigned seq;                /* yield_job_start_mark's */
+	int64_t uid;
+	size_t npaths;
+	char node[64];
+};
+
 /*
  * A request's work order (api_prep.h): what slurmctld said, asked before
  * the writer took the request, and what is left to tell slurmctld after
@@ -36,6 +45,7 @@ struct api_order {
 	char why[256];               /* owners: why slurmctld could not be asked, if it could not */
 	int64_t status_job;          /* > 0: after the commit, set this job's status text */
 	char status_text[512];       /* (api_order_finish), in the job's admin_comment */
+	struct api_start start;      /* a job-start: answered by the prep stage alone */
 };
 
 /* Who is calling, for one HTTP request. */
@@ -78,12 +88,17 @@ struct sowner;
  * jobs a submit names, through the cache c; whether a job event's peer is
  * one of the job's nodes) and checks all that can be checked without the
  * queue's lock: a request refused here never reaches the writer. Called
- * with conf_lock held (read). 1 answered (out set), 0 hand it to the writer.
+ * with conf_lock held (read). 1 answered (out set), 0 hand it to the writer,
+ * 2 a job-start marked: answer it with api_start_finish (after the newest
+ * of the starts waiting together), never through the writer.
  */
 int api_prepare(struct daemon *d, const struct api_caller *who, const char *method,
 		const char *url, json_t *jb, struct sowner *c, struct api_reply *out);
 /* 1 if method and url are a job event (POST or DELETE /v1/jobs/N/start, POST .../end). */
 int api_route_is_event(const char *method, const char *url);
+/* A job-start's second half: wait until the main loop applied it (st->seq), log, answer. */
+void api_start_finish(struct daemon *d, const struct api_caller *who, struct api_start *st,
+		      struct api_reply *out);
 /* After the writer's commit: what o still has to tell slurmctld (prep thread). */
 void api_order_finish(struct api_order *o);
 /* Frees what o holds; o may be reused. */
