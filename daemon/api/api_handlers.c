@@ -1271,9 +1271,12 @@ int api_route_is_event(const char *method, const char *url)
 {
 	struct api_path p;
 
-	return (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0) &&
-	       api_decode_path(url, &p) == 0 && p.nseg == 4 && strcmp(p.seg[0], "v1") == 0 &&
-	       strcmp(p.seg[1], "jobs") == 0 &&
+	if ((strcmp(method, "POST") != 0 && strcmp(method, "DELETE") != 0) ||
+	    api_decode_path(url, &p) < 0 || p.nseg != 4 || strcmp(p.seg[0], "v1") != 0)
+		return 0;
+	if (strcmp(p.seg[1], "bb") == 0)
+		return strcmp(method, "POST") == 0;
+	return strcmp(p.seg[1], "jobs") == 0 &&
 	       (strcmp(p.seg[3], "start") == 0 ||
 		(strcmp(p.seg[3], "end") == 0 && strcmp(method, "POST") == 0));
 }
@@ -1290,6 +1293,11 @@ int api_prepare(struct daemon *d, const struct api_caller *who, const char *meth
 	if (api_route_is_submit(method, url)) {
 		refused = _prepare_submit(d, who, jb, c, out);
 	} else if (api_route_is_event(method, url) && _parse_id(p.seg[2], &job) == 0) {
+		if (strcmp(p.seg[1], "bb") == 0) {
+			api_bb_prepare(d, who, job, p.seg[3]);
+			who->order->ready = 1;
+			return 0;
+		}
 		if (strcmp(p.seg[3], "start") == 0) {
 			/* Answered here, whole: no queue work, and the wait for the main
 			   loop to pause transfers is shared by the starts of a burst. */
@@ -1317,6 +1325,10 @@ void api_order_finish(struct api_order *o)
 
 void api_order_clear(struct api_order *o)
 {
+	if (o->job) {
+		sjob_clear(o->job);
+		free(o->job);
+	}
 	free(o->owners);
 	memset(o, 0, sizeof(*o));
 }

@@ -13,6 +13,8 @@
 
 #include "daemon.h"
 
+struct sjob;
+
 /* One job a request names, and its owner on slurmctld's word (a uid, or
    SOWNER_UNKNOWN_JOB / SOWNER_ERROR of slurm_owner.h). */
 struct api_owner {
@@ -46,6 +48,10 @@ struct api_order {
 	int64_t status_job;          /* > 0: after the commit, set this job's status text */
 	char status_text[512];       /* (api_order_finish), in the job's admin_comment */
 	struct api_start start;      /* a job-start: answered by the prep stage alone */
+	struct sjob *job;            /* a burst-buffer call's job as slurmctld has it (new:
+					api_order_clear), read by the prep stage; NULL: none */
+	int job_rc;                  /* sjob_get's answer for it: 0, 1 unknown, -1 job_err */
+	char job_err[256];
 };
 
 /* Who is calling, for one HTTP request. */
@@ -94,7 +100,8 @@ struct sowner;
  */
 int api_prepare(struct daemon *d, const struct api_caller *who, const char *method,
 		const char *url, json_t *jb, struct sowner *c, struct api_reply *out);
-/* 1 if method and url are a job event (POST or DELETE /v1/jobs/N/start, POST .../end). */
+/* 1 if method and url are a job event (POST or DELETE /v1/jobs/N/start, POST .../end),
+   or a burst-buffer hook's call (POST /v1/bb/N/CALL): the prep stage's events lane. */
 int api_route_is_event(const char *method, const char *url);
 /* A job-start's second half: wait until the main loop applied it (st->seq), log, answer. */
 void api_start_finish(struct daemon *d, const struct api_caller *who, struct api_start *st,
