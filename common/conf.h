@@ -73,6 +73,11 @@ struct conf {
 	char *pid_file;                /* written after the socket is bound; NULL = none */
 	size_t max_request_bytes;      /* API body size cap */
 	int max_connections_per_user;  /* simultaneous API connections per uid */
+	int max_user_requests;         /* MaxUserRequests: live requests per uid; 0 = no limit */
+	int max_user_items;            /* MaxUserItems: files not yet copied of a uid's live
+					  requests; 0 = no limit */
+	uint64_t max_user_queued_bytes; /* MaxUserQueuedBytes: bytes not yet copied of a uid's
+					   live requests; 0 = no limit */
 	enum conf_io_class io_class;   /* I/O priority class of the workers */
 	int connection_timeout;        /* seconds an idle API connection is kept */
 	int drain_timeout;             /* seconds SIGTERM waits for in-flight transfers */

@@ -21,6 +21,7 @@
 #include "api_cred.h"
 #include "api_decode.h"
 #include "api_private.h"
+#include "api_prep.h"
 #include "api_writer.h"
 #include "log.h"
 #include "metrics.h"
@@ -99,6 +100,7 @@ struct api {
 	unsigned long evicted;       /* connections closed to make room (evict_at) */
 	time_t evicted_logged;       /* last time an eviction was logged */
 	struct api_writer *writer;   /* answers POST and DELETE (api_writer.h) */
+	struct api_prep *prep;       /* asks slurmctld before the writer (api_prep.h) */
 	int answering;               /* requests handed to the writer, not yet completed */
 };
 
@@ -401,6 +403,7 @@ static void _completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 	if (r) {
 		json_decref(r->job.jb);
+		api_order_clear(&r->job.order);
 		free(r->target);
 		free(r->body);
 		free(r);
@@ -516,7 +519,8 @@ static int _to_writer(struct api *a, struct MHD_Connection *c, struct _conn *k, 
 	if (!a->writer || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
 		return 0;
 	r->job = (struct api_wjob){ .c = c, .who = *who, .method = method, .url = url,
-				    .submit = api_route_is_submit(method, url) };
+				    .submit = api_route_is_submit(method, url),
+				    .lane = api_prep_lane(method, url) };
 	if (strcmp(method, "POST") == 0 &&
 	    api_decode_body(r->body, r->len, &r->job.jb, r->job.body_err,
 			    sizeof(r->job.body_err)) < 0)
@@ -524,7 +528,9 @@ static int _to_writer(struct api *a, struct MHD_Connection *c, struct _conn *k, 
 	pthread_mutex_lock(&a->lock);
 	k->busy = 1;		/* a complete request: not the sweeper's to cut */
 	pthread_mutex_unlock(&a->lock);
-	if (api_writer_submit(a->writer, &r->job) == 0) {
+	/* What needs slurmctld asks it first, off the writer's thread (api_prep.h). */
+	if ((r->job.lane >= 0 && api_prep_submit(a->prep, &r->job) == 0) ||
+	    (r->job.lane < 0 && api_writer_submit(a->writer, &r->job) == 0)) {
 		r->queued = 1;
 		pthread_mutex_lock(&a->lock);
 		a->answering++;
@@ -654,13 +660,14 @@ static enum MHD_Result _handle(void *cls, struct MHD_Connection *c, const char *
 char *api_metrics_render(struct daemon *d)
 {
 	char *core = metrics_render(d), *text = NULL;
-	unsigned long waiting, answered, groups;
+	unsigned long waiting, answered, groups, prep[2], calls, hits;
 	size_t len = 0;
 	FILE *f;
 
 	if (!core || !d->api)
 		return core;
 	api_writer_stats(d->api->writer, &waiting, &answered, &groups);
+	api_prep_stats(d->api->prep, prep, &calls, &hits);
 	f = open_memstream(&text, &len);
 	if (!f)
 		return core;
@@ -673,7 +680,20 @@ char *api_metrics_render(struct daemon *d)
 		"# HELP stagehand_api_shared_commits_total Commits that stored the requests of "
 		"several POST /v1/requests calls at once (group commit).\n"
 		"# TYPE stagehand_api_shared_commits_total counter\n"
-		"stagehand_api_shared_commits_total %lu\n", core, waiting, answered, groups);
+		"stagehand_api_shared_commits_total %lu\n"
+		"# HELP stagehand_api_prep_waiting Changes waiting for their look-ups at "
+		"slurmctld before the writer thread, by lane (job events; POST /v1/requests).\n"
+		"# TYPE stagehand_api_prep_waiting gauge\n"
+		"stagehand_api_prep_waiting{lane=\"events\"} %lu\n"
+		"stagehand_api_prep_waiting{lane=\"requests\"} %lu\n"
+		"# HELP stagehand_api_owner_lookups_total Calls to slurmctld asking whose jobs "
+		"the requests name (one per uncached job, or one table read per batch).\n"
+		"# TYPE stagehand_api_owner_lookups_total counter\n"
+		"stagehand_api_owner_lookups_total %lu\n"
+		"# HELP stagehand_api_owner_cache_hits_total Owners of jobs answered from the "
+		"cache.\n# TYPE stagehand_api_owner_cache_hits_total counter\n"
+		"stagehand_api_owner_cache_hits_total %lu\n", core, waiting, answered, groups,
+		prep[0], prep[1], calls, hits);
 	free(core);
 	if (fclose(f) != 0) {
 		free(text);
@@ -907,6 +927,10 @@ int api_start(struct api *a, char *err, size_t errlen)
 	a->writer = api_writer_start(a->d, err, errlen);
 	if (!a->writer)
 		return -1;
+	a->prep = api_prep_start(a->d, a->writer, err, errlen);
+	if (!a->prep)
+		return -1;
+	api_writer_set_after(a->writer, api_prep_after, a->prep);
 	if (a->tcp_fd >= 0) {
 		a->mt = _start(a, a->tcp_fd, timeout, per_ip);
 		if (!a->mt) {
@@ -938,6 +962,9 @@ void api_stop(struct api *a)
 	 * then the listeners send those answers (up to 10 s) before they stop,
 	 * so a change that was made is never left unanswered.
 	 */
+	api_writer_set_after(a->writer, NULL, NULL);
+	api_prep_stop(a->prep);	/* answers what waits there, or hands it to the writer */
+	a->prep = NULL;
 	api_writer_stop(a->writer);
 	a->writer = NULL;
 	for (int i = 0, n = 1; n > 0; i++) {

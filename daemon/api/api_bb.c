@@ -9,7 +9,9 @@
  * stand, and handing the job's staged inputs to the cleanup at teardown.
  *
  * Identity, work dir and plan come from slurmctld's record of the job
- * (sjob_get), never from the caller. Must never: wait for a transfer (the
+ * (sjob_get, read by the API's prep stage before the writer takes the call:
+ * api_bb_prepare), never from the caller. Must never: ask slurmctld on the
+ * writer's thread, wait for a transfer (the
  * CLI polls), touch user data (workers do, as the owner), or accept a call
  * from anyone but root on this host.
  */
@@ -79,10 +81,60 @@ static int _setup_size(json_t *body, int64_t job, int64_t *size, const char **po
 	return 0;
 }
 
-/* setup: record the job from slurmctld's record; its requests follow at the next tick. */
-static void _setup(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
+void api_bb_prepare(struct daemon *d, const struct api_caller *who, int64_t job, const char *op)
 {
-	struct sjob j;
+	struct api_order *o = who->order;
+
+	if (who->uid != 0 || !d->conf->slurm_watch || job <= 0 || job > (int64_t)UINT32_MAX ||
+	    !strcmp(op, "data-in"))
+		return;
+	o->job = calloc(1, sizeof(*o->job));
+	if (!o->job)
+		return;
+	o->job_rc = sjob_get((uint32_t)job, o->job, o->job_err, sizeof(o->job_err));
+}
+
+/*
+ * slurmctld's record of job: the prep stage's (borrowed from the work order;
+ * *own untouched) when there is one, else asked now into *own (the caller
+ * clears it). 0, 1 unknown, -1 with err.
+ */
+static int _record(const struct api_caller *who, int64_t job, struct sjob *own,
+		   const struct sjob **j, char *err, size_t errlen)
+{
+	int rc;
+
+	memset(own, 0, sizeof(*own));
+	if (who->order && who->order->job) {
+		*j = who->order->job;
+		snprintf(err, errlen, "%s", who->order->job_err);
+		return who->order->job_rc;
+	}
+	rc = sjob_get((uint32_t)job, own, err, errlen);
+	*j = own;
+	return rc;
+}
+
+/* The job's status text: after the writer's commit when there is a work order, else now. */
+static void _status(const struct api_caller *who, int64_t job, const char *text)
+{
+	char err[256];
+
+	if (who->order) {
+		who->order->status_job = job;
+		snprintf(who->order->status_text, sizeof(who->order->status_text), "%s", text);
+		return;
+	}
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+}
+
+/* setup: record the job from slurmctld's record; its requests follow at the next tick. */
+static void _setup(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
+		   struct api_reply *out)
+{
+	struct sjob own;
+	const struct sjob *j;
 	struct queue_job *qj = NULL;
 	struct passwd pw, *res = NULL;
 	char err[512], tmp[4096];
@@ -92,33 +144,34 @@ static void _setup(struct daemon *d, int64_t job, json_t *body, struct api_reply
 
 	if (_setup_size(body, job, &size, &pool, out) < 0)
 		return;
-	rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
+	rc = _record(who, job, &own, &j, err, sizeof(err));
 	if (rc != 0) {
 		api_error(out, rc > 0 ? 404 : 503, "%s", rc > 0 ? "slurmctld does not know this job" : err);
+		sjob_clear(&own);
 		return;
 	}
-	if (!j.plan_json) {
+	if (!j->plan_json) {
 		/* A #DATA job without a record: job_submit.lua did not run. */
 		out->status = 200;
 		out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "none");
-		sjob_clear(&j);
+		sjob_clear(&own);
 		return;
 	}
 	if (queue_job_get(d->q, job, &qj, err, sizeof(err)) < 0) {
 		api_error(out, 500, "%s", err);
-		sjob_clear(&j);
+		sjob_clear(&own);
 		return;
 	}
 	/* A second setup (slurmctld restarted) changes nothing already under way. */
 	if (!qj || !qj->hold_state || !strcmp(qj->hold_state, "none") ||
 	    !strcmp(qj->hold_state, "cancelled")) {
-		if (getpwuid_r(j.uid, &pw, tmp, sizeof(tmp), &res) != 0 || !res) {
+		if (getpwuid_r(j->uid, &pw, tmp, sizeof(tmp), &res) != 0 || !res) {
 			api_error(out, 500, "uid %u has no user name on the staging host",
-				  (unsigned)j.uid);
+				  (unsigned)j->uid);
 			goto out;
 		}
-		if (queue_job_upsert(d->q, job, j.uid, j.gid, res->pw_name, j.work_dir, j.plan_json,
-				     err, sizeof(err)) < 0 ||
+		if (queue_job_upsert(d->q, job, j->uid, j->gid, res->pw_name, j->work_dir,
+				     j->plan_json, err, sizeof(err)) < 0 ||
 		    queue_job_set_hold_state(d->q, job, HS_BB_SETUP, err, sizeof(err)) < 0) {
 			api_error(out, 500, "%s", err);
 			goto out;
@@ -139,7 +192,7 @@ static void _setup(struct daemon *d, int64_t job, json_t *body, struct api_reply
 	out->body = json_pack("{s:I,s:s}", "job_id", (json_int_t)job, "state", "accepted");
 out:
 	queue_job_free(qj);
-	sjob_clear(&j);
+	sjob_clear(&own);
 }
 
 /*
@@ -150,7 +203,7 @@ out:
  * stage-out, in Slurm's Reason). Marking the job HS_BB_READY first keeps the
  * Slurm watch from writing its "waiting for Slurm to start" over it.
  */
-static void _staged_status(struct daemon *d, int64_t job)
+static void _staged_status(struct daemon *d, const struct api_caller *who, int64_t job)
 {
 	int64_t bytes = 0;
 	int counted = 0, nreq = 0;
@@ -163,12 +216,12 @@ static void _staged_status(struct daemon *d, int64_t job)
 	snprintf(text, sizeof(text), "stagehand: %d input%s staged (%lld bytes) before the job "
 		 "started; archives and stage-outs run after it (stagehand status %lld)", nreq,
 		 nreq == 1 ? "" : "s", (long long)bytes, (long long)job);
-	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
-		log_warn("job %lld: %s", (long long)job, err);
+	_status(who, job, text);
 }
 
 /* data-in: "waiting" (not staged yet), "ready" or "failed" with what to do. */
-static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
+static void _data_in(struct daemon *d, const struct api_caller *who, int64_t job,
+		     struct api_reply *out)
 {
 	struct queue_job *qj = NULL;
 	const char *st = "none", *hs;
@@ -206,7 +259,7 @@ static void _data_in(struct daemon *d, int64_t job, struct api_reply *out)
 	} else {
 		state = "ready";
 		if (strcmp(hs, HS_BB_READY) != 0)
-			_staged_status(d, job);
+			_staged_status(d, who, job);
 	}
 	out->status = 200;
 	/* Slurm shows the message (SystemComment): a URL's query hidden (urlredact.h). */
@@ -247,21 +300,25 @@ static int _after(const struct queue_request *r, void *arg)
 }
 
 /* Does slurmctld list the job as pending (not ended, not cancelled)? */
-static int _still_pending(int64_t job)
+static int _still_pending(const struct api_caller *who, int64_t job)
 {
-	struct sjob j;
+	struct sjob own;
+	const struct sjob *j;
 	char err[256];
 	int pending;
 
-	if (sjob_get((uint32_t)job, &j, err, sizeof(err)) != 0)
+	if (_record(who, job, &own, &j, err, sizeof(err)) != 0) {
+		sjob_clear(&own);
 		return 0;
-	pending = !strcmp(sjob_state_name(j.state), "PENDING");
-	sjob_clear(&j);
+	}
+	pending = !strcmp(sjob_state_name(j->state), "PENDING");
+	sjob_clear(&own);
 	return pending;
 }
 
 /* data-out: "waiting" until every after-job request is verified, then "done" or "failed". */
-static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
+static void _data_out(struct daemon *d, const struct api_caller *who, int64_t job,
+		      struct api_reply *out)
 {
 	struct queue_filter f = { .uid = -1, .job_id = job, .state = -1, .limit = 0 };
 	struct queue_job *qj = NULL;
@@ -275,7 +332,7 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
 		api_error(out, 500, "%s", err);
 		return;
 	}
-	if (qj && !qj->end_state && qj->runs > 0 && _still_pending(job)) {
+	if (qj && !qj->end_state && qj->runs > 0 && _still_pending(who, job)) {
 		/* A run lost with its node, requeued (the watch recorded it): its
 		   outputs are archived after the final run, nothing now. */
 		state = "done";
@@ -314,7 +371,8 @@ static void _data_out(struct daemon *d, int64_t job, struct api_reply *out)
  * teardown: label SCRATCH/USER/JOB/input 'purge' and schedule the removal of
  * what stagehand staged there, after InputRetention (cleanup.h).
  */
-static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_reply *out)
+static void _teardown(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
+		      struct api_reply *out)
 {
 	struct queue_job *qj = NULL;
 	char err[512], dir[4096];
@@ -333,7 +391,7 @@ static void _teardown(struct daemon *d, int64_t job, json_t *body, struct api_re
 	 * goes on, nothing is labelled, and its inputs keep their pool space,
 	 * which Slurm reserves again at that setup.
 	 */
-	if (_still_pending(job)) {
+	if (_still_pending(who, job)) {
 		log_info("job %lld: teardown of a job still pending (slurmctld restarted?): its "
 			 "stage-in goes on", (long long)job);
 		out->status = 200;
@@ -376,13 +434,13 @@ void api_bb(struct daemon *d, const struct api_caller *who, int64_t job, const c
 	if (job <= 0 || job > (int64_t)UINT32_MAX)
 		api_error(out, 404, "%lld is not a Slurm job id", (long long)job);
 	else if (!strcmp(op, "setup"))
-		_setup(d, job, body, out);
+		_setup(d, who, job, body, out);
 	else if (!strcmp(op, "data-in"))
-		_data_in(d, job, out);
+		_data_in(d, who, job, out);
 	else if (!strcmp(op, "data-out"))
-		_data_out(d, job, out);
+		_data_out(d, who, job, out);
 	else if (!strcmp(op, "teardown"))
-		_teardown(d, job, body, out);
+		_teardown(d, who, job, body, out);
 	else
 		api_error(out, 404, "no burst-buffer call '%.64s' (setup, data-in, data-out, "
 			  "teardown)", op);

@@ -22,4 +22,12 @@
 void api_bb(struct daemon *d, const struct api_caller *who, int64_t job, const char *op,
 	    json_t *body, struct api_reply *out);
 
+/*
+ * Before the writer (api_prep.h): slurmctld's record of job, for the calls
+ * that read it (setup, data-out, teardown), into who->order (job, job_rc,
+ * job_err). api_bb then reads it there and never asks slurmctld on the
+ * writer; data-in's status text is left in the order for after the commit.
+ */
+void api_bb_prepare(struct daemon *d, const struct api_caller *who, int64_t job, const char *op);
+
 #endif /* STAGEHAND_API_BB_H */

@@ -19,6 +19,7 @@
 #include "usercache.h"
 #include "api.h"
 #include "api_decode.h"
+#include "dclient.h"
 #include "api_private.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -27,6 +28,7 @@
 #include "queue_after.h"
 #include "slurm_jobs.h"
 #include "slurm_nodes.h"
+#include "slurm_owner.h"
 #include "slurm_watch.h"
 #include "pace.h"
 #include "urlredact.h"
@@ -218,20 +220,60 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 	}
 }
 
-struct _owner_check {
-	uid_t uid;
-	int other;
-};
-
-static int _other_owner(const struct queue_request *r, void *arg)
+/* The owner entry of job in o (sorted by api_prepare), or NULL. */
+static struct api_owner *_order_owner(const struct api_order *o, int64_t job)
 {
-	struct _owner_check *oc = arg;
+	size_t lo = 0, hi = o ? o->nowners : 0;
 
-	if (r->uid != (int64_t)oc->uid) {
-		oc->other = 1;
-		return 1;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if ((int64_t)o->owners[mid].job == job)
+			return &o->owners[mid];
+		if ((int64_t)o->owners[mid].job < job)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	return 0;
+	return NULL;
+}
+
+/*
+ * Whose job is job, on slurmctld's word: 0 with *uid, 1 slurmctld does not
+ * know it, -1 with out answered. From the work order when there is one (the
+ * prep stage asked; the writer never asks slurmctld), else asked now (a
+ * listener's thread, holding no lock).
+ */
+static int _slurm_owner(const struct api_caller *who, int64_t job, int64_t *uid,
+			struct api_reply *out)
+{
+	struct sjob j;
+	char err[256];
+	int rc;
+
+	if (who->order) {
+		const struct api_owner *o = _order_owner(who->order, job);
+
+		if (!o || o->uid == SOWNER_ERROR) {
+			api_error(out, 503, "cannot ask slurmctld whose job %lld is: %s; submit again",
+				  (long long)job, o && who->order->why[0] ? who->order->why :
+				  "it was not asked before the request was stored");
+			return -1;
+		}
+		*uid = o->uid;
+		return o->uid == SOWNER_UNKNOWN_JOB ? 1 : 0;
+	}
+	rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
+	if (rc < 0) {
+		api_error(out, 503, "cannot ask slurmctld whose job %lld is: %s; submit again",
+			  (long long)job, err);
+		return -1;
+	}
+	if (rc == 0) {
+		*uid = (int64_t)j.uid;
+		sjob_clear(&j);
+	}
+	return rc;
 }
 
 /*
@@ -245,23 +287,19 @@ static int _own_job(struct daemon *d, const struct api_caller *who, int64_t job,
 		    struct api_reply *out)
 {
 	struct queue_job *qj = NULL;
-	struct sjob j;
 	char err[256];
+	int64_t owner = -1;
 	int rc, mine;
 
 	if (job <= 0 || job > (int64_t)UINT32_MAX) {
 		api_error(out, 400, "job id %lld is not a Slurm job id", (long long)job);
 		return -1;
 	}
-	rc = sjob_get((uint32_t)job, &j, err, sizeof(err));
-	if (rc < 0) {
-		api_error(out, 503, "cannot ask slurmctld whose job %lld is: %s; submit again",
-			  (long long)job, err);
+	rc = _slurm_owner(who, job, &owner, out);
+	if (rc < 0)
 		return -1;
-	}
 	if (rc == 0) {
-		mine = (int64_t)j.uid == (int64_t)who->uid;
-		sjob_clear(&j);
+		mine = owner == (int64_t)who->uid;
 	} else {
 		mine = queue_job_get(d->q, job, &qj, err, sizeof(err)) == 0 &&
 		       qj->uid == (int64_t)who->uid;
@@ -272,6 +310,34 @@ static int _own_job(struct daemon *d, const struct api_caller *who, int64_t job,
 			  "your own jobs", (long long)job, rc == 0 ? "" : " no longer lists it, "
 			  "and stagehandd has no record of it as yours");
 	return mine ? 0 : -1;
+}
+
+/*
+ * Does the queue say job is another user's (its record, or a request of
+ * another user on it)? Once per job per stage when the work order has the
+ * job: a batch naming one job 10,000 times reads its rows once. 1, 0.
+ */
+static int _queue_other(struct daemon *d, const struct api_caller *who, int64_t job)
+{
+	struct api_owner *o = _order_owner(who->order, job);
+	struct queue_job *j = NULL;
+	char err[512];
+	int other = 0;
+
+	if (o && o->queue_checked)
+		return o->queue_other;
+	if (queue_job_get(d->q, job, &j, err, sizeof(err)) == 0) {
+		other = j->uid >= 0 && j->uid != (int64_t)who->uid;
+		queue_job_free(j);
+	}
+	/* A job known only through its requests belongs to their owner. */
+	if (!other && queue_job_other_uid(d->q, job, who->uid, err, sizeof(err)) == 1)
+		other = 1;
+	if (o) {
+		o->queue_checked = 1;
+		o->queue_other = other;
+	}
+	return other;
 }
 
 /*
@@ -303,19 +369,7 @@ static int _submit_check(struct daemon *d, const struct api_caller *who, json_t 
 	lr->job_id = s.job_id;
 	lr->options = *opt_text = s.options_text;
 	if (lr->job_id) {
-		struct queue_job *j = NULL;
-		struct queue_filter f = { .uid = -1, .job_id = lr->job_id, .state = -1, .limit = 0 };
-		struct _owner_check oc = { who->uid, 0 };
-		int other = 0;
-
-		if (queue_job_get(d->q, lr->job_id, &j, err, sizeof(err)) == 0) {
-			other = j->uid >= 0 && j->uid != (int64_t)who->uid;
-			queue_job_free(j);
-		}
-		/* A job known only through its requests belongs to their owner. */
-		if (!other && queue_request_list(d->q, &f, _other_owner, &oc, err, sizeof(err)) == 0)
-			other = oc.other;
-		if (other) {
+		if (_queue_other(d, who, lr->job_id)) {
 			api_error(out, 403, "job %lld belongs to another user", (long long)lr->job_id);
 			goto fail;
 		}
@@ -366,6 +420,19 @@ static void _error_at(struct api_reply *out, size_t i)
 	free(msg);
 }
 
+/* Each of list checked into lr[i], opts[i] (the caller frees them); 0, or -1 with
+   out naming the first refused one. */
+static int _check_all(struct daemon *d, const struct api_caller *who, json_t *list,
+		      struct lifecycle_request *lr, char **opts, struct api_reply *out)
+{
+	for (size_t i = 0; i < json_array_size(list); i++)
+		if (_submit_check(d, who, json_array_get(list, i), &lr[i], &opts[i], out) < 0) {
+			_error_at(out, i);
+			return -1;
+		}
+	return 0;
+}
+
 /*
  * {"requests": [...]}: several requests created in one transaction, all or
  * none (a site's workflow tool submitting a campaign's stage-ins pays one
@@ -387,11 +454,8 @@ static void _submit_many(struct daemon *d, const struct api_caller *who, json_t 
 		api_error(out, 503, "out of memory");
 		goto done;
 	}
-	for (i = 0; i < n; i++)
-		if (_submit_check(d, who, json_array_get(list, i), &lr[i], &opts[i], out) < 0) {
-			_error_at(out, i);
-			goto done;
-		}
+	if (_check_all(d, who, list, lr, opts, out) < 0)
+		goto done;
 	/* One user name lookup for them all (lifecycle_create_request's, else). */
 	if (usercache_name(who->uid, name, sizeof(name)) == 0)
 		for (i = 0; i < n; i++)
@@ -449,27 +513,187 @@ done:
 
 #define SUBMIT_MANY_MAX 10000
 
-static void _submit(struct daemon *d, const struct api_caller *who, json_t *body,
-		    struct api_reply *out)
+/* One limit of _user_limits: its key, the user's count and the limit. 0, or -1 with out. */
+static int _over(struct api_reply *out, const char *key, const char *what, int64_t have,
+		 int64_t adding, int64_t limit, uid_t uid)
 {
-	json_t *list = json_object_get(body, "requests");
+	/* Requests: the new ones count. Files and bytes: not known before the walk,
+	   so a user at the limit is refused. */
+	if (limit <= 0 || (adding > 0 ? have + adding <= limit : have < limit))
+		return 0;
+	if (adding > 0)
+		api_error(out, 429, "%s: uid %u has %lld live %s and this would add %lld, over the "
+			  "limit of %lld: nothing was created. Wait for some to finish, or cancel "
+			  "some (stagehand status; stagehand cancel ID), then submit again; an "
+			  "admin can raise %s", key, (unsigned)uid, (long long)have, what,
+			  (long long)adding, (long long)limit, key);
+	else
+		api_error(out, 429, "%s: uid %u has %lld %s not yet copied in its live requests, "
+			  "at or over the limit of %lld: nothing was created. Wait for some to "
+			  "finish, or cancel some (stagehand status; stagehand cancel ID), then "
+			  "submit again; an admin can raise %s", key, (unsigned)uid,
+			  (long long)have, what, (long long)limit, key);
+	return -1;
+}
 
+/*
+ * The per-user limits (MaxUserRequests, MaxUserItems, MaxUserQueuedBytes)
+ * for n new requests: one indexed read of what the user has live
+ * (queue_user_usage). Admins and root are exempt: their requests include
+ * the after-job ones the daemon makes for every user's jobs. 0, or -1 with
+ * out answered (429, or 500 when the count cannot be read).
+ */
+static int _user_limits(struct daemon *d, const struct api_caller *who, size_t n,
+			struct api_reply *out)
+{
+	const struct conf *c = d->conf;
+	struct queue_usage u;
+	char err[512];
+
+	if (who->admin || (c->max_user_requests <= 0 && c->max_user_items <= 0 &&
+			   c->max_user_queued_bytes == 0))
+		return 0;
+	if (queue_user_usage(d->q, who->uid, &u, err, sizeof(err)) < 0) {
+		api_error(out, 500, "cannot count your live requests (per-user limits): %s; submit "
+			  "again", err);
+		return -1;
+	}
+	if (_over(out, "MaxUserRequests", "requests", u.requests, (int64_t)n,
+		  c->max_user_requests, who->uid) < 0 ||
+	    _over(out, "MaxUserItems", "files", u.items, 0, c->max_user_items, who->uid) < 0 ||
+	    _over(out, "MaxUserQueuedBytes", "bytes", u.bytes, 0,
+		  (int64_t)c->max_user_queued_bytes, who->uid) < 0)
+		return -1;
+	return 0;
+}
+
+/* The body's shape: 0 with *list (NULL: a single request), or -1 with out answered. */
+static int _submit_shape(struct daemon *d, json_t *body, json_t **list, struct api_reply *out)
+{
+	*list = json_object_get(body, "requests");
 	if (atomic_load(&d->draining)) {
 		api_error(out, 503, "stagehandd is shutting down: submit again when it is back");
-		return;
+		return -1;
 	}
-	if (!list) {
-		_submit_one(d, who, body, out);
-		return;
-	}
-	if (!json_is_array(list) || json_array_size(list) == 0 ||
-	    json_array_size(list) > SUBMIT_MANY_MAX || json_object_size(body) != 1) {
+	if (*list && (!json_is_array(*list) || json_array_size(*list) == 0 ||
+		      json_array_size(*list) > SUBMIT_MANY_MAX || json_object_size(body) != 1)) {
 		api_error(out, 400, "'requests' must be the body's only key, an array of 1 to %d "
 			  "requests, each as a single POST /v1/requests would send it",
 			  SUBMIT_MANY_MAX);
-		return;
+		return -1;
 	}
-	_submit_many(d, who, list, out);
+	return 0;
+}
+
+static void _submit(struct daemon *d, const struct api_caller *who, json_t *body,
+		    struct api_reply *out)
+{
+	json_t *list;
+
+	if (_submit_shape(d, body, &list, out) < 0 ||
+	    _user_limits(d, who, list ? json_array_size(list) : 1, out) < 0)
+		return;
+	if (!list)
+		_submit_one(d, who, body, out);
+	else
+		_submit_many(d, who, list, out);
+}
+
+static int _owner_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct api_owner *)a)->job, y = ((const struct api_owner *)b)->job;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The Slurm job id a request names, or 0. */
+static uint32_t _named_job(json_t *r)
+{
+	json_int_t v = json_integer_value(json_object_get(r, "job_id"));
+
+	return v > 0 && v <= (json_int_t)UINT32_MAX ? (uint32_t)v : 0;
+}
+
+/*
+ * The owners of every job the requests name (one for a single request),
+ * once each, into the work order: slurmctld's answers through the cache c.
+ * Only for users (an admin may name any job) and with SlurmWatch=yes.
+ */
+static int _ask_owners(struct daemon *d, const struct api_caller *who, json_t *body,
+		       json_t *list, struct sowner *c, struct api_reply *out)
+{
+	struct api_order *o = who->order;
+	size_t n = list ? json_array_size(list) : 1, k = 0, i;
+	uint32_t *ids;
+	int64_t *uids;
+
+	if (who->admin || !d->conf->slurm_watch)
+		return 0;
+	ids = malloc(n * sizeof(*ids));
+	uids = malloc(n * sizeof(*uids));
+	o->owners = calloc(n, sizeof(*o->owners));
+	if (!ids || !uids || !o->owners) {
+		free(ids);
+		free(uids);
+		api_error(out, 503, "out of memory");
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		uint32_t j = _named_job(list ? json_array_get(list, i) : body);
+
+		if (j)
+			ids[k++] = j;
+	}
+	if (k && sowner_lookup(c, ids, k, uids, (int64_t)dclient_now_ms(), o->why, sizeof(o->why)) < 0)
+		log_warn("api: uid %u's request(s): %s", (unsigned)who->uid, o->why);
+	for (i = 0; i < k; i++)
+		o->owners[i] = (struct api_owner){ .job = ids[i], .uid = uids[i] };
+	qsort(o->owners, k, sizeof(*o->owners), _owner_cmp);
+	/* One entry per job (ids may repeat). */
+	for (i = 0, n = 0; i < k; i++)
+		if (n == 0 || o->owners[i].job != o->owners[n - 1].job)
+			o->owners[n++] = o->owners[i];
+	o->nowners = n;
+	free(ids);
+	free(uids);
+	return 0;
+}
+
+/* The prep stage's POST /v1/requests: everything but storing. 1 refused, 0 go on. */
+static int _prepare_submit(struct daemon *d, const struct api_caller *who, json_t *body,
+			   struct sowner *c, struct api_reply *out)
+{
+	struct lifecycle_request *lr;
+	char **opts;
+	json_t *list;
+	size_t n;
+	int rc;
+
+	if (!json_is_object(body))
+		return 0;	/* the writer says what is wrong with it */
+	if (_submit_shape(d, body, &list, out) < 0)
+		return 1;
+	n = list ? json_array_size(list) : 1;
+	if (_user_limits(d, who, n, out) < 0 || _ask_owners(d, who, body, list, c, out) < 0)
+		return 1;
+	lr = calloc(n, sizeof(*lr));
+	opts = calloc(n, sizeof(*opts));
+	if (!lr || !opts) {
+		free(lr);
+		free(opts);
+		api_error(out, 503, "out of memory");
+		return 1;
+	}
+	rc = list ? _check_all(d, who, list, lr, opts, out) :
+		    _submit_check(d, who, body, lr, opts, out);
+	for (size_t i = 0; i < n; i++)
+		free(opts[i]);
+	free(opts);
+	free(lr);
+	/* The writer judges the queue's side again, on what is committed then. */
+	for (size_t i = 0; i < who->order->nowners; i++)
+		who->order->owners[i].queue_checked = 0;
+	return rc < 0;
 }
 
 static const char *_query_arg(void *cls, const char *key)
@@ -644,10 +868,28 @@ static json_t *_skipped(const struct queue_job *j)
  * updates once the job has finished, and the end event comes from
  * slurmstepd just before that. The user's own comment is not touched.
  */
-static void _comment_skipped(int64_t job, const struct queue_job *j)
+/*
+ * The job's status text: into the work order when there is one (the prep
+ * stage's events lane sets it after the writer's commit: two RPCs the
+ * writer must not wait for), else set now.
+ */
+static void _set_status(const struct api_caller *who, int64_t job, const char *text)
+{
+	char err[256];
+
+	if (who->order) {
+		who->order->status_job = job;
+		snprintf(who->order->status_text, sizeof(who->order->status_text), "%s", text);
+		return;
+	}
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
+}
+
+static void _comment_skipped(const struct api_caller *who, int64_t job, const struct queue_job *j)
 {
 	json_t *n = _skipped(j), *first = json_array_get(n, 0);
-	char text[512], err[256];
+	char text[512];
 	int k;
 
 	if (json_array_size(n) == 0) {
@@ -662,8 +904,7 @@ static void _comment_skipped(int64_t job, const struct queue_job *j)
 		     json_array_size(n) > 1 ? " (and more: stagehand status)" : "");
 	(void)k;	/* a cut comment is still useful */
 	json_decref(n);
-	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
-		log_warn("job %lld: %s", (long long)job, err);
+	_set_status(who, job, text);
 }
 
 /*
@@ -673,12 +914,13 @@ static void _comment_skipped(int64_t job, const struct queue_job *j)
  * judged from the event as stored. Only when=success archives and a refused
  * job are certain from the event alone; the hook records the notes.
  */
-static void _comment_skipped_early(int64_t job, const struct queue_job *j)
+static void _comment_skipped_early(const struct api_caller *who, int64_t job,
+				   const struct queue_job *j)
 {
 	json_t *plan = j->plan ? json_loads(j->plan, 0, NULL) : NULL, *a;
 	bool success = j->end_state && strcmp(j->end_state, "COMPLETED") == 0 &&
 		       j->end_exit_code == 0;
-	char text[512], err[256];
+	char text[512];
 	size_t i, nskip = 0;
 	int k = -1;
 
@@ -715,8 +957,7 @@ static void _comment_skipped_early(int64_t job, const struct queue_job *j)
 	/* A cut comment is still useful; "and more" only when it fits. */
 	if (nskip > 1 && (size_t)k + 32 < sizeof(text))
 		snprintf(text + k, sizeof(text) - (size_t)k, " (and more: stagehand status)");
-	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
-		log_warn("job %lld: %s", (long long)job, err);
+	_set_status(who, job, text);
 }
 
 static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
@@ -792,8 +1033,8 @@ static const char *_via(const struct api_caller *who, char *buf, size_t len)
 	return buf;
 }
 
-/* How long a job event over TCP may wait for slurmctld (the TCP listener's
-   thread waits with it; a cache hit answers at once). */
+/* How long a job event over TCP may wait for slurmctld (the prep stage's
+   events lane waits with it, never the writer; a cache hit answers at once). */
 #define EVENT_LOOKUP_MS 500
 
 /*
@@ -816,6 +1057,9 @@ static int _event_allowed(struct daemon *d, const struct api_caller *who, int64_
 		return 0;
 	}
 	if (!who->tcp)
+		return 1;
+	/* The writer's: the prep stage asked slurmctld and let it through. */
+	if (who->order && who->order->ready)
 		return 1;
 	if (!d->conf->slurm_watch) {
 		api_error(out, 403, "%s events over TCP are checked against slurmctld, and this "
@@ -899,9 +1143,9 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 			if (d->conf->slurm_watch &&
 			    queue_job_get(d->q, job, &qj, err, sizeof(err)) == 0) {
 				if (qj->end_processed)
-					_comment_skipped(job, qj);
+					_comment_skipped(who, job, qj);
 				else
-					_comment_skipped_early(job, qj);
+					_comment_skipped_early(who, job, qj);
 			}
 			queue_job_free(qj);
 		}
@@ -930,29 +1174,33 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 			      "requests", ids);
 }
 
-/* POST /v1/jobs/{job}/start (a job's tasks are about to run) and DELETE
-   (the job ended without an end event: no plan). See yield.h. */
-static void _job_start(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
-		       int is_delete, struct api_reply *out)
+/*
+ * POST /v1/jobs/{job}/start (a job's tasks are about to run) and DELETE
+ * (the job ended without an end event: no plan). See yield.h. Nothing here
+ * touches the queue: the prep stage's events lane answers it whole, never
+ * the writer. First half: checks, marks the job's paths busy and fills
+ * st; 1 answered (a refusal, DELETE), 0 to settle (_job_start_finish).
+ */
+static int _job_start_mark(struct daemon *d, const struct api_caller *who, int64_t job,
+			   json_t *body, int is_delete, struct api_start *st, struct api_reply *out)
 {
 	struct api_job_start s;
 	const char *paths[API_START_DIRS_MAX + 1];
 	size_t n = 0;
-	char err[512], via[INET6_ADDRSTRLEN + 16];
-	int mover, settled = 0;
+	char err[512];
 
 	if (!_event_allowed(d, who, job, "job-start", out))
-		return;
+		return 1;
 	if (is_delete) {
 		int was = yield_job_end(d, job);
 
 		out->status = 200;
 		out->body = json_pack("{s:I,s:b}", "job_id", (json_int_t)job, "was_started", was);
-		return;
+		return 1;
 	}
 	if (api_decode_job_start(body, &s, err, sizeof(err)) < 0) {
 		api_error(out, 400, "job %lld: %s", (long long)job, err);
-		return;
+		return 1;
 	}
 	if (s.work_dir)
 		paths[n++] = s.work_dir;
@@ -960,13 +1208,25 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		paths[n++] = s.dirs[i];
 	if (s.node)
 		slurm_watch_job_started(job, s.node);
-	mover = yield_job_start(d, job, paths, n, &settled, err, sizeof(err));
-	if (mover < 0) {
+	if (yield_job_start_mark(d, job, paths, n, &st->seq, err, sizeof(err)) < 0) {
 		api_error(out, 503, "%s", err);
-		return;
+		return 1;
 	}
-	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s; %s); %s", (long long)job,
-		 s.node ? s.node : "?", (long long)s.uid, n, _via(who, via, sizeof(via)),
+	st->job = job;
+	st->uid = s.uid;
+	st->npaths = n;
+	snprintf(st->node, sizeof(st->node), "%s", s.node ? s.node : "?");
+	return 0;
+}
+
+void api_start_finish(struct daemon *d, const struct api_caller *who, struct api_start *st,
+		      struct api_reply *out)
+{
+	char via[INET6_ADDRSTRLEN + 16];
+	int settled = 0, mover = yield_job_start_settle(st->job, st->seq, &settled);
+
+	log_info("job %lld: started on %s (uid %lld, %zu dirs; %s; %s); %s", (long long)st->job,
+		 st->node, (long long)st->uid, st->npaths, _via(who, via, sizeof(via)),
 		 settled ? "settled before the answer" : "answered before it settled",
 		 mover ? "a mover job of this daemon: nothing yields to it" :
 		 !d->conf->yield_to_jobs ? "YieldToJobs=no: nothing yields to it" :
@@ -974,8 +1234,19 @@ static void _job_start(struct daemon *d, const struct api_caller *who, int64_t j
 		 "after-job transfers on its file systems stay paced around its I/O" :
 		 "after-job transfers on its file systems yield");
 	out->status = 202;
-	out->body = json_pack("{s:I,s:i,s:b}", "job_id", (json_int_t)job, "paths", (int)n,
-			      "settled", settled);
+	out->body = json_pack("{s:I,s:i,s:b}", "job_id", (json_int_t)st->job, "paths",
+			      (int)st->npaths, "settled", settled);
+	st->job = 0;
+}
+
+/* Both halves at once (a listener's, or the writer's should one reach it). */
+static void _job_start(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
+		       int is_delete, struct api_reply *out)
+{
+	struct api_start st = { 0 };
+
+	if (_job_start_mark(d, who, job, body, is_delete, &st, out) == 0)
+		api_start_finish(d, who, &st, out);
 }
 
 static void _job_retry(struct daemon *d, const struct api_caller *who, int64_t job,
@@ -1007,6 +1278,72 @@ int api_route_is_submit(const char *method, const char *url)
 
 	return strcmp(method, "POST") == 0 && api_decode_path(url, &p) == 0 && p.nseg == 2 &&
 	       strcmp(p.seg[0], "v1") == 0 && strcmp(p.seg[1], "requests") == 0;
+}
+
+int api_route_is_event(const char *method, const char *url)
+{
+	struct api_path p;
+
+	if ((strcmp(method, "POST") != 0 && strcmp(method, "DELETE") != 0) ||
+	    api_decode_path(url, &p) < 0 || p.nseg != 4 || strcmp(p.seg[0], "v1") != 0)
+		return 0;
+	if (strcmp(p.seg[1], "bb") == 0)
+		return strcmp(method, "POST") == 0;
+	return strcmp(p.seg[1], "jobs") == 0 &&
+	       (strcmp(p.seg[3], "start") == 0 ||
+		(strcmp(p.seg[3], "end") == 0 && strcmp(method, "POST") == 0));
+}
+
+int api_prepare(struct daemon *d, const struct api_caller *who, const char *method,
+		const char *url, json_t *jb, struct sowner *c, struct api_reply *out)
+{
+	struct api_path p;
+	int64_t job;
+	int refused = 0;
+
+	if ((strcmp(method, "POST") == 0 && !jb) || api_decode_path(url, &p) < 0)
+		return 0;	/* the writer answers these as it always did */
+	if (api_route_is_submit(method, url)) {
+		refused = _prepare_submit(d, who, jb, c, out);
+	} else if (api_route_is_event(method, url) && _parse_id(p.seg[2], &job) == 0) {
+		if (strcmp(p.seg[1], "bb") == 0) {
+			api_bb_prepare(d, who, job, p.seg[3]);
+			who->order->ready = 1;
+			return 0;
+		}
+		if (strcmp(p.seg[3], "start") == 0) {
+			/* Answered here, whole: no queue work, and the wait for the main
+			   loop to pause transfers is shared by the starts of a burst. */
+			refused = _job_start_mark(d, who, job, jb, strcmp(method, "DELETE") == 0,
+						  &who->order->start, out);
+			who->order->ready = 1;
+			return refused ? 1 : 2;
+		}
+		refused = !_event_allowed(d, who, job, "job-end", out);
+	}
+	who->order->ready = 1;
+	return refused;
+}
+
+void api_order_finish(struct api_order *o)
+{
+	char err[256];
+
+	if (o->status_job <= 0)
+		return;
+	if (sjob_set_status((uint32_t)o->status_job, o->status_text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)o->status_job, err);
+	o->status_job = 0;
+}
+
+void api_order_clear(struct api_order *o)
+{
+	if (o->job) {
+		sjob_clear(o->job);
+		free(o->job);
+	}
+	free(o->owners);
+	memset(o, 0, sizeof(*o));
 }
 
 void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,

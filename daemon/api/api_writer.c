@@ -19,13 +19,16 @@ struct api_writer {
 	int stop;
 	int running;                 /* taking jobs: cleared, under lock, as it leaves */
 	unsigned long submitted, answered, groups;   /* under lock */
+	int (*after)(void *arg, struct api_wjob *j);  /* under lock: api_writer_set_after */
+	void *after_arg;
 };
 
-/* Answer j: route it under the config's read lock. */
+/* Answer j: route it under the config's read lock, with its work order. */
 static void _route(struct api_writer *w, struct api_wjob *j)
 {
 	pthread_rwlock_rdlock(&w->d->conf_lock);
 	j->who.admin = api_is_admin(w->d, j->who.uid, j->who.gid);
+	j->who.order = &j->order;
 	/* j->jb stays: the listener frees it once the answer is sent, off this thread. */
 	api_route_json(w->d, &j->who, j->c, j->method, j->url, j->jb, j->body_err, &j->rep);
 	pthread_rwlock_unlock(&w->d->conf_lock);
@@ -92,11 +95,17 @@ static void *_run(void *arg)
 			}
 			/* Resumed, a job belongs to its connection again: read next first. */
 			for (; j != after; j = next) {
+				int handed;
+
 				next = j->next;
 				pthread_mutex_lock(&w->lock);
 				w->answered++;
+				/* Its status text for slurmctld is set off this thread. */
+				handed = j->order.status_job > 0 && w->after &&
+					 w->after(w->after_arg, j) == 0;
 				pthread_mutex_unlock(&w->lock);
-				MHD_resume_connection(j->c);
+				if (!handed)
+					MHD_resume_connection(j->c);
 			}
 		}
 		pthread_mutex_lock(&w->lock);
@@ -152,6 +161,39 @@ int api_writer_submit(struct api_writer *w, struct api_wjob *j)
 	}
 	pthread_mutex_unlock(&w->lock);
 	return rc;
+}
+
+int api_writer_take(struct api_writer *w, struct api_wjob *j)
+{
+	int rc = -1;
+
+	if (!w)
+		return -1;
+	j->next = NULL;
+	pthread_mutex_lock(&w->lock);
+	if (w->running && !w->stop) {
+		if (w->tail)
+			w->tail->next = j;
+		else
+			w->head = j;
+		w->tail = j;
+		w->submitted++;
+		pthread_cond_signal(&w->cond);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+void api_writer_set_after(struct api_writer *w, int (*after)(void *arg, struct api_wjob *j),
+			  void *arg)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->after = after;
+	w->after_arg = arg;
+	pthread_mutex_unlock(&w->lock);
 }
 
 void api_writer_stop(struct api_writer *w)

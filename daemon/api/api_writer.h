@@ -39,6 +39,9 @@ struct api_wjob {
 	json_t *jb;                  /* a POST's body, decoded and freed by the listener; */
 	char body_err[512];          /* NULL: why it could not be */
 	int submit;                  /* POST /v1/requests: may share a commit */
+	struct api_order order;      /* its work order: the prep stage's look-ups (api_prep.h) */
+	int lane;                    /* the prep stage's lane; -1: none */
+	int finishing;               /* back in the prep stage after the writer (order.status_job) */
 	struct api_reply rep;        /* the answer, set before c is resumed */
 	struct api_wjob *next;
 };
@@ -55,6 +58,23 @@ struct api_writer *api_writer_start(struct daemon *d, char *err, size_t errlen);
  * caller answers the request itself.
  */
 int api_writer_submit(struct api_writer *w, struct api_wjob *j);
+
+/*
+ * The same for a job whose connection is suspended already (the prep
+ * stage's, api_prep.h): 0, or -1 if the writer is stopping (then the caller
+ * answers and resumes it).
+ */
+int api_writer_take(struct api_writer *w, struct api_wjob *j);
+
+/*
+ * Once the writer has answered a job whose work order has something left to
+ * tell slurmctld (order.status_job), it hands the job to after(arg, j)
+ * instead of resuming it; after returns 0 when it took the job (and resumes
+ * it later), -1 when it did not (the writer resumes it). after runs under
+ * the writer's lock: it must only queue the job. NULL: resume at once.
+ */
+void api_writer_set_after(struct api_writer *w, int (*after)(void *arg, struct api_wjob *j),
+			  void *arg);
 
 /*
  * Answer every waiting request, stop and free the thread, and log how many

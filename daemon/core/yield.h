@@ -100,6 +100,17 @@ void yield_set_running(struct daemon *d, char **paths, const uint32_t *ids, size
 int yield_job_start(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
 		    int *settled, char *err, size_t errlen);
 
+/*
+ * yield_job_start in two halves, so that several starts arriving together
+ * wait for one settling, not one each (api/api_prep.h): mark the job's
+ * paths and wake the main loop (0 with *seq, or -1 as above), then wait as
+ * yield_job_start does for that seq (the newest seq first: the others are
+ * then applied already). settle returns 1 for a mover job, else 0.
+ */
+int yield_job_start_mark(struct daemon *d, int64_t job, const char *const *paths, size_t npaths,
+			 unsigned *seq, char *err, size_t errlen);
+int yield_job_start_settle(int64_t job, unsigned seq, int *settled);
+
 /* The job ended (end event, or the start mark withdrawn): 1 if it was marked. */
 int yield_job_end(struct daemon *d, int64_t job);
 

@@ -465,7 +465,11 @@ static const char *_schema_fair =
 	/* NotifyCommand (notify.c): outcomes already announced, so none is twice;
 	   a failed archive retried by hand is announced again when it is done. */
 	"CREATE TABLE IF NOT EXISTS notices (request_id INTEGER NOT NULL,"
-	" state TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (request_id, state));";
+	" state TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (request_id, state));"
+	/* A user's live requests (queue_user_usage, at every POST /v1/requests):
+	   read without the user's finished ones or anyone else's. */
+	"CREATE INDEX IF NOT EXISTS requests_live_uid ON requests(uid)"
+	" WHERE state IN ('queued','running','verifying','failed_retryable');";
 
 /*
  * Version 2: the plugin's refusal and the notes of skipped actions; array
@@ -1151,6 +1155,28 @@ int queue_count_states(struct queue *q, int64_t counts[QS_COUNT], char *err, siz
 
 		if (n && queue_state_from_name(n, &s) == 0)
 			counts[s] = sqlite3_column_int64(st, 1);
+	}
+	return qp_read_end(q, st, rc, err, errlen);
+}
+
+int queue_user_usage(struct queue *q, uid_t uid, struct queue_usage *u, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(u, 0, sizeof(*u));
+	st = qp_readf(q, "SELECT count(*), coalesce(sum(max(files_total - files_done - files_skipped,"
+		      " 0)), 0), coalesce(sum(max(bytes_total - bytes_done, 0)), 0) FROM requests"
+		      " INDEXED BY requests_live_uid WHERE uid=?1 AND"
+		      " state IN ('queued','running','verifying','failed_retryable')",
+		      err, errlen, "I", (int64_t)uid);
+	if (!st)
+		return -1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		u->requests = sqlite3_column_int64(st, 0);
+		u->items = sqlite3_column_int64(st, 1);
+		u->bytes = sqlite3_column_int64(st, 2);
 	}
 	return qp_read_end(q, st, rc, err, errlen);
 }

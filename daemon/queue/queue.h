@@ -205,6 +205,19 @@ int queue_request_retry(struct queue *q, int64_t id, char *err, size_t errlen);
 int queue_request_totals(struct queue *q, int64_t id, int64_t files_total,
 			 int64_t bytes_total, int64_t files_skipped, char *err, size_t errlen);
 
+/*
+ * What one user has live (queued, running, verifying, failed_retryable):
+ * requests, files not yet copied and bytes not yet copied, as their walks
+ * counted them (0 for a request not walked yet). The per-user limits
+ * (MaxUserRequests, MaxUserItems, MaxUserQueuedBytes) are checked against
+ * it. Read through an index of live requests by uid: its cost grows with
+ * that user's live requests only, which the limits bound. 0 or -1.
+ */
+struct queue_usage {
+	int64_t requests, items, bytes;
+};
+int queue_user_usage(struct queue *q, uid_t uid, struct queue_usage *u, char *err, size_t errlen);
+
 /* Count requests per state into counts[QS_COUNT]. */
 int queue_count_states(struct queue *q, int64_t counts[QS_COUNT], char *err, size_t errlen);
 
@@ -381,6 +394,13 @@ extern const char *const queue_reruns_schema;
 /* Correct the stored end state and exit code (slurmctld knows TIMEOUT, PREEMPTED, NODE_FAIL). 0 or -1. */
 int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, int exit_code,
 			    char *err, size_t errlen);
+
+/*
+ * Has a user other than uid a request on job_id? 1 yes, 0 no, -1 with err.
+ * Through the requests' job index: the job's own rows, read until one is
+ * another user's.
+ */
+int queue_job_other_uid(struct queue *q, int64_t job_id, uid_t uid, char *err, size_t errlen);
 
 /* Ids of a job's failed_* requests (up to max); returns the count or -1. */
 int queue_job_failed_requests(struct queue *q, int64_t job_id, int64_t *ids, int max,

@@ -739,3 +739,18 @@ int64_t queue_rerun_boundary(struct queue *q, int64_t job_id, char *err, size_t 
 		b = sqlite3_column_int64(st, 0);
 	return qp_read_end(q, st, rc, err, errlen) < 0 ? -1 : b;
 }
+
+int queue_job_other_uid(struct queue *q, int64_t job_id, uid_t uid, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	st = qp_readf(q, "SELECT 1 FROM requests WHERE job_id=?1 AND uid<>?2 LIMIT 1", err, errlen,
+		      "II", job_id, (int64_t)uid);
+	if (!st)
+		return -1;
+	rc = sqlite3_step(st);
+	if (qp_read_end(q, st, rc, err, errlen) < 0)
+		return -1;
+	return rc == SQLITE_ROW;
+}
