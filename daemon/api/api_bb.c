@@ -115,20 +115,6 @@ static int _record(const struct api_caller *who, int64_t job, struct sjob *own,
 	return rc;
 }
 
-/* The job's status text: after the writer's commit when there is a work order, else now. */
-static void _status(const struct api_caller *who, int64_t job, const char *text)
-{
-	char err[256];
-
-	if (who->order) {
-		who->order->status_job = job;
-		snprintf(who->order->status_text, sizeof(who->order->status_text), "%s", text);
-		return;
-	}
-	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
-		log_warn("job %lld: %s", (long long)job, err);
-}
-
 /* setup: record the job from slurmctld's record; its requests follow at the next tick. */
 static void _setup(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
 		   struct api_reply *out)
@@ -216,7 +202,7 @@ static void _staged_status(struct daemon *d, const struct api_caller *who, int64
 	snprintf(text, sizeof(text), "stagehand: %d input%s staged (%lld bytes) before the job "
 		 "started; archives and stage-outs run after it (stagehand status %lld)", nreq,
 		 nreq == 1 ? "" : "s", (long long)bytes, (long long)job);
-	_status(who, job, text);
+	api_set_status(who, job, text);
 }
 
 /* data-in: "waiting" (not staged yet), "ready" or "failed" with what to do. */

@@ -868,24 +868,6 @@ static json_t *_skipped(const struct queue_job *j)
  * updates once the job has finished, and the end event comes from
  * slurmstepd just before that. The user's own comment is not touched.
  */
-/*
- * The job's status text: into the work order when there is one (the prep
- * stage's events lane sets it after the writer's commit: two RPCs the
- * writer must not wait for), else set now.
- */
-static void _set_status(const struct api_caller *who, int64_t job, const char *text)
-{
-	char err[256];
-
-	if (who->order) {
-		who->order->status_job = job;
-		snprintf(who->order->status_text, sizeof(who->order->status_text), "%s", text);
-		return;
-	}
-	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
-		log_warn("job %lld: %s", (long long)job, err);
-}
-
 static void _comment_skipped(const struct api_caller *who, int64_t job, const struct queue_job *j)
 {
 	json_t *n = _skipped(j), *first = json_array_get(n, 0);
@@ -904,7 +886,7 @@ static void _comment_skipped(const struct api_caller *who, int64_t job, const st
 		     json_array_size(n) > 1 ? " (and more: stagehand status)" : "");
 	(void)k;	/* a cut comment is still useful */
 	json_decref(n);
-	_set_status(who, job, text);
+	api_set_status(who, job, text);
 }
 
 /*
@@ -957,7 +939,7 @@ static void _comment_skipped_early(const struct api_caller *who, int64_t job,
 	/* A cut comment is still useful; "and more" only when it fits. */
 	if (nskip > 1 && (size_t)k + 32 < sizeof(text))
 		snprintf(text + k, sizeof(text) - (size_t)k, " (and more: stagehand status)");
-	_set_status(who, job, text);
+	api_set_status(who, job, text);
 }
 
 static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
@@ -1323,6 +1305,19 @@ int api_prepare(struct daemon *d, const struct api_caller *who, const char *meth
 	}
 	who->order->ready = 1;
 	return refused;
+}
+
+void api_set_status(const struct api_caller *who, int64_t job, const char *text)
+{
+	char err[256];
+
+	if (who->order) {
+		who->order->status_job = job;
+		snprintf(who->order->status_text, sizeof(who->order->status_text), "%s", text);
+		return;
+	}
+	if (sjob_set_status((uint32_t)job, text, err, sizeof(err)) < 0)
+		log_warn("job %lld: %s", (long long)job, err);
 }
 
 void api_order_finish(struct api_order *o)

@@ -106,6 +106,12 @@ int api_route_is_event(const char *method, const char *url);
 /* A job-start's second half: wait until the main loop applied it (st->seq), log, answer. */
 void api_start_finish(struct daemon *d, const struct api_caller *who, struct api_start *st,
 		      struct api_reply *out);
+/*
+ * The job's status text (its admin_comment): into who's work order when
+ * there is one, for api_order_finish after the writer's commit (an RPC the
+ * writer must not wait for), else set now (a listener's own request).
+ */
+void api_set_status(const struct api_caller *who, int64_t job, const char *text);
 /* After the writer's commit: what o still has to tell slurmctld (prep thread). */
 void api_order_finish(struct api_order *o);
 /* Frees what o holds; o may be reused. */

@@ -140,7 +140,12 @@ struct api_writer *api_writer_start(struct daemon *d, char *err, size_t errlen)
 	return w;
 }
 
-int api_writer_submit(struct api_writer *w, struct api_wjob *j)
+/*
+ * Append j to the writer's list and wake it: 0, or -1 if the writer is
+ * stopping or absent. suspend: suspend j->c first, under the same lock,
+ * so the writer cannot resume the connection before it is suspended.
+ */
+static int _enqueue(struct api_writer *w, struct api_wjob *j, int suspend)
 {
 	int rc = -1;
 
@@ -149,7 +154,8 @@ int api_writer_submit(struct api_writer *w, struct api_wjob *j)
 	j->next = NULL;
 	pthread_mutex_lock(&w->lock);
 	if (w->running && !w->stop) {
-		MHD_suspend_connection(j->c);
+		if (suspend)
+			MHD_suspend_connection(j->c);
 		if (w->tail)
 			w->tail->next = j;
 		else
@@ -163,26 +169,15 @@ int api_writer_submit(struct api_writer *w, struct api_wjob *j)
 	return rc;
 }
 
+int api_writer_submit(struct api_writer *w, struct api_wjob *j)
+{
+	return _enqueue(w, j, 1);
+}
+
+/* The prep stage's job: its connection was suspended when the prep stage took it. */
 int api_writer_take(struct api_writer *w, struct api_wjob *j)
 {
-	int rc = -1;
-
-	if (!w)
-		return -1;
-	j->next = NULL;
-	pthread_mutex_lock(&w->lock);
-	if (w->running && !w->stop) {
-		if (w->tail)
-			w->tail->next = j;
-		else
-			w->head = j;
-		w->tail = j;
-		w->submitted++;
-		pthread_cond_signal(&w->cond);
-		rc = 0;
-	}
-	pthread_mutex_unlock(&w->lock);
-	return rc;
+	return _enqueue(w, j, 0);
 }
 
 void api_writer_set_after(struct api_writer *w, int (*after)(void *arg, struct api_wjob *j),

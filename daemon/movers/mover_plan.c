@@ -5,26 +5,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bundle.h"
-#include "fdclose.h"
 #include "grow.h"
+#include "mover_child.h"
 #include "mover_plan.h"
-#include "worker.h"
 #include "xfer.h"
 
 #define PLAN_DEPTH_MAX 256
-#define CANCEL_POLL_MS 200
 
 int mover_plan_add(struct mover_plan *p, const char *relpath, int64_t size)
 {
@@ -195,11 +190,8 @@ static void _walk(FILE *out, int dfd, const char *prefix, int depth, char *const
 			continue;	/* reported by the engine's own walk */
 		if (S_ISREG(st.st_mode)) {
 			int64_t size = st.st_size;
-			uint16_t len = (uint16_t)n;
 
-			fwrite(&size, sizeof(size), 1, out);
-			fwrite(&len, sizeof(len), 1, out);
-			fwrite(rel, 1, len, out);
+			mover_child_put(out, &size, sizeof(size), rel, (uint16_t)n);
 		} else if (S_ISDIR(st.st_mode) && !_excluded(ex, rel)) {
 			int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 					 O_CLOEXEC);
@@ -213,38 +205,21 @@ static void _walk(FILE *out, int dfd, const char *prefix, int depth, char *const
 	closedir(d);
 }
 
-/* The listing child's exit statuses, read by mover_plan_list. */
-enum { LIST_OK = 0, LIST_NOT_TREE = 2, LIST_BECOME = 3, LIST_OPEN = 4, LIST_SETUP = 5,
-       LIST_ORPHAN = 6 };
+/* The listing child's own exit status besides mover_child.h's, read by mover_plan_list. */
+enum { LIST_NOT_TREE = 2 };
 
-static void _child(const struct queue_request *r, int wfd, const gid_t *groups, int ngroups,
-		   char *const *ex, pid_t parent)
+/* The child (mover_child_start), as the owner: arg is the NULL-terminated exclude list. */
+static void _child(const struct queue_request *r, int wfd, const void *arg)
 {
+	char *const *ex = arg;
 	struct stat st;
 	FILE *out;
 	int root;
 
-	signal(SIGPIPE, SIG_IGN);
-	/* Nothing of the daemon's stays open as the owner: the database, the
-	   API's sockets, the worker spawner's socket (whose end it would also
-	   keep from closing), other listings' pipes. Only the pipe, as 3. */
-	if (wfd != 3) {
-		if (dup2(wfd, 3) < 0)
-			_exit(LIST_SETUP);
-		wfd = 3;
-	}
-	if (fd_close_from(4) < 0)
-		_exit(LIST_SETUP);
-	if (worker_become(r->uid, r->gid, groups, ngroups) < 0)
-		_exit(LIST_BECOME);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(LIST_ORPHAN);	/* the daemon died before the signal was set: nobody reads */
-	prctl(PR_SET_NAME, "stagehand-list");	/* what ps and top show for it */
 	/* The request's own path is resolved normally, with the owner's identity. */
 	root = open(r->source, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (root < 0 || fstat(root, &st) < 0)
-		_exit(LIST_OPEN);
+		_exit(MOVER_CHILD_OPEN);
 	if (!S_ISDIR(st.st_mode))
 		_exit(LIST_NOT_TREE);
 	/* A bundled archive copy staged in is a restore (xfer_restore.c), not a
@@ -254,9 +229,9 @@ static void _child(const struct queue_request *r, int wfd, const gid_t *groups, 
 		_exit(LIST_NOT_TREE);
 	out = fdopen(wfd, "w");
 	if (!out)
-		_exit(LIST_SETUP);
+		_exit(MOVER_CHILD_SETUP);
 	_walk(out, root, "", 0, ex);
-	_exit(fclose(out) == 0 ? LIST_OK : LIST_SETUP);
+	_exit(fclose(out) == 0 ? MOVER_CHILD_OK : MOVER_CHILD_SETUP);
 }
 
 /* options.exclude as a NULL-terminated array of borrowed strings from opts. */
@@ -277,88 +252,32 @@ static const char **_exclude(json_t *opts)
 	return ex;
 }
 
-/*
- * The child's whole output. Waits in slices of CANCEL_POLL_MS so that
- * *cancel (may be NULL) is seen: the child is then killed here, by the
- * thread that reaps it, so the signal can never reach a reused pid.
- */
-static int _read_all(int fd, pid_t pid, const _Atomic int *cancel, char **buf, size_t *len)
-{
-	size_t cap = 1 << 16;
-	int killed = 0;
-
-	*len = 0;
-	*buf = malloc(cap);
-	if (!*buf)
-		return -1;
-	for (;;) {
-		ssize_t n;
-
-		if (grow_array((void **)buf, &cap, *len + 1, 1, 1 << 16) < 0)
-			return -1;
-		if (!killed && cancel) {
-			struct pollfd pf = { .fd = fd, .events = POLLIN };
-
-			if (atomic_load(cancel)) {
-				kill(pid, SIGKILL);
-				killed = 1;
-			} else if (poll(&pf, 1, CANCEL_POLL_MS) == 0) {
-				continue;
-			}
-		}
-		n = read(fd, *buf + *len, cap - *len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			return 0;
-		*len += (size_t)n;
-	}
-}
-
 int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
 		    const _Atomic int *cancel, char *err, size_t errlen)
 {
-	gid_t groups[256];
-	int ngroups = 256, fds[2], status = 0, rc = -1;
+	int fd, status = 0, rc = -1;
 	json_t *opts = json_loads(r->options, 0, NULL);
 	const char **ex = _exclude(opts);
-	char *buf = NULL;
+	char *buf = NULL, rel[XFER_PATH_MAX];
 	size_t len = 0, off = 0;
-	pid_t pid, me = getpid();
+	int64_t size;
+	pid_t pid;
 
-	worker_groups(r->uid, r->gid, groups, &ngroups);
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
+	if (mover_child_start(r, "stagehand-list", _child, ex, &pid, &fd, err, errlen) < 0)
 		goto out;
-	}
-	pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(fds[0]);
-		close(fds[1]);
-		goto out;
-	}
-	if (pid == 0) {
-		close(fds[0]);
-		_child(r, fds[1], groups, ngroups, (char *const *)ex, me);
-	}
-	close(fds[1]);
-	if (_read_all(fds[0], pid, cancel, &buf, &len) < 0)
+	/* Not on a kill for *cancel (1): the child's status below says that. */
+	if (mover_child_finish(fd, pid, cancel, &buf, &len, &status) < 0)
 		snprintf(err, errlen, "reading the listing of %s: %s", r->source, strerror(errno));
-	close(fds[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
 	if (!WIFEXITED(status) ||
-	    (WEXITSTATUS(status) != LIST_OK && WEXITSTATUS(status) != LIST_NOT_TREE)) {
+	    (WEXITSTATUS(status) != MOVER_CHILD_OK && WEXITSTATUS(status) != LIST_NOT_TREE)) {
 		int x = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 
 		snprintf(err, errlen, "listing %s as uid %u failed (%s, status %d)", r->source,
 			 (unsigned)r->uid,
-			 x == LIST_BECOME ? "it could not switch to the owner" :
-			 x == LIST_OPEN ? "the owner cannot open it" :
-			 x == LIST_SETUP ? "it could not close the daemon's descriptors or write its list" :
+			 x == MOVER_CHILD_BECOME ? "it could not switch to the owner" :
+			 x == MOVER_CHILD_OPEN ? "the owner cannot open it" :
+			 x == MOVER_CHILD_SETUP ?
+			 "it could not close the daemon's descriptors or write its list" :
 			 WIFSIGNALED(status) ? "killed by a signal" : "unexpected exit",
 			 status);
 		goto out;
@@ -367,19 +286,7 @@ int mover_plan_list(const struct queue_request *r, struct mover_plan *p,
 		rc = 1;
 		goto out;
 	}
-	while (off + sizeof(int64_t) + sizeof(uint16_t) <= len) {
-		int64_t size;
-		uint16_t n;
-		char rel[XFER_PATH_MAX];
-
-		memcpy(&size, buf + off, sizeof(size));
-		memcpy(&n, buf + off + sizeof(size), sizeof(n));
-		off += sizeof(size) + sizeof(n);
-		if (n >= sizeof(rel) || off + n > len)
-			break;
-		memcpy(rel, buf + off, n);
-		rel[n] = '\0';
-		off += n;
+	while (mover_child_next(buf, len, &off, &size, sizeof(size), rel, sizeof(rel))) {
 		if (mover_plan_add(p, rel, size) < 0) {
 			snprintf(err, errlen, "out of memory listing %s", r->source);
 			goto out;

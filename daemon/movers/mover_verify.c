@@ -3,12 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,18 +13,13 @@
 
 #include "checksum.h"
 #include "durable.h"
-#include "fdclose.h"
 #include "grow.h"
+#include "mover_child.h"
 #include "mover_verify.h"
 #include "queue_shards.h"
 #include "resolve.h"
-#include "worker.h"
 
 #define BUF_BYTES (1u << 20)
-#define CANCEL_POLL_MS 200
-
-/* The child's exit statuses. */
-enum { V_OK = 0, V_BECOME = 3, V_OPEN = 4, V_SETUP = 5, V_ORPHAN = 6 };
 
 void mover_verify_set_free(struct mover_verify_set *s)
 {
@@ -283,46 +275,28 @@ static void _range(int64_t req, int droot, int sroot, const struct mover_verify_
 
 static void _put(FILE *out, uint32_t idx, const char *why)
 {
-	uint16_t len = (uint16_t)strnlen(why, 1000);
-
-	fwrite(&idx, sizeof(idx), 1, out);
-	fwrite(&len, sizeof(len), 1, out);
-	fwrite(why, 1, len, out);
+	mover_child_put(out, &idx, sizeof(idx), why, (uint16_t)strnlen(why, 1000));
 }
 
-static void _child(const struct queue_request *r, const struct mover_verify_set *s, int wfd,
-		   const gid_t *groups, int ngroups, pid_t parent)
+/* The child (mover_child_start), as the owner: a record for each mismatch, then the end. */
+static void _child(const struct queue_request *r, int wfd, const void *arg)
 {
+	const struct mover_verify_set *s = arg;
 	char *buf, why[1024];
 	int64_t bytes = 0;
 	int droot, sroot;
 	FILE *out;
 
-	signal(SIGPIPE, SIG_IGN);
-	/* Nothing of the daemon's stays open as the owner (as the plan's listing). */
-	if (wfd != 3) {
-		if (dup2(wfd, 3) < 0)
-			_exit(V_SETUP);
-		wfd = 3;
-	}
-	if (fd_close_from(4) < 0)
-		_exit(V_SETUP);
-	if (worker_become(r->uid, r->gid, groups, ngroups) < 0)
-		_exit(V_BECOME);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(V_ORPHAN);
-	prctl(PR_SET_NAME, "stagehand-vrfy");
 	/* The request's own paths are resolved normally, with the owner's identity;
 	   below them, no link is followed (resolve.h). */
 	droot = open(r->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (droot < 0)
-		_exit(V_OPEN);
+		_exit(MOVER_CHILD_OPEN);
 	sroot = open(r->source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	out = fdopen(wfd, "w");
 	buf = malloc(BUF_BYTES);
 	if (!out || !buf)
-		_exit(V_SETUP);
+		_exit(MOVER_CHILD_SETUP);
 	for (size_t i = 0; i < s->n; i++) {
 		_one(droot, sroot, &s->e[i], buf, &bytes, why, sizeof(why));
 		if (why[0])
@@ -336,39 +310,7 @@ static void _child(const struct queue_request *r, const struct mover_verify_set 
 	/* The end: an index past the list, and the bytes hashed as the text. */
 	snprintf(why, sizeof(why), "%lld", (long long)bytes);
 	_put(out, UINT32_MAX, why);
-	_exit(fclose(out) == 0 ? V_OK : V_SETUP);
-}
-
-/* The child's whole output; the child is killed here if *cancel is set. */
-static int _read_all(int fd, pid_t pid, const _Atomic int *cancel, char **buf, size_t *len)
-{
-	size_t cap = 1 << 12;
-	int killed = 0;
-
-	*len = 0;
-	if (!(*buf = malloc(cap)))
-		return -1;
-	for (;;) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (grow_array((void **)buf, &cap, *len + 1, 1, 1 << 12) < 0)
-			return -1;
-		if (!killed && cancel && atomic_load(cancel)) {
-			kill(pid, SIGKILL);
-			killed = 1;
-		}
-		if (!killed && poll(&pf, 1, CANCEL_POLL_MS) == 0)
-			continue;
-		n = read(fd, *buf + *len, cap - *len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			return killed ? -1 : 0;
-		*len += (size_t)n;
-	}
+	_exit(fclose(out) == 0 ? MOVER_CHILD_OK : MOVER_CHILD_SETUP);
 }
 
 static double _now(void)
@@ -383,61 +325,31 @@ int mover_verify_run(const struct queue_request *r, const struct mover_verify_se
 		     const _Atomic int *cancel, struct mover_verify_result *res, char *err,
 		     size_t errlen)
 {
-	gid_t groups[256];
-	int ngroups = 256, fds[2], status = 0, ended = 0, rc = -1;
-	char *buf = NULL;
+	int fd, status = 0, ended = 0, rc = -1;
+	char *buf = NULL, why[1024];
 	size_t len = 0, off = 0, cap = 0, rcap = 0, n = s->n;
 	double t0 = _now();
-	pid_t pid, me = getpid();
+	uint32_t idx;
+	pid_t pid;
 
 	memset(res, 0, sizeof(*res));
-	worker_groups(r->uid, r->gid, groups, &ngroups);
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
+	if (mover_child_start(r, "stagehand-vrfy", _child, s, &pid, &fd, err, errlen) < 0)
 		return -1;
-	}
-	pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		close(fds[0]);
-		_child(r, s, fds[1], groups, ngroups, me);
-	}
-	close(fds[1]);
-	if (_read_all(fds[0], pid, cancel, &buf, &len) < 0)
+	if (mover_child_finish(fd, pid, cancel, &buf, &len, &status) != 0)
 		snprintf(err, errlen, "reading the verification of %s: %s", r->dest,
 			 cancel && atomic_load(cancel) ? "cancelled" : strerror(errno));
-	close(fds[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != V_OK) {
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != MOVER_CHILD_OK) {
 		int x = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 
 		snprintf(err, errlen, "reading back %s as uid %u failed (%s, status %d)", r->dest,
 			 (unsigned)r->uid,
-			 x == V_BECOME ? "it could not switch to the owner" :
-			 x == V_OPEN ? "the owner cannot open the destination" :
-			 x == V_SETUP ? "it could not set up or write its findings" :
+			 x == MOVER_CHILD_BECOME ? "it could not switch to the owner" :
+			 x == MOVER_CHILD_OPEN ? "the owner cannot open the destination" :
+			 x == MOVER_CHILD_SETUP ? "it could not set up or write its findings" :
 			 WIFSIGNALED(status) ? "killed by a signal" : "unexpected exit", status);
 		goto out;
 	}
-	while (off + sizeof(uint32_t) + sizeof(uint16_t) <= len) {
-		uint32_t idx;
-		uint16_t l;
-		char why[1024];
-
-		memcpy(&idx, buf + off, sizeof(idx));
-		memcpy(&l, buf + off + sizeof(idx), sizeof(l));
-		off += sizeof(idx) + sizeof(l);
-		if (l >= sizeof(why) || off + l > len)
-			break;
-		memcpy(why, buf + off, l);
-		why[l] = '\0';
-		off += l;
+	while (mover_child_next(buf, len, &off, &idx, sizeof(idx), why, sizeof(why))) {
 		if (idx == UINT32_MAX) {
 			res->bytes = strtoll(why, NULL, 10);
 			ended = 1;
