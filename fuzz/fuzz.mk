@@ -29,11 +29,14 @@ FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer \
 	-Wall -Wno-unused-parameter \
 	-I$(BUILD) -I$(BUILD)/common -I$(SRC)/common $(addprefix -I$(SRC)/daemon/,core queue engine slurm api movers) $(PKG_CFLAGS)
 
-DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.c $(SRC)/common/log.c \
+# log.c hides URL queries in every message (urlredact.c); conf_keys.c reads
+# OutboundAllow's networks (outbound.c).
+LOG_SRCS = $(SRC)/common/log.c $(SRC)/common/urlredact.c
+DSL_SRCS = $(SRC)/common/dsl.c $(SRC)/common/dsl_rules.c $(SRC)/common/dsl_json.c $(LOG_SRCS) \
 	$(SRC)/common/dsl_expand.c $(SRC)/common/grow.c
 API_SRCS = $(SRC)/daemon/api/api_decode.c $(DSL_SRCS)
 DCLIENT_SRCS = $(SRC)/common/dclient.c $(SRC)/common/credbind.c $(SRC)/common/conf.c $(SRC)/common/conf_keys.c \
-	$(SRC)/common/log.c $(SRC)/common/grow.c
+	$(SRC)/common/outbound.c $(LOG_SRCS) $(SRC)/common/grow.c
 BUNDLE_SRCS = $(SRC)/common/bundle.c $(SRC)/common/checksum.c $(SRC)/common/evpguard.c $(SRC)/common/grow.c
 
 all: $(addprefix $(OUT)/,$(TARGETS))
