@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,9 @@ static void _usage(FILE *fp)
 		"\n"
 		"Check the #DATA directives of batch scripts without submitting them,\n"
 		"by the site's policy in stagehand.conf (AllowedSchemes, StageInRoots,\n"
-		"MaxDirectives, MaxDirectiveLine, MaxPathLength), as sbatch would, and say\n"
-		"what the site's SubmitMode (hold or bb) does with the job.\n"
+		"MaxDirectives, MaxDirectiveLine, MaxPathLength; in bb mode its pools:\n"
+		"PoolCapacity, ScratchRoots), as sbatch would, and say what the site's\n"
+		"SubmitMode (hold or bb) does with the job.\n"
 		"SCRIPT '-' reads standard input.\n"
 		"\n"
 		"  --config[=FILE]  stagehand.conf whose policy applies (without FILE:\n"
@@ -189,20 +191,114 @@ static void _print_text(const char *file, const struct dsl_plan *p, const struct
 		       "   stage-outs run after it ends)\n");
 }
 
-/*
- * What job_submit.lua refuses beyond the grammar: after= in burst-buffer
- * mode, where Slurm's afterburstbuffer dependency does the same (the text
- * is lua/stagehand.lua's). Added to the plan's errors. 0, or -1 when out
- * of memory.
- */
-static int _mode_errors(struct dsl_plan *p, int submit_mode)
+/* Append one error at line to the plan's, its message from fmt. 0, or -1 out of memory. */
+static int _add_error(struct dsl_plan *p, int line, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int _add_error(struct dsl_plan *p, int line, const char *code, const char *fmt, ...)
 {
 	struct dsl_diag *d, *e;
-	char jobs[64 * 24] = "", buf[24];
-	size_t used = 0;
+	va_list ap;
 	int n;
 
-	if (submit_mode != CONF_SUBMIT_BB || !p->after_line || p->nerrors)
+	if (!(e = realloc(p->errors, (p->nerrors + 1) * sizeof(*e))))
+		return -1;
+	p->errors = e;
+	d = &e[p->nerrors];
+	memset(d, 0, sizeof(*d));
+	d->line = line;
+	snprintf(d->code, sizeof(d->code), "%s", code);
+	d->token = strdup("");
+	va_start(ap, fmt);
+	n = vasprintf(&d->message, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		d->message = NULL;
+	if (!d->token || !d->message) {
+		free(d->token);
+		free(d->message);
+		return -1;
+	}
+	p->nerrors++;
+	p->error_count++;
+	return 0;
+}
+
+/* A scratch root a pool= value can name: letters, digits and / . _ - (the grammar's rule). */
+static bool _pool_name(const char *root)
+{
+	return root[strspn(root, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-")] == '\0';
+}
+
+/*
+ * The site's burst-buffer pools, as lua/stagehand.lua's _pools: with
+ * SubmitMode=bb and PoolCapacity set, each scratch root whose name a pool=
+ * value can spell (letters, digits and / . _ -). Writes them, ", "-joined,
+ * into list and returns how many.
+ */
+static int _pools(const struct conf *c, char *list, size_t listlen)
+{
+	size_t used = 0;
+	int n = 0;
+
+	list[0] = '\0';
+	if (!c || c->submit_mode != CONF_SUBMIT_BB || !c->pool_capacity)
+		return 0;
+	for (char **r = c->scratch_roots; r && *r; r++) {
+		int k;
+
+		if (!_pool_name(*r))
+			continue;
+		k = snprintf(list + used, listlen - used, "%s%s", n ? ", " : "", *r);
+		if (k > 0 && (size_t)k < listlen - used)
+			used += (size_t)k;
+		n++;
+	}
+	return n;
+}
+
+/* p's capacity line against the site's pools (lua/stagehand.lua, _capacity). */
+static int _capacity_error(struct dsl_plan *p, const struct conf *c)
+{
+	char pools[2048];
+	int n = _pools(c, pools, sizeof(pools));
+
+	if (!p->cap_line || !c || c->submit_mode != CONF_SUBMIT_BB)
+		return 0;
+	if (n == 0)
+		return _add_error(p, p->cap_line, "no_pools", "this site has no burst-buffer pools "
+				  "(PoolCapacity is not set in stagehand.conf): remove the capacity line");
+	if (p->cap_size > c->pool_capacity)
+		return _add_error(p, p->cap_line, "capacity_over_pool", "capacity=%llu bytes is "
+				  "more than a whole pool (%llu bytes): the job could never be set up",
+				  p->cap_size, (unsigned long long)c->pool_capacity);
+	if (p->cap_pool) {
+		for (char **r = c->scratch_roots; r && *r; r++)
+			if (_pool_name(*r) && !strcmp(*r, p->cap_pool))
+				return 0;
+		return _add_error(p, p->cap_line, "unknown_pool",
+				  "pool=%s is not a pool of this site (pools: %s)", p->cap_pool, pools);
+	}
+	return 0;
+}
+
+/*
+ * What job_submit.lua refuses beyond the grammar, in its order (the texts
+ * are lua/stagehand.lua's): a capacity line the site's pools cannot take,
+ * then after= in burst-buffer mode, where Slurm's afterburstbuffer
+ * dependency does the same. Only for a plan without grammar errors, as
+ * there. Added to the plan's errors. 0, or -1 when out of memory.
+ */
+static int _site_errors(struct dsl_plan *p, const struct conf *c, int submit_mode)
+{
+	char jobs[64 * 24] = "", buf[24];
+	size_t used = 0, before = p->nerrors;
+	int n;
+
+	if (p->nerrors)
+		return 0;
+	if (_capacity_error(p, c) < 0)
+		return -1;
+	if (p->nerrors > before || submit_mode != CONF_SUBMIT_BB || !p->after_line)
 		return 0;
 	for (size_t i = 0; i < p->nafter; i++) {
 		n = snprintf(jobs + used, sizeof(jobs) - used, "%s%s", i ? ":" : "",
@@ -211,30 +307,10 @@ static int _mode_errors(struct dsl_plan *p, int submit_mode)
 			break;	/* cannot happen: 64 ids of at most 21 bytes */
 		used += (size_t)n;
 	}
-	if (!(e = realloc(p->errors, (p->nerrors + 1) * sizeof(*e))))
-		return -1;
-	p->errors = e;
-	d = &e[p->nerrors];
-	memset(d, 0, sizeof(*d));
-	d->line = p->after_line;
-	snprintf(d->code, sizeof(d->code), "after_in_bb_mode");
-	d->token = strdup("");
-	n = snprintf(NULL, 0, "after= waits for archives in hold mode only; this site stages "
-		     "through Slurm's burst buffer, which keeps a job in stage-out until its "
-		     "archive is verified: use sbatch --dependency=afterburstbuffer:%s instead", jobs);
-	d->message = n > 0 ? malloc((size_t)n + 1) : NULL;
-	if (d->message)
-		snprintf(d->message, (size_t)n + 1, "after= waits for archives in hold mode only; this "
-			 "site stages through Slurm's burst buffer, which keeps a job in stage-out "
-			 "until its archive is verified: use sbatch --dependency=afterburstbuffer:%s "
-			 "instead", jobs);
-	if (!d->token || !d->message) {
-		free(d->token);
-		free(d->message);
-		return -1;
-	}
-	p->nerrors++;
-	return 0;
+	return _add_error(p, p->after_line, "after_in_bb_mode", "after= waits for archives in hold "
+			  "mode only; this site stages through Slurm's burst buffer, which keeps a "
+			  "job in stage-out until its archive is verified: use sbatch "
+			  "--dependency=afterburstbuffer:%s instead", jobs);
 }
 
 /*
@@ -378,7 +454,7 @@ int cmd_check(int argc, char **argv)
 			io_error = true;
 			continue;
 		}
-		if (_mode_errors(p, o.submit_mode) < 0) {
+		if (_site_errors(p, conf, o.submit_mode) < 0) {
 			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
 			io_error = true;
 		}

@@ -116,6 +116,30 @@ printf 'SubmitMode=bb\n' > "$tmp/bb.conf"
 rc=$?
 grep -q "after.sh:2: error: after= waits for archives in hold mode only.*--dependency=afterburstbuffer:4711:4712_3 instead \[after_in_bb_mode\]" "$tmp/out" && [ $rc -eq 1 ]
 ok $? "after= in bb mode: an error naming afterburstbuffer, exit 1"
+grep -q "after.sh: 1 error, 0 warnings: the job would be rejected" "$tmp/out"
+ok $? "after= in bb mode: the summary counts the error"
+
+# capacity=: in bb mode, refused as job_submit.lua refuses it when the site's
+# pools (PoolCapacity, ScratchRoots) cannot take it.
+printf 'SubmitMode=bb\nPoolCapacity=1G\nScratchRoots=/scratch,/fast\n' > "$tmp/pools.conf"
+printf 'SubmitMode=bb\nScratchRoots=/scratch\n' > "$tmp/nopools.conf"
+cap_case() {  # cap_case CONF CAPACITY-LINE WANT-RC WANT-TEXT DESCRIPTION
+	printf '#!/bin/bash\n#DATA %s\n#DATA stage_in=/a/b\n' "$2" > "$tmp/cap.sh"
+	"$bin" check --config="$1" "$tmp/cap.sh" > "$tmp/out" 2>&1
+	cap_rc=$?
+	grep -qF -- "$4" "$tmp/out" && [ $cap_rc -eq "$3" ]
+	ok $? "$5"
+}
+cap_case "$tmp/pools.conf" "capacity=2G" 1 "cap.sh:2: error: capacity=2147483648 bytes is more than a whole pool (1073741824 bytes): the job could never be set up [capacity_over_pool]" \
+	"capacity= over PoolCapacity: refused, exit 1"
+cap_case "$tmp/pools.conf" "capacity=1M pool=/nope" 1 "cap.sh:2: error: pool=/nope is not a pool of this site (pools: /scratch, /fast) [unknown_pool]" \
+	"pool= not one of the site's pools: refused with the pools, exit 1"
+cap_case "$tmp/nopools.conf" "capacity=1M" 1 "cap.sh:2: error: this site has no burst-buffer pools (PoolCapacity is not set in stagehand.conf): remove the capacity line [no_pools]" \
+	"capacity= on a bb site without pools: refused, exit 1"
+cap_case "$tmp/pools.conf" "capacity=1M pool=/fast" 0 "line 2: capacity 1048576 bytes in pool /fast" \
+	"capacity= within a named pool: valid, exit 0"
+cap_case /dev/null "capacity=2G" 0 "(ignored: SubmitMode=hold)" \
+	"capacity= in hold mode: ignored, exit 0"
 printf '#!/bin/bash\n#DATA after=4711,4712\n' | "$bin" check --config=/dev/null - > "$tmp/out" 2>&1
 rc=$?
 grep -q "<stdin>:2: error: separate job ids with ':'.*\[bad_value\]" "$tmp/out" && [ $rc -eq 1 ]
