@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -302,6 +303,18 @@ static void _stage_in_request(struct slurm_watch_request *req, const struct sjob
 }
 
 /*
+ * A file:// source names a local path: the grammar took it only with an
+ * absolute path that passes the path rules (docs/directives.md, "URLs"), so
+ * its request is the path itself, read and checked as any other path. The
+ * URL is taken literally, as the grammar keeps it (no %-decoding).
+ */
+static void _file_url_path(char *src)
+{
+	if (strncasecmp(src, "file://", 7) == 0 && src[7] == '/')
+		memmove(src, src + 7, strlen(src + 7) + 1);
+}
+
+/*
  * A stage_in of an array task that does not depend on the task (no %a, no
  * %j): made once, as a request of the array's job id with options.shared,
  * and counted by every task (queue_job_stage_in). 0 (made or found, *id
@@ -407,8 +420,10 @@ static int _stage_in_one(const struct slurm_watch_ctx *w, const struct sjob *j, 
 	if (dir->action != DSL_STAGE_IN)
 		return 0;
 	if (dsl_expand(dir->path, ctx, src, sizeof(src), err, errlen) < 0 ||
-	    (dir->to && dsl_expand(dir->to, ctx, to, sizeof(to), err, errlen) < 0) ||
-	    _stage_in_dest(w, j, user, src, dir->to ? to : NULL,
+	    (dir->to && dsl_expand(dir->to, ctx, to, sizeof(to), err, errlen) < 0))
+		return -1;
+	_file_url_path(src);
+	if (_stage_in_dest(w, j, user, src, dir->to ? to : NULL,
 			   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared, dest,
 			   sizeof(dest), err, errlen) < 0)
 		return -1;

@@ -72,3 +72,19 @@ EOF
 	wait_job_state "$j" COMPLETED 90
 	[ "$(cat "$WD/got.txt")" = one ]
 }
+
+@test "stage_in=file:///PATH: the path itself is staged, as a plain path would be" {
+	user_file shtest "$WD/src/by-url.dat" 5
+	want=$(sha256sum <"$WD/src/by-url.dat" | cut -d' ' -f1)
+	write_user_script shtest "$WD/job.sh" <<EOF
+#!/bin/bash
+#SBATCH --output=$WD/out-%j.txt
+#DATA stage_in=file://$WD/src/by-url.dat to=input/
+ls input/ > listing.txt
+EOF
+	submit -d "$WD" "$WD/job.sh"
+	wait_job_state "$j" COMPLETED 90
+	[ "$(cat "$WD/listing.txt")" = by-url.dat ]
+	[ "$(stat -c %U "$WD/input/by-url.dat")" = shtest ]
+	[ "$(sha256sum <"$WD/input/by-url.dat" | cut -d' ' -f1)" = "$want" ]
+}
