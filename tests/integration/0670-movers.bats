@@ -19,15 +19,11 @@ setup_file() {
 	conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
 	grep -qx 'MoverPartition=xfer' "$conf" ||
 		_tb_fail "$conf has no MoverPartition=xfer (scripts/testbed up --nodes 3 writes it)" || return 1
-	cp -p "$conf" "$BATS_FILE_TMPDIR/stagehand.conf.orig"
-	printf '%s\n' "# 0670-movers.bats (restored when it ends)" "${CONF_ADD[@]}" >>"$conf"
-	reload_daemon
+	conf_extend "$BATS_FILE_TMPDIR" 0670-movers.bats "${CONF_ADD[@]}"
 }
 
 teardown_file() {
-	[[ -f $BATS_FILE_TMPDIR/stagehand.conf.orig ]] || return 0
-	cp -p "$BATS_FILE_TMPDIR/stagehand.conf.orig" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf"
-	reload_daemon
+	conf_restore "$BATS_FILE_TMPDIR"
 }
 
 setup() {

@@ -404,6 +404,24 @@ reload_daemon() {
 	wait_for 20 eval '[[ $(grep -c "configuration reloaded" "$log") -gt $n ]]'
 }
 
+# conf_extend DIR WHO LINE...: keep the bed's stagehand.conf as DIR/stagehand.conf.orig,
+# append LINEs to it (after a comment naming WHO) and reload the daemon.
+# conf_restore DIR puts it back. For a whole file's settings (setup_file /
+# teardown_file, DIR=$BATS_FILE_TMPDIR).
+conf_extend() {
+	local dir=$1 who=$2 conf=$STAGEHAND_TESTBED_DIR/etc/stagehand.conf
+	shift 2
+	cp -p "$conf" "$dir/stagehand.conf.orig"
+	printf '%s\n' "# $who (restored when it ends)" "$@" >>"$conf"
+	reload_daemon
+}
+
+conf_restore() {
+	[[ -f $1/stagehand.conf.orig ]] || return 0
+	cp -p "$1/stagehand.conf.orig" "$STAGEHAND_TESTBED_DIR/etc/stagehand.conf"
+	reload_daemon
+}
+
 cancel_jobs() {
 	local j
 	for j in "$@"; do
