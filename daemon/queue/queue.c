@@ -20,7 +20,6 @@
 #include "queue_mpu.h"
 #include "queue_history.h"
 
-#define SCHEMA_VERSION 3
 /*
  * The write-ahead log is copied into the database once it holds this many
  * pages (4 KiB each: 40 MiB), not at SQLite's 1,000: a mover's records touch
@@ -403,128 +402,6 @@ int qp_end(struct queue *q, int rc, int durable, char *err, size_t errlen)
 	return rc;
 }
 
-static const char *_schema =
-	"CREATE TABLE IF NOT EXISTS jobs ("
-	" job_id INTEGER PRIMARY KEY, uid INTEGER, gid INTEGER, user TEXT, work_dir TEXT,"
-	" plan TEXT, hold_state TEXT NOT NULL DEFAULT 'none',"
-	" end_state TEXT, end_exit_code INTEGER NOT NULL DEFAULT 0, end_received INTEGER,"
-	" end_processed INTEGER NOT NULL DEFAULT 0,"
-	" created INTEGER NOT NULL, updated INTEGER NOT NULL, refused TEXT, notes TEXT,"
-	" array_job_id INTEGER, array_task_id INTEGER, runs INTEGER NOT NULL DEFAULT 0,"
-	" last_run TEXT);"
-	"CREATE TABLE IF NOT EXISTS requests ("
-	" id INTEGER PRIMARY KEY AUTOINCREMENT, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
-	" user TEXT NOT NULL, job_id INTEGER, action TEXT NOT NULL, source TEXT NOT NULL,"
-	" dest TEXT, options TEXT NOT NULL DEFAULT '{}',"
-	" state TEXT NOT NULL CHECK (state IN ('queued','running','verifying','done',"
-	"  'failed_retryable','failed_final','cancelled')),"
-	" attempts INTEGER NOT NULL DEFAULT 0, max_retries INTEGER NOT NULL DEFAULT 3,"
-	" next_attempt_at INTEGER, error TEXT, created INTEGER NOT NULL, updated INTEGER NOT NULL,"
-	" bytes_total INTEGER NOT NULL DEFAULT 0, bytes_done INTEGER NOT NULL DEFAULT 0,"
-	" files_total INTEGER NOT NULL DEFAULT 0, files_done INTEGER NOT NULL DEFAULT 0,"
-	" files_skipped INTEGER NOT NULL DEFAULT 0);"
-	"CREATE INDEX IF NOT EXISTS requests_state ON requests(state, next_attempt_at);"
-	"CREATE INDEX IF NOT EXISTS requests_job ON requests(job_id);"
-	"CREATE INDEX IF NOT EXISTS jobs_hold ON jobs(hold_state);"
-	"CREATE INDEX IF NOT EXISTS requests_uid ON requests(uid);"
-	"CREATE TABLE IF NOT EXISTS items ("
-	" request_id INTEGER NOT NULL REFERENCES requests(id), relpath TEXT NOT NULL,"
-	" type TEXT NOT NULL DEFAULT 'file', size INTEGER NOT NULL DEFAULT 0,"
-	" mtime INTEGER NOT NULL DEFAULT 0, mode INTEGER NOT NULL DEFAULT 0,"
-	" state TEXT NOT NULL DEFAULT 'queued', checksum_src TEXT, checksum_dst TEXT,"
-	" attempts INTEGER NOT NULL DEFAULT 0, error TEXT,"
-	" PRIMARY KEY (request_id, relpath));"
-	"CREATE TABLE IF NOT EXISTS audit ("
-	" id INTEGER PRIMARY KEY, job_id INTEGER, uid INTEGER NOT NULL,"
-	" request_id INTEGER NOT NULL, path_src TEXT NOT NULL, path_dst TEXT NOT NULL,"
-	" bytes INTEGER NOT NULL, checksum TEXT, started INTEGER NOT NULL, ended INTEGER NOT NULL,"
-	" UNIQUE (request_id, path_dst, checksum));";
-
-/*
- * Fair dispatch: the order in which users were last served (a counter, not a
- * clock, so claims within one second still alternate). Also the audit
- * export's indexes and the notification log, added without a schema bump.
- */
-static const char *_schema_fair =
-	/* The claim's index: a user's oldest queued request of a class, found
-	   without reading the others (queue_request_claim_ex). It replaced
-	   requests_fair (state, uid, id), which made every claim read every
-	   queued row to learn its class. */
-	"DROP INDEX IF EXISTS requests_fair;"
-	"CREATE INDEX IF NOT EXISTS requests_claim ON requests(state, uid,"
-	" (action IN ('archive','stage_out')), id);"
-	"CREATE TABLE IF NOT EXISTS dispatch (uid INTEGER PRIMARY KEY,"
-	" last_claim INTEGER NOT NULL);"
-	/* An archive copy found by its destination (queue_archive_of, at each
-	   stage-in): done archives only, so other requests cost it nothing. */
-	"CREATE INDEX IF NOT EXISTS requests_archive_dest ON requests(dest)"
-	" WHERE action='archive' AND state='done';"
-	/* The audit export (queue_audit.c) selects by job, by user and time. */
-	"CREATE INDEX IF NOT EXISTS audit_job ON audit(job_id);"
-	"CREATE INDEX IF NOT EXISTS audit_uid ON audit(uid, ended);"
-	/* NotifyCommand (notify.c): outcomes already announced, so none is twice;
-	   a failed archive retried by hand is announced again when it is done. */
-	"CREATE TABLE IF NOT EXISTS notices (request_id INTEGER NOT NULL,"
-	" state TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (request_id, state));"
-	/* A user's live requests (queue_user_usage, at every POST /v1/requests):
-	   read without the user's finished ones or anyone else's. */
-	"CREATE INDEX IF NOT EXISTS requests_live_uid ON requests(uid)"
-	" WHERE state IN ('queued','running','verifying','failed_retryable');";
-
-/*
- * Version 2: the plugin's refusal and the notes of skipped actions; array
- * tasks (their array and task id) and requeued runs of a job.
- */
-static const char *_migrate_1_2 =
-	"ALTER TABLE jobs ADD COLUMN refused TEXT;"
-	"ALTER TABLE jobs ADD COLUMN notes TEXT;"
-	"ALTER TABLE jobs ADD COLUMN array_job_id INTEGER;"
-	"ALTER TABLE jobs ADD COLUMN array_task_id INTEGER;"
-	"ALTER TABLE jobs ADD COLUMN runs INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE jobs ADD COLUMN last_run TEXT;";
-/* Version 3 adds the shards of mover jobs: new tables only (queue_shards.c). */
-
-/*
- * The requests of each state, counted by triggers as rows come, change
- * state and go: a count of the requests table itself read every row of its
- * state index, 150 ms at a million requests, for every health call, every
- * /metrics scrape and the systemd status line the main loop sends every 5 s
- * (while holding the readers' connection, which status calls wait for).
- * Made, and filled from the table, once, in one transaction with its
- * triggers; an older stagehandd that opens the database keeps it right,
- * since the triggers are the database's. Upserts need SQLite 3.24.
- */
-static const char *_schema_counts =
-	"CREATE TABLE IF NOT EXISTS request_counts (state TEXT PRIMARY KEY,"
-	" n INTEGER NOT NULL) WITHOUT ROWID;"
-	"INSERT INTO request_counts (state, n) SELECT state, count(*) FROM requests"
-	" WHERE NOT EXISTS (SELECT 1 FROM request_counts) GROUP BY state;"
-	"CREATE TRIGGER IF NOT EXISTS request_counts_ins AFTER INSERT ON requests BEGIN"
-	" INSERT INTO request_counts (state, n) VALUES (NEW.state, 1)"
-	"  ON CONFLICT (state) DO UPDATE SET n = n + 1;"
-	" END;"
-	"CREATE TRIGGER IF NOT EXISTS request_counts_upd AFTER UPDATE OF state ON requests"
-	" WHEN OLD.state IS NOT NEW.state BEGIN"
-	" UPDATE request_counts SET n = n - 1 WHERE state = OLD.state;"
-	" INSERT INTO request_counts (state, n) VALUES (NEW.state, 1)"
-	"  ON CONFLICT (state) DO UPDATE SET n = n + 1;"
-	" END;"
-	"CREATE TRIGGER IF NOT EXISTS request_counts_del AFTER DELETE ON requests BEGIN"
-	" UPDATE request_counts SET n = n - 1 WHERE state = OLD.state;"
-	" END;";
-
-static int _counts_schema(struct queue *q, char *err, size_t errlen)
-{
-	if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
-		return -1;
-	if (qp_exec(q, _schema_counts, err, errlen) < 0 ||
-	    qp_exec(q, "COMMIT", err, errlen) < 0) {
-		qp_exec_cached(q, _rollback);
-		return -1;
-	}
-	return 0;
-}
-
 /* A read-only connection to path (qp_read's, qp_read_bulk's). 0 or -1 with err. */
 static int _open_reader(const char *path, sqlite3 **db, char *err, size_t errlen)
 {
@@ -541,9 +418,6 @@ static int _open_reader(const char *path, sqlite3 **db, char *err, size_t errlen
 struct queue *queue_open(const char *path, char *err, size_t errlen)
 {
 	struct queue *q = calloc(1, sizeof(*q));
-	sqlite3_stmt *st;
-	int ver = -1;
-
 	pthread_mutexattr_t ma;
 
 	if (!q) {
@@ -575,46 +449,8 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	       RELEASE. */
 	    qp_exec(q, "PRAGMA temp_store=MEMORY", err, errlen) < 0)
 		goto fail;
-	st = qp_prep(q, "PRAGMA user_version", err, errlen);
-	if (!st)
-		goto fail;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		ver = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	if (ver > SCHEMA_VERSION) {
-		qp_err(err, errlen, "state database %s has schema version %d, newer than this "
-		     "stagehandd (%d): upgrade stagehandd", path, ver, SCHEMA_VERSION);
-		goto fail;
-	}
-	if (ver < SCHEMA_VERSION) {
-		char sql[64];
-
-		/* Version 0 is an empty database; later versions migrate here, in order. */
-		if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
-			goto fail;
-		snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
-		if ((ver == 1 && qp_exec(q, _migrate_1_2, err, errlen) < 0) ||
-		    qp_exec(q, _schema, err, errlen) < 0 ||
-		    qp_exec(q, queue_shards_schema, err, errlen) < 0 ||
-		    qp_exec(q, sql, err, errlen) < 0 ||
-		    qp_exec(q, "COMMIT", err, errlen) < 0) {
-			qp_exec_cached(q, _rollback);
-			goto fail;
-		}
-	}
-	/* Databases made before fair dispatch, the audit export, notifications, drain,
-	   after= waits, S3 multipart uploads or reruns lack their tables and indexes; harmless
-	   to repeat. */
-	if (qp_exec(q, _schema_fair, err, errlen) < 0 ||
-	    qp_exec(q, queue_shards_index, err, errlen) < 0 ||
-	    qp_exec(q, queue_shards_ranges, err, errlen) < 0 ||
-	    qp_exec(q, queue_pool_schema, err, errlen) < 0 ||
-	    qp_exec(q, queue_drain_schema, err, errlen) < 0 ||
-	    qp_exec(q, queue_after_schema, err, errlen) < 0 ||
-	    qp_exec(q, queue_mpu_schema, err, errlen) < 0 ||
-	    qp_exec(q, queue_reruns_schema, err, errlen) < 0 ||
-	    queue_history_schema(q, err, errlen) < 0 || _counts_schema(q, err, errlen) < 0 ||
-	    queue_cleanup_schema(q, err, errlen) < 0)
+	/* The schema: every migration this database lacks, in order (queue_schema.c). */
+	if (queue_schema_migrate(q, path, err, errlen) < 0)
 		goto fail;
 	/* The readers' connections, once the schema is there (see queue_private.h). */
 	if (_open_reader(path, &q->rdb, err, errlen) < 0 ||

@@ -2,7 +2,7 @@
  * queue.h - the durable queue: jobs, transfer requests, per-file items and
  * the audit trail, in one SQLite database (WAL).
  *
- * Owns: the schema (versioned with PRAGMA user_version), every state change
+ * Owns: the schema (numbered migrations, queue_schema.c), every state change
  * (each one a transaction, checked against the state machine), crash
  * recovery, and counts for metrics. Thread-safe: one connection guarded by a
  * mutex, so the API thread and the main loop may both call it.
@@ -388,8 +388,13 @@ int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
  */
 int64_t queue_rerun_boundary(struct queue *q, int64_t job_id, char *err, size_t errlen);
 
-/* The reruns table (job_id, before_id, run, at); made at queue_open, idempotent. */
-extern const char *const queue_reruns_schema;
+/*
+ * The schema's migrations (queue_schema.c): the newest one's number, and a
+ * migration's name (NULL for a number not known). queue_open applies every
+ * migration a database lacks.
+ */
+int queue_schema_latest(void);
+const char *queue_schema_name(int id);
 
 /* Correct the stored end state and exit code (slurmctld knows TIMEOUT, PREEMPTED, NODE_FAIL). 0 or -1. */
 int queue_job_set_end_state(struct queue *q, int64_t job_id, const char *state, int exit_code,

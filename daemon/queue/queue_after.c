@@ -9,10 +9,6 @@
 #include "queue_after.h"
 #include "queue_private.h"
 
-const char *const queue_after_schema =
-	"CREATE TABLE IF NOT EXISTS after_waits (job_id INTEGER PRIMARY KEY,"
-	" jobs TEXT NOT NULL, state TEXT NOT NULL, reason TEXT, updated INTEGER NOT NULL);";
-
 static int _same(const char *a, const char *b)
 {
 	return (!a && !b) || (a && b && !strcmp(a, b));

@@ -17,9 +17,6 @@
 
 #include "queue.h"
 
-/* Made at queue_open, idempotent. */
-extern const char *const queue_after_schema;
-
 /*
  * Record job's wait: jobs as written ("4711:4712_3"), state (waiting, done,
  * failed, refused) and reason. *changed (may be NULL) is 1 when state or

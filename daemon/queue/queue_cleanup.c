@@ -49,61 +49,6 @@ out:
 	return qp_end(q, rc, 1, err, errlen);
 }
 
-/* A purge in one of these states is over: its removed files are in cleanup_totals. */
-#define PURGE_OVER "('done','failed_final','cancelled')"
-
-/*
- * The input cleanup's totals of the purges that are over, kept by triggers
- * as purges end (and taken back if one is retried), so that a scrape reads
- * the purges still under way only: before, every scrape summed the items
- * of every purge ever made (88-124 ms at a million requests). Made and
- * filled from the tables once, at the first open, in one transaction with
- * its triggers. A purge's items pruned later (HistoryRetention) stay
- * counted.
- */
-static const char *_schema =
-	"CREATE TABLE IF NOT EXISTS cleanup_totals (id INTEGER PRIMARY KEY CHECK (id = 1),"
-	" done INTEGER NOT NULL, files INTEGER NOT NULL, bytes INTEGER NOT NULL);"
-	"INSERT INTO cleanup_totals (id, done, files, bytes) SELECT 1,"
-	" (SELECT count(*) FROM requests WHERE action='purge' AND state='done'),"
-	" (SELECT count(*) FROM items i JOIN requests r ON r.id=i.request_id"
-	"  WHERE r.action='purge' AND r.state IN " PURGE_OVER " AND i.state='done'),"
-	" (SELECT coalesce(sum(i.size),0) FROM items i JOIN requests r ON r.id=i.request_id"
-	"  WHERE r.action='purge' AND r.state IN " PURGE_OVER " AND i.state='done')"
-	" WHERE NOT EXISTS (SELECT 1 FROM cleanup_totals);"
-	"CREATE TRIGGER IF NOT EXISTS cleanup_totals_over AFTER UPDATE OF state ON requests"
-	" WHEN NEW.action='purge' AND NEW.state IN " PURGE_OVER
-	" AND OLD.state NOT IN " PURGE_OVER " BEGIN"
-	" UPDATE cleanup_totals SET"
-	"  files = files + (SELECT count(*) FROM items WHERE request_id=NEW.id AND state='done'),"
-	"  bytes = bytes + (SELECT coalesce(sum(size),0) FROM items WHERE request_id=NEW.id"
-	"   AND state='done') WHERE id = 1;"
-	" END;"
-	"CREATE TRIGGER IF NOT EXISTS cleanup_totals_again AFTER UPDATE OF state ON requests"
-	" WHEN NEW.action='purge' AND OLD.state IN " PURGE_OVER
-	" AND NEW.state NOT IN " PURGE_OVER " BEGIN"
-	" UPDATE cleanup_totals SET"
-	"  files = files - (SELECT count(*) FROM items WHERE request_id=NEW.id AND state='done'),"
-	"  bytes = bytes - (SELECT coalesce(sum(size),0) FROM items WHERE request_id=NEW.id"
-	"   AND state='done') WHERE id = 1;"
-	" END;"
-	"CREATE TRIGGER IF NOT EXISTS cleanup_totals_done AFTER UPDATE OF state ON requests"
-	" WHEN NEW.action='purge' AND (OLD.state = 'done') != (NEW.state = 'done') BEGIN"
-	" UPDATE cleanup_totals SET done = done + (NEW.state = 'done') - (OLD.state = 'done')"
-	"  WHERE id = 1;"
-	" END;";
-
-int queue_cleanup_schema(struct queue *q, char *err, size_t errlen)
-{
-	if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
-		return -1;
-	if (qp_exec(q, _schema, err, errlen) < 0 || qp_exec(q, "COMMIT", err, errlen) < 0) {
-		qp_exec(q, "ROLLBACK", NULL, 0);
-		return -1;
-	}
-	return 0;
-}
-
 int queue_cleanup_counts(struct queue *q, struct cleanup_counts *c, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;

@@ -25,8 +25,6 @@ struct cleanup_counts {
 };
 /* Reads the totals of the purges that are over and the purges under way: 0 or -1. */
 int queue_cleanup_counts(struct queue *q, struct cleanup_counts *c, char *err, size_t errlen);
-/* Run at every open (queue.c): the totals' table, filled once, and its triggers. */
-int queue_cleanup_schema(struct queue *q, char *err, size_t errlen);
 
 /* One staged file to remove (borrowed relpath). */
 struct cleanup_item {

@@ -9,11 +9,6 @@
 #include "queue_drain.h"
 #include "queue_private.h"
 
-/* At most one row (id 1): present while drained. */
-const char *const queue_drain_schema =
-	"CREATE TABLE IF NOT EXISTS drain (id INTEGER PRIMARY KEY CHECK (id = 1),"
-	" since INTEGER NOT NULL, by_uid INTEGER NOT NULL, reason TEXT NOT NULL DEFAULT '');";
-
 int queue_drain_set(struct queue *q, const char *reason, int64_t by_uid, int64_t now,
 		    int *already, char *err, size_t errlen)
 {

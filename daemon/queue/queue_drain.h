@@ -17,9 +17,6 @@
 
 #include "queue.h"
 
-/* Made at queue_open, idempotent. */
-extern const char *const queue_drain_schema;
-
 struct queue_drain {
 	int64_t since;               /* epoch seconds of the first drain */
 	int64_t by_uid;              /* the admin who drained */

@@ -7,41 +7,6 @@
 #include "queue_history.h"
 #include "queue_private.h"
 
-/*
- * A finished request whose rows may go and have not gone since it last
- * changed: the partial index's condition, which the select repeats word for
- * word so that SQLite can use the index. pruned holds the request's updated
- * as it was when its rows went: a request retried since is finished anew.
- */
-#define PRUNABLE "(state IN ('failed_final','cancelled') OR (state='done' AND action!='archive'))" \
-	" AND pruned < updated"
-
-static const char *const _schema =
-	"CREATE INDEX IF NOT EXISTS requests_prunable ON requests(updated) WHERE " PRUNABLE ";";
-
-int queue_history_schema(struct queue *q, char *err, size_t errlen)
-{
-	sqlite3_stmt *st = qp_prep(q, "SELECT count(*) FROM pragma_table_info('requests')"
-				   " WHERE name = 'pruned'", err, errlen);
-	int have = 0, rc;
-
-	if (!st)
-		return -1;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		have = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	/* A column added without a schema version: an older stagehandd ignores it. */
-	if (qp_exec(q, "BEGIN IMMEDIATE", err, errlen) < 0)
-		return -1;
-	/* -1: below any time, so that every finished request is in the index at first. */
-	rc = (!have && qp_exec(q, "ALTER TABLE requests ADD COLUMN pruned INTEGER NOT NULL"
-			       " DEFAULT -1", err, errlen) < 0) || qp_exec(q, _schema, err, errlen) < 0;
-	if (rc || qp_exec(q, "COMMIT", err, errlen) < 0) {
-		qp_exec(q, "ROLLBACK", NULL, 0);
-		return -1;
-	}
-	return 0;
-}
 
 /*
  * A request's rows, at most ?2 of them a statement (?1 the request), the

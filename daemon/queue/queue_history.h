@@ -28,13 +28,6 @@
 
 #include "queue.h"
 
-/*
- * Run at every open (queue.c): the requests' pruned column (added once; an
- * older stagehandd ignores it) and the index of what may be pruned. 0 or
- * -1 with err.
- */
-int queue_history_schema(struct queue *q, char *err, size_t errlen);
-
 /* What the prune calls removed, added to by each call. */
 struct queue_pruned {
 	int64_t requests;            /* finished requests whose file rows are all gone */

@@ -681,10 +681,6 @@ int queue_request_checkpoint(struct queue *q, int64_t id, char *err, size_t errl
 	return qp_end(q, rc, 1, err, errlen);
 }
 
-const char *const queue_reruns_schema =
-	"CREATE TABLE IF NOT EXISTS job_reruns (job_id INTEGER PRIMARY KEY,"
-	" before_id INTEGER NOT NULL, run INTEGER NOT NULL, at INTEGER NOT NULL);";
-
 /* The after-job actions a rerun supersedes: what a job's end makes (lifecycle.c, cleanup.c). */
 #define QJ_AFTER_JOB "action IN ('archive', 'stage_out', 'label', 'purge')"
 

@@ -10,20 +10,6 @@
 #include "queue_mpu.h"
 #include "queue_private.h"
 
-/*
- * An upload is keyed by (request, relpath): a file has at most one upload
- * in progress. Its parts go with it (deleted with it by queue_mpu_apply).
- */
-const char *const queue_mpu_schema =
-	"CREATE TABLE IF NOT EXISTS s3_uploads ("
-	" request_id INTEGER NOT NULL, relpath TEXT NOT NULL, upload_id TEXT NOT NULL,"
-	" size INTEGER NOT NULL, mtime INTEGER NOT NULL, part_size INTEGER NOT NULL,"
-	" started INTEGER NOT NULL, PRIMARY KEY (request_id, relpath)) WITHOUT ROWID;"
-	"CREATE TABLE IF NOT EXISTS s3_upload_parts ("
-	" request_id INTEGER NOT NULL, relpath TEXT NOT NULL, part INTEGER NOT NULL,"
-	" len INTEGER NOT NULL, md5 TEXT NOT NULL,"
-	" PRIMARY KEY (request_id, relpath, part)) WITHOUT ROWID;";
-
 /* S3's bounds (as the worker checks them too): what a record may say. */
 #define PART_MIN (5LL << 20)
 #define PART_MAX (5LL << 30)

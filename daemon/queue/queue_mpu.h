@@ -23,8 +23,6 @@
 #include "queue.h"
 #include "xfer.h"
 
-/* The tables; run by queue_open on every database (new tables only, additive). */
-extern const char *const queue_mpu_schema;
 
 /*
  * Apply one XR_MPU record of request req: begin replaces any upload

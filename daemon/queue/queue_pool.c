@@ -8,11 +8,6 @@
 #include "queue_pool.h"
 #include "queue_private.h"
 
-const char *const queue_pool_schema =
-	"CREATE TABLE IF NOT EXISTS bb_pool (job_id INTEGER PRIMARY KEY, pool TEXT,"
-	" size INTEGER NOT NULL, torn_down INTEGER NOT NULL DEFAULT 0,"
-	" updated INTEGER NOT NULL);";
-
 int queue_pool_set(struct queue *q, int64_t job, const char *pool, int64_t size, char *err,
 		   size_t errlen)
 {

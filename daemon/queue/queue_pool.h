@@ -15,9 +15,6 @@
 
 #include "queue.h"
 
-/* Made at queue_open, idempotent. */
-extern const char *const queue_pool_schema;
-
 /* Record job's reserved size (bytes > 0) in pool at setup; a second setup overwrites. 0 or -1. */
 int queue_pool_set(struct queue *q, int64_t job, const char *pool, int64_t size, char *err,
 		   size_t errlen);

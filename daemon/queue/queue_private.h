@@ -22,6 +22,18 @@
 
 struct queue_new_request;
 
+/*
+ * A finished request whose rows may go and have not gone since it last
+ * changed: the partial index's condition (migration 12), which the
+ * history's select repeats word for word so that SQLite can use the index.
+ * pruned holds the request's updated as it was when its rows went: a
+ * request retried since is finished anew.
+ */
+#define PRUNABLE "(state IN ('failed_final','cancelled') OR (state='done' AND action!='archive'))" \
+	" AND pruned < updated"
+/* A purge in one of these states is over: its removed files are in cleanup_totals. */
+#define PURGE_OVER "('done','failed_final','cancelled')"
+
 /* A statement kept prepared; sql (the key) is the address of a string literal. */
 struct qp_slot {
 	const char *sql;
@@ -62,6 +74,8 @@ void qp_err(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int64_t qp_now(void);
 int qp_exec(struct queue *q, const char *sql, char *err, size_t errlen);
+/* Applies the migrations q's database lacks (queue_schema.c); path names it in errors. */
+int queue_schema_migrate(struct queue *q, const char *path, char *err, size_t errlen);
 sqlite3_stmt *qp_prep(struct queue *q, const char *sql, char *err, size_t errlen);
 /* Take / release the writer's lock (recursive), recording its owner. */
 void qp_lock(struct queue *q);

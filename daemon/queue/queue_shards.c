@@ -11,41 +11,6 @@
 #include "queue_private.h"
 #include "queue_shards.h"
 
-/*
- * Version 3. shard_files is keyed by (request, relpath): a file is in one
- * shard of a plan; the index by shard serves the mover's fetch.
- */
-const char *const queue_shards_schema =
-	"CREATE TABLE IF NOT EXISTS shards ("
-	" request_id INTEGER NOT NULL REFERENCES requests(id), idx INTEGER NOT NULL,"
-	" state TEXT NOT NULL DEFAULT 'queued'"
-	"  CHECK (state IN ('queued','submitted','done','failed')),"
-	" slurm_job INTEGER NOT NULL DEFAULT 0, files INTEGER NOT NULL DEFAULT 0,"
-	" bytes INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0, error TEXT,"
-	" updated INTEGER NOT NULL, PRIMARY KEY (request_id, idx));"
-	"CREATE TABLE IF NOT EXISTS shard_files ("
-	" request_id INTEGER NOT NULL, relpath TEXT NOT NULL, idx INTEGER NOT NULL,"
-	" size INTEGER NOT NULL, PRIMARY KEY (request_id, relpath)) WITHOUT ROWID;"
-	"CREATE INDEX IF NOT EXISTS shard_files_idx ON shard_files(request_id, idx, relpath);";
-
-/* Run at every open (databases of version 3 made before it lack it). */
-const char *const queue_shards_index =
-	"CREATE INDEX IF NOT EXISTS shards_job ON shards(slurm_job);";
-
-/*
- * A range is a plan and a record at once: done, with the source's size and
- * mtime its mover saw and its checksum, is set once (queue_range_done), so
- * a range reported twice is recorded once. The file it belongs to becomes
- * an item only when the final pass finishes it (xfer_range.h).
- */
-const char *const queue_shards_ranges =
-	"CREATE TABLE IF NOT EXISTS shard_ranges ("
-	" request_id INTEGER NOT NULL, relpath TEXT NOT NULL, off INTEGER NOT NULL,"
-	" len INTEGER NOT NULL, size INTEGER NOT NULL, idx INTEGER NOT NULL,"
-	" done INTEGER NOT NULL DEFAULT 0, src_size INTEGER, mtime INTEGER, checksum TEXT,"
-	" PRIMARY KEY (request_id, relpath, off)) WITHOUT ROWID;"
-	"CREATE INDEX IF NOT EXISTS shard_ranges_idx ON shard_ranges(request_id, idx, relpath);";
-
 static const char *const _names[] = { "queued", "submitted", "done", "failed" };
 
 const char *queue_shard_state_name(enum queue_shard_state s)

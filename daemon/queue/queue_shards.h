@@ -1,6 +1,6 @@
 /*
- * queue_shards.h - the shards of requests that run as mover jobs (schema
- * version 3): which files and byte ranges each shard holds, and where each
+ * queue_shards.h - the shards of requests that run as mover jobs (migrations
+ * 3, 5 and 6): which files and byte ranges each shard holds, and where each
  * shard stands.
  *
  * Owns: the shards, shard_files and shard_ranges tables. A shard is a plan,
@@ -20,15 +20,6 @@
 #include "checksum.h"
 #include "queue.h"
 
-/* Tables of version 3; run by queue_open's migration (additive only). */
-extern const char *const queue_shards_schema;
-/* The index of shards by mover job; run by queue_open on every database. */
-extern const char *const queue_shards_index;
-/*
- * The byte ranges of files split across shards (shard_ranges), added
- * without a schema bump; run by queue_open on every database.
- */
-extern const char *const queue_shards_ranges;
 
 enum queue_shard_state {
 	QSH_QUEUED = 0,   /* to be submitted */

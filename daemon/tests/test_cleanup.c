@@ -106,7 +106,9 @@ static void _test_totals(void)
 		if (sqlite3_open(db, &raw) == SQLITE_OK)
 			sqlite3_exec(raw, "DROP TRIGGER cleanup_totals_over;"
 				     "DROP TRIGGER cleanup_totals_again; DROP TRIGGER cleanup_totals_done;"
-				     "DROP TABLE cleanup_totals",
+				     "DROP TABLE cleanup_totals;"
+				     /* 0.x kept no record of migrations (queue_schema.c) */
+				     "DROP TABLE schema_migrations",
 				     NULL, NULL, NULL);
 		sqlite3_close(raw);
 	}

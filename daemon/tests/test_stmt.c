@@ -379,6 +379,8 @@ static void _test_counts_fill(const char *path)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, "DROP TRIGGER request_counts_ins; DROP TRIGGER request_counts_upd;"
 				  "DROP TRIGGER request_counts_del; DROP TABLE request_counts;"
+				  /* 0.x kept no record of migrations (queue_schema.c) */
+				  "DROP TABLE schema_migrations;"
 				  "UPDATE requests SET state='failed_final' WHERE id <= 5;"
 				  "INSERT INTO requests (uid, gid, user, action, source, state, created,"
 				  " updated) VALUES (1, 1, 'u', 'archive', '/s', 'running', 0, 0)",
