@@ -176,15 +176,19 @@ int client_call(struct http *h, const char *method, const char *path, json_t *bo
 	char err[1024], *raw = NULL;
 	long status = 0;
 	json_t *r = NULL;
+	struct http_reply hr;
 
 	if (resp)
 		*resp = NULL;
 	if (status_out)
 		*status_out = 0;
-	if (http_call(h, method, path, body, &status, &r, &raw, err, sizeof(err)) < 0) {
+	if (http_call(h, method, path, body, &hr, err, sizeof(err)) < 0) {
 		client_errx("%s", err);
 		return EXIT_ENV;
 	}
+	status = hr.status;
+	r = hr.json;
+	raw = hr.raw;
 	if (status_out)
 		*status_out = status;
 	if (status >= 200 && status < 300) {

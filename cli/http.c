@@ -100,29 +100,26 @@ static int _perform(struct http *h, const char *method, const char *path,
 	return 0;
 }
 
-int http_call(struct http *h, const char *method, const char *path,
-	      json_t *body, long *status, json_t **resp, char **raw,
-	      char *err, size_t errlen)
+int http_call(struct http *h, const char *method, const char *path, json_t *body,
+	      struct http_reply *out, char *err, size_t errlen)
 {
 	char *payload = NULL, *text = NULL;
 	json_error_t jerr;
 	int rc;
 
-	*resp = NULL;
-	if (raw)
-		*raw = NULL;
+	*out = (struct http_reply){ 0 };
 	if (body && !(payload = json_dumps(body, JSON_COMPACT))) {
 		snprintf(err, errlen, "cannot encode the request as JSON");
 		return -1;
 	}
-	rc = _perform(h, method, path, payload, status, &text, err, errlen);
+	rc = _perform(h, method, path, payload, &out->status, &text, err, errlen);
 	free(payload);
 	if (rc < 0)
 		return -1;
 	if (*text)
-		*resp = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-	if (!*resp && raw) {
-		*raw = text;
+		out->json = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!out->json) {
+		out->raw = text;
 		text = NULL;
 	}
 	free(text);

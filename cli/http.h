@@ -33,19 +33,23 @@ const char *http_target(const struct http *h);
  * job-end spool). Borrowed; lives as long as h. */
 const struct dclient_target *http_dclient_target(const struct http *h);
 
+/* The daemon's answer to http_call. */
+struct http_reply {
+	long status;	/* the HTTP status */
+	json_t *json;	/* new: the decoded JSON body; NULL when empty or not JSON */
+	char *raw;	/* new: the body's text when json is NULL (free it); else NULL */
+};
+
 /*
  * One request. method is "GET", "POST" or "DELETE"; path starts with "/"
  * (e.g. "/v1/health"); body may be NULL (borrowed, serialized as JSON).
  *
- * Returns 0 when the daemon answered: *status holds the HTTP status and
- * *resp a new reference to the decoded JSON body (NULL when the body was
- * empty or not JSON; then *raw, if raw is non-NULL, receives a malloc'd copy
- * of the text for the caller to free). Returns -1 when the daemon could not
- * be reached or the exchange broke, with err saying where and what to do.
+ * Returns 0 when the daemon answered, with *out filled (the caller owns
+ * out->json and out->raw). Returns -1 when the daemon could not be reached
+ * or the exchange broke, with err saying where and what to do (*out empty).
  */
-int http_call(struct http *h, const char *method, const char *path,
-	      json_t *body, long *status, json_t **resp, char **raw,
-	      char *err, size_t errlen);
+int http_call(struct http *h, const char *method, const char *path, json_t *body,
+	      struct http_reply *out, char *err, size_t errlen);
 
 /*
  * Fetch a path as plain text (for /metrics). Returns 0 with *text a

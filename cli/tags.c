@@ -134,18 +134,21 @@ static int _verify_batch(struct http *h, struct _tags *t, size_t *idx, size_t ni
 	char err[1024], *raw = NULL;
 	long status = 0;
 	size_t i;
+	struct http_reply hr;
 
 	for (i = 0; i < nidx; i++)
 		json_array_append_new(arr, _label_json(&t->e[idx[i]]));
 	json_object_set_new(body, "labels", arr);
 	if (stale_after >= 0)
 		json_object_set_new(body, "stale_after", json_integer(stale_after));
-	if (http_call(h, "POST", "/v1/labels/verify", body, &status, &resp, &raw, err,
-		      sizeof(err)) < 0) {
+	if (http_call(h, "POST", "/v1/labels/verify", body, &hr, err, sizeof(err)) < 0) {
 		json_decref(body);
 		client_errx("%s", err);
 		return 2;
 	}
+	status = hr.status;
+	resp = hr.json;
+	raw = hr.raw;
 	json_decref(body);
 	if (status != 200) {
 		const char *m = json_string_value(json_object_get(resp, "error"));

@@ -146,16 +146,26 @@ static bool _has_field(enum dsl_action a, const char *key)
 	return false;
 }
 
+/* Which path field is checked: of action number idx, in role, under key. */
+struct _path_at {
+	size_t idx;
+	const char *field;
+	enum dsl__role role;
+	const char *key;
+};
+
 /*
- * Check one path field (value v) of action number idx for role; on success
- * *out is a new normalised copy equal to v. Returns 0, or -1 with err set.
+ * Check one path field (the JSON string js) of the action at->idx; on
+ * success *out is a new normalised copy equal to it. Returns 0, or -1 with
+ * err set.
  */
-static int _path_field(const struct dsl__rules *r, size_t idx, const char *field,
-		       enum dsl__role role, const char *key, const char *v, size_t n,
+static int _path_field(const struct dsl__rules *r, const struct _path_at *at, const json_t *js,
 		       char **out, char *err, size_t errlen)
 {
 	struct dsl__fail f = { .msg = NULL };
-	int rc = dsl__check_path_value(r, role, key, v, n, out, &f);
+	const char *v = json_string_value(js), *field = at->field;
+	size_t n = json_string_length(js), idx = at->idx;
+	int rc = dsl__check_path_value(r, at->role, at->key, v, n, out, &f);
 
 	if (rc < 0) {
 		log_errf(err, errlen, "plan action %zu: out of memory checking '%s'", idx, field);
@@ -226,15 +236,16 @@ static int _read_action(const struct dsl__rules *r, size_t idx, const json_t *o,
 		log_errf(err, errlen, "plan action %zu (%s): 'path' must be a string", idx, name);
 		return -1;
 	}
-	if (_path_field(r, idx, "path", a == DSL_STAGE_IN ? DSL__ROLE_SOURCE : DSL__ROLE_DIR,
-			name, json_string_value(jp), json_string_length(jp), &d->path, err, errlen))
+	if (_path_field(r, &(struct _path_at){ idx, "path",
+			a == DSL_STAGE_IN ? DSL__ROLE_SOURCE : DSL__ROLE_DIR, name }, jp, &d->path,
+			err, errlen))
 		return -1;
 	if (a != DSL_EXEMPT) {
 		jt = json_object_get(o, "to");
 		if (json_is_string(jt)) {
-			if (_path_field(r, idx, "to", a == DSL_STAGE_IN ? DSL__ROLE_DIR : DSL__ROLE_DEST,
-					"to", json_string_value(jt), json_string_length(jt), &d->to,
-					err, errlen))
+			if (_path_field(r, &(struct _path_at){ idx, "to",
+					a == DSL_STAGE_IN ? DSL__ROLE_DIR : DSL__ROLE_DEST, "to" },
+					jt, &d->to, err, errlen))
 				return -1;
 		} else if (!json_is_null(jt) || a == DSL_STAGE_OUT) {
 			log_errf(err, errlen, "plan action %zu (%s): 'to' must be a string%s", idx, name,

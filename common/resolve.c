@@ -245,10 +245,20 @@ static int _step(int m, int dir, const char *name, int flags, mode_t mode)
 	return fd;
 }
 
-/* The walk: one step per component of norm, making missing ones with mkdir. */
-static int _walk(int m, int rootfd, char *norm, const char *path, int flags, mode_t mode,
-		 int mk, char *err, size_t errlen)
+/* How the walk opens: the resolver (_M_*), open's flags and mode, mkdir of missing ones. */
+struct _how {
+	int m;
+	int flags;
+	mode_t mode;
+	int mk;
+};
+
+/* The walk: one step per component of norm, making missing ones with mkdir (h->mk). */
+static int _walk(const struct _how *h, int rootfd, char *norm, const char *path, char *err,
+		 size_t errlen)
 {
+	int m = h->m, flags = h->flags, mk = h->mk;
+	mode_t mode = h->mode;
 	char *comp = norm, *slash;
 	int cur = rootfd, next, e;
 
@@ -318,7 +328,7 @@ int resolve_open(int rootfd, const char *path, int flags, mode_t mode, unsigned 
 		return fd;
 	}
 	if (m == _M_WALK || mk)
-		return _walk(m, rootfd, norm, path, flags, mode, mk, err, errlen);
+		return _walk(&(struct _how){ m, flags, mode, mk }, rootfd, norm, path, err, errlen);
 	fd = _step(m, rootfd, norm, flags, mode);
 	if (fd < 0) {
 		e = _diagnose(rootfd, norm, path, errno, err, errlen);

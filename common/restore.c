@@ -239,9 +239,19 @@ static int _read_back(struct restore *r, int tfd, enum cksum_algo algo, int64_t 
  * it was archived; NULL: read back), then made durable and renamed
  * (common/durable.h).
  */
-static int _write_file(struct restore *r, int sfd, int64_t off, int64_t len, const char *rel,
-		       const char *want, uint32_t mode, int64_t mtime_ns, const char *where)
+struct _file_piece {
+	int64_t off, len;	/* the file's bytes in sfd */
+	const char *rel;	/* where it lands, under the restore's root */
+	const char *want;	/* its recorded checksum, or NULL */
+	uint32_t mode;
+	int64_t mtime_ns;
+};
+
+static int _write_file(struct restore *r, int sfd, const struct _file_piece *pc, const char *where)
 {
+	int64_t off = pc->off, len = pc->len, mtime_ns = pc->mtime_ns;
+	const char *rel = pc->rel, *want = pc->want;
+	uint32_t mode = pc->mode;
 	const char *leaf, *out;
 	char tmp[NAME_MAX + 1], got[CKSUM_HEX_MAX], ob[BUNDLE_PATH_MAX];
 	enum cksum_algo algo = CKSUM_XXH128;
@@ -584,8 +594,8 @@ static void _restore_bundled(struct restore *r)
 				continue;
 			}
 			if (_check_header(r, x, fd) == 0)
-				_write_file(r, fd, x->offset, x->size, x->path, x->cks, x->mode,
-					    x->mtime_ns, where);
+				_write_file(r, fd, &(struct _file_piece){ x->offset, x->size,
+					    x->path, x->cks, x->mode, x->mtime_ns }, where);
 		} else {
 			const char *leaf;
 			char dir[BUNDLE_PATH_MAX];
@@ -607,8 +617,8 @@ static void _restore_bundled(struct restore *r)
 					close(fd);
 				continue;
 			}
-			_write_file(r, fd, 0, x->size, x->path, x->cks, x->mode, x->mtime_ns,
-				    "the archive copy");
+			_write_file(r, fd, &(struct _file_piece){ 0, x->size, x->path, x->cks,
+				    x->mode, x->mtime_ns }, "the archive copy");
 			close(fd);
 		}
 	}
@@ -703,8 +713,8 @@ static void _plain_entry(struct restore *r, int sdir, const char *name, const ch
 			_err(r, rel, "%s/%s: %s", r->archive, rel, strerror(errno));
 			return;
 		}
-		_write_file(r, fd, 0, st.st_size, rel, want, st.st_mode & 07777,
-			    (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+		_write_file(r, fd, &(struct _file_piece){ 0, st.st_size, rel, want, st.st_mode & 07777,
+			    (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec },
 			    "the archive copy");
 		close(fd);
 	} else if (S_ISLNK(st.st_mode)) {

@@ -178,11 +178,27 @@ static void _checksum(unsigned char *blk)
 	blk[H_CHKSUM + 7] = ' ';
 }
 
-/* One ustar header block; name/prefix/link as given (already made to fit). */
-static void _ustar(unsigned char *blk, const char *name, size_t nlen, const char *prefix,
-		   size_t pfxlen, const char *link, size_t llen, char type, uint32_t mode,
-		   uint32_t uid, uint32_t gid, uint64_t size, uint64_t mtime)
+/* What one ustar header block says; name/prefix/link as given (already made to fit). */
+struct _ustar_fields {
+	const char *name;
+	size_t nlen;
+	const char *prefix;	/* NULL: none */
+	size_t pfxlen;
+	const char *link;	/* NULL: none */
+	size_t llen;
+	char type;
+	uint32_t mode, uid, gid;
+	uint64_t size, mtime;
+};
+
+static void _ustar(unsigned char *blk, const struct _ustar_fields *h)
 {
+	const char *name = h->name, *prefix = h->prefix, *link = h->link;
+	size_t nlen = h->nlen, pfxlen = h->pfxlen, llen = h->llen;
+	uint32_t mode = h->mode, uid = h->uid, gid = h->gid;
+	uint64_t size = h->size, mtime = h->mtime;
+	char type = h->type;
+
 	memset(blk, 0, TAR_BLOCK);
 	memcpy(blk + H_NAME, name, nlen > 100 ? 100 : nlen);
 	_octal((char *)blk + H_MODE, 8, mode & 07777);
@@ -231,9 +247,13 @@ size_t tar_header_encode(const struct tar_member *m, char *out, size_t outlen,
 		int k = snprintf(xname, sizeof(xname), "PaxHeaders/%s", base ? base + 1 : m->path);
 		size_t xlen = k < 0 ? 0 : (size_t)k >= sizeof(xname) ? 100 : (size_t)k;
 		char *rec = out + TAR_BLOCK;
+		struct _ustar_fields x = {
+			.name = xname, .nlen = xlen, .type = 'x', .mode = 0644,
+			.uid = p.pax_uid ? 0 : m->uid, .gid = p.pax_gid ? 0 : m->gid,
+			.size = p.records, .mtime = _fits_octal(12, sec) ? sec : 0,
+		};
 
-		_ustar(blk, xname, xlen, NULL, 0, NULL, 0, 'x', 0644, p.pax_uid ? 0 : m->uid,
-		       p.pax_gid ? 0 : m->gid, p.records, _fits_octal(12, sec) ? sec : 0);
+		_ustar(blk, &x);
 		if (p.pax_path)
 			_pax_put(rec, &off, "path", m->path, p.plen);
 		if (p.pax_link)
@@ -249,13 +269,20 @@ size_t tar_header_encode(const struct tar_member *m, char *out, size_t outlen,
 		memset(rec + off, 0, tar_pad(off));
 		blk = (unsigned char *)rec + off + tar_pad(off);
 	}
-	if (p.split > 0)
-		_ustar(blk, m->path + p.split + 1, p.plen - (size_t)p.split - 1, m->path,
-		       (size_t)p.split, m->linkname, p.llen, (char)m->type, m->mode, m->uid, m->gid,
-		       p.pax_size ? 0 : m->size, _fits_octal(12, sec) ? sec : 0);
-	else
-		_ustar(blk, m->path, p.plen, NULL, 0, m->linkname, p.llen, (char)m->type, m->mode,
-		       m->uid, m->gid, p.pax_size ? 0 : m->size, _fits_octal(12, sec) ? sec : 0);
+	struct _ustar_fields h = {
+		.name = m->path, .nlen = p.plen, .link = m->linkname, .llen = p.llen,
+		.type = (char)m->type, .mode = m->mode, .uid = m->uid, .gid = m->gid,
+		.size = p.pax_size ? 0 : m->size, .mtime = _fits_octal(12, sec) ? sec : 0,
+	};
+
+	if (p.split > 0) {
+		/* The name split at a slash: its head in the prefix field. */
+		h.name = m->path + p.split + 1;
+		h.nlen = p.plen - (size_t)p.split - 1;
+		h.prefix = m->path;
+		h.pfxlen = (size_t)p.split;
+	}
+	_ustar(blk, &h);
 	return need;
 }
 
