@@ -178,10 +178,12 @@ static int _apply(struct daemon *d, const struct queue_request *r, int idx, cons
 	int type = p->type, rc = 0;
 
 	switch (type) {
-	case XR_ITEM_START:
-		rc = queue_item_start(d->q, r->id, path, text, v[1], v[2], (int)v[3], err,
-				      sizeof(err));
+	case XR_ITEM_START: {
+		struct queue_item_meta m = { path, text, v[1], v[2], (int)v[3] };
+
+		rc = queue_item_start(d->q, r->id, &m, err, sizeof(err));
 		break;
+	}
 	case XR_ITEM_COPIED:
 		rc = queue_item_copied(d->q, r->id, path, cks, err, sizeof(err));
 		break;
@@ -201,15 +203,17 @@ static int _apply(struct daemon *d, const struct queue_request *r, int idx, cons
 		}
 		break;
 	}
-	case XR_RANGE_DONE:
+	case XR_RANGE_DONE: {
+		struct queue_range_rec rg = { path, v[1], v[2], v[3], v[4], cks };
+
 		/* Counted as a file once, when the final pass finishes it. */
-		rc = queue_range_done(d->q, r->id, idx, path, v[1], v[2], v[3], v[4], cks, err,
-				      sizeof(err));
+		rc = queue_range_done(d->q, r->id, idx, &rg, err, sizeof(err));
 		if (rc == 1)
 			log_info("request %lld shard %d: range %s@%lld reported again (or not this "
 				 "shard's): recorded once", (long long)r->id, idx, path,
 				 (long long)v[1]);
 		break;
+	}
 	case XR_ITEM_SKIPPED:
 		rc = queue_item_finish(d->q, r->id, path, "special", QI_SKIPPED, text, err,
 				       sizeof(err));

@@ -648,7 +648,8 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 		goto fail_mem;
 	if (_start_options(r, name, sizeof(name), &bname, &keep, &exclude, err, sizeof(err)) < 0) {
 		log_err("request %lld: refused: %s", (long long)r->id, err);
-		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
+		queue_request_fail(d->q, r->id, &(struct queue_failure){ err, 0, 0, time(NULL) },
+				   &final, NULL, 0);
 		queue_request_free(r);
 		return 0;
 	}
@@ -656,7 +657,8 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 						   .backend = bname }, err, sizeof(err));
 	if (!be) {
 		_free_exclude(exclude);
-		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
+		queue_request_fail(d->q, r->id, &(struct queue_failure){ err, 0, 0, time(NULL) },
+				   &final, NULL, 0);
 		queue_request_free(r);
 		return 0;
 	}
@@ -669,7 +671,8 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 				      sizeof(err)) < 0) {
 		log_err("request %lld: %s", (long long)r->id, err);
 		_free_exclude(exclude);
-		queue_request_fail(d->q, r->id, err, 0, 0, time(NULL), &final, NULL, 0);
+		queue_request_fail(d->q, r->id, &(struct queue_failure){ err, 0, 0, time(NULL) },
+				   &final, NULL, 0);
 		queue_request_free(r);
 		return 0;
 	}
@@ -746,8 +749,9 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 fail_mem:
 	log_err("request %lld: out of memory starting a worker", (long long)r->id);
 fail_retry:
-	queue_request_fail(d->q, r->id, "could not start a worker process; see the daemon log",
-			   1, d->conf->retry_backoff, time(NULL), &final, NULL, 0);
+	queue_request_fail(d->q, r->id, &(struct queue_failure){
+				   "could not start a worker process; see the daemon log", 1,
+				   d->conf->retry_backoff, time(NULL) }, &final, NULL, 0);
 	queue_request_free(r);
 	return -1;
 }
@@ -830,10 +834,12 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 			log_warn("request %lld: %s", (long long)r->id, w->msg);
 		}
 		break;
-	case XR_ITEM_START:
-		rc = queue_item_start(d->q, r->id, path, text, rec->a, rec->b, (int)rec->c,
-				      err, sizeof(err));
+	case XR_ITEM_START: {
+		struct queue_item_meta m = { path, text, rec->a, rec->b, (int)rec->c };
+
+		rc = queue_item_start(d->q, r->id, &m, err, sizeof(err));
 		break;
+	}
 	case XR_ITEM_COPIED:
 		rc = queue_item_copied(d->q, r->id, path, rec->cks, err, sizeof(err));
 		break;
@@ -861,11 +867,14 @@ static void _apply(struct worker_pool *p, struct _worker *w, const struct xfer_r
 	}
 	case XR_ITEM_FILE: {
 		char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2];
-		struct queue_audit a = { r->job_id, r->uid, src, dst, rec->cks2, rec->a, rec->d, rec->e };
+		struct queue_file_done f = {
+			.relpath = path, .cks_src = rec->cks, .cks_dst = rec->cks2, .size = rec->a,
+			.mtime_ns = rec->b, .mode = (int)rec->c,
+			.audit = { r->job_id, r->uid, src, dst, rec->cks2, rec->a, rec->d, rec->e },
+		};
 
 		_audit_paths(r, path, src, sizeof(src), dst, sizeof(dst));
-		rc = queue_item_file_done(d->q, r->id, path, rec->a, rec->b, (int)rec->c, rec->cks,
-					  rec->cks2, &a, err, sizeof(err));
+		rc = queue_item_file_done(d->q, r->id, &f, err, sizeof(err));
 		if (rc == 0) {
 			atomic_fetch_add(&d->metrics->bytes_moved, (uint64_t)rec->a);
 			atomic_fetch_add(&d->metrics->files_moved, 1);
@@ -1041,6 +1050,9 @@ static void _settle(struct worker_pool *p, struct _worker *w)
 		else
 			_unsettled_add(p, r->id);
 	} else {
+		struct queue_failure f = { why, w->result != XFER_FINAL, d->conf->retry_backoff,
+					   time(NULL) };
+
 		if (w->result == XFER_RETRYABLE || w->result == XFER_FINAL)
 			snprintf(why, sizeof(why), "%s", w->msg);
 		else if (WIFSIGNALED(w->status))
@@ -1049,9 +1061,7 @@ static void _settle(struct worker_pool *p, struct _worker *w)
 			snprintf(why, sizeof(why), "worker exited (status %d) without a result",
 				 WEXITSTATUS(w->status));
 		atomic_fetch_add(&d->metrics->failures, 1);
-		if (queue_request_fail(d->q, r->id, why, w->result != XFER_FINAL,
-				       d->conf->retry_backoff, time(NULL), &final, err,
-				       sizeof(err)) < 0) {
+		if (queue_request_fail(d->q, r->id, &f, &final, err, sizeof(err)) < 0) {
 			log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
 			_unsettled_add(p, r->id);
 		} else if (!final)

@@ -424,10 +424,11 @@ static int _verified(struct daemon *d, struct plan_job *j)
 		return 1;
 	}
 	if (j->vrc < 0) {
+		struct queue_failure f = { why, 1, d->conf->retry_backoff, time(NULL) };
+
 		snprintf(why, sizeof(why), "the daemon could not read back what its mover jobs "
 			 "recorded: %s", j->verr);
-		if (queue_request_fail(d->q, r->id, why, 1, d->conf->retry_backoff, time(NULL),
-				       &final, err, sizeof(err)) < 0)
+		if (queue_request_fail(d->q, r->id, &f, &final, err, sizeof(err)) < 0)
 			log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
 		log_warn("request %lld: failed%s: %s", (long long)r->id,
 			 final ? " (final)" : ", will retry", why);
@@ -451,8 +452,8 @@ static int _verified(struct daemon *d, struct plan_job *j)
 		 "archive is not verified: `stagehand retry r%lld` copies them again",
 		 j->res.mismatched, j->res.files, j->res.rmismatched, j->res.ranges, j->res.first,
 		 (long long)r->id);
-	if (queue_request_fail(d->q, r->id, why, 0, 0, time(NULL), &final, err,
-			       sizeof(err)) < 0)
+	if (queue_request_fail(d->q, r->id, &(struct queue_failure){ why, 0, 0, time(NULL) },
+			       &final, err, sizeof(err)) < 0)
 		log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
 	log_warn("request %lld: failed (final): %s", (long long)r->id, why);
 	return 0;
@@ -694,10 +695,11 @@ static int _step(struct daemon *d, const struct queue_request *r)
 		}
 	}
 	if (why[0]) {
+		struct queue_failure f = { why, !final, d->conf->retry_backoff, time(NULL) };
+
 		if (final)
 			_kill_jobs(d, r->id, s, n, "another shard failed");
-		if (queue_request_fail(d->q, r->id, why, !final, d->conf->retry_backoff, time(NULL),
-				       &final, err, sizeof(err)) < 0)
+		if (queue_request_fail(d->q, r->id, &f, &final, err, sizeof(err)) < 0)
 			log_err("request %lld: cannot record failure: %s", (long long)r->id, err);
 		else
 			log_warn("request %lld: failed%s: %s", (long long)r->id,

@@ -909,9 +909,12 @@ int queue_request_set_state(struct queue *q, int64_t id, int from, enum queue_st
 	return qp_end(q, rc, durable, err, errlen);
 }
 
-int queue_request_fail(struct queue *q, int64_t id, const char *error, int retryable,
-		       int backoff, int64_t now, int *final_out, char *err, size_t errlen)
+int queue_request_fail(struct queue *q, int64_t id, const struct queue_failure *f,
+		       int *final_out, char *err, size_t errlen)
 {
+	const char *error = f->error;
+	int retryable = f->retryable, backoff = f->backoff;
+	int64_t now = f->now;
 	struct queue_request *r = NULL;
 	int rc;
 

@@ -181,13 +181,20 @@ int queue_request_claim_ex(struct queue *q, int64_t now, int after_job_ok,
 int queue_request_set_state(struct queue *q, int64_t id, int from, enum queue_state to,
 			    const char *error, char *err, size_t errlen);
 
+/* What failed, and whether it may be tried again (queue_request_fail). */
+struct queue_failure {
+	const char *error;	/* borrowed: the request's error text */
+	int retryable;
+	int backoff;		/* seconds before the first retry, doubled at each */
+	int64_t now;
+};
 /*
- * A failed attempt. retryable and attempts <= max_retries: failed_retryable
- * with next_attempt_at = now + backoff * 2^(attempts-1); else failed_final.
- * *final_out tells which. Returns 0 or -1.
+ * A failed attempt. f->retryable and attempts <= max_retries:
+ * failed_retryable with next_attempt_at = now + backoff * 2^(attempts-1);
+ * else failed_final. *final_out tells which. Returns 0 or -1.
  */
-int queue_request_fail(struct queue *q, int64_t id, const char *error, int retryable,
-		       int backoff, int64_t now, int *final_out, char *err, size_t errlen);
+int queue_request_fail(struct queue *q, int64_t id, const struct queue_failure *f,
+		       int *final_out, char *err, size_t errlen);
 
 /* failed_retryable requests whose time has come go back to queued. Returns how many, or -1. */
 int queue_requeue_due(struct queue *q, int64_t now, char *err, size_t errlen);
@@ -225,9 +232,15 @@ int queue_count_states(struct queue *q, int64_t counts[QS_COUNT], char *err, siz
 enum queue_item_state { QI_QUEUED = 0, QI_RUNNING, QI_VERIFYING, QI_DONE, QI_FAILED, QI_SKIPPED };
 const char *queue_item_state_name(enum queue_item_state s);
 
+/* An item's source metadata, as a transfer starts it. */
+struct queue_item_meta {
+	const char *relpath, *type;	/* borrowed */
+	int64_t size, mtime_ns;
+	int mode;
+};
 /* Insert or reset the item to running with its source metadata. */
-int queue_item_start(struct queue *q, int64_t req, const char *relpath, const char *type,
-		     int64_t size, int64_t mtime_ns, int mode, char *err, size_t errlen);
+int queue_item_start(struct queue *q, int64_t req, const struct queue_item_meta *m, char *err,
+		     size_t errlen);
 /* Copied (not verified yet): state verifying, checksum_src set. */
 int queue_item_copied(struct queue *q, int64_t req, const char *relpath, const char *cks_src,
 		      char *err, size_t errlen);
@@ -249,10 +262,11 @@ int queue_item_done(struct queue *q, int64_t req, const char *relpath, const cha
  * XR_ITEM_FILE): the item is created or updated straight to done with both
  * checksums (which must be equal), the request's counters advance (unless
  * it was done already) and the audit row is added, in one transaction.
+ * f is a struct queue_file_done (below).
  */
-int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int64_t size,
-			 int64_t mtime_ns, int mode, const char *cks_src, const char *cks_dst,
-			 const struct queue_audit *a, char *err, size_t errlen);
+struct queue_file_done;
+int queue_item_file_done(struct queue *q, int64_t req, const struct queue_file_done *f,
+			 char *err, size_t errlen);
 /*
  * Several such files of one request at once (a mover's records): the same
  * rows as queue_item_file_done, each file in turn, in one transaction (a

@@ -8,9 +8,12 @@
 #include "queue.h"
 #include "queue_private.h"
 
-int queue_item_start(struct queue *q, int64_t req, const char *relpath, const char *type,
-		     int64_t size, int64_t mtime_ns, int mode, char *err, size_t errlen)
+int queue_item_start(struct queue *q, int64_t req, const struct queue_item_meta *m, char *err,
+		     size_t errlen)
 {
+	const char *relpath = m->relpath, *type = m->type;
+	int64_t size = m->size, mtime_ns = m->mtime_ns;
+	int mode = m->mode;
 	sqlite3_stmt *st;
 	int rc = -1;
 
@@ -147,17 +150,12 @@ out:
 	return qp_end(q, rc, 0, err, errlen);
 }
 
-int queue_item_file_done(struct queue *q, int64_t req, const char *relpath, int64_t size,
-			 int64_t mtime_ns, int mode, const char *cks_src, const char *cks_dst,
-			 const struct queue_audit *a, char *err, size_t errlen)
+int queue_item_file_done(struct queue *q, int64_t req, const struct queue_file_done *f,
+			 char *err, size_t errlen)
 {
-	struct queue_file_done f = { relpath, cks_src, cks_dst, size, mtime_ns, mode, { 0 } };
 	int stored;
 
-	if (a)
-		f.audit = *a;
-
-	return queue_items_files_done(q, req, &f, 1, &stored, err, errlen) == 0 ? 0 : -1;
+	return queue_items_files_done(q, req, f, 1, &stored, err, errlen) == 0 ? 0 : -1;
 }
 
 /* The update of a verified file's existing item (cond: "" or a condition on its state). */

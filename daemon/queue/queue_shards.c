@@ -221,10 +221,11 @@ int queue_shard_ranges(struct queue *q, int64_t req, int idx,
 	return qp_read_end(q, st, rc, err, errlen);
 }
 
-int queue_range_done(struct queue *q, int64_t req, int idx, const char *relpath, int64_t off,
-		     int64_t len, int64_t size, int64_t mtime_ns, const char *cks, char *err,
-		     size_t errlen)
+int queue_range_done(struct queue *q, int64_t req, int idx, const struct queue_range_rec *rg,
+		     char *err, size_t errlen)
 {
+	const char *relpath = rg->relpath, *cks = rg->cks;
+	int64_t off = rg->off, len = rg->len, size = rg->size, mtime_ns = rg->mtime_ns;
 	int rc;
 
 	if (!cks || !*cks) {

@@ -80,14 +80,19 @@ int queue_shard_ranges(struct queue *q, int64_t req, int idx,
 				 void *arg), void *arg, char *err, size_t errlen);
 
 /*
- * Range off..off+len of relpath, held by shard idx, was copied, made durable
- * and read back by a mover: the source had size bytes and mtime_ns then,
- * the range hashes to cks. Idempotent: 0 when recorded now, 1 when it was
+ * Range rg->off..off+len of rg->relpath, held by shard idx, was copied, made
+ * durable and read back by a mover: the source had size bytes and mtime_ns
+ * then, the range hashes to cks. Idempotent: 0 when recorded now, 1 when it was
  * done already or is no range of shard idx (nothing changed), -1 with err.
  */
-int queue_range_done(struct queue *q, int64_t req, int idx, const char *relpath, int64_t off,
-		     int64_t len, int64_t size, int64_t mtime_ns, const char *cks, char *err,
-		     size_t errlen);
+struct queue_range_rec {
+	const char *relpath;	/* borrowed */
+	int64_t off, len;	/* the range */
+	int64_t size, mtime_ns;	/* the source's, as the mover saw it */
+	const char *cks;	/* borrowed: the range's checksum */
+};
+int queue_range_done(struct queue *q, int64_t req, int idx, const struct queue_range_rec *rg,
+		     char *err, size_t errlen);
 
 /*
  * The ranged files of req whose every range is done, all from one version

@@ -45,7 +45,8 @@ static void _finish(struct queue *q, int64_t id, int done)
 		queue_request_set_state(q, id, QS_RUNNING, QS_VERIFYING, NULL, err, sizeof(err));
 		queue_request_set_state(q, id, QS_VERIFYING, QS_DONE, NULL, err, sizeof(err));
 	} else {
-		queue_request_fail(q, id, "Permission denied", 0, 30, 100, &final, err,
+		queue_request_fail(q, id,
+				   &(struct queue_failure){ "Permission denied", 0, 30, 100 }, &final, err,
 				   sizeof(err));
 	}
 }

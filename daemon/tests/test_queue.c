@@ -133,7 +133,8 @@ static void _test_pool(struct queue *q)
 	{
 		struct queue_audit au = { 900, 1001, "/src/f", "/dst/f", "xxh128:aa", 700, 1, 2 };
 
-		queue_item_start(q, a, "f", "file", 700, 5, 0644, err, sizeof(err));
+		queue_item_start(q, a, &(struct queue_item_meta){ "f", "file", 700, 5, 0644 }, err,
+				 sizeof(err));
 		queue_item_copied(q, a, "f", "xxh128:aa", err, sizeof(err));
 		queue_item_done(q, a, "f", "xxh128:aa", &au, err, sizeof(err));
 	}
@@ -419,7 +420,8 @@ static void _test_files_done(struct queue *q)
 	   "report counted as an attempt (%lld)", (long long)_sql_int(sql), (long long)_sql_int(sql2));
 
 	id2 = _create(q, "archive", 0, 3);
-	queue_item_start(q, id2, "b", "file", 20, 1, 0644, err, sizeof(err));
+	queue_item_start(q, id2, &(struct queue_item_meta){ "b", "file", 20, 1, 0644 }, err,
+			 sizeof(err));
 	f[2].cks_dst = "x:bad";
 	ok(queue_items_files_done(q, id2, f, 3, &stored, err, sizeof(err)) == 1 && stored == 2 &&
 	   strstr(err, "'c'") != NULL, "a mismatch stops the run at that file: 2 stored (%s)", err);
@@ -508,7 +510,8 @@ int main(void)
 	ok(queue_request_claim(q, 100, &r, err, sizeof(err)) == 1, "nothing else to claim");
 
 	/* Items: nothing is done without a matching checksum. */
-	ok(queue_item_start(q, id, "a/f", "file", 10, 5, 0644, err, sizeof(err)) == 0, "item start");
+	ok(queue_item_start(q, id, &(struct queue_item_meta){ "a/f", "file", 10, 5, 0644 }, err,
+			    sizeof(err)) == 0, "item start");
 	ok(queue_item_done(q, id, "a/f", "xxh128:bb", &au, err, sizeof(err)) < 0,
 	   "item done refused before a source checksum is known");
 	ok(queue_item_copied(q, id, "a/f", "xxh128:aa", err, sizeof(err)) == 0, "item copied");
@@ -521,7 +524,8 @@ int main(void)
 	ok(_audit_rows(id) == 1, "one audit row");
 
 	/* A second file left half-done by a crash. */
-	queue_item_start(q, id, "b", "file", 3, 5, 0644, err, sizeof(err));
+	queue_item_start(q, id, &(struct queue_item_meta){ "b", "file", 3, 5, 0644 }, err,
+			 sizeof(err));
 	queue_item_copied(q, id, "b", "xxh128:cc", err, sizeof(err));
 	queue_request_set_state(q, id, QS_RUNNING, QS_VERIFYING, NULL, err, sizeof(err));
 	queue_close(q);
@@ -533,13 +537,15 @@ int main(void)
 	   r->files_done == 1 && r->bytes_done == 10, "reclaimed: attempt 2, verified work kept");
 	queue_request_free(r);
 	/* The redo of an already-audited file must not duplicate the audit row. */
-	queue_item_start(q, id, "a/f", "file", 10, 5, 0644, err, sizeof(err));
+	queue_item_start(q, id, &(struct queue_item_meta){ "a/f", "file", 10, 5, 0644 }, err,
+			 sizeof(err));
 	queue_item_copied(q, id, "a/f", "xxh128:aa", err, sizeof(err));
 	ok(queue_item_done(q, id, "a/f", "xxh128:aa", &au, err, sizeof(err)) == 0 &&
 	   _audit_rows(id) == 1, "redone file: still one audit row");
 
 	/* Failure, backoff, final. */
-	ok(queue_request_fail(q, id, "disk full", 1, 30, 1000, &final, err, sizeof(err)) == 0 &&
+	ok(queue_request_fail(q, id, &(struct queue_failure){ "disk full", 1, 30, 1000 }, &final,
+			      err, sizeof(err)) == 0 &&
 	   !final && _state(q, id) == QS_FAILED_RETRYABLE, "retryable failure");
 	ok(queue_request_get(q, id, &r, err, sizeof(err)) == 0 && r->next_attempt_at == 1000 + 60,
 	   "backoff doubles: attempt 2 waits 60 s");
@@ -550,7 +556,8 @@ int main(void)
 	   "requeued when due");
 	queue_request_claim(q, 1060, &r, err, sizeof(err));
 	queue_request_free(r);
-	ok(queue_request_fail(q, id, "disk full", 1, 30, 1100, &final, err, sizeof(err)) == 0 &&
+	ok(queue_request_fail(q, id, &(struct queue_failure){ "disk full", 1, 30, 1100 }, &final,
+			      err, sizeof(err)) == 0 &&
 	   final && _state(q, id) == QS_FAILED_FINAL, "out of retries: failed_final");
 	ok(queue_request_retry(q, id, err, sizeof(err)) == 0 && _state(q, id) == QS_QUEUED,
 	   "retry of failed_final: queued");
@@ -564,7 +571,8 @@ int main(void)
 	queue_request_free(r);
 	queue_request_claim(q, 2000, &r, err, sizeof(err));
 	queue_request_free(r);
-	ok(queue_request_fail(q, id2, "Permission denied", 0, 30, 2000, &final, err, sizeof(err)) == 0 &&
+	ok(queue_request_fail(q, id2, &(struct queue_failure){ "Permission denied", 0, 30, 2000 },
+			      &final, err, sizeof(err)) == 0 &&
 	   final, "non-retryable failure is final");
 
 	/* Job summary and cancel. */
@@ -609,7 +617,8 @@ int main(void)
 	id = _create(q, "archive", 8, 3);
 	queue_request_claim(q, 4000, &r, err, sizeof(err));
 	queue_request_free(r);
-	queue_item_start(q, id, "x", "file", 1, 1, 0600, err, sizeof(err));
+	queue_item_start(q, id, &(struct queue_item_meta){ "x", "file", 1, 1, 0600 }, err,
+			 sizeof(err));
 	ok(queue_request_checkpoint(q, id, err, sizeof(err)) == 0 && _state(q, id) == QS_QUEUED,
 	   "checkpoint: running -> queued");
 	queue_request_set_state(q, id, -1, QS_CANCELLED, "by test", err, sizeof(err));

@@ -178,6 +178,16 @@ static int _count_rdone(const char *relpath, int64_t off, int64_t len, int64_t s
 	return 0;
 }
 
+/* Range off..off+10 of the 30-byte file "big", held by shard idx, done (queue_range_done). */
+static int _big_range(struct queue *q, int64_t id, int idx, int64_t off, int64_t mtime,
+		      const char *cks)
+{
+	struct queue_range_rec rg = { "big", off, 10, 30, mtime, cks };
+	char err[256];
+
+	return queue_range_done(q, id, idx, &rg, err, sizeof(err));
+}
+
 static void _range_table(struct queue *q, int64_t id)
 {
 	struct queue_shard_file f[] = {
@@ -196,26 +206,23 @@ static void _range_table(struct queue *q, int64_t id)
 	queue_shards_free(s, n);
 	ok(queue_shard_ranges(q, id, 0, _count_range, &nr, err, sizeof(err)) == 0 && nr == 2,
 	   "shard 0 has two ranges");
-	ok(queue_range_done(q, id, 0, "big", 0, 10, 30, 7, "xxh128:aa", err, sizeof(err)) == 0,
-	   "range 0 done");
-	ok(queue_range_done(q, id, 0, "big", 0, 10, 30, 7, "xxh128:aa", err, sizeof(err)) == 1,
-	   "range 0 reported again: recorded once");
-	ok(queue_range_done(q, id, 0, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 1,
-	   "shard 0 cannot report shard 1's range");
+	ok(_big_range(q, id, 0, 0, 7, "xxh128:aa") == 0, "range 0 done");
+	ok(_big_range(q, id, 0, 0, 7, "xxh128:aa") == 1, "range 0 reported again: recorded once");
+	ok(_big_range(q, id, 0, 10, 7, "xxh128:bb") == 1, "shard 0 cannot report shard 1's range");
 	nr = 0;
 	ok(queue_shard_ranges(q, id, 0, _count_range, &nr, err, sizeof(err)) == 0 && nr == 1,
 	   "a done range is not handed out again");
 	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 && a.n == 0,
 	   "not assembled while ranges are missing");
-	ok(queue_range_done(q, id, 1, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 0 &&
-	   queue_range_done(q, id, 0, "big", 20, 10, 30, 8, "xxh128:cc", err, sizeof(err)) == 0,
+	ok(_big_range(q, id, 1, 10, 7, "xxh128:bb") == 0 &&
+	   _big_range(q, id, 0, 20, 8, "xxh128:cc") == 0,
 	   "the other two done, one from a newer source");
 	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 && a.n == 0,
 	   "ranges of two versions of the source are not assembled");
 	ok(queue_shards_create(q, id, 2, f, 4, err, sizeof(err)) == 0 &&
-	   queue_range_done(q, id, 0, "big", 0, 10, 30, 7, "xxh128:aa", err, sizeof(err)) == 0 &&
-	   queue_range_done(q, id, 1, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 0 &&
-	   queue_range_done(q, id, 0, "big", 20, 10, 30, 7, "xxh128:cc", err, sizeof(err)) == 0,
+	   _big_range(q, id, 0, 0, 7, "xxh128:aa") == 0 &&
+	   _big_range(q, id, 1, 10, 7, "xxh128:bb") == 0 &&
+	   _big_range(q, id, 0, 20, 7, "xxh128:cc") == 0,
 	   "planned again, all three done from one version");
 	nr = 0;
 	ok(queue_ranges_done(q, id, _count_rdone, &nr, err, sizeof(err)) == 0 && nr == 3,
@@ -225,12 +232,12 @@ static void _range_table(struct queue *q, int64_t id)
 	ok(queue_ranges_done(q, id, _count_rdone, &nr, err, sizeof(err)) == 0 && nr == 2 &&
 	   queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 && a.n == 0,
 	   "an undone range is not done: the file is not assembled from its ranges");
-	ok(queue_range_done(q, id, 1, "big", 10, 10, 30, 7, "xxh128:bb", err, sizeof(err)) == 0,
-	   "and its shard's next job can report it again");
+	ok(_big_range(q, id, 1, 10, 7, "xxh128:bb") == 0, "and its shard's next job can report it again");
 	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 &&
 	   a.n == 1 && strncmp(a.cks, "ranges-xxh128:", 14) == 0,
 	   "assembled, with a checksum of its ranges (%s)", a.cks);
-	ok(queue_item_file_done(q, id, "big", 30, 7, 0644, a.cks, a.cks, NULL, err,
+	ok(queue_item_file_done(q, id, &(struct queue_file_done){ "big", a.cks, a.cks, 30, 7, 0644,
+				{ 0 } }, err,
 				sizeof(err)) == 0, "finished as one file");
 	a.n = 0;
 	ok(queue_ranges_assembled(q, id, CKSUM_XXH128, _asm, &a, err, sizeof(err)) == 0 && a.n == 0,
@@ -269,9 +276,11 @@ static void _table(void)
 	ok(queue_shard_job(q, 77, err, sizeof(err)) == 1 &&
 	   queue_shard_job(q, 78, err, sizeof(err)) == 0 &&
 	   queue_shard_job(q, 0, err, sizeof(err)) == 0, "job 77 is a mover job, 78 and 0 are not");
-	ok(queue_item_file_done(q, id, "x/a", 30, 5, 0644, "ab", "ab", &au, err, sizeof(err)) == 0,
+	ok(queue_item_file_done(q, id, &(struct queue_file_done){ "x/a", "ab", "ab", 30, 5, 0644,
+				au }, err, sizeof(err)) == 0,
 	   "a file verified");
-	ok(queue_item_file_done(q, id, "x/a", 30, 5, 0644, "ab", "ab", &au, err, sizeof(err)) == 0,
+	ok(queue_item_file_done(q, id, &(struct queue_file_done){ "x/a", "ab", "ab", 30, 5, 0644,
+				au }, err, sizeof(err)) == 0,
 	   "the same report again");
 	ok(queue_shard_done(q, id, 0, _count_done, &nd,
 			    err, sizeof(err)) == 0 && nd == 1, "the resume set of shard 0 has it");
@@ -293,7 +302,8 @@ static void _table(void)
 		nd = 0;
 		ok(queue_shard_done(q, id, 0, _count_done, &nd, err, sizeof(err)) == 0 && nd == 0,
 		   "not in the resume set");
-		ok(queue_item_file_done(q, id, "x/a", 30, 5, 0644, "ab", "ab", &au, err,
+		ok(queue_item_file_done(q, id, &(struct queue_file_done){ "x/a", "ab", "ab", 30, 5, 0644,
+				au }, err,
 					sizeof(err)) == 0 &&
 		   queue_request_get(q, id, &r, err, sizeof(err)) == 0 && r->files_done == 1 &&
 		   r->bytes_done == 30, "copied again: counted once again");
