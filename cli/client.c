@@ -25,6 +25,7 @@
 #include "client_int.h"
 #include "commands.h"
 #include "http.h"
+#include "monoclock.h"
 #include "progress.h"
 
 #ifndef STAGEHAND_SYSCONFDIR
@@ -256,14 +257,6 @@ static void _bad_id(const char *cmd, const char *s)
 	      cmd, s);
 }
 
-double client_monotonic(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 void client_sleep(double s)
 {
 	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
@@ -370,7 +363,7 @@ static int _watch(struct http *h, const char *path, double interval, int force_j
 			break;
 		}
 		if (p) {
-			progress_draw(p, reqs, client_monotonic());
+			progress_draw(p, reqs, mono_s());
 		} else {
 			json_array_foreach(reqs, i, r) {
 				char key[32], *line = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);

@@ -77,8 +77,6 @@ enum id_kind client_parse_id(const char *s, unsigned long long *out);
 /* A daemon answer as one line of JSON on stdout (keys in the daemon's order), flushed. */
 void client_print_json_line(json_t *j);
 
-/* Seconds on CLOCK_MONOTONIC, for polling deadlines. */
-double client_monotonic(void);
 
 /* Sleep s seconds (fractions too), resumed across signals. */
 void client_sleep(double s);

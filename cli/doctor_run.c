@@ -22,14 +22,7 @@
 #include <unistd.h>
 
 #include "doctor.h"
-
-static long long _now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
+#include "monoclock.h"
 
 char *doctor_capture(char *const argv[], char *const env[], int timeout_ms, size_t max,
 		     int *timed_out, char *err, size_t errlen)
@@ -61,10 +54,10 @@ char *doctor_capture(char *const argv[], char *const env[], int timeout_ms, size
 		free(buf);
 		return NULL;
 	}
-	deadline = _now_ms() + timeout_ms;
+	deadline = mono_ms() + timeout_ms;
 	for (;;) {
 		struct pollfd pf = { p[0], POLLIN, 0 };
-		long long now = _now_ms();
+		long long now = mono_ms();
 		ssize_t got;
 
 		if (now >= deadline || poll(&pf, 1, (int)(deadline - now)) == 0) {

@@ -17,6 +17,7 @@
 
 #include "client_int.h"
 #include "commands.h"
+#include "monoclock.h"
 
 static void _drain_usage(FILE *fp)
 {
@@ -69,7 +70,7 @@ void client_print_drain(FILE *fp, const json_t *st)
 /* Poll until nothing runs; EXIT_OK, EXIT_REFUSED at the timeout or on a resume, EXIT_ENV. */
 static int _wait_idle(struct http *h, double timeout, double interval, int json_out)
 {
-	double end = timeout > 0 ? client_monotonic() + timeout : 0;
+	double end = timeout > 0 ? mono_s() + timeout : 0;
 	json_int_t last = -2;
 
 	for (;;) {
@@ -96,7 +97,7 @@ static int _wait_idle(struct http *h, double timeout, double interval, int json_
 				printf("no transfer running: ready for maintenance\n");
 			return EXIT_OK;
 		}
-		if (end && client_monotonic() >= end) {
+		if (end && mono_s() >= end) {
 			client_errx("drain: %" JSON_INTEGER_FORMAT " transfer%s still running after "
 				    "%.0f s (the daemon stays drained)", n, n == 1 ? "" : "s",
 				    timeout);

@@ -23,16 +23,9 @@
 #include "credbind.h"
 #include "dclient.h"
 #include "grow.h"
+#include "monoclock.h"
 
 #define HEAD_MAX 8192
-
-long long dclient_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- targets ------------------------------------------------------------ */
 
@@ -149,7 +142,7 @@ int dclient_find(struct dclient_target *t, const char *server, const char *socke
 static int _wait(int fd, short events, long long deadline)
 {
 	for (;;) {
-		long long left = deadline - dclient_now_ms();
+		long long left = deadline - mono_ms();
 		if (left <= 0)
 			return 0;
 		struct pollfd p = { .fd = fd, .events = events };
@@ -186,7 +179,7 @@ static int _connect_one(int fam, const struct sockaddr *sa, socklen_t salen,
 			return fd;
 		if (!(fam == AF_UNIX && errno == EAGAIN))
 			break;
-		long long left = deadline - dclient_now_ms();
+		long long left = deadline - mono_ms();
 		if (left <= 0) {
 			*why = ETIMEDOUT;
 			close(fd);
@@ -256,7 +249,7 @@ static int _connect_tcp(const struct dclient_target *t, long long deadline, int 
 		return DCLIENT_ERR_CONNECT;
 	}
 	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-		if (dclient_now_ms() >= deadline) {
+		if (mono_ms() >= deadline) {
 			why = ETIMEDOUT;
 			break;
 		}
@@ -565,7 +558,7 @@ int dclient_request(const struct dclient_target *t, const char *method, const ch
 		    const char *body, int timeout_ms, size_t max_body,
 		    struct dclient_resp *resp, char *err, size_t errlen)
 {
-	long long deadline = dclient_now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	long long deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
 	char *req = NULL;
 	size_t len = 0;
 	int fd = -1, rc;
@@ -576,7 +569,7 @@ int dclient_request(const struct dclient_target *t, const char *method, const ch
 	rc = dclient_format_request(t, method, path, body, &req, &len, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (dclient_now_ms() >= deadline) {
+	if (mono_ms() >= deadline) {
 		snprintf(err, errlen, "timed out making a MUNGE credential for stagehandd at "
 			 "%s (is munged slow?)", t->label);
 		free(req);

@@ -132,7 +132,4 @@ int dclient_format_request(const struct dclient_target *t, const char *method,
 
 void dclient_resp_free(struct dclient_resp *resp);
 
-/* Milliseconds on a monotonic clock. */
-long long dclient_now_ms(void);
-
 #endif /* STAGEHAND_DCLIENT_H */

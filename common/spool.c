@@ -15,6 +15,7 @@
 
 #include "dclient.h"
 #include "durable.h"
+#include "monoclock.h"
 #include "spool.h"
 
 #define SPOOL_SCAN_MAX 4096
@@ -310,7 +311,7 @@ int spool_deliver(const char *dir, const struct dclient_target *t, int max, int 
 		  int total_ms, struct spool_stats *st,
 		  void (*warn)(const char *msg), char *err, size_t errlen)
 {
-	long long deadline = dclient_now_ms() + total_ms;
+	long long deadline = mono_ms() + total_ms;
 	unsigned long *ids = NULL;
 	size_t n = 0;
 	struct dirent *de;
@@ -344,7 +345,7 @@ int spool_deliver(const char *dir, const struct dclient_target *t, int max, int 
 		char name[64], e[1024];
 		unsigned long id = 0;
 
-		if ((int)i >= max || dclient_now_ms() >= deadline) {
+		if ((int)i >= max || mono_ms() >= deadline) {
 			st->left = (int)(n - i);
 			break;
 		}
@@ -360,7 +361,7 @@ int spool_deliver(const char *dir, const struct dclient_target *t, int max, int 
 			st->rejected++;
 			continue;
 		}
-		long long left = deadline - dclient_now_ms();
+		long long left = deadline - mono_ms();
 		int tmo = left < timeout_ms ? (int)(left > 0 ? left : 1) : timeout_ms;
 		enum spool_send r = spool_send_event(t, id, ev, tmo, e, sizeof(e));
 		json_decref(ev);

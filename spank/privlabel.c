@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "jobdir.h"
+#include "monoclock.h"
 #include "privlabel.h"
 
 /* One answer of the creator per directory (or one for a general failure,
@@ -28,14 +29,6 @@ struct _msg {
 	int32_t ok;
 	char text[1024];
 };
-
-static long _now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- the creator (child): runs as the job owner, never returns ---- */
 
@@ -151,7 +144,7 @@ static int _recv(int sock, long deadline, uid_t uid, struct _msg *m, int *fd,
 
 	*fd = -1;
 	for (;;) {
-		long left = deadline - _now_ms();
+		long left = deadline - mono_ms();
 		if (left <= 0) {
 			snprintf(err, errlen, "creating the directories as uid %lu took too "
 				 "long (is the filesystem hanging?)", (unsigned long)uid);
@@ -258,7 +251,7 @@ int privlabel_prepare(const char *base, const struct privlabel_dir *dirs, size_t
 	}
 	close(sp[1]);
 
-	long deadline = _now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	long deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
 	size_t i;
 	for (i = 0; i < n; i++) {
 		struct _msg m;

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #define SLURM_COMPAT_SPANK
+#include "monoclock.h"
 #include "slurm_compat.h"
 
 #include "jobdir.h"
@@ -286,7 +287,7 @@ static void _send_start(spank_t sp)
 	struct dclient_resp resp;
 	json_t *body, *dirs;
 	char *text;
-	long long t0 = dclient_now_ms();
+	long long t0 = mono_ms();
 
 	if (spank_get_item(sp, S_JOB_ID, &jid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
@@ -330,7 +331,7 @@ static void _send_start(spank_t sp)
 	}
 	free(text);
 	slurm_debug(PFX "job %lu: job-start event took %lld ms", (unsigned long)jid,
-		    dclient_now_ms() - t0);
+		    mono_ms() - t0);
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
@@ -703,12 +704,12 @@ static int _ask_stage_in(int tmo, char *err, size_t errlen)
  */
 static int _confirm_stage_in(char *err, size_t errlen)
 {
-	long long deadline = dclient_now_ms() + g.args.timeout_ms;
+	long long deadline = mono_ms() + g.args.timeout_ms;
 	char why[1024] = "", e[1024];
 	int tries = 0, rc;
 
 	for (;;) {
-		long long left = deadline - dclient_now_ms();
+		long long left = deadline - mono_ms();
 		if (left <= 0)
 			break;
 		tries++;
@@ -718,7 +719,7 @@ static int _confirm_stage_in(char *err, size_t errlen)
 				snprintf(err, errlen, "%s", why);
 			return rc == 0 ? 0 : -1;
 		}
-		left = deadline - dclient_now_ms();
+		left = deadline - mono_ms();
 		if (left > 0)
 			_nap(left < 250 ? (int)left : 250);
 	}

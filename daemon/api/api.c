@@ -25,6 +25,7 @@
 #include "api_writer.h"
 #include "log.h"
 #include "metrics.h"
+#include "monoclock.h"
 
 #define MAX_UIDS 1024
 #define MAX_CONNECTIONS 1024         /* per listening socket, at most */
@@ -243,14 +244,6 @@ static int _refuse(struct api *a, int fd, uid_t uid)
 	return sent;
 }
 
-static int64_t _now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The list of open connections, kept newest first by since; a->lock held. */
 static void _link(struct api *a, struct _conn *k)
 {
@@ -345,7 +338,7 @@ static void _notify(void *cls, struct MHD_Connection *c, void **socket_context,
 		k->fd = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0);
 		pthread_mutex_lock(&a->lock);
 		if (k->over) {
-			k->cut_at_ms = _now_ms() + REFUSED_GRACE_MS;
+			k->cut_at_ms = mono_ms() + REFUSED_GRACE_MS;
 			pthread_cond_signal(&a->wake);
 		}
 		_link(a, k);
@@ -822,7 +815,7 @@ static void *_sweep(void *arg)
 	pthread_mutex_lock(&a->lock);
 	while (!a->stop) {
 		time_t now = time(NULL), limit;
-		int64_t ms = _now_ms(), next_ms = ms + 1000;
+		int64_t ms = mono_ms(), next_ms = ms + 1000;
 		unsigned long n = 0;
 
 		pthread_rwlock_rdlock(&a->d->conf_lock);

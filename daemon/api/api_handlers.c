@@ -16,6 +16,7 @@
 #include "api_drain.h"
 #include "api_labels.h"
 #include "api_mover.h"
+#include "monoclock.h"
 #include "usercache.h"
 #include "api.h"
 #include "api_decode.h"
@@ -644,7 +645,7 @@ static int _ask_owners(struct daemon *d, const struct api_caller *who, json_t *b
 		if (j)
 			ids[k++] = j;
 	}
-	if (k && sowner_lookup(c, ids, k, uids, (int64_t)dclient_now_ms(), o->why, sizeof(o->why)) < 0)
+	if (k && sowner_lookup(c, ids, k, uids, (int64_t)mono_ms(), o->why, sizeof(o->why)) < 0)
 		log_warn("api: uid %u's request(s): %s", (unsigned)who->uid, o->why);
 	for (i = 0; i < k; i++)
 		o->owners[i] = (struct api_owner){ .job = ids[i], .uid = uids[i] };

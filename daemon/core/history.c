@@ -5,18 +5,11 @@
 
 #include "history.h"
 #include "log.h"
+#include "monoclock.h"
 #include "queue_history.h"
 
 static int64_t _idle_until;            /* main thread only */
 static struct queue_pruned _pruned;    /* removed since the last log line */
-
-static int64_t _ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The two kinds of pruning: the function, its key, and what it removes. */
 static const struct {
@@ -53,7 +46,7 @@ static int _slice(struct daemon *d, int64_t now, int64_t end_ms)
 			}
 			more[k] = r > 0;
 		}
-		if (_ms() >= end_ms)
+		if (mono_ms() >= end_ms)
 			return more[0] || more[1];
 	}
 	return 0;
@@ -66,7 +59,7 @@ static void _tick(struct daemon *d, int64_t now_ms)
 
 	if ((c->history_retention < 0 && c->audit_retention < 0) || now_ms < _idle_until)
 		return;
-	r = _slice(d, (int64_t)time(NULL), _ms() + HISTORY_SLICE_MS);
+	r = _slice(d, (int64_t)time(NULL), mono_ms() + HISTORY_SLICE_MS);
 	if (r > 0)
 		return;	/* more: the next tick, a second from now, goes on */
 	_idle_until = now_ms + (r < 0 ? 60000 : HISTORY_IDLE_MS);

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
+#include "monoclock.h"
 #include "mover_exec.h"
 #include "notify.h"
 #include "queue.h"
@@ -80,14 +81,6 @@ static int _check_privileges(const struct conf *c, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
-}
-
-static int64_t _now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Load and check a configuration. NULL with the message in err. */
@@ -293,7 +286,7 @@ static void _loop(struct daemon *d)
 
 	for (;;) {
 		struct pollfd fds[MAX_POLL];
-		int64_t now_ms = _now_ms(), now = (int64_t)time(NULL);
+		int64_t now_ms = mono_ms(), now = (int64_t)time(NULL);
 		int n;
 
 		if (_got_hup) {

@@ -14,6 +14,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "monoclock.h"
 #include "pace.h"
 #include "pace_probe.h"
 #include "xfer.h"
@@ -431,14 +432,6 @@ static uint64_t _backoffs_gone;	/* of controllers reused for another device */
 static pthread_t _thread;
 static atomic_int _running;
 
-static int64_t _now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 void pace_run_bucket(struct xfer_bucket *b, int adaptive)
 {
 	pthread_mutex_lock(&_mu);
@@ -606,7 +599,7 @@ static void *_main(void *arg)
 		pthread_mutex_lock(&_mu);
 		any = _nslots > 0;
 		if (any) {
-			_step(_now_ns());
+			_step(mono_ns());
 		} else {	/* nothing paced: only the count of backoffs stays */
 			uint64_t b = _stats.backoffs;
 

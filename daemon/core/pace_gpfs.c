@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "monoclock.h"
 #include "pace_probe.h"
 #include "spawn_attr.h"
 
@@ -184,17 +185,9 @@ static struct {
 	int nrows;
 } _mm = { .in = -1, .out = -1 };
 
-static int64_t _now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void _stop(const char *why)
 {
-	_mm.retry_ns = _now() + _mm.backoff_ns;
+	_mm.retry_ns = mono_ns() + _mm.backoff_ns;
 	if (_mm.pid > 0) {
 		kill(_mm.pid, SIGKILL);	/* it holds nothing worth a clean exit */
 		while (waitpid(_mm.pid, NULL, 0) < 0 && errno == EINTR)
@@ -428,7 +421,7 @@ static void *_gpfs_open(dev_t dev)
 			_mm.backoff_ns = 0;
 			_mm.retry_ns = 0;
 		}
-		h->last_ns = _now();
+		h->last_ns = mono_ns();
 	}
 	return h;
 }
@@ -436,7 +429,7 @@ static void *_gpfs_open(dev_t dev)
 static int _gpfs_read(void *hv, struct pace_probe_sample *s)
 {
 	struct _gpfs *h = hv;
-	int64_t now = _now();
+	int64_t now = mono_ns();
 
 	_pump(now);
 	if (_mm.failed) {

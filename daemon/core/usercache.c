@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "monoclock.h"
 #include "usercache.h"
 
 #define SLOTS 64                      /* owners seen within a minute */
@@ -46,10 +47,7 @@ unsigned long usercache_lookups(void)
 
 static time_t _now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + 1;         /* never 0, the empty mark */
+	return (time_t)(mono_ns() / 1000000000) + 1;	/* never 0, the empty mark */
 }
 
 static int _fresh(time_t at, time_t now)

@@ -20,6 +20,7 @@
 #include "grow.h"
 #include "log.h"
 #include "metrics.h"
+#include "monoclock.h"
 #include "usercache.h"
 #include "userdir.h"
 #include "worker.h"
@@ -279,14 +280,6 @@ static void _free_done(struct _doneset *s)
 }
 
 static void _settle(struct worker_pool *p, struct _worker *w);
-
-static int64_t _now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 enum _ym { YM_RUNNING = 0, YM_PAUSED, YM_THROTTLED, YM_TRICKLE, YM_PACED };
 static const char *const _mode_names[] = { "running", "paused", "throttled", "trickling",
@@ -615,7 +608,7 @@ static void _slot_started(struct worker_pool *p, int slot, pid_t pid, int spawne
 	w->result = -1;
 	w->yb = yb;
 	/* Yield from the first byte if its file system is busy already. */
-	_yield_one(p, w, _now_ms());
+	_yield_one(p, w, mono_ms());
 }
 
 /*

@@ -15,6 +15,7 @@
 #include "grow.h"
 #include "log.h"
 #include "metrics.h"
+#include "monoclock.h"
 #include "pace.h"
 #include "queue.h"
 #include "queue_shards.h"
@@ -47,14 +48,6 @@ static struct xfer_bucket *_paused[64];	/* paused workers' buckets (under _start
 static int _npaused;
 static atomic_int _nstarted;
 
-static int64_t _mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void _start_clear(struct yield_start *e)
 {
 	for (size_t i = 0; i < e->npaths; i++)
@@ -66,7 +59,7 @@ int yield_starts_add(struct yield_starts *t, int64_t job, const char *const *pat
 		     size_t npaths, int64_t expire_ms)
 {
 	struct yield_start *e = NULL, fresh = { .job = job, .expire_ms = expire_ms, .mover = -1,
-						.recheck_ms = _mono_ms() + YIELD_MOVER_RECHECK_MS,
+						.recheck_ms = mono_ms() + YIELD_MOVER_RECHECK_MS,
 						.event_time = time(NULL) };
 
 	for (size_t i = 0; i < npaths && fresh.npaths < YIELD_START_PATHS_MAX; i++) {
@@ -197,12 +190,12 @@ void yield_starts_free(struct yield_starts *t)
  */
 static int _settle(unsigned seq)
 {
-	int64_t t0 = _mono_ms(), now = t0;
+	int64_t t0 = mono_ms(), now = t0;
 	struct timespec ts = { 0, 2 * 1000000L };
 
 	while ((int)(atomic_load(&_applied_seq) - seq) < 0 && now - t0 < YIELD_SETTLE_MS) {
 		nanosleep(&ts, NULL);
-		now = _mono_ms();
+		now = mono_ms();
 	}
 	if ((int)(atomic_load(&_applied_seq) - seq) < 0)
 		return 0;
@@ -218,7 +211,7 @@ static int _settle(unsigned seq)
 		if (now - t0 >= YIELD_SETTLE_MS)
 			return 0;
 		nanosleep(&ts, NULL);
-		now = _mono_ms();
+		now = mono_ms();
 	}
 }
 
@@ -229,7 +222,7 @@ int yield_job_start_mark(struct daemon *d, int64_t job, const char *const *paths
 
 	pthread_mutex_lock(&_starts_lock);
 	rc = yield_starts_add(&_starts, job, paths, npaths,
-			      _mono_ms() + (int64_t)YIELD_START_EXPIRY_S * 1000);
+			      mono_ms() + (int64_t)YIELD_START_EXPIRY_S * 1000);
 	atomic_store(&_nstarted, (int)yield_starts_users(&_starts));
 	pthread_mutex_unlock(&_starts_lock);
 	if (rc < 0) {
@@ -463,7 +456,7 @@ static int _needs_ask(const struct yield_start *e, int64_t now)
 
 static void _classify(struct daemon *d)
 {
-	int64_t ask[64], now = _mono_ms();
+	int64_t ask[64], now = mono_ms();
 	int ans[64];
 	size_t n = 0, from = 0;
 	char err[256];
@@ -519,7 +512,7 @@ static void _refresh(struct daemon *d)
 		_mark(*p);
 	_classify(d);
 	pthread_mutex_lock(&_starts_lock);
-	if (yield_starts_expire(&_starts, _mono_ms()))
+	if (yield_starts_expire(&_starts, mono_ms()))
 		log_warn("yield: a job-start event expired after %d h with no end event; "
 			 "its file systems are no longer held (check the SPANK plugin's log)",
 			 YIELD_START_EXPIRY_S / 3600);

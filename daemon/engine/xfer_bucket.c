@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "monoclock.h"
 #include "xfer.h"
 
 struct xfer_bucket {
@@ -49,14 +50,6 @@ static __thread uint64_t _prev_starts;
 /* The worker's stop flag, as the takes pass it: a paused writer leaves on SIGTERM. */
 static volatile sig_atomic_t *_stop_flag;
 
-static double _mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 struct xfer_bucket *xfer_bucket_create(uint64_t rate)
 {
 	pthread_mutexattr_t ma;
@@ -72,7 +65,7 @@ struct xfer_bucket *xfer_bucket_create(uint64_t rate)
 	pthread_mutexattr_destroy(&ma);
 	b->rate = rate;
 	b->tokens = 0;
-	b->last = _mono();
+	b->last = mono_s();
 	return b;
 }
 
@@ -95,7 +88,7 @@ void xfer_bucket_set_rate(struct xfer_bucket *b, uint64_t rate)
 	_lock(b);
 	b->rate = rate;
 	b->tokens = 0;
-	b->last = _mono();
+	b->last = mono_s();
 	pthread_mutex_unlock(&b->lock);
 }
 
@@ -141,7 +134,7 @@ static void _wait_paused(struct xfer_bucket *b, volatile sig_atomic_t *stop)
 static void _mark(const struct xfer_bucket *b)
 {
 	_prev_b = b;
-	_prev_t = _mono();
+	_prev_t = mono_s();
 	_prev_sleeps = __atomic_load_n(&b->sleeps, __ATOMIC_RELAXED);
 	_prev_starts = __atomic_load_n(&b->starts, __ATOMIC_RELAXED);
 }
@@ -159,7 +152,7 @@ void xfer_bucket_take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *
 {
 	if (!b)
 		return;
-	__atomic_store_n(&b->last_call_us, (int64_t)(_mono() * 1e6), __ATOMIC_RELAXED);
+	__atomic_store_n(&b->last_call_us, (int64_t)(mono_s() * 1e6), __ATOMIC_RELAXED);
 	__atomic_add_fetch(&b->io_rbytes, n, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&b->starts, 1, __ATOMIC_RELAXED);
 	if (n > __atomic_load_n(&b->io_rmax, __ATOMIC_RELAXED))
@@ -180,7 +173,7 @@ static void _take(struct xfer_bucket *b, uint64_t n, volatile sig_atomic_t *stop
 	if (b->rate) {
 		double burst = (double)b->rate / 4;	/* at most 250 ms of credit */
 
-		now = _mono();
+		now = mono_s();
 		b->tokens += (now - b->last) * (double)b->rate;
 		if (b->tokens > burst)
 			b->tokens = burst;
@@ -219,7 +212,7 @@ void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 
 	if (!b || fd < 0)
 		return;
-	__atomic_store_n(&b->last_call_us, (int64_t)(_mono() * 1e6), __ATOMIC_RELAXED);
+	__atomic_store_n(&b->last_call_us, (int64_t)(mono_s() * 1e6), __ATOMIC_RELAXED);
 	if (__atomic_load_n(&b->dev, __ATOMIC_RELAXED) == 0) {
 		struct stat st;
 
@@ -246,7 +239,7 @@ void xfer_bucket_wrote(struct xfer_bucket *b, int fd, int64_t off, uint64_t len)
 			sync_file_range(fd, off, (off_t)len, SYNC_FILE_RANGE_WAIT_BEFORE |
 					SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 	}
-	now = _mono();
+	now = mono_s();
 	__atomic_add_fetch(&b->io_wbytes, len, __ATOMIC_RELAXED);
 	if (len > __atomic_load_n(&b->io_wmax, __ATOMIC_RELAXED))
 		__atomic_store_n(&b->io_wmax, len, __ATOMIC_RELAXED);
@@ -293,7 +286,7 @@ void xfer_bucket_adjust_rate(struct xfer_bucket *b, uint64_t rate)
 
 	_lock(b);
 	if (rate != b->rate) {
-		now = _mono();
+		now = mono_s();
 		if (b->rate)	/* credit earned at the old rate up to now */
 			b->tokens += (now - b->last) * (double)b->rate;
 		if (b->tokens > 0)
@@ -321,7 +314,7 @@ void xfer_bucket_drain_io(struct xfer_bucket *b, struct xfer_bucket_io *io)
 
 double xfer_bucket_idle_s(struct xfer_bucket *b)
 {
-	return _mono() - (double)__atomic_load_n(&b->last_call_us, __ATOMIC_RELAXED) / 1e6;
+	return mono_s() - (double)__atomic_load_n(&b->last_call_us, __ATOMIC_RELAXED) / 1e6;
 }
 
 void xfer_bucket_reset_io(struct xfer_bucket *b)

@@ -35,6 +35,7 @@
 #include "checksum.h"
 #include "conf.h"
 #include "dclient.h"
+#include "monoclock.h"
 #include "mover_auth.h"
 #include "xfer.h"
 #include "xfer_engine.h"
@@ -85,7 +86,7 @@ static void _die(const char *fmt, ...)
 static int _call(struct _mover *m, const char *method, const char *path, const char *body,
 		 size_t max_body, struct dclient_resp *resp)
 {
-	long long end = dclient_now_ms() + RETRY_FOR_MS;
+	long long end = mono_ms() + RETRY_FOR_MS;
 	char err[512];
 	unsigned delay = 1;
 
@@ -101,7 +102,7 @@ static int _call(struct _mover *m, const char *method, const char *path, const c
 		else
 			fprintf(stderr, "stagehand-mover: %s %s: %s; retrying\n", method, path, err);
 		dclient_resp_free(resp);
-		if (dclient_now_ms() >= end)
+		if (mono_ms() >= end)
 			return -1;
 		sleep(delay);
 		delay = delay < 16 ? delay * 2 : 16;
@@ -147,7 +148,7 @@ static void _post(struct _mover *m)
 clear:
 	json_array_clear(m->batch);
 	m->batch_bytes = 0;
-	m->last_post_ms = dclient_now_ms();
+	m->last_post_ms = mono_ms();
 }
 
 static void _queue_rec(struct _mover *m, const struct xfer_rec *r, const char *path,
@@ -201,7 +202,7 @@ static void _pump(struct _mover *m, int fd)
 		ssize_t n;
 
 		if (poll(&p, 1, POST_EVERY_MS) == 0 ||
-		    dclient_now_ms() - m->last_post_ms >= POST_EVERY_MS) {
+		    mono_ms() - m->last_post_ms >= POST_EVERY_MS) {
 			_post(m);
 			if (!p.revents)
 				continue;
@@ -444,7 +445,7 @@ int main(int argc, char **argv)
 		_die("socketpair: %s", strerror(errno));
 	e.ctx.chan = sv[1];
 	m.batch = json_array();
-	m.last_post_ms = dclient_now_ms();
+	m.last_post_ms = mono_ms();
 	if (!m.batch || pthread_create(&th, NULL, _engine, &e) != 0)
 		_die("cannot start the transfer engine");
 	_pump(&m, sv[0]);

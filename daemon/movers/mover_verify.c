@@ -14,6 +14,7 @@
 #include "checksum.h"
 #include "durable.h"
 #include "grow.h"
+#include "monoclock.h"
 #include "mover_child.h"
 #include "mover_verify.h"
 #include "queue_shards.h"
@@ -313,14 +314,6 @@ static void _child(const struct queue_request *r, int wfd, const void *arg)
 	_exit(fclose(out) == 0 ? MOVER_CHILD_OK : MOVER_CHILD_SETUP);
 }
 
-static double _now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int mover_verify_run(const struct queue_request *r, const struct mover_verify_set *s,
 		     const _Atomic int *cancel, struct mover_verify_result *res, char *err,
 		     size_t errlen)
@@ -328,7 +321,7 @@ int mover_verify_run(const struct queue_request *r, const struct mover_verify_se
 	int fd, status = 0, ended = 0, rc = -1;
 	char *buf = NULL, why[1024];
 	size_t len = 0, off = 0, cap = 0, rcap = 0, n = s->n;
-	double t0 = _now();
+	double t0 = mono_s();
 	uint32_t idx;
 	pid_t pid;
 
@@ -384,7 +377,7 @@ int mover_verify_run(const struct queue_request *r, const struct mover_verify_se
 	res->ranges = s->nr;
 	rc = res->mismatched || res->rmismatched ? 1 : 0;
 out:
-	res->seconds = _now() - t0;
+	res->seconds = mono_s() - t0;
 	free(buf);
 	return rc;
 }

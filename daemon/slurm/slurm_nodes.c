@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "monoclock.h"
 #include "slurm_compat.h"
 
 #include "log.h"
@@ -57,14 +58,6 @@ static int _lookups;
 static pthread_mutex_t _node_lock = PTHREAD_MUTEX_INITIALIZER;
 static node_info_msg_t *_nodes;
 static int64_t _nodes_at;
-
-static int64_t _now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int _addr_of(const struct sockaddr *sa, struct _addr *out)
 {
@@ -123,7 +116,7 @@ int snodes_is_local(const struct sockaddr *sa)
 /* NodeAddr of node name (into out), from the cached node table. */
 static void _node_addr(const char *name, char *out, size_t outlen)
 {
-	int64_t now = _now_ms();
+	int64_t now = mono_ms();
 
 	snprintf(out, outlen, "%s", name);   /* no NodeAddr: the name itself */
 	pthread_mutex_lock(&_node_lock);
@@ -245,7 +238,7 @@ static void *_lookup(void *arg)
 		v = NULL;
 		s->local = local;
 		s->kind = kind;
-		s->at_ms = _now_ms();
+		s->at_ms = mono_ms();
 		snprintf(s->nodes, sizeof(s->nodes), "%s", nodes);
 		snprintf(s->err, sizeof(s->err), "%s", err);
 		s->state = DONE;
@@ -326,7 +319,7 @@ static struct _slot *_wait(uint32_t job, int64_t deadline)
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		int64_t left = ms - _now_ms();
+		int64_t left = ms - mono_ms();
 		if (left <= 0)
 			return NULL;
 		ts.tv_sec += left / 1000;
@@ -370,7 +363,7 @@ static enum snodes_verdict _judge(const struct _slot *s, const struct _addr *pee
 enum snodes_verdict snodes_check(uint32_t job_id, const struct sockaddr *peer,
 				 socklen_t peerlen, int timeout_ms, char *why, size_t whylen)
 {
-	int64_t now = _now_ms(), deadline = now + timeout_ms;
+	int64_t now = mono_ms(), deadline = now + timeout_ms;
 	struct _addr pa;
 	enum snodes_verdict v;
 	struct _slot *s;

@@ -43,6 +43,7 @@
 #include "conf.h"
 #include "dsl.h"
 #include "log.h"
+#include "monoclock.h"
 #include "queue.h"
 #include "queue_drain.h"
 #include "queue_after.h"
@@ -932,14 +933,6 @@ struct ran_on {
 	char host[64];
 };
 
-static int64_t _mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * Where jobs last started, from their job-start events (the SPANK plugin
  * sends one before a batch job's tasks run): names the node of a job lost
@@ -1038,7 +1031,7 @@ static pthread_mutex_t _asked_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void slurm_watch_follow(int64_t job_id)
 {
-	int64_t now = _mono_ms();
+	int64_t now = mono_ms();
 	size_t slot = 0;
 
 	if (job_id <= 0 || job_id > UINT32_MAX)
@@ -1299,7 +1292,7 @@ static int _batch_cut(const struct slurm_watch_ctx *w, int open, int again, int6
 	if (open && queue_batch_end(w->q, err, sizeof(err)) < 0)
 		log_err("slurm watch: storing the tick's changes failed: %s (the next tick "
 			"derives them again)", err);
-	*since = _mono_ms();
+	*since = mono_ms();
 	return again && queue_batch_begin(w->q) == 0;
 }
 
@@ -1340,7 +1333,7 @@ void slurm_watch_tick(const struct slurm_watch_ctx *w, int64_t now_ms)
 
 		if (!j->plan_json)
 			continue;
-		if (batched && (++in_batch > BATCH_JOBS || _mono_ms() - since >= BATCH_MS)) {
+		if (batched && (++in_batch > BATCH_JOBS || mono_ms() - since >= BATCH_MS)) {
 			batched = _batch_cut(w, batched, 1, &since);
 			in_batch = 1;
 		}
