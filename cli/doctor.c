@@ -602,6 +602,8 @@ static void _run_checks(struct doctor *dr, unsigned run, struct _slurm_facts *f,
 		doctor_check_trusted(dr);
 	if (run & DC_PLUGSTACK)
 		_check_plugstack(dr, f);
+	if (run & DC_STAGEHANDD)
+		doctor_check_stagehandd(dr);
 	if (run & DC_STATE)
 		doctor_check_state(dr);
 	if (run & DC_LISTEN)
@@ -642,9 +644,9 @@ static void _usage(FILE *fp)
 		"                     controller  slurm.conf's Lua hooks, the Lua release Slurm\n"
 		"                                 loads, the scripts and modules, site settings,\n"
 		"                                 TrustedUids and SlurmUser, the daemon, MUNGE\n"
-		"                     daemon      StateDB's directory, SocketPath= and\n"
-		"                                 ListenAddress= answer, MUNGE, scratch roots,\n"
-		"                                 ArchiveRoot\n"
+		"                     daemon      stagehandd --check-config, StateDB's directory,\n"
+		"                                 SocketPath= and ListenAddress= answer, MUNGE,\n"
+		"                                 scratch roots, ArchiveRoot\n"
 		"                     node        the plugstack line, its Slurm release and\n"
 		"                                 scratch= (the daemon's first ScratchRoots),\n"
 		"                                 Server=, the daemon, MUNGE, scratch roots\n"

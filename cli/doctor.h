@@ -48,6 +48,7 @@ enum doctor_check {
 	DC_ARCHIVE = 1u << 14,       /* ArchiveRoot is reachable */
 	DC_SBATCH = 1u << 15,        /* sbatch runs */
 	DC_CLI = 1u << 16,           /* stagehand is on PATH */
+	DC_STAGEHANDD = 1u << 17,    /* stagehandd --check-config */
 };
 
 #define DOCTOR_MAX_RESULTS 64
@@ -120,6 +121,7 @@ void doctor_check_state(struct doctor *dr);
 void doctor_check_archive(struct doctor *dr);
 void doctor_check_sbatch(struct doctor *dr);
 void doctor_check_cli(struct doctor *dr);
+void doctor_check_stagehandd(struct doctor *dr);
 
 /* doctor_rules.c: pure (tests/unit/test_doctor.c). */
 int doctor_role_parse(const char *name);           /* a role, or -1: not a role name */

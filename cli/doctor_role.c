@@ -3,7 +3,8 @@
  * (doctor.h; doctor_rules.c says which role runs which): on the controller
  * the Lua release Slurm's hook plugins load, the hook scripts and their
  * modules, and TrustedUids against SlurmUser; on the daemon's host its
- * state directory and ArchiveRoot; on a login node sbatch and stagehand.
+ * state directory, ArchiveRoot and stagehandd's own --check-config; on a
+ * login node sbatch and stagehand.
  *
  * Each problem names the file (and line) or program, the call that failed
  * with its errno text, and the fix. Must never: write anything but nothing
@@ -24,6 +25,9 @@
 
 #ifndef STAGEHAND_PKGDATADIR
 #define STAGEHAND_PKGDATADIR "/usr/share/stagehand"
+#endif
+#ifndef STAGEHAND_SBINDIR
+#define STAGEHAND_SBINDIR "/usr/sbin"
 #endif
 
 #define PLUGIN_MAX (64u << 20)   /* a Slurm plugin is far smaller */
@@ -385,4 +389,60 @@ void doctor_check_cli(struct doctor *dr)
 			   "stagehand in /usr/bin)", "stagehand %s runs, but no stagehand is on "
 			   "PATH=%.300s: users would not find it", PACKAGE_VERSION,
 			   getenv("PATH") ? getenv("PATH") : "");
+}
+
+/* ---- stagehandd's own configuration check (daemon) ---- */
+
+/* stagehandd on PATH, else where make install puts it; 1 found (into at). */
+static int _find_stagehandd(char *at, size_t atlen, char *why, size_t whylen)
+{
+	if (_on_path("stagehandd", at, atlen))
+		return 1;
+	if (snprintf(at, atlen, "%s/stagehandd", STAGEHAND_SBINDIR) < (int)atlen &&
+	    access(at, X_OK) == 0)
+		return 1;
+	snprintf(why, whylen, "stagehandd is neither on PATH nor in %s: access %s: %s",
+		 STAGEHAND_SBINDIR, at, strerror(errno));
+	return 0;
+}
+
+void doctor_check_stagehandd(struct doctor *dr)
+{
+	char bin[PATH_MAX], why[PATH_MAX + 128], *out, *save = NULL;
+	char *argv[] = { bin, "-c", (char *)dr->conf_path, "--check-config", NULL };
+	int timed_out, ok = 0, warned = 0;
+
+	if (!_find_stagehandd(bin, sizeof(bin), why, sizeof(why))) {
+		doctor_add(dr, "stagehandd", DOC_FAIL, "install the stagehandd package on the "
+			   "daemon's host (from source: make install)", "%s", why);
+		return;
+	}
+	out = doctor_capture(argv, environ, RUN_TIMEOUT_MS, 16384, &timed_out, why, sizeof(why));
+	if (!out) {
+		doctor_add(dr, "stagehandd", DOC_FAIL, "run it by hand to see why", "%s", why);
+		return;
+	}
+	for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (!strcmp(l, "configuration OK")) {
+			ok = 1;
+		} else if (!strncmp(l, "warning: ", 9)) {
+			doctor_add(dr, "stagehandd", DOC_WARN, "see the warning: the daemon starts, "
+				   "but users' transfers there fail", "%s -c %s --check-config: %s", bin,
+				   dr->conf_path, l + 9);
+			warned++;
+		} else if (!ok) {
+			doctor_add(dr, "stagehandd", DOC_FAIL, "correct what it names; stagehandd "
+				   "refuses to start until then", "%s -c %s --check-config: %s", bin,
+				   dr->conf_path, l);
+			free(out);
+			return;
+		}
+	}
+	free(out);
+	if (!ok)
+		doctor_add(dr, "stagehandd", DOC_FAIL, "run it by hand to see why", "%s -c %s "
+			   "--check-config printed no verdict", bin, dr->conf_path);
+	else
+		doctor_add(dr, "stagehandd", DOC_OK, NULL, "%s -c %s --check-config: configuration "
+			   "OK%s", bin, dr->conf_path, warned ? ", with the warnings above" : "");
 }

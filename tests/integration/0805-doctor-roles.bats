@@ -32,6 +32,8 @@ setup() {
 	if [[ -n ${STAGEHAND_SERVER:-} ]]; then
 		echo "Server=$STAGEHAND_SERVER" >>"$CLIENT"
 	fi
+	# The daemon host's stagehandd: the build's, as the bed runs it.
+	PATH=$STAGEHAND_BUILD_DIR/daemon:$PATH
 	read -ra NODES <<<"${STAGEHAND_TESTBED_NODES:-$STAGEHAND_TESTBED_NODE}"
 }
 
@@ -78,7 +80,7 @@ fails() {
 	role svc controller --config "$STAGEHAND_TESTBED_CONF" --slurm-conf "$SLURM_CONF"
 	green controller config slurm.conf lua-version lua-files trusted-uids server daemon munge lua site
 	role svc daemon --config "$STAGEHAND_TESTBED_CONF"
-	green daemon config state daemon munge xattr scratch archive
+	green daemon config stagehandd state daemon munge xattr scratch archive
 	# The daemon host answers on its socket, and on ListenAddress= (multi-node: TCP + MUNGE).
 	echo "$out" | jq -e '[.checks[] | select(.check == "daemon" and .status == "ok")] | length >= 1' >/dev/null
 	if [[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]]; then
@@ -155,7 +157,11 @@ fails() {
 		"add Server=HOST:PORT \\(the daemon host's ListenAddress=\\) to .*stagehand.conf"
 }
 
-@test "daemon: StateDB's directory missing, ArchiveRoot missing, ListenAddress= not answering" {
+@test "daemon: stagehandd refusing its file, StateDB's directory missing, ArchiveRoot missing, ListenAddress= not answering" {
+	sed 's/^Workers=.*/Workers=lots/' "$STAGEHAND_TESTBED_CONF" >"$T/daemon.conf"
+	role svc daemon --config "$T/daemon.conf"
+	fails stagehandd "stagehandd -c $T/daemon.conf --check-config: .*daemon.conf:[0-9]+: error: Workers must be an integer" \
+		"stagehandd refuses to start"
 	sed -e "s#^StateDB=.*#StateDB=$T/gone/stagehand.db#" -e "s#^ArchiveRoot=.*#ArchiveRoot=$T/no-archive#" \
 		"$STAGEHAND_TESTBED_CONF" >"$T/daemon.conf"
 	role svc daemon --config "$T/daemon.conf"
@@ -163,6 +169,9 @@ fails() {
 		"install -d -m 0700 $T/gone"
 	fails archive "ArchiveRoot=$T/no-archive: stat $T/no-archive: No such file or directory" \
 		"mount the archive file system"
+	# stagehandd starts with it, and says so.
+	echo "$out" | jq -e --arg re "--check-config: ArchiveRoot $T/no-archive: No such file or directory" \
+		'[.checks[] | select(.check == "stagehandd" and .status == "warn" and (.message | test($re)))] | length == 1' >/dev/null
 	[[ ${STAGEHAND_TESTBED_MODE:-one} == multi ]] || skip "one-node bed: no ListenAddress="
 	sed "s#^ListenAddress=.*#ListenAddress=${STAGEHAND_SERVER%:*}:1#" "$STAGEHAND_TESTBED_CONF" >"$T/daemon.conf"
 	role svc daemon --config "$T/daemon.conf"

@@ -45,9 +45,10 @@ static void _role_checks(void)
 	   (DC_SLURM | DC_LUA | DC_LUA_MODULES | DC_LUA_VERSION | DC_TRUSTED | DC_CLIENT),
 	   "controller: slurm.conf, Lua release, files, site settings, TrustedUids, Server=");
 	ok(!(c & (DC_PLUGSTACK | DC_XATTR | DC_SCRATCH)), "controller: no plugin, no scratch");
-	ok((d & (DC_STATE | DC_LISTEN | DC_XATTR | DC_SCRATCH | DC_ARCHIVE)) ==
-	   (DC_STATE | DC_LISTEN | DC_XATTR | DC_SCRATCH | DC_ARCHIVE),
-	   "daemon: state directory, listeners, scratch xattrs and modes, archive");
+	ok((d & (DC_STAGEHANDD | DC_STATE | DC_LISTEN | DC_XATTR | DC_SCRATCH | DC_ARCHIVE)) ==
+	   (DC_STAGEHANDD | DC_STATE | DC_LISTEN | DC_XATTR | DC_SCRATCH | DC_ARCHIVE),
+	   "daemon: stagehandd --check-config, state directory, listeners, scratch, archive");
+	ok(!((c | n | l | def) & DC_STAGEHANDD), "only the daemon host runs stagehandd");
 	ok(!(d & (DC_SLURM | DC_PLUGSTACK | DC_LUA)), "daemon: no slurm.conf checks");
 	ok((n & (DC_PLUGSTACK | DC_DAEMON | DC_CLIENT | DC_XATTR)) ==
 	   (DC_PLUGSTACK | DC_DAEMON | DC_CLIENT | DC_XATTR),
