@@ -179,8 +179,10 @@ static void _check_slurm(struct doctor *dr, const char *opt_path, struct _slurm_
 	dr->hook_bb = bb;
 	snprintf(dr->slurm_user, sizeof(dr->slurm_user), "%s", f->slurm_user);
 	dr->slurm_user_line = f->slurm_user_line;
-	if (f->plugindir[0])
+	if (f->plugindir[0]) {
 		snprintf(dr->plugindir, sizeof(dr->plugindir), "%s", f->plugindir);
+		dr->plugindir_from = "slurm.conf";
+	}
 	if (!lua && !bb) {
 		char js[320] = "JobSubmitPlugins is unset", bt[320] = "BurstBufferType is unset";
 
@@ -594,6 +596,10 @@ static void _run_checks(struct doctor *dr, unsigned run, struct _slurm_facts *f,
 {
 	if (run & (DC_SLURM | DC_LUA_VERSION | DC_LUA_MODULES | DC_TRUSTED))
 		_check_slurm(dr, slurm, f);
+	/* A roled run asks slurmctld for a PluginDir slurm.conf leaves to Slurm's default. */
+	if (dr->role && (run & (DC_LUA_VERSION | DC_PLUGSTACK)) && dr->slurm_conf[0] &&
+	    !f->plugindir[0])
+		doctor_plugindir(dr);
 	if (run & DC_LUA_VERSION)
 		doctor_check_lua_version(dr, lua_given);
 	if (run & DC_LUA_MODULES)
@@ -688,6 +694,7 @@ int cmd_doctor(int argc, char **argv)
 	memset(&dr, 0, sizeof(dr));
 	snprintf(dr.lua_bin, sizeof(dr.lua_bin), "lua5.1");
 	snprintf(dr.plugindir, sizeof(dr.plugindir), "%s", STAGEHAND_SLURM_PLUGINDIR);
+	dr.plugindir_from = "the build's default";
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {

@@ -74,8 +74,9 @@ struct doctor {
 	enum doctor_role role;       /* --role */
 	int hook_lua;                /* slurm.conf: JobSubmitPlugins has lua */
 	int hook_bb;                 /* slurm.conf: BurstBufferType=burst_buffer/lua */
-	char plugindir[PATH_MAX];    /* slurm.conf's PluginDir (first entry), else the
-					  build's default */
+	char plugindir[PATH_MAX];    /* slurm.conf's PluginDir (first entry), else
+					  scontrol's, else the build's default */
+	const char *plugindir_from;  /* static: where plugindir came from */
 	char slurm_user[64];         /* slurm.conf's SlurmUser; "" = unset (root) */
 	int slurm_user_line;         /* its line, 0 = unset */
 	char plug_where[PATH_MAX + 16]; /* "plugstack.conf:LINE" of the stagehand.so line */
@@ -122,6 +123,8 @@ void doctor_check_archive(struct doctor *dr);
 void doctor_check_sbatch(struct doctor *dr);
 void doctor_check_cli(struct doctor *dr);
 void doctor_check_stagehandd(struct doctor *dr);
+/* PluginDir as `scontrol show config` says it, when slurm.conf does not set it. */
+void doctor_plugindir(struct doctor *dr);
 
 /* doctor_rules.c: pure (tests/unit/test_doctor.c). */
 int doctor_role_parse(const char *name);           /* a role, or -1: not a role name */
@@ -133,6 +136,9 @@ int doctor_uid_listed(unsigned long uid, char *const *list);
 /* The Lua release ("5.1") a Slurm plugin's bytes name ("liblua5.1.so.0",
    "liblua-5.3.so"): 1 found, 0 not. */
 int doctor_lua_linked(const char *buf, size_t len, char *ver, size_t verlen);
+/* The first entry of "PluginDir = DIR[:DIR]" in scontrol show config's output
+   into dir: 1 found, 0 not. */
+int doctor_scontrol_plugindir(const char *out, char *dir, size_t dirlen);
 /* The release ("5.1") in an interpreter's -v banner ("Lua 5.1.5  Copyright"). */
 int doctor_lua_banner(const char *out, char *ver, size_t verlen);
 /* 1 if two paths name the same directory as text (trailing '/' aside). */

@@ -35,6 +35,22 @@
 
 extern char **environ;
 
+/* ---- Slurm's PluginDir (controller, node) ---- */
+
+void doctor_plugindir(struct doctor *dr)
+{
+	char *argv[] = { "scontrol", "show", "config", NULL }, *out, why[512], dir[PATH_MAX];
+	int timed_out;
+
+	out = doctor_capture(argv, environ, RUN_TIMEOUT_MS, 256 * 1024, &timed_out, why,
+			     sizeof(why));
+	if (out && doctor_scontrol_plugindir(out, dir, sizeof(dir))) {
+		snprintf(dr->plugindir, sizeof(dr->plugindir), "%s", dir);
+		dr->plugindir_from = "scontrol show config";
+	}
+	free(out);
+}
+
 /* ---- the Lua release Slurm loads (controller) ---- */
 
 /* The Lua release named in plugin file path into ver: 1 found, 0 not, -1
@@ -104,8 +120,8 @@ void doctor_check_lua_version(struct doctor *dr, int lua_given)
 		if (rc < 0) {
 			doctor_add(dr, "lua-version", DOC_FAIL, "install Slurm's Lua plugins on this "
 				   "host (Debian: apt-get install slurm-wlm-basic-plugins), or correct "
-				   "PluginDir= in slurm.conf", "%s (PluginDir %s): slurmctld cannot load "
-				   "the hook", err, dr->plugindir);
+				   "PluginDir= in slurm.conf", "%s (PluginDir %s, from %s): slurmctld "
+				   "cannot load the hook", err, dr->plugindir, dr->plugindir_from);
 			return;
 		}
 		if (rc == 0) {
@@ -145,8 +161,9 @@ void doctor_check_lua_version(struct doctor *dr, int lua_given)
 			   dr->lua_bin, iv);
 		return;
 	}
-	doctor_add(dr, "lua-version", DOC_OK, NULL, "%s/%s loads Lua %s; the scripts are "
-		   "loaded here with %s (Lua %s)", dr->plugindir, from, ver, dr->lua_bin, iv);
+	doctor_add(dr, "lua-version", DOC_OK, NULL, "%s/%s loads Lua %s (PluginDir from %s); "
+		   "the scripts are loaded here with %s (Lua %s)", dr->plugindir, from, ver,
+		   dr->plugindir_from, dr->lua_bin, iv);
 }
 
 /* ---- the hook scripts and their modules (controller) ---- */

@@ -110,6 +110,25 @@ int doctor_lua_banner(const char *out, char *ver, size_t verlen)
 	return p && _release_at(p + 4, strlen(p + 4), ver, verlen);
 }
 
+int doctor_scontrol_plugindir(const char *out, char *dir, size_t dirlen)
+{
+	for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *v;
+		size_t n;
+
+		if (strncmp(l, "PluginDir", 9) != 0 || (l[9] != ' ' && l[9] != '='))
+			continue;
+		v = l + 9 + strspn(l + 9, " =");
+		n = strcspn(v, ":\n ");
+		if (n == 0 || n >= dirlen)
+			return 0;
+		memcpy(dir, v, n);
+		dir[n] = '\0';
+		return 1;
+	}
+	return 0;
+}
+
 int doctor_same_dir(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);

@@ -79,6 +79,10 @@ fails() {
 @test "every host of the bed passes the checks of its role" {
 	role svc controller --config "$STAGEHAND_TESTBED_CONF" --slurm-conf "$SLURM_CONF"
 	green controller config slurm.conf lua-version lua-files trusted-uids server daemon munge lua site
+	# The bed's slurm.conf leaves PluginDir to Slurm: slurmctld is asked.
+	if ! grep -qi '^PluginDir=' "$SLURM_CONF"; then
+		echo "$out" | jq -e '.checks[] | select(.check == "lua-version") | .message | test("_lua\\.so loads Lua 5\\.[1-4] \\(PluginDir from scontrol show config\\)")' >/dev/null
+	fi
 	role svc daemon --config "$STAGEHAND_TESTBED_CONF"
 	green daemon config stagehandd state daemon munge xattr scratch archive
 	# The daemon host answers on its socket, and on ListenAddress= (multi-node: TCP + MUNGE).

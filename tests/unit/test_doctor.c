@@ -96,6 +96,22 @@ static void _lua(void)
 	ok(!doctor_lua_banner("sh: lua5.9: not found\n", v, sizeof(v)), "an error has none");
 }
 
+static void _scontrol(void)
+{
+	char d[64];
+
+	ok(doctor_scontrol_plugindir("Configuration data as of 2026-12-07T22:30:00\n"
+				     "PluginDir               = /usr/lib/x86_64-linux-gnu/slurm-wlm\n"
+				     "PlugStackConfig         = /etc/slurm/plugstack.conf\n", d, sizeof(d)) &&
+	   !strcmp(d, "/usr/lib/x86_64-linux-gnu/slurm-wlm"), "scontrol's PluginDir line");
+	ok(doctor_scontrol_plugindir("PluginDir = /opt/slurm/lib:/site/lib\n", d, sizeof(d)) &&
+	   !strcmp(d, "/opt/slurm/lib"), "its first entry");
+	ok(!doctor_scontrol_plugindir("PlugStackConfig = /x\nPluginDirX = /y\n", d, sizeof(d)),
+	   "no PluginDir line: 0");
+	ok(!doctor_scontrol_plugindir("scontrol: error: Unable to contact slurm controller\n", d,
+				      sizeof(d)), "an error: 0");
+}
+
 static void _dirs(void)
 {
 	ok(doctor_same_dir("/scratch", "/scratch"), "same");
@@ -113,5 +129,6 @@ int main(void)
 	_uids();
 	_lua();
 	_dirs();
+	_scontrol();
 	return tap_done();
 }
