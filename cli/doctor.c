@@ -333,9 +333,9 @@ static void _check_plugin_scratch(struct doctor *dr)
 	doctor_add(dr, "plugstack", DOC_FAIL, NULL, "%s: scratch=%s is not %s, the first "
 		   "entry of %s ScratchRoots: jobs' labels would be written where the daemon "
 		   "does not look", dr->plug_where, dr->args.scratch, first, from);
-	doctor_hint(dr, "set scratch=%.140s on the "
-		 "stagehand.so line (%.140s) and restart slurmd, or put %.140s first in the "
-		 "daemon's ScratchRoots=", first, dr->plug_where, dr->args.scratch);
+	doctor_hint(dr, "set scratch=%s on the stagehand.so line (%s) and restart slurmd, or "
+		    "put %s first in the daemon's ScratchRoots=", first, dr->plug_where,
+		    dr->args.scratch);
 }
 
 /* ---- the daemon, MUNGE ---- */
@@ -476,8 +476,8 @@ static void _check_client(struct doctor *dr, const char *server, const char *soc
 			doctor_add(dr, "server", DOC_FAIL, NULL, "%s sets no Server=, so stagehand "
 				   "here looks for the daemon's UNIX socket: stat %s: %s", dr->conf_path,
 				   sock, strerror(errno));
-			doctor_hint(dr, "add Server=HOST:PORT "
-				 "(the daemon host's ListenAddress=) to %s", dr->conf_path);
+			doctor_hint(dr, "add Server=HOST:PORT (the daemon host's ListenAddress=) "
+				    "to %s", dr->conf_path);
 			return;
 		}
 		snprintf(how, sizeof(how), "SocketPath= of %s (no Server=; the socket is on this "

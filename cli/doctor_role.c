@@ -219,9 +219,9 @@ void doctor_check_lua_modules(struct doctor *dr)
 			doctor_add(dr, "lua-files", DOC_FAIL, NULL, "stat %s: %s (%s sets %s)", p,
 				   strerror(errno), dr->slurm_conf, i == 0 && dr->hook_lua ?
 				   "JobSubmitPlugins=lua" : "BurstBufferType=burst_buffer/lua");
-			doctor_hint(dr, "link it there from "
-				 "the package's data directory: ln -s %s/%s %s (slurmctld looks for it "
-				 "only beside slurm.conf)", STAGEHAND_PKGDATADIR, hooks[i], p);
+			doctor_hint(dr, "link it there from the package's data directory: "
+				    "ln -s %s/%s %s (slurmctld looks for it only beside slurm.conf)",
+				    STAGEHAND_PKGDATADIR, hooks[i], p);
 			bad++;
 		}
 	}
@@ -291,9 +291,9 @@ void doctor_check_trusted(struct doctor *dr)
 		   "TrustedUids=%s (%s): job_submit.lua refuses a release of a held job by uid %u "
 		   "while its stage-in is pending", dr->slurm_conf, dr->slurm_user_line, user,
 		   (unsigned)pw->pw_uid, list, at, (unsigned)pw->pw_uid);
-	doctor_hint(dr, "set TrustedUids=%s%s%u in %s "
-		 "(slurmctld's Lua module reads it when the scripts load: scontrol reconfigure)",
-		 list, list[0] ? "," : "", (unsigned)pw->pw_uid, dr->conf_path);
+	doctor_hint(dr, "set TrustedUids=%s%s%u in %s (slurmctld's Lua module reads it when "
+		    "the scripts load: scontrol reconfigure)", list, list[0] ? "," : "",
+		    (unsigned)pw->pw_uid, dr->conf_path);
 }
 
 /* ---- the daemon's own files (daemon) ---- */
@@ -316,8 +316,8 @@ void doctor_check_state(struct doctor *dr)
 		const char *why = errno ? strerror(errno) : "not a directory";
 
 		doctor_add(dr, "state", DOC_FAIL, NULL, "StateDB=%s: stat %s: %s", db, dir, why);
-		doctor_hint(dr, "create it for the daemon "
-			 "(install -d -m 0700 %s), or correct StateDB= in %s", dir, dr->conf_path);
+		doctor_hint(dr, "create it for the daemon (install -d -m 0700 %s), or correct "
+			    "StateDB= in %s", dir, dr->conf_path);
 		return;
 	}
 	/* The daemon runs as root (stagehandd.service): root's access() fails only on a
