@@ -7,7 +7,9 @@
  * and its arguments; the daemon over the transport this node uses (UNIX
  * socket, or TCP with a MUNGE credential); a MUNGE round trip; xattrs and
  * per-user directories on each scratch root (doctor_fs.c); the Lua hooks'
- * version and site settings (doctor_lua.c).
+ * version and site settings (doctor_lua.c). With --role, the checks that
+ * kind of host needs (doctor_rules.c's table), some of them only there
+ * (doctor_role.c, and the client and listener checks here).
  *
  * Exit status: 0 nothing failed (warnings allowed), 1 a check failed,
  * 2 usage error.
@@ -55,6 +57,17 @@ struct doctor_result *doctor_add(struct doctor *dr, const char *name, enum docto
 	return r;
 }
 
+void doctor_hint(struct doctor *dr, const char *fmt, ...)
+{
+	struct doctor_result *r = &dr->r[dr->n ? dr->n - 1 : 0];
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vsnprintf(r->hint, sizeof(r->hint), fmt, ap) >= (int)sizeof(r->hint))
+		memcpy(r->hint + sizeof(r->hint) - 4, "...", 4);
+	va_end(ap);
+}
+
 /* ---- slurm.conf ---- */
 
 struct _slurm_facts {
@@ -64,6 +77,8 @@ struct _slurm_facts {
 	int bb_line;
 	char plugstack[PATH_MAX]; /* PlugStackConfig, "" = beside slurm.conf */
 	char plugindir[PATH_MAX]; /* PluginDir (first entry) */
+	char slurm_user[64];      /* SlurmUser, "" = unset (root) */
+	int slurm_user_line;
 };
 
 /* Slurm's "Key=Value Key=Value ..." lines; keys case-insensitive. */
@@ -98,6 +113,9 @@ static int _read_slurm_conf(const char *path, struct _slurm_facts *f, char *err,
 				f->bb_line = lineno;
 			} else if (strcasecmp(t, "PlugStackConfig") == 0) {
 				snprintf(f->plugstack, sizeof(f->plugstack), "%s", eq);
+			} else if (strcasecmp(t, "SlurmUser") == 0) {
+				snprintf(f->slurm_user, sizeof(f->slurm_user), "%s", eq);
+				f->slurm_user_line = lineno;
 			} else if (strcasecmp(t, "PluginDir") == 0) {
 				snprintf(f->plugindir, sizeof(f->plugindir), "%s", eq);
 				f->plugindir[strcspn(f->plugindir, ":")] = '\0';
@@ -157,6 +175,14 @@ static void _check_slurm(struct doctor *dr, const char *opt_path, struct _slurm_
 	snprintf(dr->slurm_conf, sizeof(dr->slurm_conf), "%s", path);
 	lua = f->job_submit[0] && _has_lua(f->job_submit);
 	bb = strcasecmp(f->bb_type, "burst_buffer/lua") == 0;
+	dr->hook_lua = lua;
+	dr->hook_bb = bb;
+	snprintf(dr->slurm_user, sizeof(dr->slurm_user), "%s", f->slurm_user);
+	dr->slurm_user_line = f->slurm_user_line;
+	if (f->plugindir[0]) {
+		snprintf(dr->plugindir, sizeof(dr->plugindir), "%s", f->plugindir);
+		dr->plugindir_from = "slurm.conf";
+	}
 	if (!lua && !bb) {
 		char js[320] = "JobSubmitPlugins is unset", bt[320] = "BurstBufferType is unset";
 
@@ -246,6 +272,7 @@ static int _scan_plugstack(struct doctor *dr, const char *file, int depth, const
 				break;
 			}
 			dr->have_plugin = 1;
+			snprintf(dr->plug_where, sizeof(dr->plug_where), "%s:%d", file, lineno);
 			doctor_add(dr, "plugstack", DOC_OK, NULL, "%s:%d: %s %s with %d argument%s",
 				   file, lineno, av[0], so, ac - 2, ac - 2 == 1 ? "" : "s");
 			doctor_check_release(dr, so);
@@ -259,7 +286,6 @@ static void _check_plugstack(struct doctor *dr, const struct _slurm_facts *f)
 {
 	char path[PATH_MAX];
 	const struct conf *c = dr->conf;
-	int in_roots = 0;
 
 	if (!dr->slurm_conf[0]) {
 		doctor_add(dr, "plugstack", DOC_SKIP, NULL, "no slurm.conf: plugstack.conf unknown");
@@ -269,8 +295,7 @@ static void _check_plugstack(struct doctor *dr, const struct _slurm_facts *f)
 		snprintf(path, sizeof(path), "%s", f->plugstack);
 	else
 		_beside(path, sizeof(path), dr->slurm_conf, "plugstack.conf");
-	if (_scan_plugstack(dr, path, 0, f->plugindir[0] ? f->plugindir :
-			    STAGEHAND_SLURM_PLUGINDIR) == 0)
+	if (_scan_plugstack(dr, path, 0, dr->plugindir) == 0)
 		doctor_add(dr, "plugstack", DOC_FAIL, "add the line from etc/plugstack.conf.example "
 			   "and restart slurmd on every compute node",
 			   "%s has no 'required|optional .../stagehand.so' line: jobs are neither "
@@ -284,14 +309,33 @@ static void _check_plugstack(struct doctor *dr, const struct _slurm_facts *f)
 			   "plugstack xattr_ns=%s but %s has XattrNamespace=%s: labels written on "
 			   "the nodes would not be the ones the daemon reads", dr->args.xattr_ns,
 			   dr->conf_path, c->xattr_ns == CONF_XATTR_TRUSTED ? "trusted" : "user");
-	for (char **r = c->scratch_roots; *r; r++)
-		in_roots |= strcmp(*r, dr->args.scratch) == 0;
-	if (c->scratch_roots[0] && !in_roots)
-		doctor_add(dr, "plugstack", DOC_FAIL, "make scratch= on the plugstack line one of "
-			   "ScratchRoots= in stagehand.conf",
-			   "plugstack scratch=%s is not one of %s's ScratchRoots (%s%s)",
-			   dr->args.scratch, dr->conf_path, c->scratch_roots[0],
-			   c->scratch_roots[1] ? ", ..." : "");
+}
+
+/*
+ * The plugin's scratch= is where it labels a job's directory; the daemon
+ * looks for the labels in its first ScratchRoots entry. After the daemon
+ * check: the daemon's own list when it said it, else this host's file.
+ */
+static void _check_plugin_scratch(struct doctor *dr)
+{
+	const struct conf *c = dr->conf;
+	const char *first = dr->daemon_scratch[0] ? dr->daemon_scratch : c->scratch_roots[0];
+	char from[PATH_MAX + 32];
+
+	if (!dr->have_plugin || !first)
+		return;
+	if (dr->daemon_scratch[0])
+		snprintf(from, sizeof(from), "stagehandd's (/v1/health)");
+	else
+		snprintf(from, sizeof(from), "%s's", dr->conf_path);
+	if (doctor_same_dir(dr->args.scratch, first))
+		return;
+	doctor_add(dr, "plugstack", DOC_FAIL, NULL, "%s: scratch=%s is not %s, the first "
+		   "entry of %s ScratchRoots: jobs' labels would be written where the daemon "
+		   "does not look", dr->plug_where, dr->args.scratch, first, from);
+	doctor_hint(dr, "set scratch=%s on the stagehand.so line (%s) and restart slurmd, or "
+		    "put %s first in the daemon's ScratchRoots=", first, dr->plug_where,
+		    dr->args.scratch);
 }
 
 /* ---- the daemon, MUNGE ---- */
@@ -323,21 +367,26 @@ static void _check_drain(struct doctor *dr, const json_t *st)
 		   json_integer_value(json_object_get(st, "running")));
 }
 
-static void _check_daemon(struct doctor *dr, const char *server, const char *sock)
+/* The daemon's first ScratchRoots entry from its health answer j. */
+static void _daemon_scratch(struct doctor *dr, const json_t *j)
+{
+	const char *first = json_string_value(json_array_get(json_object_get(j, "scratch_roots"), 0));
+
+	if (first)
+		snprintf(dr->daemon_scratch, sizeof(dr->daemon_scratch), "%s", first);
+}
+
+/* GET /v1/health from the daemon at server (TCP + MUNGE) or sock; how: where
+   the target came from. The version and drain are said once per run. */
+static void _daemon_health(struct doctor *dr, const char *server, const char *sock,
+			   const char *how)
 {
 	struct dclient_target t;
 	struct dclient_resp resp;
 	char err[1024];
-	const char *how = "command line";
+	int first = !dr->daemon_version[0];
 	json_t *j;
 
-	if (!server && !sock && dr->have_plugin) {
-		server = dr->args.server;
-		sock = dr->args.socket;
-		how = "the plugstack line";
-	} else if (!server && !sock) {
-		how = "stagehand.conf";
-	}
 	if (dclient_find(&t, server, sock, dr->conf_path, 0, err, sizeof(err)) < 0) {
 		doctor_add(dr, "daemon", DOC_FAIL, "fix Server= or SocketPath= (stagehand.conf) "
 			   "or server=/socket= (plugstack.conf)", "%s", err);
@@ -361,17 +410,110 @@ static void _check_daemon(struct doctor *dr, const char *server, const char *soc
 		const char *v = json_string_value(json_object_get(j, "version"));
 
 		snprintf(dr->daemon_version, sizeof(dr->daemon_version), "%s", v ? v : "?");
+		_daemon_scratch(dr, j);
 		doctor_add(dr, "daemon", DOC_OK, NULL, "stagehandd %s answers on %s (%s, target "
 			   "from %s)", dr->daemon_version, t.label, t.kind == DCLIENT_TCP ?
 			   "TCP + MUNGE" : "UNIX socket", how);
-		if (strcmp(dr->daemon_version, PACKAGE_VERSION) != 0)
+		if (first && strcmp(dr->daemon_version, PACKAGE_VERSION) != 0)
 			doctor_add(dr, "daemon", DOC_WARN, "install the same stagehand version on "
 				   "every host", "stagehandd is %s but this stagehand is %s",
 				   dr->daemon_version, PACKAGE_VERSION);
-		_check_drain(dr, json_object_get(j, "drain"));
+		if (first)
+			_check_drain(dr, json_object_get(j, "drain"));
 	}
 	json_decref(j);
 	dclient_resp_free(&resp);
+}
+
+/* The daemon as the plugin reaches it (the plugstack line), else as the
+   command line or stagehand.conf say. */
+static void _check_daemon(struct doctor *dr, const char *server, const char *sock)
+{
+	const char *how = "command line";
+
+	if (!server && !sock && dr->have_plugin) {
+		server = dr->args.server;
+		sock = dr->args.socket;
+		how = "the plugstack line";
+	} else if (!server && !sock) {
+		how = "stagehand.conf";
+	}
+	_daemon_health(dr, server, sock, how);
+}
+
+/* The empty string counts as unset, as for the CLI. */
+static const char *_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+/*
+ * The daemon as users' stagehand on this host reaches it (cli/client.c's
+ * order): --server/--socket, STAGEHAND_SERVER/STAGEHAND_SOCKET, Server=,
+ * else SocketPath=, which only works on the daemon's own host.
+ */
+static void _check_client(struct doctor *dr, const char *server, const char *sock)
+{
+	const struct conf *c = dr->conf;
+	char how[PATH_MAX + 64];
+	struct stat st;
+
+	if (server || sock) {
+		snprintf(how, sizeof(how), "the command line");
+	} else if ((server = _env("STAGEHAND_SERVER"))) {
+		snprintf(how, sizeof(how), "STAGEHAND_SERVER in the environment");
+	} else if ((sock = _env("STAGEHAND_SOCKET"))) {
+		snprintf(how, sizeof(how), "STAGEHAND_SOCKET in the environment");
+	} else if (c->server) {
+		server = c->server;
+		snprintf(how, sizeof(how), "Server= at %s:%d", dr->conf_path,
+			 conf_key_line(c, "Server"));
+	} else {
+		sock = c->socket_path;
+		if (stat(sock, &st) < 0) {
+			doctor_add(dr, "server", DOC_FAIL, NULL, "%s sets no Server=, so stagehand "
+				   "here looks for the daemon's UNIX socket: stat %s: %s", dr->conf_path,
+				   sock, strerror(errno));
+			doctor_hint(dr, "add Server=HOST:PORT (the daemon host's ListenAddress=) "
+				    "to %s", dr->conf_path);
+			return;
+		}
+		snprintf(how, sizeof(how), "SocketPath= of %s (no Server=; the socket is on this "
+			 "host)", dr->conf_path);
+	}
+	doctor_add(dr, "server", DOC_OK, NULL, "stagehand here reaches the daemon at %s (from %s)",
+		   server ? server : sock, how);
+	_daemon_health(dr, server, server ? NULL : sock, how);
+}
+
+/* The daemon's host: it answers on its socket and on ListenAddress=. */
+static void _check_listen(struct doctor *dr)
+{
+	const struct conf *c = dr->conf;
+	char hp[300], how[PATH_MAX + 64];
+	const char *h = c->listen_host;
+
+	snprintf(how, sizeof(how), "SocketPath= of %s", dr->conf_path);
+	_daemon_health(dr, NULL, c->socket_path, how);
+	if (!h) {
+		doctor_add(dr, "daemon", DOC_OK, NULL, "%s sets no ListenAddress=: the daemon is "
+			   "reached on this host only (nodes and login hosts need it)", dr->conf_path);
+		return;
+	}
+	/* A wildcard address is probed on the loopback. */
+	if (!strcmp(h, "0.0.0.0") || !strcmp(h, "*") || !*h)
+		h = "127.0.0.1";
+	else if (!strcmp(h, "::"))
+		h = "::1";
+	if (strchr(h, ':'))
+		snprintf(hp, sizeof(hp), "[%s]:%u", h, c->listen_port);
+	else
+		snprintf(hp, sizeof(hp), "%s:%u", h, c->listen_port);
+	snprintf(how, sizeof(how), "ListenAddress= at %s:%d", dr->conf_path,
+		 conf_key_line(c, "ListenAddress"));
+	_daemon_health(dr, hp, NULL, how);
 }
 
 static void _check_munge(struct doctor *dr)
@@ -426,8 +568,8 @@ static int _print(const struct doctor *dr, int json)
 			json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s}", "check",
 					      dr->r[i].name, "status", _st_name(dr->r[i].status),
 					      "message", dr->r[i].message, "hint", dr->r[i].hint));
-		o = json_pack("{s:b,s:s,s:o}", "ok", !failed, "version", PACKAGE_VERSION,
-			      "checks", arr);
+		o = json_pack("{s:b,s:s,s:s,s:o}", "ok", !failed, "version", PACKAGE_VERSION,
+			      "role", doctor_role_name(dr->role), "checks", arr);
 		s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
 		if (s)
 			printf("%s\n", s);
@@ -440,23 +582,82 @@ static int _print(const struct doctor *dr, int json)
 			if (dr->r[i].hint[0] && dr->r[i].status != DOC_OK)
 				printf("     %-10s fix: %s\n", "", dr->r[i].hint);
 		}
-		printf("%s\n", failed ? "stagehand doctor: problems found (see 'fix:' lines)" :
-		       "stagehand doctor: no problems found");
+		printf("stagehand doctor%s%s%s: %s\n", dr->role ? " (role " : "",
+		       dr->role ? doctor_role_name(dr->role) : "", dr->role ? ")" : "",
+		       failed ? "problems found (see 'fix:' lines)" : "no problems found");
 	}
 	return failed ? 1 : 0;
+}
+
+/* The checks of run (DC_* bits) in their order; the slurm.conf facts
+   feed the later ones. */
+static void _run_checks(struct doctor *dr, unsigned run, struct _slurm_facts *f,
+			const char *slurm, const char *server, const char *sock, int lua_given)
+{
+	if (run & (DC_SLURM | DC_LUA_VERSION | DC_LUA_MODULES | DC_TRUSTED))
+		_check_slurm(dr, slurm, f);
+	/* A roled run asks slurmctld for a PluginDir slurm.conf leaves to Slurm's default. */
+	if (dr->role && (run & (DC_LUA_VERSION | DC_PLUGSTACK)) && dr->slurm_conf[0] &&
+	    !f->plugindir[0])
+		doctor_plugindir(dr);
+	if (run & DC_LUA_VERSION)
+		doctor_check_lua_version(dr, lua_given);
+	if (run & DC_LUA_MODULES)
+		doctor_check_lua_modules(dr);
+	if (run & DC_TRUSTED)
+		doctor_check_trusted(dr);
+	if (run & DC_PLUGSTACK)
+		_check_plugstack(dr, f);
+	if (run & DC_STAGEHANDD)
+		doctor_check_stagehandd(dr);
+	if (run & DC_STATE)
+		doctor_check_state(dr);
+	if (run & DC_LISTEN)
+		_check_listen(dr);
+	if (run & DC_CLI)
+		doctor_check_cli(dr);
+	if (run & DC_SBATCH)
+		doctor_check_sbatch(dr);
+	if (run & DC_DAEMON)
+		_check_daemon(dr, server, sock);
+	if (run & DC_CLIENT)
+		_check_client(dr, server, sock);
+	if (run & DC_PLUGSTACK)
+		_check_plugin_scratch(dr);
+	if (run & DC_MUNGE)
+		_check_munge(dr);
+	if (run & DC_XATTR)
+		doctor_check_xattrs(dr);
+	if (run & DC_SCRATCH)
+		doctor_check_scratch(dr);
+	if (run & DC_ARCHIVE)
+		doctor_check_archive(dr);
+	if (run & DC_LUA)
+		doctor_check_lua(dr);
 }
 
 static void _usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: stagehand doctor [--json] [--config FILE] [--slurm-conf FILE]\n"
+		"usage: stagehand doctor [--role ROLE] [--json] [--config FILE] [--slurm-conf FILE]\n"
 		"                        [--lua PROGRAM] [--socket PATH | --server HOST:PORT]\n"
 		"\n"
 		"Check this node's stagehand setup: slurm.conf, the plugstack line, the daemon,\n"
 		"MUNGE, scratch xattrs and permissions, and the Lua hooks' version and site\n"
 		"settings against stagehand.conf. Each problem comes with a fix.\n"
 		"\n"
-		"  --json             one JSON document: {\"ok\", \"version\", \"checks\": [...]}\n"
+		"  --role ROLE        check what this kind of host needs instead:\n"
+		"                     controller  slurm.conf's Lua hooks, the Lua release Slurm\n"
+		"                                 loads, the scripts and modules, site settings,\n"
+		"                                 TrustedUids and SlurmUser, the daemon, MUNGE\n"
+		"                     daemon      stagehandd --check-config, StateDB's directory,\n"
+		"                                 SocketPath= and ListenAddress= answer, MUNGE,\n"
+		"                                 scratch roots, ArchiveRoot\n"
+		"                     node        the plugstack line, its Slurm release and\n"
+		"                                 scratch= (the daemon's first ScratchRoots),\n"
+		"                                 Server=, the daemon, MUNGE, scratch roots\n"
+		"                     login       stagehand and sbatch, Server=, the daemon, MUNGE\n"
+		"  --json             one JSON document: {\"ok\", \"version\", \"role\", \"checks\": [...]}\n"
 		"  --config FILE      stagehand.conf (default %s, env STAGEHAND_CONF)\n"
 		"  --slurm-conf FILE  slurm.conf (default SlurmConf=, SLURM_CONF, /etc/slurm/slurm.conf)\n"
 		"  --lua PROGRAM      Lua interpreter for the hooks (default lua5.1)\n"
@@ -470,6 +671,7 @@ int cmd_doctor(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "role", required_argument, NULL, 'r' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "slurm-conf", required_argument, NULL, 's' },
 		{ "lua", required_argument, NULL, 'l' },
@@ -484,19 +686,33 @@ int cmd_doctor(int argc, char **argv)
 	const char *sock = NULL, *server = NULL;
 	struct conf *c;
 	char err[1024];
-	int json = 0, o, rc;
+	int json = 0, o, rc, role = DOCTOR_ROLE_DEFAULT, lua_given = 0;
+	unsigned run;
 
 	if (!conf_path || !*conf_path)
 		conf_path = CONF_DEFAULT_FILE;
 	memset(&dr, 0, sizeof(dr));
 	snprintf(dr.lua_bin, sizeof(dr.lua_bin), "lua5.1");
+	snprintf(dr.plugindir, sizeof(dr.plugindir), "%s", STAGEHAND_SLURM_PLUGINDIR);
+	dr.plugindir_from = "the build's default";
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'j': json = 1; break;
 		case 'c': conf_path = optarg; break;
 		case 's': slurm = optarg; break;
-		case 'l': snprintf(dr.lua_bin, sizeof(dr.lua_bin), "%s", optarg); break;
+		case 'l':
+			snprintf(dr.lua_bin, sizeof(dr.lua_bin), "%s", optarg);
+			lua_given = 1;
+			break;
+		case 'r':
+			role = doctor_role_parse(optarg);
+			if (role < 0) {
+				fprintf(stderr, "stagehand doctor: unknown role '%s' (valid roles: %s)\n",
+					optarg, doctor_role_list());
+				return 2;
+			}
+			break;
 		case 'S': sock = optarg; break;
 		case 'T': server = optarg; break;
 		case 'h': _usage(stdout); return 0;
@@ -514,6 +730,8 @@ int cmd_doctor(int argc, char **argv)
 	}
 	dr.conf = c;
 	dr.conf_path = conf_path;
+	dr.role = (enum doctor_role)role;
+	run = doctor_role_checks(dr.role);
 	if (conf_parse_file(c, conf_path, err, sizeof(err)) < 0 ||
 	    conf_validate(c, err, sizeof(err)) < 0) {
 		doctor_add(&dr, "config", DOC_FAIL, "correct that line ('stagehandd --check-config' "
@@ -528,13 +746,7 @@ int cmd_doctor(int argc, char **argv)
 		doctor_add(&dr, "config", DOC_OK, NULL, "%s is valid", conf_path);
 	}
 	memset(&f, 0, sizeof(f));
-	_check_slurm(&dr, slurm, &f);
-	_check_plugstack(&dr, &f);
-	_check_daemon(&dr, server, sock);
-	_check_munge(&dr);
-	doctor_check_xattrs(&dr);
-	doctor_check_scratch(&dr);
-	doctor_check_lua(&dr);
+	_run_checks(&dr, run, &f, slurm, server, sock, lua_given);
 	rc = _print(&dr, json);
 	conf_destroy(c);
 	return rc;

@@ -124,7 +124,7 @@ int conf_parse_file(struct conf *c, const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-static int _line_of(const struct conf *c, const char *name)
+int conf_key_line(const struct conf *c, const char *name)
 {
 	for (size_t i = 0; i < conf__nkeys; i++)
 		if (strcmp(conf__keys[i].name, name) == 0)
@@ -138,32 +138,32 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 
 	if (c->pid_file && strcmp(c->pid_file, c->socket_path) == 0)
 		return log_errf(err, errlen, "%s:%d: error: PidFile and SocketPath are the same file",
-			     file, _line_of(c, "PidFile"));
+			     file, conf_key_line(c, "PidFile"));
 	if (strcmp(c->state_db, c->socket_path) == 0)
 		return log_errf(err, errlen, "%s:%d: error: StateDB and SocketPath are the same file",
-			     file, _line_of(c, "StateDB"));
+			     file, conf_key_line(c, "StateDB"));
 	if (c->bundle_file_max > c->bundle_size)
 		return log_errf(err, errlen, "%s:%d: error: BundleFileMax (%llu bytes) is larger than "
 			     "BundleSize (%llu bytes): a bundled file must fit in a bundle", file,
-			     _line_of(c, _line_of(c, "BundleSize") ? "BundleSize" : "BundleFileMax"),
+			     conf_key_line(c, conf_key_line(c, "BundleSize") ? "BundleSize" : "BundleFileMax"),
 			     (unsigned long long)c->bundle_file_max, (unsigned long long)c->bundle_size);
 	if (c->metrics_host && c->listen_host && c->metrics_port == c->listen_port &&
 	    strcmp(c->metrics_host, c->listen_host) == 0)
 		return log_errf(err, errlen, "%s:%d: error: MetricsAddress and ListenAddress are the "
 			     "same address: give /metrics a port of its own", file,
-			     _line_of(c, "MetricsAddress"));
+			     conf_key_line(c, "MetricsAddress"));
 	if (c->mover_partition && !c->slurm_watch)
 		return log_errf(err, errlen, "%s:%d: error: MoverPartition needs SlurmWatch=yes: mover "
 			     "jobs are submitted and followed through libslurm", file,
-			     _line_of(c, "MoverPartition"));
+			     conf_key_line(c, "MoverPartition"));
 	if (c->mover_partition && !c->listen_host && !c->server)
 		return log_errf(err, errlen, "%s:%d: error: MoverPartition needs ListenAddress= (or "
 			     "Server=): mover jobs on other nodes reach the daemon over TCP",
-			     file, _line_of(c, "MoverPartition"));
+			     file, conf_key_line(c, "MoverPartition"));
 	if (c->yield_mode == CONF_YIELD_CAP && c->yield_bandwidth == 0)
 		return log_errf(err, errlen, "%s:%d: error: YieldMode=cap needs YieldBandwidth (the "
 			     "bytes/s after-job transfers may use while jobs run, e.g. 100M)",
-			     file, _line_of(c, "YieldMode"));
+			     file, conf_key_line(c, "YieldMode"));
 	if (c->archive_root) {
 		for (char **r = c->scratch_roots; *r; r++) {
 			size_t n = strlen(*r);
@@ -172,7 +172,7 @@ int conf_validate(const struct conf *c, char *err, size_t errlen)
 			    (c->archive_root[n] == '/' || c->archive_root[n] == '\0')))
 				return log_errf(err, errlen, "%s:%d: error: ArchiveRoot %s is inside "
 					     "scratch root %s: archive copies must leave scratch",
-					     file, _line_of(c, "ArchiveRoot"), c->archive_root, *r);
+					     file, conf_key_line(c, "ArchiveRoot"), c->archive_root, *r);
 		}
 	}
 	return 0;

@@ -198,6 +198,10 @@ int conf_parse_bytes(const char *s, uint64_t *out);
 /* Parse "90", "90s", "15m", "2h", "1d": seconds. Returns 0 or -1. */
 int conf_parse_seconds(const char *s, long *out);
 
+/* The line of c->path that set key name (a stagehand.conf key name), 0 when
+   it kept its default or the name is not a key. */
+int conf_key_line(const struct conf *c, const char *name);
+
 /* Static names for messages and health output. */
 const char *conf_xattr_prefix(const struct conf *c); /* "user." or "trusted." */
 const char *conf_log_level_name(enum log_level l);

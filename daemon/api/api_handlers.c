@@ -206,6 +206,7 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 	if (out->body) {	/* after-job transfers held back for running jobs (yield.h) */
 		static const char *const modes[] = { "pause", "cap", "adaptive" };
 		struct pace_stats ps;
+		json_t *roots = json_array();
 
 		pace_run_stats(&ps);
 		json_object_set_new(out->body, "yield", json_pack(
@@ -218,6 +219,10 @@ static void _health(struct daemon *d, const struct api_caller *who, struct api_r
 			(json_int_t)ps.backoffs));
 		/* An admin's drain: the daemon is up and accepts requests, so "ok". */
 		json_object_set_new(out->body, "drain", api_drain_state(d));
+		/* What the nodes' plugin must name as scratch= (stagehand doctor). */
+		for (char **r = d->conf->scratch_roots; roots && r && *r; r++)
+			json_array_append_new(roots, json_string(*r));
+		json_object_set_new(out->body, "scratch_roots", roots);
 	}
 }
 

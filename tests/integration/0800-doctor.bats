@@ -99,7 +99,7 @@ passes() {
 	cp -a "$SAVE/plugstack.conf" "$ETC/"
 	sed -i "/stagehand\\.so/ s#scratch=[^ ]*#scratch=/elsewhere#" "$ETC/plugstack.conf"
 	doctor
-	fails plugstack "scratch=/elsewhere is not one of"
+	fails plugstack "plugstack.conf:[0-9]+: scratch=/elsewhere is not .*, the first entry of stagehandd.s \\(/v1/health\\) ScratchRoots"
 }
 
 @test "slurm-release: a plugin built for another Slurm release than this slurmd fails, with the release of each" {

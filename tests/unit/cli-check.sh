@@ -163,5 +163,20 @@ rc=$?
 grep -q "resume: unexpected argument 'now'" "$tmp/out" && [ $rc -eq 2 ]
 ok $? "resume with an operand: exit 2"
 
+# doctor --role: the four role names (docs/install.md runs each), a usage
+# error for any other that lists them, and no role without a value.
+"$bin" doctor --help > "$tmp/out" 2>&1
+rc=$?
+grep -q "^usage: stagehand doctor \[--role ROLE\]" "$tmp/out" &&
+	(for r in controller daemon node login; do grep -q "^ *$r  " "$tmp/out" || exit 1; done) && [ $rc -eq 0 ]
+ok $? "doctor --help: --role and the four roles, exit 0"
+"$bin" doctor --role compute > "$tmp/out" 2>&1
+rc=$?
+grep -q "doctor: unknown role 'compute' (valid roles: controller, daemon, node, login)" "$tmp/out" &&
+	[ $rc -eq 2 ]
+ok $? "doctor --role compute: the valid roles, exit 2"
+"$bin" doctor --role > "$tmp/out" 2>&1
+ok $(( $? == 2 ? 0 : 1 )) "doctor --role without a value: exit 2"
+
 echo "1..$n"
 [ $fails -eq 0 ]
