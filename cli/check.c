@@ -358,10 +358,127 @@ static json_t *_file_json(const char *file, const struct dsl_plan *p)
 }
 
 /*
- * Long on purpose: the subcommand from arguments to exit code,
- * straight down (options, scripts, the site's configuration, each script's
- * report, the summary).
+ * The command line: options may come anywhere before "--"; everything else
+ * names a script (into scripts, *n of them). 0 go on, 1 help shown, 2 a
+ * usage error shown.
  */
+static int _check_args(int argc, char **argv, struct check_opts *o, const char **scripts, int *n)
+{
+	bool dashdash = false;
+	int nstdin = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!dashdash && !strcmp(argv[i], "--")) {
+			dashdash = true;
+		} else if (dashdash || argv[i][0] != '-' || argv[i][1] == '\0') {
+			scripts[(*n)++] = argv[i];
+			if (!strcmp(argv[i], "-"))
+				nstdin++;
+		} else if (!strcmp(argv[i], "--json")) {
+			o->json = true;
+		} else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+			o->quiet = true;
+		} else if (!strcmp(argv[i], "--config")) {
+			o->config = getenv("STAGEHAND_CONF");
+			if (!o->config || !*o->config)
+				o->config = CONF_DEFAULT_FILE;
+		} else if (!strncmp(argv[i], "--config=", 9) && argv[i][9]) {
+			o->config = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			_usage(stdout);
+			return 1;
+		} else {
+			fprintf(stderr, "stagehand check: unknown option '%s'\n", argv[i]);
+			_usage(stderr);
+			return 2;
+		}
+	}
+	if (*n == 0) {
+		fprintf(stderr, "stagehand check: no script given (use '-' for standard input)\n");
+		_usage(stderr);
+		return 2;
+	}
+	if (nstdin > 1) {
+		fprintf(stderr, "stagehand check: '-' (standard input) given more than once\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* The site's rules a script is checked against (_site_config). */
+struct check_site {
+	const struct check_opts *o;
+	const struct conf *conf;
+	const struct dsl_config *cfg;
+};
+
+/*
+ * One script checked: its report printed, or appended to files (--json).
+ * Returns -1 when it could not be read or checked (out of memory), else 0;
+ * *any_error set when the script has an error.
+ */
+static int _check_one(const char *script, const struct check_site *site, json_t *files,
+		      bool *any_error)
+{
+	const char *file = _name(script);
+	char err[256];
+	size_t len = 0;
+	char *buf = _slurp(script, &len, err, sizeof(err));
+	struct dsl_plan *p;
+	int rc = 0;
+
+	if (!buf) {
+		fprintf(stderr, "stagehand check: %s: %s\n", file, err);
+		if (files) {
+			json_t *fo = json_pack("{s:s,s:b,s:n,s:[],s:[],s:s}", "file", file, "ok", 0,
+					       "plan", "warnings", "errors", "read_error", err);
+
+			if (fo)
+				json_array_append_new(files, fo);
+		}
+		return -1;
+	}
+	p = dsl_parse(buf, len, site->cfg);
+	free(buf);
+	if (!p) {
+		fprintf(stderr, "stagehand check: %s: out of memory\n", file);
+		return -1;
+	}
+	if (_site_errors(p, site->conf, site->o->submit_mode) < 0) {
+		fprintf(stderr, "stagehand check: %s: out of memory\n", file);
+		rc = -1;
+	}
+	if (p->nerrors)
+		*any_error = true;
+	if (files) {
+		json_t *fo = _file_json(file, p);
+
+		if (!fo || json_array_append_new(files, fo)) {
+			fprintf(stderr, "stagehand check: out of memory\n");
+			rc = -1;
+		}
+	} else {
+		_print_text(file, p, site->o);
+	}
+	dsl_plan_free(p);
+	return rc;
+}
+
+/* --json: the files' reports as one document on stdout (files taken). 0 or -1. */
+static int _check_print_json(json_t *files, int submit_mode)
+{
+	json_t *doc = json_pack("{s:o,s:s}", "files", files, "submit_mode",
+				submit_mode == CONF_SUBMIT_BB ? "bb" : "hold");
+	int rc = 0;
+
+	if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF) {
+		fprintf(stderr, "stagehand check: cannot write the JSON result\n");
+		rc = -1;
+	}
+	json_decref(doc);
+	return rc;
+}
+
 int cmd_check(int argc, char **argv)
 {
 	struct check_opts o = { false, false, NULL, CONF_SUBMIT_HOLD };
@@ -369,119 +486,32 @@ int cmd_check(int argc, char **argv)
 	struct dsl_config cfg;
 	json_t *files = NULL;
 	const char **scripts;
-	int i, nscripts = 0, nstdin = 0;
-	bool io_error = false, any_error = false, dashdash = false;
+	int nscripts = 0, rc;
+	bool io_error = false, any_error = false;
 
-	/* options may come anywhere before "--"; everything else names a script */
 	scripts = calloc((size_t)argc, sizeof(*scripts));
 	if (!scripts) {
 		fprintf(stderr, "stagehand check: out of memory\n");
 		return 2;
 	}
-	for (i = 1; i < argc; i++) {
-		if (!dashdash && !strcmp(argv[i], "--")) {
-			dashdash = true;
-		} else if (dashdash || argv[i][0] != '-' || argv[i][1] == '\0') {
-			scripts[nscripts++] = argv[i];
-			if (!strcmp(argv[i], "-"))
-				nstdin++;
-		} else if (!strcmp(argv[i], "--json")) {
-			o.json = true;
-		} else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-			o.quiet = true;
-		} else if (!strcmp(argv[i], "--config")) {
-			o.config = getenv("STAGEHAND_CONF");
-			if (!o.config || !*o.config)
-				o.config = CONF_DEFAULT_FILE;
-		} else if (!strncmp(argv[i], "--config=", 9) && argv[i][9]) {
-			o.config = argv[i] + 9;
-		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			_usage(stdout);
-			free(scripts);
-			return 0;
-		} else {
-			fprintf(stderr, "stagehand check: unknown option '%s'\n", argv[i]);
-			_usage(stderr);
-			free(scripts);
-			return 2;
-		}
-	}
-	if (nscripts == 0) {
-		fprintf(stderr, "stagehand check: no script given (use '-' for standard input)\n");
-		_usage(stderr);
-		free(scripts);
-		return 2;
-	}
-	if (nstdin > 1) {
-		fprintf(stderr, "stagehand check: '-' (standard input) given more than once\n");
-		free(scripts);
-		return 2;
-	}
-	if (_site_config(&o, &conf, &cfg) < 0) {
-		conf_destroy(conf);
-		free(scripts);
-		return 2;
-	}
-	if (o.json && !(files = json_array())) {
+	rc = _check_args(argc, argv, &o, scripts, &nscripts);
+	if (rc == 0 && _site_config(&o, &conf, &cfg) < 0)
+		rc = 2;
+	if (rc == 0 && o.json && !(files = json_array())) {
 		fprintf(stderr, "stagehand check: out of memory\n");
+		rc = 2;
+	}
+	if (rc) {
 		free(scripts);
-		return 2;
+		conf_destroy(conf);
+		return rc == 1 ? 0 : 2;
 	}
-	for (i = 0; i < nscripts; i++) {
-		const char *file = _name(scripts[i]);
-		char err[256];
-		size_t len = 0;
-		char *buf = _slurp(scripts[i], &len, err, sizeof(err));
-		struct dsl_plan *p;
-
-		if (!buf) {
-			fprintf(stderr, "stagehand check: %s: %s\n", file, err);
+	for (int i = 0; i < nscripts; i++)
+		if (_check_one(scripts[i], &(struct check_site){ &o, conf, &cfg }, files,
+			       &any_error) < 0)
 			io_error = true;
-			if (files) {
-				json_t *fo = json_pack("{s:s,s:b,s:n,s:[],s:[],s:s}", "file", file,
-						       "ok", 0, "plan", "warnings", "errors",
-						       "read_error", err);
-
-				if (fo)
-					json_array_append_new(files, fo);
-			}
-			continue;
-		}
-		p = dsl_parse(buf, len, &cfg);
-		free(buf);
-		if (!p) {
-			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
-			io_error = true;
-			continue;
-		}
-		if (_site_errors(p, conf, o.submit_mode) < 0) {
-			fprintf(stderr, "stagehand check: %s: out of memory\n", file);
-			io_error = true;
-		}
-		if (p->nerrors)
-			any_error = true;
-		if (files) {
-			json_t *fo = _file_json(file, p);
-
-			if (!fo || json_array_append_new(files, fo)) {
-				fprintf(stderr, "stagehand check: out of memory\n");
-				io_error = true;
-			}
-		} else {
-			_print_text(file, p, &o);
-		}
-		dsl_plan_free(p);
-	}
-	if (files) {
-		json_t *doc = json_pack("{s:o,s:s}", "files", files, "submit_mode",
-					o.submit_mode == CONF_SUBMIT_BB ? "bb" : "hold");
-
-		if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF) {
-			fprintf(stderr, "stagehand check: cannot write the JSON result\n");
-			io_error = true;
-		}
-		json_decref(doc);
-	}
+	if (files && _check_print_json(files, o.submit_mode) < 0)
+		io_error = true;
 	if (fflush(stdout) == EOF) {
 		fprintf(stderr, "stagehand check: cannot write output: %s\n", strerror(errno));
 		io_error = true;

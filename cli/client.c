@@ -457,11 +457,16 @@ static void _submit_usage(FILE *fp)
 		COMMON_HELP);
 }
 
-/*
- * Long on purpose: the subcommand from arguments to exit code,
- * straight down; most of it is the option table and its checks.
- */
-int cmd_submit(int argc, char **argv)
+/* What 'stagehand submit' was asked (_submit_args). */
+struct _submit_opts {
+	const char *action, *backend;
+	unsigned long long job;
+	int wait, json_out, no_keep, nargs;
+	double interval;
+};
+
+/* The command line into *o: -1 go on (optind at SRC), else the exit code (help or an error shown). */
+static int _submit_args(int argc, char **argv, struct _submit_opts *o)
 {
 	static const struct option lo[] = {
 		{ "stage-in", no_argument, NULL, 'i' },
@@ -477,14 +482,9 @@ int cmd_submit(int argc, char **argv)
 		COMMON_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *action = NULL, *backend = NULL;
-	unsigned long long job = 0;
-	int c, wait = 0, json_out = 0, rc, no_keep = 0, nargs;
-	double interval = 1.0;
-	char src[PATH_MAX + 64], dst[PATH_MAX + 64], path[64];
-	struct http *h;
-	json_t *body, *resp;
+	int c;
 
+	*o = (struct _submit_opts){ .interval = 1.0 };
 	client_foreach_opt(c, argc, argv, "h", lo) {
 		if (c == '?')
 			return EXIT_ENV;
@@ -493,62 +493,106 @@ int cmd_submit(int argc, char **argv)
 			const char *a = c == 'i' ? "stage_in" : c == 'a' ? "archive" :
 					c == 'o' ? "stage_out" : "label";
 
-			if (action && strcmp(action, a)) {
+			if (o->action && strcmp(o->action, a)) {
 				client_errx("submit: give one of --stage-in, --archive, --stage-out, --label");
 				return EXIT_ENV;
 			}
-			action = a;
+			o->action = a;
 			break;
 		}
 		case 'j':
-			if (client_parse_id(optarg, &job) != ID_JOB) {
+			if (client_parse_id(optarg, &o->job) != ID_JOB) {
 				client_errx("submit: --job wants a Slurm job id such as 4711, got '%s'", optarg);
 				return EXIT_ENV;
 			}
 			break;
-		case 'w': wait = 1; break;
-		case 'J': json_out = 1; break;
-		case 'b': backend = optarg; break;
-		case 'K': no_keep = 1; break;
+		case 'w': o->wait = 1; break;
+		case 'J': o->json_out = 1; break;
+		case 'b': o->backend = optarg; break;
+		case 'K': o->no_keep = 1; break;
 		case 'n':
-			if (_interval_arg("submit", optarg, &interval) < 0)
+			if (_interval_arg("submit", optarg, &o->interval) < 0)
 				return EXIT_ENV;
 			break;
 		case 'h': _submit_usage(stdout); return EXIT_OK;
 		default: _submit_usage(stderr); return EXIT_ENV;
 		}
 	}
-	nargs = action && !strcmp(action, "label") ? 1 : 2;
-	if (!action || argc - optind != nargs) {
-		client_errx(nargs == 1 ? "submit: --label takes exactly one path"
-				 : "submit: need an action and exactly SRC DEST");
+	o->nargs = o->action && !strcmp(o->action, "label") ? 1 : 2;
+	if (!o->action || argc - optind != o->nargs) {
+		client_errx(o->nargs == 1 ? "submit: --label takes exactly one path"
+				    : "submit: need an action and exactly SRC DEST");
 		_submit_usage(stderr);
 		return EXIT_ENV;
 	}
-	if (no_keep && strcmp(action, "archive")) {
+	if (o->no_keep && strcmp(o->action, "archive")) {
 		client_errx("submit: --no-keep only applies to --archive");
 		return EXIT_ENV;
 	}
+	return -1;
+}
+
+/* The request's JSON body (new), or NULL out of memory. dst is ignored for --label. */
+static json_t *_submit_body(const struct _submit_opts *o, const char *src, const char *dst)
+{
+	json_t *body = json_pack("{s:s, s:s}", "action", o->action, "source", src);
+
+	if (!body)
+		return NULL;
+	if (o->nargs == 2)
+		json_object_set_new(body, "dest", json_string(dst));
+	if (o->job)
+		json_object_set_new(body, "job_id", json_integer((json_int_t)o->job));
+	if (o->backend || o->no_keep) {
+		json_t *opt = json_object();
+
+		if (o->backend)
+			json_object_set_new(opt, "backend", json_string(o->backend));
+		if (o->no_keep)
+			json_object_set_new(opt, "keep", json_false());
+		json_object_set_new(body, "options", opt);
+	}
+	return body;
+}
+
+/* The daemon's answer to a submission shown; with --wait, the request followed. The exit code. */
+static int _submit_answer(struct http *h, const struct _submit_opts *o, json_t *resp)
+{
+	json_int_t id = json_integer_value(json_object_get(resp, "id"));
+	char path[64];
+
+	if (o->json_out)
+		client_print_json_line(resp);
+	else
+		printf("submitted request r%" JSON_INTEGER_FORMAT " (%s)\n", id,
+		       json_string_value(json_object_get(resp, "state")) ?: "queued");
+	fflush(stdout);
+	if (!o->wait)
+		return EXIT_OK;
+	if (id <= 0 || client_path_fmt(path, sizeof(path), "/v1/requests/%llu",
+				       (unsigned long long)id) < 0) {
+		client_errx("submit: the daemon answered without a request id; cannot wait");
+		return EXIT_REFUSED;
+	}
+	return _watch(h, path, o->interval, o->json_out);
+}
+
+int cmd_submit(int argc, char **argv)
+{
+	struct _submit_opts o;
+	char src[PATH_MAX + 64], dst[PATH_MAX + 64];
+	struct http *h;
+	json_t *body, *resp;
+	int rc = _submit_args(argc, argv, &o);
+
+	if (rc >= 0)
+		return rc;
 	if (_make_absolute(argv[optind], src, sizeof(src)) < 0 ||
-	    (nargs == 2 && _make_absolute(argv[optind + 1], dst, sizeof(dst)) < 0))
+	    (o.nargs == 2 && _make_absolute(argv[optind + 1], dst, sizeof(dst)) < 0))
 		return EXIT_ENV;
-	body = json_pack("{s:s, s:s}", "action", action, "source", src);
-	if (!body) {
+	if (!(body = _submit_body(&o, src, dst))) {
 		client_errx("submit: out of memory");
 		return EXIT_ENV;
-	}
-	if (nargs == 2)
-		json_object_set_new(body, "dest", json_string(dst));
-	if (job)
-		json_object_set_new(body, "job_id", json_integer((json_int_t)job));
-	if (backend || no_keep) {
-		json_t *o = json_object();
-
-		if (backend)
-			json_object_set_new(o, "backend", json_string(backend));
-		if (no_keep)
-			json_object_set_new(o, "keep", json_false());
-		json_object_set_new(body, "options", o);
 	}
 	if (!(h = client_open())) {
 		json_decref(body);
@@ -556,25 +600,8 @@ int cmd_submit(int argc, char **argv)
 	}
 	rc = client_call(h, "POST", "/v1/requests", body, &resp, NULL);
 	json_decref(body);
-	if (rc == EXIT_OK) {
-		json_int_t id = json_integer_value(json_object_get(resp, "id"));
-
-		if (json_out)
-			client_print_json_line(resp);
-		else
-			printf("submitted request r%" JSON_INTEGER_FORMAT " (%s)\n", id,
-			       json_string_value(json_object_get(resp, "state")) ?: "queued");
-		fflush(stdout);
-		if (wait) {
-			if (id <= 0 || client_path_fmt(path, sizeof(path), "/v1/requests/%llu",
-						 (unsigned long long)id) < 0) {
-				client_errx("submit: the daemon answered without a request id; cannot wait");
-				rc = EXIT_REFUSED;
-			} else {
-				rc = _watch(h, path, interval, json_out);
-			}
-		}
-	}
+	if (rc == EXIT_OK)
+		rc = _submit_answer(h, &o, resp);
 	json_decref(resp);
 	http_close(h);
 	return rc;

@@ -595,11 +595,75 @@ static int _path_ok(const char *s)
 	return 1;
 }
 
-/* Long on purpose: the subcommand from arguments to exit code, each option checked in turn. */
-int cmd_policy(int argc, char **argv)
+enum { O_FORMAT = 1, O_NS, O_PATHS, O_POOL, O_AID, O_HTAG, O_ATAG, O_CONFIG, O_RBH, O_ACMD,
+       O_EDAYS };
+
+/* One option c with its value into *o (--namespace into *ns_opt): 0, or -1 with its message shown. */
+static int _policy_option(int c, const char *arg, struct policy_opts *o, const char **ns_opt)
 {
-	enum { O_FORMAT = 1, O_NS, O_PATHS, O_POOL, O_AID, O_HTAG, O_ATAG, O_CONFIG, O_RBH,
-	       O_ACMD, O_EDAYS };
+	switch (c) {
+	case O_FORMAT: o->format = arg; return 0;
+	case O_NS: *ns_opt = arg; return 0;
+	case O_PATHS: o->paths_from = arg; return 0;
+	case O_POOL:
+		if (!_name_ok(arg)) {
+			client_errx("policy: --pool %s: letters, digits, '_', '-', '.' only", arg);
+			return -1;
+		}
+		o->pool = arg;
+		return 0;
+	case O_AID: return _num("--archive-id", arg, 0, 65535, &o->archive_id);
+	case O_HTAG: return _num("--hold-tag", arg, 1, 2147483647, &o->hold_tag);
+	case O_ATAG: return _num("--archive-tag", arg, 1, 2147483647, &o->archive_tag);
+	case O_CONFIG: client_opt_config = arg; return 0;
+	case O_RBH:
+		if (strcmp(arg, "posix") && strcmp(arg, "lhsm")) {
+			client_errx("policy: --robinhood-policies %s: give posix or lhsm", arg);
+			return -1;
+		}
+		o->rbh_policies = arg;
+		return 0;
+	case O_ACMD:
+		if (arg[0] != '/' || !_path_ok(arg)) {
+			client_errx("policy: --archive-cmd %s: give an absolute path of letters, "
+				    "digits, '_', '-', '.', '/' (no arguments: it is run as "
+				    "PATH FILE)", arg);
+			return -1;
+		}
+		o->archive_cmd = arg;
+		return 0;
+	default: /* O_EDAYS */
+		return _num("--exempt-days", arg, 1, 36500, &o->exempt_days);
+	}
+}
+
+/* The checks of option combinations, each with its own message: 0, or -1 (shown). */
+static int _policy_combinations(const struct policy_opts *o)
+{
+	if (!o->format || (strcmp(o->format, "gpfs") && strcmp(o->format, "robinhood") &&
+			   strcmp(o->format, "dmf") && strcmp(o->format, "lustre-hsm")))
+		client_errx("policy: --format %s: give gpfs, robinhood, dmf or lustre-hsm",
+			    o->format ? o->format : "(missing)");
+	else if (o->paths_from && (!strcmp(o->format, "dmf") || !strcmp(o->format, "lustre-hsm")))
+		client_errx("policy: --paths-from is for gpfs and robinhood; the %s driver reads "
+			    "the labels each time it runs", o->format);
+	else if (strcmp(o->format, "robinhood") &&
+		 (o->archive_cmd || strcmp(o->rbh_policies, "posix")))
+		client_errx("policy: --robinhood-policies and --archive-cmd are for "
+			    "--format=robinhood");
+	else if (o->archive_cmd && !strcmp(o->rbh_policies, "lhsm"))
+		client_errx("policy: --archive-cmd is for --robinhood-policies=posix; with lhsm the "
+			    "Lustre HSM copytool archives");
+	else if (o->hold_tag == o->archive_tag)
+		client_errx("policy: --hold-tag and --archive-tag must differ");
+	else
+		return 0;
+	return -1;
+}
+
+/* 'policy export''s command line (argv[0] is "export") into *o: 0 go on, 1 help shown, 2 an error shown. */
+static int _policy_args(int argc, char **argv, struct policy_opts *o, const char **ns_opt)
+{
 	static const struct option lo[] = {
 		{ "format", required_argument, NULL, O_FORMAT },
 		{ "namespace", required_argument, NULL, O_NS },
@@ -615,12 +679,38 @@ int cmd_policy(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (c == 'h') {
+			_usage(stdout);
+			return 1;
+		}
+		if (c == '?' || c == ':') {
+			client_errx("policy: bad option '%s': unknown, or missing its value (see "
+				    "'stagehand policy --help')", argv[optind - 1]);
+			return 2;
+		}
+		if (_policy_option(c, optarg, o, ns_opt) < 0)
+			return 2;
+	}
+	if (optind != argc) {
+		client_errx("policy: unexpected argument '%s'", argv[optind]);
+		return 2;
+	}
+	return _policy_combinations(o) < 0 ? 2 : 0;
+}
+
+int cmd_policy(int argc, char **argv)
+{
 	struct policy_opts o = { .pool = "hsm", .archive_id = 1, .hold_tag = 5301,
 				 .archive_tag = 5302, .rbh_policies = "posix", .exempt_days = 30 };
 	struct policy_paths p = { 0 };
 	const char *ns_opt = NULL;
 	char ns[16], root[PATH_MAX], err[PATH_MAX + 256];
-	int c, rc;
+	int rc;
 
 	if (argc < 2 || (strcmp(argv[1], "export") && strcmp(argv[1], "--help") &&
 			 strcmp(argv[1], "-h"))) {
@@ -631,78 +721,9 @@ int cmd_policy(int argc, char **argv)
 		_usage(stdout);
 		return 0;
 	}
-	argc--;
-	argv++;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		switch (c) {
-		case O_FORMAT: o.format = optarg; break;
-		case O_NS: ns_opt = optarg; break;
-		case O_PATHS: o.paths_from = optarg; break;
-		case O_POOL:
-			if (!_name_ok(optarg)) {
-				client_errx("policy: --pool %s: letters, digits, '_', '-', '.' only", optarg);
-				return 2;
-			}
-			o.pool = optarg;
-			break;
-		case O_AID: if (_num("--archive-id", optarg, 0, 65535, &o.archive_id) < 0) return 2; break;
-		case O_HTAG: if (_num("--hold-tag", optarg, 1, 2147483647, &o.hold_tag) < 0) return 2; break;
-		case O_ATAG: if (_num("--archive-tag", optarg, 1, 2147483647, &o.archive_tag) < 0) return 2; break;
-		case O_CONFIG: client_opt_config = optarg; break;
-		case O_RBH:
-			if (strcmp(optarg, "posix") && strcmp(optarg, "lhsm")) {
-				client_errx("policy: --robinhood-policies %s: give posix or lhsm", optarg);
-				return 2;
-			}
-			o.rbh_policies = optarg;
-			break;
-		case O_ACMD:
-			if (optarg[0] != '/' || !_path_ok(optarg)) {
-				client_errx("policy: --archive-cmd %s: give an absolute path of letters, "
-					    "digits, '_', '-', '.', '/' (no arguments: it is run as "
-					    "PATH FILE)", optarg);
-				return 2;
-			}
-			o.archive_cmd = optarg;
-			break;
-		case O_EDAYS: if (_num("--exempt-days", optarg, 1, 36500, &o.exempt_days) < 0) return 2; break;
-		case 'h': _usage(stdout); return 0;
-		default:
-			client_errx("policy: bad option '%s': unknown, or missing its value (see "
-				    "'stagehand policy --help')", argv[optind - 1]);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		client_errx("policy: unexpected argument '%s'", argv[optind]);
-		return 2;
-	}
-	if (!o.format || (strcmp(o.format, "gpfs") && strcmp(o.format, "robinhood") &&
-			  strcmp(o.format, "dmf") && strcmp(o.format, "lustre-hsm"))) {
-		client_errx("policy: --format %s: give gpfs, robinhood, dmf or lustre-hsm",
-			    o.format ? o.format : "(missing)");
-		return 2;
-	}
-	if (o.paths_from && (!strcmp(o.format, "dmf") || !strcmp(o.format, "lustre-hsm"))) {
-		client_errx("policy: --paths-from is for gpfs and robinhood; the %s driver reads "
-			    "the labels each time it runs", o.format);
-		return 2;
-	}
-	if (strcmp(o.format, "robinhood") && (o.archive_cmd || strcmp(o.rbh_policies, "posix"))) {
-		client_errx("policy: --robinhood-policies and --archive-cmd are for --format=robinhood");
-		return 2;
-	}
-	if (o.archive_cmd && !strcmp(o.rbh_policies, "lhsm")) {
-		client_errx("policy: --archive-cmd is for --robinhood-policies=posix; with lhsm the "
-			    "Lustre HSM copytool archives");
-		return 2;
-	}
-	if (o.hold_tag == o.archive_tag) {
-		client_errx("policy: --hold-tag and --archive-tag must differ");
-		return 2;
-	}
+	rc = _policy_args(argc - 1, argv + 1, &o, &ns_opt);
+	if (rc)
+		return rc == 1 ? 0 : 2;
 	if (labels_namespace(ns_opt, ns, sizeof(ns)) < 0)
 		return 2;
 	o.ns = ns;

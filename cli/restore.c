@@ -132,12 +132,30 @@ static char *_normalise_file(const char *f)
 	return s;
 }
 
-/*
- * Long on purpose: the subcommand from arguments to exit code,
- * straight down (options, the index, the selection, the restore, the
- * report); the restore itself is in its own functions.
- */
-int cmd_restore(int argc, char **argv)
+/* One --file RELPATH added to r->files: 0, or -1 (its message shown unless out of memory). */
+static int _restore_add_file(struct restore *r, const char *arg)
+{
+	char **nf = realloc(r->files, (size_t)(r->nfiles + 1) * sizeof(*nf));
+	const char *why;
+
+	if (!nf)
+		return -1;
+	r->files = nf;
+	r->files[r->nfiles] = _normalise_file(arg);
+	if (!r->files[r->nfiles])
+		return -1;
+	if ((why = bundle_unsafe_name(r->files[r->nfiles])) != NULL) {
+		_err("--file '%s': %s; give a path relative to the archived tree", arg, why);
+		free(r->files[r->nfiles]);
+		return -1;
+	}
+	r->nfiles++;
+	return 0;
+}
+
+/* The command line into r, *to (--to) and *path: 0 go on, 1 help shown, 2 an error shown. */
+static int _restore_args(int argc, char **argv, struct restore *r, const char **to,
+			 const char **path)
 {
 	static const struct option lo[] = {
 		{ "to", required_argument, NULL, 't' },
@@ -147,107 +165,130 @@ int cmd_restore(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct restore r;
-	char loc[BUNDLE_PATH_MAX], policy[64];
-	const char *to = NULL, *path;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "hvt:f:", lo, NULL)) != -1) {
+		switch (c) {
+		case 't': *to = optarg; break;
+		case 'v':
+			r->on_file = _on_file;
+			r->on_link = _on_link;
+			break;
+		case 'F': r->force = 1; break;
+		case 'h': _usage(stdout); return 1;
+		case 'f':
+			if (_restore_add_file(r, optarg) < 0)
+				return 2;
+			break;
+		default:
+			_err("unknown or incomplete option '%s' (see 'stagehand restore --help')",
+			     argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		_usage(stderr);
+		return 2;
+	}
+	*path = argv[optind];
+	return 0;
+}
+
+/*
+ * The archive copy to restore from: path itself, or the archive copy its
+ * label names (r->archive is then loc, which must outlive r). *to defaults
+ * to path, or to "." for an archive copy given as it is. 0, or -1 shown.
+ */
+static int _restore_source(struct restore *r, const char *path, const char **to, char *loc,
+			   size_t loclen)
+{
+	char policy[64];
+	struct stat ast;
+	int pfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (pfd < 0) {
+		_err("cannot open %s: %s%s", path, strerror(errno), errno == ENOTDIR ?
+		     " (give the archived directory and --file RELPATH for one file)" : "");
+		return -1;
+	}
+	_label_location(pfd, loc, loclen, policy, sizeof(policy));
+	if (loc[0]) {
+		if (strcmp(policy, "archived") != 0)
+			fprintf(stderr, "stagehand restore: note: %s is labelled '%s', not 'archived': "
+				"its archive copy may be incomplete\n", path, policy[0] ? policy : "?");
+		r->archive = loc;
+		r->afd = open(loc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		close(pfd);
+		if (r->afd < 0) {
+			_err("%s names its archive copy %s, which cannot be opened: %s", path, loc,
+			     strerror(errno));
+			return -1;
+		}
+		if (!*to)
+			*to = path;
+	} else {
+		r->archive = path;
+		r->afd = pfd;
+		if (!*to)
+			*to = ".";
+	}
+	if (fstat(r->afd, &ast) < 0)
+		return -1;
+	if (geteuid() == 0 && ast.st_uid != 0) {
+		_err("%s belongs to uid %u: run restore as that user, not as root (e.g. "
+		     "runuser -u USER -- stagehand restore ...); root does not write user paths",
+		     r->archive, (unsigned)ast.st_uid);
+		return -1;
+	}
+	return 0;
+}
+
+/* The destination to, made if missing, opened into r->dfd; never the archive copy. 0, or -1 shown. */
+static int _restore_dest(struct restore *r, const char *to)
+{
 	struct stat ast, dst;
-	int c, pfd, rc = 2, verbose = 0;
+
+	r->dest = to;
+	if (mkdir(to, 0777) < 0 && errno != EEXIST) {
+		_err("cannot create destination %s: %s (its parent must exist)", to,
+		     strerror(errno));
+		return -1;
+	}
+	r->dfd = open(to, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r->dfd < 0 || fstat(r->dfd, &dst) < 0) {
+		_err("cannot open destination %s: %s", to, strerror(errno));
+		return -1;
+	}
+	if (fstat(r->afd, &ast) < 0)
+		return -1;
+	if (dst.st_dev == ast.st_dev && dst.st_ino == ast.st_ino) {
+		_err("the destination %s is the archive copy itself: give --to DIR", to);
+		return -1;
+	}
+	return 0;
+}
+
+int cmd_restore(int argc, char **argv)
+{
+	struct restore r;
+	char loc[BUNDLE_PATH_MAX];
+	const char *to = NULL, *path = NULL;
+	int rc;
 
 	restore_init(&r);
 	r.arg = &r;
 	r.on_error = _on_error;
 	r.on_skip = _on_skip;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hvt:f:", lo, NULL)) != -1) {
-		switch (c) {
-		case 't': to = optarg; break;
-		case 'v': verbose = 1; break;
-		case 'F': r.force = 1; break;
-		case 'h': _usage(stdout); return 0;
-		case 'f': {
-			char **nf = realloc(r.files, (size_t)(r.nfiles + 1) * sizeof(*nf));
-			const char *why;
-
-			if (!nf)
-				return 2;
-			r.files = nf;
-			r.files[r.nfiles] = _normalise_file(optarg);
-			if (!r.files[r.nfiles])
-				return 2;
-			if ((why = bundle_unsafe_name(r.files[r.nfiles])) != NULL) {
-				_err("--file '%s': %s; give a path relative to the archived tree",
-				     optarg, why);
-				free(r.files[r.nfiles]);
-				goto out;
-			}
-			r.nfiles++;
-			break;
-		}
-		default:
-			_err("unknown or incomplete option '%s' (see 'stagehand restore --help')",
-			     argv[optind - 1]);
-			goto out;
-		}
-	}
-	if (verbose) {
-		r.on_file = _on_file;
-		r.on_link = _on_link;
-	}
-	if (optind != argc - 1) {
-		_usage(stderr);
+	rc = _restore_args(argc, argv, &r, &to, &path);
+	if (rc == 1) {
+		rc = 0;
 		goto out;
 	}
-	path = argv[optind];
-	pfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0) {
-		_err("cannot open %s: %s%s", path, strerror(errno), errno == ENOTDIR ?
-		     " (give the archived directory and --file RELPATH for one file)" : "");
-		goto out;
-	}
-	_label_location(pfd, loc, sizeof(loc), policy, sizeof(policy));
-	if (loc[0]) {
-		if (strcmp(policy, "archived") != 0)
-			fprintf(stderr, "stagehand restore: note: %s is labelled '%s', not 'archived': "
-				"its archive copy may be incomplete\n", path, policy[0] ? policy : "?");
-		r.archive = loc;
-		r.afd = open(loc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (r.afd < 0) {
-			_err("%s names its archive copy %s, which cannot be opened: %s", path, loc,
-			     strerror(errno));
-			close(pfd);
-			goto out;
-		}
-		close(pfd);
-		if (!to)
-			to = path;
-	} else {
-		r.archive = path;
-		r.afd = pfd;
-		if (!to)
-			to = ".";
-	}
-	if (fstat(r.afd, &ast) < 0)
-		goto out;
-	if (geteuid() == 0 && ast.st_uid != 0) {
-		_err("%s belongs to uid %u: run restore as that user, not as root (e.g. "
-		     "runuser -u USER -- stagehand restore ...); root does not write user paths",
-		     r.archive, (unsigned)ast.st_uid);
-		goto out;
-	}
-	r.dest = to;
-	if (mkdir(to, 0777) < 0 && errno != EEXIST) {
-		_err("cannot create destination %s: %s (its parent must exist)", to,
-		     strerror(errno));
-		goto out;
-	}
-	r.dfd = open(to, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (r.dfd < 0 || fstat(r.dfd, &dst) < 0) {
-		_err("cannot open destination %s: %s", to, strerror(errno));
-		goto out;
-	}
-	if (dst.st_dev == ast.st_dev && dst.st_ino == ast.st_ino) {
-		_err("the destination %s is the archive copy itself: give --to DIR", to);
+	if (rc || _restore_source(&r, path, &to, loc, sizeof(loc)) < 0 ||
+	    _restore_dest(&r, to) < 0) {
+		rc = 2;
 		goto out;
 	}
 	if (restore_open(&r) < 0) {

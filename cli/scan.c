@@ -494,12 +494,36 @@ static int _by_path(const void *a, const void *b)
 	return strcmp(((const struct scan_tree *)a)->path, ((const struct scan_tree *)b)->path);
 }
 
-/*
- * Long on purpose: the subcommand from arguments to exit code,
- * straight down; most of it is the option table and the checks of option
- * combinations, each with its own message.
- */
-int cmd_scan(int argc, char **argv)
+/* What 'stagehand scan' was asked (_scan_options). */
+struct _scan_opts {
+	const char *ns, *list, *root;
+	int json, all, older, print0, purge, yes;
+};
+
+/* The checks of option combinations, each with its own message: 0 or -1 (shown). */
+static int _scan_combinations(const struct _scan_opts *o)
+{
+	const char *why = NULL;
+
+	if (o->list && _check_list(o->list) < 0)
+		return -1;
+	if (o->print0 && !o->list)
+		why = "--print0 goes with --list";
+	else if (o->purge && !o->yes)
+		why = "--purge deletes data: add --yes to confirm (run without --purge first to "
+		      "see what would go)";
+	else if (o->purge && (o->list || o->json))
+		why = "--purge does not combine with --list or --json";
+	else if (o->purge && getuid() == 0)
+		why = "--purge refuses to run as root: root does not delete users' data on a "
+		      "label's word; run it as the data's owner";
+	if (why)
+		client_errx("scan: %s", why);
+	return why ? -1 : 0;
+}
+
+/* The command line into *o: 0 go on, 1 help shown, 2 a usage error shown. */
+static int _scan_options(int argc, char **argv, struct _scan_opts *o)
 {
 	enum { O_JSON = 1, O_ALL, O_OLDER, O_NS, O_LIST, O_PRINT0, O_PURGE, O_YES, O_CONFIG };
 	static const struct option lo[] = {
@@ -515,17 +539,15 @@ int cmd_scan(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *ns_opt = NULL, *list = NULL;
-	char ns[16], root[PATH_MAX], err[PATH_MAX + 256];
-	int c, json = 0, all = 0, older = 30, print0 = 0, purge = 0, yes = 0, rc = 0;
-	struct scan_result r;
+	int c;
 
+	*o = (struct _scan_opts){ .older = 30 };
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
-		case O_JSON: json = 1; break;
-		case O_ALL: all = 1; break;
+		case O_JSON: o->json = 1; break;
+		case O_ALL: o->all = 1; break;
 		case O_OLDER: {
 			char *end;
 			long v = strtol(optarg, &end, 10);
@@ -535,16 +557,16 @@ int cmd_scan(int argc, char **argv)
 					    "100000", optarg);
 				return 2;
 			}
-			older = (int)v;
+			o->older = (int)v;
 			break;
 		}
-		case O_NS: ns_opt = optarg; break;
-		case O_LIST: list = optarg; break;
-		case O_PRINT0: print0 = 1; break;
-		case O_PURGE: purge = 1; break;
-		case O_YES: yes = 1; break;
+		case O_NS: o->ns = optarg; break;
+		case O_LIST: o->list = optarg; break;
+		case O_PRINT0: o->print0 = 1; break;
+		case O_PURGE: o->purge = 1; break;
+		case O_YES: o->yes = 1; break;
 		case O_CONFIG: client_opt_config = optarg; break;
-		case 'h': _usage(stdout); return 0;
+		case 'h': _usage(stdout); return 1;
 		default:
 			client_errx("scan: bad option '%s': unknown, or missing its value (see "
 				    "'stagehand scan --help')", argv[optind - 1]);
@@ -555,83 +577,91 @@ int cmd_scan(int argc, char **argv)
 		client_errx("scan: give exactly one ROOT directory");
 		return 2;
 	}
-	if (list && _check_list(list) < 0)
-		return 2;
-	if (print0 && !list) {
-		client_errx("scan: --print0 goes with --list");
-		return 2;
+	o->root = argv[optind];
+	return _scan_combinations(o) < 0 ? 2 : 0;
+}
+
+/* --list: the trees of the listed policies, one path a line (or NUL-ended). 0 or 2. */
+static int _scan_list(const struct scan_result *r, const char *list, int print0)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < r->ntrees; i++) {
+		const struct scan_tree *t = &r->trees[i];
+
+		if (!_in_list(list, t->l.policy))
+			continue;
+		if (!print0 && strchr(t->path, '\n')) {
+			client_errx("scan: a labelled path contains a newline; use --print0 "
+				    "(skipped: %zu bytes)", strlen(t->path));
+			rc = 2;
+			continue;
+		}
+		fputs(t->path, stdout);
+		fputc(print0 ? '\0' : '\n', stdout);
 	}
-	if (purge && !yes) {
-		client_errx("scan: --purge deletes data: add --yes to confirm (run without --purge "
-			    "first to see what would go)");
-		return 2;
+	return rc;
+}
+
+/* --purge: the purge trees (and old exempt ones) the caller owns, removed. 0, or 1 if one was kept. */
+static int _scan_purge(const struct scan_result *r, const char *ns, int older)
+{
+	char err[PATH_MAX + 256];
+	uid_t me = getuid();
+	int removed = 0, rc = 0;
+
+	printf("\npurge (purge trees and exempt trees older than %d days that you own):\n",
+	       older);
+	for (size_t i = 0; i < r->ntrees; i++) {
+		const struct scan_tree *t = &r->trees[i];
+		int ok;
+
+		if (t->cls != SCAN_PURGE)
+			continue;
+		ok = scan_purge_tree(t, ns, me, err, sizeof(err)) == 0;
+		printf("  %s ", ok ? "removed" : "kept   ");
+		labels_print_safe(stdout, t->path);
+		if (ok) {
+			removed++;
+		} else {
+			fputs(": ", stdout);
+			labels_print_safe(stdout, err);
+			rc = 1;
+		}
+		fputc('\n', stdout);
 	}
-	if (purge && (list || json)) {
-		client_errx("scan: --purge does not combine with --list or --json");
+	printf("  %d tree(s) removed\n", removed);
+	return rc;
+}
+
+int cmd_scan(int argc, char **argv)
+{
+	struct _scan_opts o;
+	char ns[16], root[PATH_MAX], err[PATH_MAX + 256];
+	struct scan_result r;
+	int rc = _scan_options(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	if (labels_namespace(o.ns, ns, sizeof(ns)) < 0)
 		return 2;
-	}
-	if (purge && getuid() == 0) {
-		client_errx("scan: --purge refuses to run as root: root does not delete users' "
-			    "data on a label's word; run it as the data's owner");
-		return 2;
-	}
-	if (labels_namespace(ns_opt, ns, sizeof(ns)) < 0)
-		return 2;
-	if (labels_root(argv[optind], root, sizeof(root), err, sizeof(err)) < 0) {
+	if (labels_root(o.root, root, sizeof(root), err, sizeof(err)) < 0) {
 		client_errx("scan: %s", err);
 		return 2;
 	}
-	if (scan_tree(root, ns, older, 0, &r) < 0) {
+	if (scan_tree(root, ns, o.older, 0, &r) < 0) {
 		scan_result_free(&r);
 		return 2;
 	}
 	qsort(r.trees, r.ntrees, sizeof(*r.trees), _by_path);
-	if (list) {
-		for (size_t i = 0; i < r.ntrees; i++) {
-			const struct scan_tree *t = &r.trees[i];
-
-			if (!_in_list(list, t->l.policy))
-				continue;
-			if (!print0 && strchr(t->path, '\n')) {
-				client_errx("scan: a labelled path contains a newline; use --print0 "
-					    "(skipped: %zu bytes)", strlen(t->path));
-				rc = 2;
-				continue;
-			}
-			fputs(t->path, stdout);
-			fputc(print0 ? '\0' : '\n', stdout);
-		}
-	} else if (json) {
+	if (o.list)
+		rc = _scan_list(&r, o.list, o.print0);
+	else if (o.json)
 		_print_json(&r, root);
-	} else {
-		_print_table(&r, root, all);
-	}
-	if (purge) {
-		uid_t me = getuid();
-		int removed = 0;
-
-		printf("\npurge (purge trees and exempt trees older than %d days that you own):\n",
-		       older);
-		for (size_t i = 0; i < r.ntrees; i++) {
-			const struct scan_tree *t = &r.trees[i];
-			int ok;
-
-			if (t->cls != SCAN_PURGE)
-				continue;
-			ok = scan_purge_tree(t, ns, me, err, sizeof(err)) == 0;
-			printf("  %s ", ok ? "removed" : "kept   ");
-			labels_print_safe(stdout, t->path);
-			if (ok) {
-				removed++;
-			} else {
-				fputs(": ", stdout);
-				labels_print_safe(stdout, err);
-				rc = 1;
-			}
-			fputc('\n', stdout);
-		}
-		printf("  %d tree(s) removed\n", removed);
-	}
+	else
+		_print_table(&r, root, o.all);
+	if (o.purge && _scan_purge(&r, ns, o.older))
+		rc = 1;
 	if (rc == 0 && r.errors)
 		rc = 2;
 	scan_result_free(&r);
