@@ -131,11 +131,15 @@ static void _start_worker(struct daemon *d, int sock, pid_t self, struct _hdr *h
 	sigprocmask(SIG_BLOCK, &all, &old);
 	pid = fork();
 	if (pid == 0) {
+		struct worker_order o = {
+			.r = &r, .groups = h->groups, .ngroups = h->ngroups, .be = h->be,
+			.algo = (enum cksum_algo)h->algo, .keep = h->keep, .idle = h->idle,
+			.yb = h->yb, .exclude = h->nstr > 5 ? s + 5 : NULL, .budget = h->budget,
+		};
+
 		close(sock);
 		prctl(PR_SET_NAME, "stagehandd");	/* a worker is named as one forked by the daemon */
-		worker__child(d, &r, chan, self, h->groups, h->ngroups, NULL, 0, h->be,
-			      (enum cksum_algo)h->algo, h->keep, h->idle, h->yb,
-			      h->nstr > 5 ? s + 5 : NULL, h->budget, NULL, 0, NULL);
+		worker__child(d, &o, chan, self);
 	}
 	rep->err = pid < 0 ? errno : 0;
 	sigprocmask(SIG_SETMASK, &old, NULL);
@@ -281,7 +285,7 @@ static int _call(struct spawner *s, const void *msg, size_t len, int fd, struct 
 	return 0;
 }
 
-pid_t spawner_spawn(struct spawner *s, const struct spawn_args *a, int chan)
+pid_t spawner_spawn(struct spawner *s, const struct worker_order *a, int chan)
 {
 	static char msg[SP_MAX];
 	const struct queue_request *r = a->r;

@@ -27,17 +27,29 @@
 
 struct spawner;
 
-/* What a worker is started with (worker__child's arguments, less the resume state). */
-struct spawn_args {
+/*
+ * A worker's work order: everything a worker is started with, built once by
+ * the pool (worker_pool_start) and handed down whole to worker__child,
+ * forked there or through the spawner. Borrowed pointers, all of them; the
+ * child exits after the run.
+ */
+struct worker_order {
 	const struct queue_request *r;
-	const gid_t *groups;
+	const gid_t *groups;         /* the owner's supplementary groups */
 	int ngroups;
 	const struct xfer_endpoint *be;
 	enum cksum_algo algo;
-	int keep, idle;
-	struct xfer_bucket *yb;
+	int keep, idle;              /* keep=no archives; IOClass=idle */
+	struct xfer_bucket *yb;      /* the slot's own bucket (NULL: the daemon's) */
 	char *const *exclude;        /* NULL-terminated, or NULL */
-	int64_t budget;
+	int64_t budget;              /* a stage-in's room in its job's burst buffer (-1: no limit) */
+	/* A resume's state, in the pool's process only: a worker that has any
+	   is forked there, never through the spawner (which sends none of it). */
+	struct xfer_done_ent *done;	/* files an earlier attempt finished (the range pass marks them) */
+	size_t ndone;
+	const struct xfer_mpu_ent *mpu;	/* S3 multipart uploads earlier attempts began */
+	size_t nmpu;
+	const struct xfer_archive *arch;	/* a stage-in from an archive copy, or NULL */
 };
 
 /*
@@ -59,7 +71,7 @@ int spawner_fits(const struct spawner *s, unsigned gen, int slot);
  * the exchange itself failed, any other with the spawner broken
  * (spawner_broken) and taking no more workers. The caller then forks.
  */
-pid_t spawner_spawn(struct spawner *s, const struct spawn_args *a, int chan);
+pid_t spawner_spawn(struct spawner *s, const struct worker_order *a, int chan);
 
 /*
  * Wait for worker pid of s to exit: 0 and *status as waitpid gives it, or

@@ -507,7 +507,7 @@ static struct spawner *_spawner(struct worker_pool *p)
  * here instead (no spawner for it, a resume's state to hand over, or the
  * spawner failed: that is logged once).
  */
-static pid_t _spawn(struct worker_pool *p, int slot, const struct spawn_args *a, int chan,
+static pid_t _spawn(struct worker_pool *p, int slot, const struct worker_order *a, int chan,
 		    int resume_state)
 {
 	struct spawner *sp;
@@ -635,6 +635,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	int known;
 	int64_t budget;
 	pid_t pid, self = getpid();	/* the child checks its parent against it */
+	struct worker_order order;
 
 	slot = _free_slot(p);
 	if (slot < 0)
@@ -686,18 +687,16 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	if (queue_mpu_load(d->q, r->id, &mpu, &nmpu, err, sizeof(err)) < 0)
 		log_err("request %lld: cannot read its S3 multipart uploads: %s",
 			(long long)r->id, err);	/* they start over */
-	{
-		struct spawn_args sa = {
-			.r = r, .groups = groups, .ngroups = ngroups, .be = be, .algo = algo,
-			.keep = keep, .idle = d->conf->io_class == CONF_IO_IDLE, .yb = p->w[slot].yb,
-			.exclude = exclude, .budget = budget,
-		};
-
-		/* A resume's state (files done, uploads, an archive's checksums) is
-		   in this process only: that worker is forked here. */
-		pid = _spawn(p, slot, &sa, sv[1], ds.n > 0 || nmpu > 0 || arch.root != NULL);
-		spawned = pid > 0;
-	}
+	order = (struct worker_order){
+		.r = r, .groups = groups, .ngroups = ngroups, .be = be, .algo = algo,
+		.keep = keep, .idle = d->conf->io_class == CONF_IO_IDLE, .yb = p->w[slot].yb,
+		.exclude = exclude, .budget = budget, .done = ds.e, .ndone = ds.n, .mpu = mpu,
+		.nmpu = nmpu, .arch = arch.root ? &arch : NULL,
+	};
+	/* A resume's state (files done, uploads, an archive's checksums) is in
+	   this process only: that worker is forked here. */
+	pid = _spawn(p, slot, &order, sv[1], ds.n > 0 || nmpu > 0 || arch.root != NULL);
+	spawned = pid > 0;
 	if (pid < 0) {
 		sigset_t all, old;
 
@@ -722,9 +721,7 @@ int worker_pool_start(struct worker_pool *p, struct queue_request *r)
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		worker__child(d, r, sv[1], self, groups, ngroups, ds.e, ds.n, be, algo, keep,
-		       d->conf->io_class == CONF_IO_IDLE, p->w[slot].yb, exclude, budget, mpu,
-		       nmpu, arch.root ? &arch : NULL);
+		worker__child(d, &order, sv[1], self);
 	}
 	close(sv[1]);
 	worker__archive_free(&arch);

@@ -111,12 +111,10 @@ static int _preflight(struct xfer_ctx *ctx, int64_t budget)
 	return 1;
 }
 
-void worker__child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
-		   const gid_t *groups, int ngroups, struct xfer_done_ent *done,
-		   size_t ndone, const struct xfer_endpoint *be, enum cksum_algo algo, int keep,
-		   int idle, struct xfer_bucket *yb, char *const *exclude, int64_t budget,
-		   const struct xfer_mpu_ent *mpu, size_t nmpu, const struct xfer_archive *arch)
+void worker__child(struct daemon *d, const struct worker_order *o, int chan, pid_t parent)
 {
+	const struct queue_request *r = o->r;
+	const struct xfer_endpoint *be = o->be;
 	struct sigaction sa;
 	struct xfer_ctx ctx;
 	sigset_t all;
@@ -150,7 +148,7 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		xfer_emit(&ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL, msg);
 		_exit(1);
 	}
-	if (idle)
+	if (o->idle)
 		_ioprio_idle();
 	/* The request as the site-file step (root) and the transfer (the user) see it. */
 	ctx.conf = d->conf;
@@ -161,7 +159,7 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 	ctx.dest = r->dest;
 	ctx.backend = be->name;
 	xfer_prepare(&ctx);	/* site files only root reads; still root here */
-	if (worker_become(r->uid, r->gid, groups, ngroups) < 0) {
+	if (worker_become(r->uid, r->gid, o->groups, o->ngroups) < 0) {
 		snprintf(msg, sizeof(msg), "worker could not switch to uid %u gid %u: %s",
 			 (unsigned)r->uid, (unsigned)r->gid, strerror(errno));
 		xfer_emit(&ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL, msg);
@@ -173,20 +171,20 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		_exit(1);
 	umask(077);
 	ctx.job_id = r->job_id;
-	ctx.keep = keep;
-	ctx.algo = algo;
-	ctx.bucket = yb ? yb : d->bucket;
+	ctx.keep = o->keep;
+	ctx.algo = o->algo;
+	ctx.bucket = o->yb ? o->yb : d->bucket;
 	ctx.xattr_ns = conf_xattr_prefix(d->conf);
 	ctx.label_via_daemon = d->conf->xattr_ns == CONF_XATTR_TRUSTED;
-	ctx.done = done;
-	ctx.ndone = ndone;
-	ctx.mpu = mpu;
-	ctx.nmpu = nmpu;
-	ctx.archive = arch;
+	ctx.done = o->done;
+	ctx.ndone = o->ndone;
+	ctx.mpu = o->mpu;
+	ctx.nmpu = o->nmpu;
+	ctx.archive = o->arch;
 	ctx.stop = &_stop;
 	ctx.sync_batch = d->conf->sync_batch;
 	ctx.verify_sample = d->conf->verify_sample ? 16 : 0;
-	ctx.exclude = (const char *const *)exclude;
+	ctx.exclude = (const char *const *)o->exclude;
 	{
 		/* Directive paths: no symlink followed below options.beneath. This
 		   child exits after the run: opts is not freed. */
@@ -201,13 +199,13 @@ void worker__child(struct daemon *d, const struct queue_request *r, int chan, pi
 		cleanup_run(&ctx);
 		_exit(0);
 	}
-	if (_preflight(&ctx, budget))
+	if (_preflight(&ctx, o->budget))
 		_exit(0);
 	/* An archive copy stagehand made comes back as its files, verified. */
 	if (xfer_restore_stage_in(&ctx) >= 0)
 		_exit(0);
 	/* Files movers copied in byte ranges are finished before the walk keeps them. */
-	xfer_range_finish(&ctx, done, ndone);
+	xfer_range_finish(&ctx, o->done, o->ndone);
 	xfer_run(&ctx);
 	_exit(0);
 }

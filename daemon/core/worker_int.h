@@ -11,22 +11,16 @@
 
 #include "daemon.h"
 #include "queue.h"
+#include "spawner.h"	/* struct worker_order */
 #include "xfer.h"
 
 /*
  * The worker process, after the fork: become the request's owner, run the
- * backend on it and _exit. chan is its end of the record socket; parent the
- * daemon's pid (the child exits if it is already gone); done/ndone the
- * resume set; yb the worker's own bucket (NULL: the daemon's); exclude the
- * directories left out; budget the stage-in's room in its job's burst
- * buffer (-1: no limit); mpu/nmpu the S3 multipart uploads earlier attempts
- * began (queue_mpu.h). Never returns.
+ * backend on the work order o (spawner.h) and _exit. chan is its end of the
+ * record socket; parent the daemon's pid (the child exits if it is already
+ * gone). Never returns.
  */
-void worker__child(struct daemon *d, const struct queue_request *r, int chan, pid_t parent,
-		   const gid_t *groups, int ngroups, struct xfer_done_ent *done, size_t ndone,
-		   const struct xfer_endpoint *be, enum cksum_algo algo, int keep, int idle,
-		   struct xfer_bucket *yb, char *const *exclude, int64_t budget,
-		   const struct xfer_mpu_ent *mpu, size_t nmpu, const struct xfer_archive *arch)
+void worker__child(struct daemon *d, const struct worker_order *o, int chan, pid_t parent)
 	__attribute__((noreturn));
 
 /*
