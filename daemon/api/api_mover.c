@@ -168,10 +168,22 @@ static int _parse(json_t *rec, struct _rec *p, char *why, size_t whylen)
 	return 0;
 }
 
-/* One checked record other than a verified file (those are stored by _files_store): 0, or -1 with why. */
-static int _apply(struct daemon *d, const struct queue_request *r, int idx, const struct _rec *p,
-		  int *result, char *msg, size_t msglen, char *why, size_t whylen)
+/* One POST of a shard's records: whose, and what its records said. */
+struct _post {
+	struct daemon *d;
+	const struct queue_request *r;
+	int idx;                     /* the shard */
+	int result;                  /* an XR_RESULT record's verdict, -1: none yet */
+	char msg[XFER_TEXT_MAX + 1]; /* its message */
+	char why[512];               /* why a record was refused */
+};
+
+/* One checked record other than a verified file (those are stored by _files_store): 0, or -1 with po->why. */
+static int _apply(struct _post *po, const struct _rec *p)
 {
+	struct daemon *d = po->d;
+	const struct queue_request *r = po->r;
+	int idx = po->idx;
 	const int64_t *v = p->v;
 	const char *cks = p->cks, *path = p->path, *text = p->text;
 	char src[XFER_PATH_MAX * 2 + 2], dst[XFER_PATH_MAX * 2 + 2], err[512];
@@ -226,14 +238,14 @@ static int _apply(struct daemon *d, const struct queue_request *r, int idx, cons
 		log_info("request %lld shard %d (mover): %s", (long long)r->id, idx, text);
 		break;
 	case XR_RESULT:
-		*result = (int)v[0];
-		snprintf(msg, msglen, "%s", text);
+		po->result = (int)v[0];
+		snprintf(po->msg, sizeof(po->msg), "%s", text);
 		break;
 	case XR_TOTALS:	/* the plan has the request's totals */
 	case XR_PHASE:
 		break;
 	default:
-		snprintf(why, whylen, "record type %d is not taken from movers", type);
+		snprintf(po->why, sizeof(po->why), "record type %d is not taken from movers", type);
 		return -1;
 	}
 	if (rc < 0)
@@ -383,8 +395,9 @@ static void _records(struct daemon *d, const struct queue_request *r, int idx, i
 		     json_t *body, struct api_reply *out)
 {
 	json_t *recs = json_object_get(body, "records");
-	char why[512] = "", msg[XFER_TEXT_MAX + 1] = "", err[512];
-	int result = -1, batched;
+	struct _post po = { .d = d, .r = r, .idx = idx, .result = -1 };
+	char err[512], *why = po.why, *msg = po.msg;
+	int batched;
 	size_t i, n = json_array_size(recs);
 	struct _files *fs;
 	struct _rec p;
@@ -399,14 +412,14 @@ static void _records(struct daemon *d, const struct queue_request *r, int idx, i
 	}
 	batched = queue_batch_begin(d->q) == 0;
 	for (i = 0; i < n; i++) {
-		if (_parse(json_array_get(recs, i), &p, why, sizeof(why)) < 0)
+		if (_parse(json_array_get(recs, i), &p, po.why, sizeof(po.why)) < 0)
 			break;
 		if (p.type == XR_ITEM_FILE) {
 			_files_add(d, r, idx, fs, &p);
 			continue;
 		}
 		_files_store(d, r, idx, fs);	/* in order: those before this record first */
-		if (_apply(d, r, idx, &p, &result, msg, sizeof(msg), why, sizeof(why)) < 0)
+		if (_apply(&po, &p) < 0)
 			break;
 	}
 	_files_store(d, r, idx, fs);
@@ -419,8 +432,8 @@ static void _records(struct daemon *d, const struct queue_request *r, int idx, i
 		api_error(out, 400, "record %zu: %s (the %zu before it were recorded)", i, why, i);
 		return;
 	}
-	if (result >= 0) {
-		enum queue_shard_state st = result == XFER_OK ? QSH_DONE : result == XFER_FINAL ?
+	if (po.result >= 0) {
+		enum queue_shard_state st = po.result == XFER_OK ? QSH_DONE : po.result == XFER_FINAL ?
 					    QSH_FAILED : QSH_QUEUED;
 		int rc = queue_shard_set(d->q, r->id, idx, job, st, msg[0] ? msg : NULL, err,
 					 sizeof(err));

@@ -74,14 +74,15 @@ void pipe__remove_source(struct pipe__run *r, int sdir, const char *sname, const
 			  "%s", (long long)r->ctx->request_id, rel, strerror(e));
 }
 
-void pipe__report(struct pipe__run *r, int sdir, const char *sname, const char *rel,
-		  const struct stat *st, int64_t total, int64_t started, const char *cks,
-		  const char *got)
+void pipe__report(struct pipe__run *r, const struct pipe__file *f, int64_t total,
+		  int64_t started, const char *cks, const char *got)
 {
-	xfer_emit_file(r->ctx, rel, total, xfer_ns(&st->st_mtim), (int)(st->st_mode & 07777),
+	const struct stat *st = f->st;
+
+	xfer_emit_file(r->ctx, f->rel, total, xfer_ns(&st->st_mtim), (int)(st->st_mode & 07777),
 		       started, (int64_t)time(NULL), cks, got);
 	xfer_tally_add(&r->t, &r->t.verified);
-	pipe__remove_source(r, sdir, sname, rel);
+	pipe__remove_source(r, f->sdir, f->sname, f->rel);
 }
 
 /* The source file as listed, for reading; -1 after reporting why. */
@@ -98,10 +99,12 @@ static int _open_source_file(struct pipe__run *r, int sdir, const char *sname, c
 	return sfd;
 }
 
-int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, const char *sname,
-		   const char *rel, const struct stat *st, struct xfer_wfile *wf, int big,
-		   unsigned cflags, char *cks, char *got)
+int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, const struct pipe__file *f,
+		   struct xfer_wfile *wf, int big, unsigned cflags, char *cks, char *got)
 {
+	int sdir = f->sdir;
+	const char *sname = f->sname, *rel = f->rel;
+	const struct stat *st = f->st;
 	const char *what = "cannot create destination";
 	struct stat cur;
 	int sfd, e;
@@ -171,7 +174,8 @@ static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir
 	else if (e && !xfer_stopped(r->ctx))
 		xfer_failf(&r->t, rel, out.final, "%s", out.why);
 	else if (!e)
-		pipe__report(r, sdir, sname, rel, st, out.bytes, started, out.token, out.token);
+		pipe__report(r, &(struct pipe__file){ sdir, sname, rel, st }, out.bytes, started,
+			     out.token, out.token);
 }
 
 /*
@@ -223,7 +227,8 @@ static void _fetch_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir
 		xfer_fail(&r->t, rel, e, e == EIO ? "checksum mismatch after copy of" :
 			  "cannot store");
 	if (!e)
-		pipe__report(r, sdir, sname, rel, &st, wf.total, started, out.token, out.token);
+		pipe__report(r, &(struct pipe__file){ sdir, sname, rel, &st }, wf.total, started,
+			     out.token, out.token);
 }
 
 /*
@@ -239,6 +244,7 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 	struct xfer_wfile wf = { .dir = ddir, .name = name, .fd = -1, .vfd = -1 };
 	int big = !r->dst->discards && st->st_size >= XFER_BIG_MIN, e;
 	int64_t started = (int64_t)time(NULL);
+	const struct pipe__file f = { sdir, sname, rel, st };
 
 	if (r->dst->stream || r->src->stream) {
 		if (r->dst->stream)
@@ -253,7 +259,7 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 	if (big)
 		xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim),
 			  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
-	if (pipe__transfer(r, tb, sdir, sname, rel, st, &wf, big, 0, cks, got) < 0)
+	if (pipe__transfer(r, tb, &f, &wf, big, 0, cks, got) < 0)
 		return;
 	/* The big path read the destination back while it wrote it. */
 	if (r->dst->discards)
@@ -272,7 +278,7 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 		xfer_fail(&r->t, rel, e, "cannot record");
 		return;
 	}
-	pipe__report(r, sdir, sname, rel, st, wf.total, started, cks, got);
+	pipe__report(r, &f, wf.total, started, cks, got);
 }
 
 static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *name,

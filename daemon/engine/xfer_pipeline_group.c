@@ -173,8 +173,8 @@ void pipe__group_flush(struct pipe__run *r)
 		else if (!e && S_ISLNK(p->st.st_mode))
 			xfer_emit(r->ctx, XR_ITEM_DONE, 0, 0, now, now, NULL, p->rel, "symlink");
 		else if (!e)
-			pipe__report(r, p->sdir, p->name, p->rel, &p->st, p->st.st_size, p->started,
-				     p->cks, p->cks);
+			pipe__report(r, &(struct pipe__file){ p->sdir, p->name, p->rel, &p->st },
+				     p->st.st_size, p->started, p->cks, p->cks);
 		free(p->name);
 		free(p->rel);
 	}

@@ -93,19 +93,24 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 /* Resume: verified by an earlier attempt and neither side changed since (counted kept). */
 int pipe__resume_ok(struct pipe__run *r, int ddir, const char *name, const char *rel,
 		    const struct stat *st);
+/* A source file as the walk found it: its directory's handle, name, path in the request, stat. */
+struct pipe__file {
+	int sdir;
+	const char *sname, *rel;     /* borrowed */
+	const struct stat *st;       /* borrowed */
+};
+
 /* Report a verified file; for archive with keep=no, remove its source now. */
-void pipe__report(struct pipe__run *r, int sdir, const char *sname, const char *rel,
-		  const struct stat *st, int64_t total, int64_t started, const char *cks,
-		  const char *got);
+void pipe__report(struct pipe__run *r, const struct pipe__file *f, int64_t total,
+		  int64_t started, const char *cks, const char *got);
 /*
  * Open the source file and a temporary destination for it, stream the data
  * (xfer_engine_stream, or the big-file path when wf->vfd >= 0) and commit it
  * with flags. 0, or -1 after reporting why (EINTR: stopped, not reported).
  * cks gets the source's checksum, got the destination's on the big path.
  */
-int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, int sdir, const char *sname,
-		   const char *rel, const struct stat *st, struct xfer_wfile *wf, int big,
-		   unsigned cflags, char *cks, char *got);
+int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, const struct pipe__file *f,
+		   struct xfer_wfile *wf, int big, unsigned cflags, char *cks, char *got);
 
 /* keep=no: an archive's verified source file goes (a failure is a warning). */
 void pipe__remove_source(struct pipe__run *r, int sdir, const char *sname, const char *rel);

@@ -59,8 +59,8 @@ static void _batch_copy(struct pipe__run *r, const struct xfer_buf *tb, struct p
 	p->wf.fd = p->wf.vfd = -1;
 	if (pipe__resume_ok(r, p->wf.dir, p->name, p->rel, &p->st))
 		return;
-	if (pipe__transfer(r, tb, p->sdir, p->name, p->rel, &p->st, &p->wf, 0, XFER_C_DEFER,
-			   p->cks, NULL) == 0)
+	if (pipe__transfer(r, tb, &(struct pipe__file){ p->sdir, p->name, p->rel, &p->st }, &p->wf,
+			   0, XFER_C_DEFER, p->cks, NULL) == 0)
 		p->state = 1;
 }
 
@@ -79,7 +79,8 @@ static void _batch_verify(struct pipe__run *r, const struct xfer_buf *tb, struct
 		xfer_fail(&r->t, p->rel, EIO, "checksum mismatch after copy of");
 		return;
 	}
-	pipe__report(r, p->sdir, p->name, p->rel, &p->st, p->wf.total, p->started, p->cks, got);
+	pipe__report(r, &(struct pipe__file){ p->sdir, p->name, p->rel, &p->st }, p->wf.total,
+		     p->started, p->cks, got);
 }
 
 /* ---- the copy threads ---- */
