@@ -187,16 +187,19 @@ int cleanup_run(struct xfer_ctx *ctx)
 				 O_RDONLY | O_DIRECTORY, why, sizeof(why));
 	if (root < 0 && errno == ENOENT) {
 		for (size_t i = 0; i < ctx->ndone; i++)
-			xfer_emit(ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, ctx->done[i].relpath,
-				  "no longer there (the input directory is gone)");
-		xfer_emit(ctx, XR_RESULT, XFER_OK, 0, 0, 0, NULL, NULL,
-			  "the input directory is gone already");
+			xfer_emit(ctx, &(struct xfer_note){
+				.type = XR_ITEM_SKIPPED, .path = ctx->done[i].relpath,
+				.text = "no longer there (the input directory is gone)" });
+		xfer_emit(ctx, &(struct xfer_note){
+			.type = XR_RESULT, .code = XFER_OK,
+			.text = "the input directory is gone already" });
 		return XFER_OK;
 	}
 	if (root < 0) {
 		snprintf(msg, sizeof(msg), "cannot open the input directory: %.900s", why);
-		xfer_emit(ctx, XR_RESULT, xfer_err_final(errno) ? XFER_FINAL : XFER_RETRYABLE, 0, 0,
-			  0, NULL, NULL, msg);
+		xfer_emit(ctx, &(struct xfer_note){
+			.type = XR_RESULT,
+			.code = xfer_err_final(errno) ? XFER_FINAL : XFER_RETRYABLE, .text = msg });
 		return XFER_FINAL;
 	}
 	/* Label first: with InputRetention=0 no label request came before (cleanup.c). */
@@ -207,15 +210,19 @@ int cleanup_run(struct xfer_ctx *ctx)
 		if (_remove_one(root, e, why, sizeof(why))) {
 			removed++;
 			freed += e->size;
-			xfer_emit(ctx, XR_ITEM_DONE, 0, e->size, 0, 0, NULL, e->relpath, "removed");
+			xfer_emit(ctx, &(struct xfer_note){
+				.type = XR_ITEM_DONE, .a = e->size, .path = e->relpath,
+				.text = "removed" });
 		} else {
 			left++;
-			xfer_emit(ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, e->relpath, why);
+			xfer_emit(ctx, &(struct xfer_note){
+				.type = XR_ITEM_SKIPPED, .path = e->relpath, .text = why });
 		}
 	}
 	if (ctx->stop && *ctx->stop) {
 		close(root);
-		xfer_emit(ctx, XR_RESULT, XFER_INTERRUPTED, 0, 0, 0, NULL, NULL, "interrupted");
+		xfer_emit(ctx, &(struct xfer_note){
+			.type = XR_RESULT, .code = XFER_INTERRUPTED, .text = "interrupted" });
 		return XFER_INTERRUPTED;
 	}
 	/* Directories the staged trees brought, now empty (deepest paths first: sorted). */
@@ -230,6 +237,6 @@ int cleanup_run(struct xfer_ctx *ctx)
 		 "directory %s: %.600s", removed, removed == 1 ? "" : "s", (long long)freed, left,
 		 ctx->source, why[0] ? why : "kept");
 	xfer_logf(ctx, LOG_LVL_INFO, "request %lld: %s", (long long)ctx->request_id, msg);
-	xfer_emit(ctx, XR_RESULT, XFER_OK, 0, 0, 0, NULL, NULL, msg);
+	xfer_emit(ctx, &(struct xfer_note){ .type = XR_RESULT, .code = XFER_OK, .text = msg });
 	return XFER_OK;
 }

@@ -105,9 +105,11 @@ static int _preflight(struct xfer_ctx *ctx, int64_t budget)
 	close(fd);
 	if (t.bytes <= budget)
 		return 0;
-	xfer_emit(ctx, XR_TOTALS, 0, t.files, t.bytes, t.skipped, NULL, NULL, NULL);
-	xfer_emit(ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL,
-		  "stage-in larger than the job's burst buffer");
+	xfer_emit(ctx, &(struct xfer_note){
+		.type = XR_TOTALS, .a = t.files, .b = t.bytes, .c = t.skipped });
+	xfer_emit(ctx, &(struct xfer_note){
+		.type = XR_RESULT, .code = XFER_FINAL,
+		.text = "stage-in larger than the job's burst buffer" });
 	return 1;
 }
 
@@ -145,7 +147,8 @@ void worker__child(struct daemon *d, const struct worker_order *o, int chan, pid
 			 "then /proc/self/fd: %s (it needs Linux 5.9 or /proc mounted); "
 			 "nothing was touched",
 			 strerror(errno));
-		xfer_emit(&ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL, msg);
+		xfer_emit(&ctx, &(struct xfer_note){
+			.type = XR_RESULT, .code = XFER_FINAL, .text = msg });
 		_exit(1);
 	}
 	if (o->idle)
@@ -162,7 +165,8 @@ void worker__child(struct daemon *d, const struct worker_order *o, int chan, pid
 	if (worker_become(r->uid, r->gid, o->groups, o->ngroups) < 0) {
 		snprintf(msg, sizeof(msg), "worker could not switch to uid %u gid %u: %s",
 			 (unsigned)r->uid, (unsigned)r->gid, strerror(errno));
-		xfer_emit(&ctx, XR_RESULT, XFER_FINAL, 0, 0, 0, NULL, NULL, msg);
+		xfer_emit(&ctx, &(struct xfer_note){
+			.type = XR_RESULT, .code = XFER_FINAL, .text = msg });
 		_exit(1);
 	}
 	/* Credentials changed: set the parent-death signal now (a uid change clears it). */

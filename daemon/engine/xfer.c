@@ -138,28 +138,31 @@ static int _write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-static size_t _pack(char *out, enum xfer_rec_type type, int code, int64_t a, int64_t b,
-		    int64_t c, const char *cks, const char *path, const char *text)
+static size_t _pack(char *out, const struct xfer_note *n)
 {
 	struct xfer_rec r;
-	size_t pl = path ? strnlen(path, XFER_PATH_MAX) : 0;
-	size_t tl = text ? strnlen(text, XFER_TEXT_MAX) : 0;
+	size_t pl = n->path ? strnlen(n->path, XFER_PATH_MAX) : 0;
+	size_t tl = n->text ? strnlen(n->text, XFER_TEXT_MAX) : 0;
 
 	memset(&r, 0, sizeof(r));
-	r.type = type;
-	r.code = code;
-	r.a = a;
-	r.b = b;
-	r.c = c;
-	if (cks)
-		snprintf(r.cks, sizeof(r.cks), "%s", cks);
+	r.type = n->type;
+	r.code = n->code;
+	r.a = n->a;
+	r.b = n->b;
+	r.c = n->c;
+	r.d = n->d;
+	r.e = n->e;
+	if (n->cks)
+		snprintf(r.cks, sizeof(r.cks), "%s", n->cks);
+	if (n->cks2)
+		snprintf(r.cks2, sizeof(r.cks2), "%s", n->cks2);
 	r.path_len = (uint16_t)pl;
 	r.text_len = (uint16_t)tl;
 	memcpy(out, &r, sizeof(r));
 	if (pl)
-		memcpy(out + sizeof(r), path, pl);
+		memcpy(out + sizeof(r), n->path, pl);
 	if (tl)
-		memcpy(out + sizeof(r) + pl, text, tl);
+		memcpy(out + sizeof(r) + pl, n->text, tl);
 	return sizeof(r) + pl + tl;
 }
 
@@ -176,38 +179,11 @@ static int _send(struct xfer_ctx *ctx, const char *buf, size_t n)
 	return rc;
 }
 
-int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
-	      int64_t c, const char *cks, const char *path, const char *text)
+int xfer_emit(struct xfer_ctx *ctx, const struct xfer_note *n)
 {
 	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
-	size_t n = _pack(buf, type, code, a, b, c, cks, path, text);
 
-	return _send(ctx, buf, n);
-}
-
-int xfer_emit_file(struct xfer_ctx *ctx, const char *relpath, int64_t size, int64_t mtime_ns,
-		   int mode, int64_t started, int64_t ended, const char *cks_src,
-		   const char *cks_dst)
-{
-	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
-	size_t n = _pack(buf, XR_ITEM_FILE, 0, size, mtime_ns, mode, cks_src, relpath, NULL);
-	struct xfer_rec *r = (struct xfer_rec *)buf;
-
-	r->d = started;
-	r->e = ended;
-	snprintf(r->cks2, sizeof(r->cks2), "%s", cks_dst ? cks_dst : "");
-	return _send(ctx, buf, n);
-}
-
-int xfer_emit_range(struct xfer_ctx *ctx, const char *relpath, int64_t off, int64_t len,
-		    int64_t size, int64_t mtime_ns, const char *cks)
-{
-	char buf[sizeof(struct xfer_rec) + XFER_PATH_MAX + XFER_TEXT_MAX];
-	size_t n = _pack(buf, XR_RANGE_DONE, 0, off, len, size, cks, relpath, NULL);
-	struct xfer_rec *r = (struct xfer_rec *)buf;
-
-	r->d = mtime_ns;
-	return _send(ctx, buf, n);
+	return _send(ctx, buf, _pack(buf, n));
 }
 
 int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value)
@@ -216,7 +192,7 @@ int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const cha
 	char cbuf[FDPASS_SPACE];
 	struct iovec iov;
 	struct msghdr mh;
-	size_t n = _pack(buf, XR_LABEL, 0, 0, 0, 0, NULL, name, value);
+	size_t n = _pack(buf, &(struct xfer_note){ .type = XR_LABEL, .path = name, .text = value });
 	ssize_t w;
 
 	memset(&mh, 0, sizeof(mh));
@@ -243,7 +219,7 @@ void xfer_logf(struct xfer_ctx *ctx, int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	log_verrf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	xfer_emit(ctx, XR_LOG, level, 0, 0, 0, NULL, NULL, text);
+	xfer_emit(ctx, &(struct xfer_note){ .type = XR_LOG, .code = level, .text = text });
 }
 
 ssize_t xfer_parse(const char *buf, size_t len, struct xfer_rec *rec,

@@ -239,16 +239,22 @@ void xfer_bundle_configure(const struct xfer_bundle_params *p);
 int xfer_restore_stage_in(struct xfer_ctx *ctx);
 
 /* ---- records (worker side) ---- */
-int xfer_emit(struct xfer_ctx *ctx, enum xfer_rec_type type, int code, int64_t a, int64_t b,
-	      int64_t c, const char *cks, const char *path, const char *text);
-/* XR_RANGE_DONE. */
-int xfer_emit_range(struct xfer_ctx *ctx, const char *relpath, int64_t off, int64_t len,
-		    int64_t size, int64_t mtime_ns, const char *cks);
+/*
+ * One record a worker sends: its type and code, the numbers a..e whose
+ * meaning the type gives (struct xfer_rec above), checksums, a path and a
+ * text (borrowed; NULL: none). Fields a type does not use stay 0 or NULL,
+ * so a call names only what it sends:
+ *   xfer_emit(ctx, &(struct xfer_note){ .type = XR_LOG, .code = lvl, .text = t }).
+ */
+struct xfer_note {
+	enum xfer_rec_type type;
+	int code;
+	int64_t a, b, c, d, e;
+	const char *cks, *cks2, *path, *text;
+};
+/* Send one record. Thread-safe (one lock per worker process): a record goes out whole. */
+int xfer_emit(struct xfer_ctx *ctx, const struct xfer_note *n);
 int xfer_emit_label_fd(struct xfer_ctx *ctx, int fd, const char *name, const char *value);
-/* XR_ITEM_FILE. Emitting is thread-safe (one lock per worker process). */
-int xfer_emit_file(struct xfer_ctx *ctx, const char *relpath, int64_t size, int64_t mtime_ns,
-		   int mode, int64_t started, int64_t ended, const char *cks_src,
-		   const char *cks_dst);
 void xfer_logf(struct xfer_ctx *ctx, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

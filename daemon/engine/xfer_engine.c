@@ -45,7 +45,8 @@ int xfer_stopped(const struct xfer_ctx *ctx)
 
 static void _failed(struct xfer_tally *t, const char *rel, int code, int final, const char *msg)
 {
-	xfer_emit(t->ctx, XR_ITEM_FAILED, code, 0, 0, 0, NULL, rel, msg);
+	xfer_emit(t->ctx, &(struct xfer_note){
+		.type = XR_ITEM_FAILED, .code = code, .path = rel, .text = msg });
 	pthread_mutex_lock(&t->mu);
 	if (!t->failures)
 		snprintf(t->first_error, sizeof(t->first_error), "%s", msg);
@@ -95,7 +96,7 @@ int xfer_tally_verdict(const struct xfer_tally *t, int count_check, const char *
 
 int xfer_finish(struct xfer_ctx *ctx, int result, const char *msg)
 {
-	xfer_emit(ctx, XR_RESULT, result, 0, 0, 0, NULL, NULL, msg);
+	xfer_emit(ctx, &(struct xfer_note){ .type = XR_RESULT, .code = result, .text = msg });
 	return result;
 }
 

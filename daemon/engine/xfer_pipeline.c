@@ -79,8 +79,10 @@ void pipe__report(struct pipe__run *r, const struct pipe__file *f, int64_t total
 {
 	const struct stat *st = f->st;
 
-	xfer_emit_file(r->ctx, f->rel, total, xfer_ns(&st->st_mtim), (int)(st->st_mode & 07777),
-		       started, (int64_t)time(NULL), cks, got);
+	xfer_emit(r->ctx, &(struct xfer_note){
+		.type = XR_ITEM_FILE, .path = f->rel, .a = total, .b = xfer_ns(&st->st_mtim),
+		.c = (int)(st->st_mode & 07777), .d = started, .e = (int64_t)time(NULL), .cks = cks,
+		.cks2 = got });
 	xfer_tally_add(&r->t, &r->t.verified);
 	pipe__remove_source(r, f->sdir, f->sname, f->rel);
 }
@@ -160,8 +162,9 @@ static void _put_file(struct pipe__run *r, int sdir, const char *sname, int ddir
 
 	if (pipe__resume_ok(r, ddir, name, rel, st))
 		return;
-	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim),
-		  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
+	xfer_emit(r->ctx, &(struct xfer_note){
+		.type = XR_ITEM_START, .a = st->st_size, .b = xfer_ns(&st->st_mtim),
+		.c = (int64_t)(st->st_mode & 07777), .path = rel, .text = "file" });
 	if ((sfd = _open_source_file(r, sdir, sname, rel, st, &cur)) < 0)
 		return;
 	e = r->dst->stream->put(r->dep, ddir, name, sfd, &cur, &out) < 0 ? -1 : 0;
@@ -203,8 +206,9 @@ static void _fetch_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir
 	}
 	if (pipe__resume_ok(r, ddir, name, rel, &st))
 		return;
-	xfer_emit(r->ctx, XR_ITEM_START, 0, st.st_size, xfer_ns(&st.st_mtim),
-		  (int64_t)(st.st_mode & 07777), NULL, rel, "file");
+	xfer_emit(r->ctx, &(struct xfer_note){
+		.type = XR_ITEM_START, .a = st.st_size, .b = xfer_ns(&st.st_mtim),
+		.c = (int64_t)(st.st_mode & 07777), .path = rel, .text = "file" });
 	if ((e = r->dst->open_write(r->dep, &wf, XFER_W_RESUME, &what)) != 0) {
 		xfer_fail(&r->t, rel, e, what);
 		return;
@@ -257,8 +261,9 @@ void pipe__copy_file(struct pipe__run *r, const struct xfer_buf *tb, int sdir,
 		return;
 	/* Small files are reported once, when verified; a big one shows while it runs. */
 	if (big)
-		xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim),
-			  (int64_t)(st->st_mode & 07777), NULL, rel, "file");
+		xfer_emit(r->ctx, &(struct xfer_note){
+			.type = XR_ITEM_START, .a = st->st_size, .b = xfer_ns(&st->st_mtim),
+			.c = (int64_t)(st->st_mode & 07777), .path = rel, .text = "file" });
 	if (pipe__transfer(r, tb, &f, &wf, big, 0, cks, got) < 0)
 		return;
 	/* The big path read the destination back while it wrote it. */
@@ -290,14 +295,17 @@ static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *n
 
 	if (!r->dst->tree->symlink) {
 		/* A server holds no symlinks (url): counted skipped by _count. */
-		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, "symlink skipped: only "
-			  "regular files and directories are uploaded");
+		xfer_emit(r->ctx, &(struct xfer_note){
+			.type = XR_ITEM_SKIPPED, .path = rel,
+			.text = "symlink skipped: only regular files and directories are "
+				"uploaded" });
 		return;
 	}
 	if (xfer_engine_want(r->ctx, rel, -1, -1) == XFER_WANT_OTHER)
 		return;
-	xfer_emit(r->ctx, XR_ITEM_START, 0, st->st_size, xfer_ns(&st->st_mtim), 0, NULL, rel,
-		  "symlink");
+	xfer_emit(r->ctx, &(struct xfer_note){
+		.type = XR_ITEM_START, .a = st->st_size, .b = xfer_ns(&st->st_mtim), .path = rel,
+		.text = "symlink" });
 	if ((e = r->src->tree->readlink(r->sep, sdir, name, target, sizeof(target))) != 0) {
 		xfer_fail(&r->t, rel, e, "cannot read symlink");
 		return;
@@ -307,8 +315,9 @@ static void _copy_symlink(struct pipe__run *r, int sdir, int ddir, const char *n
 		xfer_fail(&r->t, rel, e, what);
 		return;
 	}
-	xfer_emit(r->ctx, XR_ITEM_DONE, 0, 0, (int64_t)time(NULL), (int64_t)time(NULL), NULL, rel,
-		  "symlink");
+	xfer_emit(r->ctx, &(struct xfer_note){
+		.type = XR_ITEM_DONE, .b = (int64_t)time(NULL), .c = (int64_t)time(NULL),
+		.path = rel, .text = "symlink" });
 }
 
 /* ---- the walk ---- */
@@ -343,7 +352,8 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 	} else if (S_ISDIR(st->st_mode) && xfer_excluded(r->ctx, rel)) {
 		/* An exempt= directory inside the tree: neither copied nor, with
 		   keep=no, removed. */
-		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, XFER_EXCLUDE_REASON);
+		xfer_emit(r->ctx, &(struct xfer_note){
+			.type = XR_ITEM_SKIPPED, .path = rel, .text = XFER_EXCLUDE_REASON });
 	} else if (S_ISDIR(st->st_mode)) {
 		return 1;
 	} else {
@@ -353,7 +363,8 @@ static int _visit(struct xfer_walk *w, struct xfer_walk_dir *dir, const char *na
 
 		snprintf(msg, sizeof(msg), "%s skipped: only regular files, directories%s are "
 			 "copied", kind, r->dst->tree->symlink ? " and symlinks" : "");
-		xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, msg);
+		xfer_emit(r->ctx, &(struct xfer_note){
+			.type = XR_ITEM_SKIPPED, .path = rel, .text = msg });
 	}
 	return 0;
 }
@@ -440,7 +451,8 @@ void pipe__count(struct pipe__run *r, struct xfer_root *sroot, int tree, struct 
 		r->src->list(r->sep, w, &top);
 	else
 		r->t.files = 1, r->t.bytes = sroot->st.st_size;
-	xfer_emit(r->ctx, XR_TOTALS, 0, r->t.files, r->t.bytes, r->t.skipped, NULL, NULL, NULL);
+	xfer_emit(r->ctx, &(struct xfer_note){
+		.type = XR_TOTALS, .a = r->t.files, .b = r->t.bytes, .c = r->t.skipped });
 }
 
 /* Count the source, then open the destination. */
@@ -529,7 +541,7 @@ int xfer_pipeline_run(struct xfer_ctx *ctx, const struct xfer_endpoint *src,
 	if (xfer_stopped(ctx))
 		return _finish(&r, &sroot, &droot, XFER_INTERRUPTED, "interrupted; will be redone");
 	/* Every file was verified as it was copied; the final check is the count. */
-	xfer_emit(ctx, XR_PHASE, XFER_PHASE_VERIFYING, 0, 0, 0, NULL, NULL, NULL);
+	xfer_emit(ctx, &(struct xfer_note){ .type = XR_PHASE, .code = XFER_PHASE_VERIFYING });
 	if (r.g.on && (rc = r.dst->group->finish(r.dep, msg, sizeof(msg))) != XFER_OK)
 		return _finish(&r, &sroot, &droot, rc, msg);
 	if (!r.t.failures && !r.dst->discards && !ctx->shard && src->device &&

@@ -78,14 +78,19 @@ static void _kept(struct pipe__run *r, int sdir, const char *name, const char *r
 	int64_t now = (int64_t)time(NULL);
 
 	if (S_ISLNK(st->st_mode)) {
-		xfer_emit(r->ctx, XR_ITEM_START, 0, 0, xfer_ns(&st->st_mtim), 0, NULL, rel, "symlink");
-		xfer_emit(r->ctx, XR_ITEM_DONE, 0, 0, now, now, NULL, rel, "symlink");
+		xfer_emit(r->ctx, &(struct xfer_note){
+			.type = XR_ITEM_START, .b = xfer_ns(&st->st_mtim), .path = rel,
+			.text = "symlink" });
+		xfer_emit(r->ctx, &(struct xfer_note){
+			.type = XR_ITEM_DONE, .b = now, .c = now, .path = rel, .text = "symlink" });
 		return;
 	}
 	xfer_tally_add(&r->t, &r->t.kept);
 	if (xfer_engine_want(r->ctx, rel, st->st_size, xfer_ns(&st->st_mtim)) != XFER_WANT_KEPT)
-		xfer_emit_file(r->ctx, rel, st->st_size, xfer_ns(&st->st_mtim),
-			       (int)(st->st_mode & 07777), now, now, cks, cks);
+		xfer_emit(r->ctx, &(struct xfer_note){
+			.type = XR_ITEM_FILE, .path = rel, .a = st->st_size,
+			.b = xfer_ns(&st->st_mtim), .c = (int)(st->st_mode & 07777), .d = now,
+			.e = now, .cks = cks, .cks2 = cks });
 	pipe__remove_source(r, sdir, name, rel);
 }
 
@@ -106,8 +111,9 @@ static void _add(struct pipe__run *r, int sdir, const char *name, const char *re
 	memset(p, 0, sizeof(*p));
 	p->started = (int64_t)time(NULL);
 	if (target) {
-		xfer_emit(r->ctx, XR_ITEM_START, 0, 0, xfer_ns(&st->st_mtim), 0, NULL, rel,
-			  "symlink");
+		xfer_emit(r->ctx, &(struct xfer_note){
+			.type = XR_ITEM_START, .b = xfer_ns(&st->st_mtim), .path = rel,
+			.text = "symlink" });
 	} else if ((sfd = r->src->open_read(r->sep, sdir, name, st, &cur)) < 0) {
 		e = errno;
 		xfer_fail(&r->t, rel, e, e == EAGAIN ? "source changed while walking" :
@@ -171,7 +177,9 @@ void pipe__group_flush(struct pipe__run *r)
 		if (e && e != EINTR)
 			xfer_fail(&r->t, p->rel, e, what);
 		else if (!e && S_ISLNK(p->st.st_mode))
-			xfer_emit(r->ctx, XR_ITEM_DONE, 0, 0, now, now, NULL, p->rel, "symlink");
+			xfer_emit(r->ctx, &(struct xfer_note){
+				.type = XR_ITEM_DONE, .b = now, .c = now, .path = p->rel,
+				.text = "symlink" });
 		else if (!e)
 			pipe__report(r, &(struct pipe__file){ p->sdir, p->name, p->rel, &p->st },
 				     p->st.st_size, p->started, p->cks, p->cks);

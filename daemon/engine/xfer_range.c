@@ -209,8 +209,9 @@ static int _copy(struct _rrun *x, const struct xfer_range *r, const char **what)
 	x->dst->range->release(x->dep, wf.dir);
 	close(sfd);
 	if (!e)
-		xfer_emit_range(x->ctx, r->relpath, r->off, r->len, st.st_size,
-				xfer_ns(&st.st_mtim), got);
+		xfer_emit(x->ctx, &(struct xfer_note){
+			.type = XR_RANGE_DONE, .path = r->relpath, .a = r->off, .b = r->len,
+			.c = st.st_size, .d = xfer_ns(&st.st_mtim), .cks = got });
 	return e;
 }
 
@@ -326,8 +327,10 @@ static int _finish(struct _rrun *x, const struct xfer_done_ent *e, int64_t start
 	sfd = _open_src(x, e->relpath, &sdir, &st, what);
 	err = sfd < 0 ? errno : _finish_tmp(x, &wf, sfd, &st, e, what);
 	if (!err) {
-		xfer_emit_file(x->ctx, e->relpath, e->size, e->mtime_ns, (int)(st.st_mode & 07777),
-			       started, (int64_t)time(NULL), e->ranged_cks, e->ranged_cks);
+		xfer_emit(x->ctx, &(struct xfer_note){
+			.type = XR_ITEM_FILE, .path = e->relpath, .a = e->size, .b = e->mtime_ns,
+			.c = (int)(st.st_mode & 07777), .d = started, .e = (int64_t)time(NULL),
+			.cks = e->ranged_cks, .cks2 = e->ranged_cks });
 		_remove_source(x, sdir, e->relpath);
 	}
 	if (wf.fd >= 0)

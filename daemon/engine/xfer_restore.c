@@ -44,14 +44,15 @@ static void _on_error(void *arg, const char *rel, const char *msg)
 
 	if (!u->first[0])
 		snprintf(u->first, sizeof(u->first), "%s", msg);
-	xfer_emit(u->ctx, XR_ITEM_FAILED, EIO, 0, 0, 0, NULL, rel ? rel : "", msg);
+	xfer_emit(u->ctx, &(struct xfer_note){
+		.type = XR_ITEM_FAILED, .code = EIO, .path = rel ? rel : "", .text = msg });
 }
 
 static void _on_skip(void *arg, const char *rel, const char *why)
 {
 	struct _run *u = arg;
 
-	xfer_emit(u->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, rel, why);
+	xfer_emit(u->ctx, &(struct xfer_note){ .type = XR_ITEM_SKIPPED, .path = rel, .text = why });
 }
 
 static void _on_file(void *arg, const char *out, int64_t size, int64_t mtime_ns, uint32_t mode,
@@ -60,8 +61,9 @@ static void _on_file(void *arg, const char *out, int64_t size, int64_t mtime_ns,
 	struct _run *u = arg;
 
 	/* The checksum is the one recorded at archive time, which the copy matched. */
-	xfer_emit_file(u->ctx, out, size, mtime_ns, (int)mode, u->started, (int64_t)time(NULL),
-		       cks, cks);
+	xfer_emit(u->ctx, &(struct xfer_note){
+		.type = XR_ITEM_FILE, .path = out, .a = size, .b = mtime_ns, .c = (int)mode,
+		.d = u->started, .e = (int64_t)time(NULL), .cks = cks, .cks2 = cks });
 }
 
 /*
@@ -193,8 +195,9 @@ int xfer_restore_stage_in(struct xfer_ctx *ctx)
 		  "files come back verified against their archive-time checksums",
 		  (long long)ctx->request_id, ctx->source, root, rc ? "bundled" : "plain");
 	restore_run(&r);
-	xfer_emit(ctx, XR_TOTALS, 0, r.restored_files + r.errors, r.bytes, r.skipped, NULL, NULL,
-		  NULL);
+	xfer_emit(ctx, &(struct xfer_note){
+		.type = XR_TOTALS, .a = r.restored_files + r.errors, .b = r.bytes,
+		.c = r.skipped });
 	if (r.errors) {
 		snprintf(msg, sizeof(msg), "%ld archived file%s of %s failed verification or could "
 			 "not be read; first: %s. Repair or replace the archive copy, or stage "
@@ -217,7 +220,7 @@ out:
 			 msg[0] ? msg : "failed");
 		snprintf(msg, sizeof(msg), "%s", full);
 	}
-	xfer_emit(ctx, XR_RESULT, res, 0, 0, 0, NULL, NULL, msg);
+	xfer_emit(ctx, &(struct xfer_note){ .type = XR_RESULT, .code = res, .text = msg });
 	restore_free(&r);
 	if (r.dfd >= 0)
 		close(r.dfd);

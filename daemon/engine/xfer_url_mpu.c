@@ -350,7 +350,8 @@ static void _abort(struct _mpu *m, const char *id, const char *why)
 		xfer_logf(m->r->ctx, LOG_LVL_INFO, "request %lld: '%s': S3 multipart upload %s "
 			  "aborted (%s)", (long long)m->r->ctx->request_id, m->rel, id, why);
 	urlx_free(&doc);
-	xfer_emit(m->r->ctx, XR_MPU, XFER_MPU_END, 0, 0, 0, NULL, m->rel, id);
+	xfer_emit(m->r->ctx, &(struct xfer_note){
+		.type = XR_MPU, .code = XFER_MPU_END, .path = m->rel, .text = id });
 }
 
 /* Hash the local bytes of part i into md5 (hex); 0, or -1 with err. */
@@ -438,7 +439,9 @@ static int _listed(struct _mpu *m, const struct xfer_mpu_ent *e, const struct ur
 		if (strcmp(local, md5) != 0)
 			return 0;
 		snprintf(p->md5, sizeof(p->md5), "%s", md5);
-		xfer_emit(m->r->ctx, XR_MPU, XFER_MPU_PART, it->part, p->len, 0, md5, m->rel, m->id);
+		xfer_emit(m->r->ctx, &(struct xfer_note){
+			.type = XR_MPU, .code = XFER_MPU_PART, .a = it->part, .b = p->len,
+			.cks = md5, .path = m->rel, .text = m->id });
 	}
 	snprintf(p->etag, sizeof(p->etag), "%s", it->name);
 	p->done = 1;
@@ -619,7 +622,9 @@ static int _send_part(struct _mpu *m, int i, int *final, char *err, size_t errle
 		m->opaque = 1;	/* SSE-KMS: the server checked Content-MD5; no ETag to compare */
 	snprintf(p->etag, sizeof(p->etag), "%s", meta.etag);
 	p->done = 1;
-	xfer_emit(m->r->ctx, XR_MPU, XFER_MPU_PART, i + 1, p->len, 0, p->md5, m->rel, m->id);
+	xfer_emit(m->r->ctx, &(struct xfer_note){
+		.type = XR_MPU, .code = XFER_MPU_PART, .a = i + 1, .b = p->len, .cks = p->md5,
+		.path = m->rel, .text = m->id });
 	return 0;
 }
 
@@ -751,8 +756,10 @@ static int _fresh(struct _mpu *m, const struct stat *cur, int *final, char *err,
 		m->parts[i].done = 0;
 	if (_create(m, final, err, errlen) < 0)
 		return -1;
-	xfer_emit(m->r->ctx, XR_MPU, XFER_MPU_BEGIN, cur->st_size, xfer_ns(&cur->st_mtim),
-		  m->plan.part_size, NULL, m->rel, m->id);
+	xfer_emit(m->r->ctx, &(struct xfer_note){
+		.type = XR_MPU, .code = XFER_MPU_BEGIN, .a = cur->st_size,
+		.b = xfer_ns(&cur->st_mtim), .c = m->plan.part_size, .path = m->rel,
+		.text = m->id });
 	return 0;
 }
 
@@ -836,12 +843,14 @@ int url__mpu_put(struct url__run *r, const char *url, const char *rel, int sfd,
 		   or completed it (an object that failed its check: the next attempt
 		   uploads it anew). */
 		if (m.completed)
-			xfer_emit(ctx, XR_MPU, XFER_MPU_END, 0, 0, 0, NULL, rel, m.id);
+			xfer_emit(ctx, &(struct xfer_note){
+				.type = XR_MPU, .code = XFER_MPU_END, .path = rel, .text = m.id });
 		else if (final)
 			_abort(&m, m.id, "completing it failed");
 		goto out;
 	}
-	xfer_emit(ctx, XR_MPU, XFER_MPU_END, 0, 0, 0, NULL, rel, m.id);
+	xfer_emit(ctx, &(struct xfer_note){
+		.type = XR_MPU, .code = XFER_MPU_END, .path = rel, .text = m.id });
 	out->bytes = cur->st_size;
 	xfer_logf(ctx, LOG_LVL_INFO, "request %lld: '%s' uploaded in %d parts of %lld bytes (%d "
 		  "sent by this attempt)", (long long)ctx->request_id, rel, m.plan.nparts,

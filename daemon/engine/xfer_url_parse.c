@@ -217,7 +217,8 @@ static void _dropped(struct url__run *r, size_t n)
 		return;
 	snprintf(why, sizeof(why), "%zu listing entr%s without a usable name (missing, or "
 		 "%d bytes or longer) skipped", n, n == 1 ? "y" : "ies", URLX_NAME_MAX);
-	xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unusable name)", why);
+	xfer_emit(r->ctx, &(struct xfer_note){
+		.type = XR_ITEM_SKIPPED, .path = "(unusable name)", .text = why });
 	r->skipped += (int64_t)n;
 }
 
@@ -295,9 +296,10 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 			if (!key[plen] || key[strlen(key) - 1] == '/')
 				continue;	/* the prefix itself, or a "folder" marker */
 			if (!url__safe_rel(key + plen)) {
-				xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
-					  "object name with '..', an empty component or a control "
-					  "character skipped");
+				xfer_emit(r->ctx, &(struct xfer_note){
+					.type = XR_ITEM_SKIPPED, .path = "(unsafe name)",
+					.text = "object name with '..', an empty component or a "
+						"control character skipped" });
 				r->skipped++;
 				continue;
 			}
@@ -404,9 +406,10 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 			 (int)(strlen(hp) - (hp[strlen(hp) - 1] == '/')), hp);
 		curl_free(dec);
 		if (!url__safe_rel(rel) || strchr(rel + strlen(prefix) + (*prefix ? 1 : 0), '/')) {
-			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
-				  "a name with '..', an empty component or a control character "
-				  "was skipped");
+			xfer_emit(r->ctx, &(struct xfer_note){
+				.type = XR_ITEM_SKIPPED, .path = "(unsafe name)",
+				.text = "a name with '..', an empty component or a control "
+					"character was skipped" });
 			r->skipped++;
 			continue;
 		}
@@ -479,15 +482,18 @@ int url__list_ls(struct url__run *r, const char *dirurl, const char *prefix, int
 
 			snprintf(msg, sizeof(msg), "'%.200s' skipped: only files and directories "
 				 "are fetched", f);
-			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, prefix[0] ? prefix : ".",
-				  msg);
+			xfer_emit(r->ctx, &(struct xfer_note){
+				.type = XR_ITEM_SKIPPED, .path = prefix[0] ? prefix : ".",
+				.text = msg });
 			r->skipped++;
 			continue;
 		}
 		if (snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", f) >=
 		    (int)sizeof(rel) || !url__safe_rel(rel) || strchr(f, '/')) {
-			xfer_emit(r->ctx, XR_ITEM_SKIPPED, 0, 0, 0, 0, NULL, "(unsafe name)",
-				  "a name with '..', '/' or a control character was skipped");
+			xfer_emit(r->ctx, &(struct xfer_note){
+				.type = XR_ITEM_SKIPPED, .path = "(unsafe name)",
+				.text = "a name with '..', '/' or a control character was "
+					"skipped" });
 			r->skipped++;
 			continue;
 		}
