@@ -2,9 +2,9 @@
 burst_buffer.lua - stagehand's hooks for Slurm's burst_buffer/lua plugin
 (BurstBufferType=burst_buffer/lua, Directive=DATA in burst_buffer.conf,
 SubmitMode=bb in stagehand.conf), as shipped: a thin wrapper around
-stagehand.lua. Put it next to slurm.conf with stagehand.lua,
-stagehand_dsl.lua, stagehand_bb.lua and stagehand_conf.lua
-(docs/admin-guide.md, "Burst-buffer mode"); keep JobSubmitPlugins=lua with job_submit.lua too, which records
+stagehand.lua. Copy (or link) it next to slurm.conf; it finds
+stagehand.lua and its modules as job_submit.lua does (beside itself, else
+where the package installed them: docs/install.md); keep JobSubmitPlugins=lua with job_submit.lua too, which records
 each job's plan.
 
 One script for every Slurm release from 22.05 on. Which hook runs where,
@@ -15,8 +15,30 @@ read-only job_info table after the arguments below; stagehand does not need
 them (the daemon takes the job's identity from slurmctld), so they are
 left in "...".
 ]]
+-- The stagehand module (stagehand.lua and the modules it loads from its own
+-- directory): beside this script when all of them are there, else where
+-- "make install" (or the stagehand-slurm package) put them: lua/Makefile.am
+-- writes that directory into the installed copy (a source tree keeps the
+-- placeholder, and looks beside the script only).
 local here = (debug.getinfo(1, "S").source or ""):match("^@(.*/)") or "./"
-local stagehand = dofile(here .. "stagehand.lua")
+local function _stagehand_dir()
+	local tried = {}
+	for _, d in ipairs({ here, "@pkgdatadir@/" }) do
+		if not d:find("@pkgdata", 1, true) then
+			local missing
+			for _, m in ipairs({ "stagehand.lua", "stagehand_dsl.lua", "stagehand_bb.lua", "stagehand_conf.lua" }) do
+				local f, e = io.open(d .. m, "r")
+				if f then f:close() elseif not missing then missing = e end
+			end
+			if not missing then return d end
+			tried[#tried + 1] = d .. " (" .. missing .. ")"
+		end
+	end
+	error("stagehand: cannot find the stagehand module for " .. here .. "burst_buffer.lua: tried " ..
+		table.concat(tried, " and ") .. "; install the stagehand-slurm package (or make install), " ..
+		"or put stagehand.lua, stagehand_dsl.lua, stagehand_bb.lua and stagehand_conf.lua beside it", 0)
+end
+local stagehand = dofile(_stagehand_dir() .. "stagehand.lua")
 local function ok() return slurm.SUCCESS end
 
 -- In slurmctld, locks held: read the script, answer at once.
