@@ -392,7 +392,8 @@ static void _daemon_health(struct doctor *dr, const char *server, const char *so
 			   "or server=/socket= (plugstack.conf)", "%s", err);
 		return;
 	}
-	if (dclient_request(&t, "GET", "/v1/health", NULL, 5000, 0, &resp, err, sizeof(err)) < 0) {
+	if (dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/v1/health",
+			      .timeout_ms = 5000 }, &resp, err, sizeof(err)) < 0) {
 		doctor_add(dr, "daemon", DOC_FAIL, t.kind == DCLIENT_TCP ?
 			   "start stagehandd (systemctl start stagehandd); check ListenAddress= on "
 			   "the daemon, the firewall, and that munged runs here and there with the "

@@ -57,7 +57,8 @@ static int _dump(struct http *h, const char *file, const char *method, const cha
 	size_t len = 0, off = 0;
 	int fd;
 
-	if (dclient_format_request(&h->t, method, path, payload, &req, &len, err, errlen) < 0)
+	if (dclient_format_request(&h->t, &(struct dclient_call){ .method = method, .path = path,
+				     .body = payload }, &req, &len, err, errlen) < 0)
 		return -1;
 	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	while (fd >= 0 && off < len) {
@@ -92,8 +93,9 @@ static int _perform(struct http *h, const char *method, const char *path,
 
 	if (dump && *dump)
 		return _dump(h, dump, method, path, payload, err, errlen);
-	if (dclient_request(&h->t, method, path, payload, HTTP_TIMEOUT_MS, HTTP_MAX_RESPONSE,
-			    &r, err, errlen) < 0)
+	if (dclient_request(&h->t, &(struct dclient_call){ .method = method, .path = path,
+			      .body = payload, .timeout_ms = HTTP_TIMEOUT_MS,
+			      .max_body = HTTP_MAX_RESPONSE }, &r, err, errlen) < 0)
 		return -1;
 	*status = r.status;
 	*out = r.body;	/* NUL-terminated, owned by the caller now */

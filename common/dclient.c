@@ -356,9 +356,10 @@ static int _parse_head(char *head, int *status, long *clen, char *err, size_t er
  * binds it to method, path and body (common/credbind.h). Returns its
  * length, or a dclient_fail with err.
  */
-static int _head(const struct dclient_target *t, const char *method, const char *path,
-		 const char *body, size_t blen, char *head, size_t cap, char *err, size_t errlen)
+static int _head(const struct dclient_target *t, const struct dclient_call *c, size_t blen,
+		 char *head, size_t cap, char *err, size_t errlen)
 {
+	const char *method = c->method, *path = c->path, *body = c->body;
 	char *cred = NULL;
 
 	if (strpbrk(path, " \r\n") || strpbrk(method, " \r\n") || path[0] != '/' ||
@@ -404,13 +405,13 @@ static int _head(const struct dclient_target *t, const char *method, const char 
 	return n;
 }
 
-int dclient_format_request(const struct dclient_target *t, const char *method,
-			   const char *path, const char *body, char **out, size_t *outlen,
-			   char *err, size_t errlen)
+int dclient_format_request(const struct dclient_target *t, const struct dclient_call *c,
+			   char **out, size_t *outlen, char *err, size_t errlen)
 {
 	char head[2048];
+	const char *body = c->body;
 	size_t blen = body ? strlen(body) : 0;
-	int n = _head(t, method, path, body, blen, head, sizeof(head), err, errlen);
+	int n = _head(t, c, blen, head, sizeof(head), err, errlen);
 	char *buf;
 
 	*out = NULL;
@@ -554,10 +555,11 @@ out:
 	return rc;
 }
 
-int dclient_request(const struct dclient_target *t, const char *method, const char *path,
-		    const char *body, int timeout_ms, size_t max_body,
+int dclient_request(const struct dclient_target *t, const struct dclient_call *c,
 		    struct dclient_resp *resp, char *err, size_t errlen)
 {
+	int timeout_ms = c->timeout_ms;
+	size_t max_body = c->max_body;
 	long long deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
 	char *req = NULL;
 	size_t len = 0;
@@ -566,7 +568,7 @@ int dclient_request(const struct dclient_target *t, const char *method, const ch
 	memset(resp, 0, sizeof(*resp));
 	if (max_body == 0)
 		max_body = DCLIENT_MAX_BODY;
-	rc = dclient_format_request(t, method, path, body, &req, &len, err, errlen);
+	rc = dclient_format_request(t, c, &req, &len, err, errlen);
 	if (rc < 0)
 		return rc;
 	if (mono_ms() >= deadline) {

@@ -106,19 +106,26 @@ int dclient_target_server(struct dclient_target *t, const char *hostport, char *
 int dclient_find(struct dclient_target *t, const char *server, const char *socket,
 		 const char *conf_file, int conf_required, char *err, size_t errlen);
 
+/* One exchange with the daemon (dclient_request). All borrowed. */
+struct dclient_call {
+	const char *method;          /* "GET", "POST" or "DELETE" */
+	const char *path;            /* starts with '/', with its query */
+	const char *body;            /* sent as application/json; NULL: none */
+	int timeout_ms;              /* the whole exchange */
+	size_t max_body;             /* a response body over this is refused; 0: DCLIENT_MAX_BODY */
+};
+
 /*
- * Send method path (body may be NULL; it is sent as application/json) to
- * the daemon at t and read the whole response within timeout_ms; a body
- * over max_body bytes (0 = DCLIENT_MAX_BODY) is refused. Returns 0 with
- * resp filled (any status), or a dclient_fail with a message in err that
- * names the target. resp is zeroed first and is empty on failure.
+ * Send c's method and path (and body) to the daemon at t and read the
+ * whole response within c->timeout_ms. Returns 0 with resp filled (any
+ * status), or a dclient_fail with a message in err that names the target.
+ * resp is zeroed first and is empty on failure.
  */
-int dclient_request(const struct dclient_target *t, const char *method, const char *path,
-		    const char *body, int timeout_ms, size_t max_body,
+int dclient_request(const struct dclient_target *t, const struct dclient_call *c,
 		    struct dclient_resp *resp, char *err, size_t errlen);
 
 /*
- * The exact bytes dclient_request would send to t for the same arguments:
+ * The exact bytes dclient_request would send to t for the same call:
  * the request head (over TCP with a fresh credential bound to this request)
  * and the body. For tests and diagnosis (the CLI's STAGEHAND_DUMP_REQUEST):
  * over TCP the bytes hold a live credential of the caller, good for this
@@ -126,9 +133,8 @@ int dclient_request(const struct dclient_target *t, const char *method, const ch
  * *outlen bytes before the NUL; owned by the caller: free) or a
  * dclient_fail with err, *out then NULL.
  */
-int dclient_format_request(const struct dclient_target *t, const char *method,
-			   const char *path, const char *body, char **out, size_t *outlen,
-			   char *err, size_t errlen);
+int dclient_format_request(const struct dclient_target *t, const struct dclient_call *c,
+			   char **out, size_t *outlen, char *err, size_t errlen);
 
 void dclient_resp_free(struct dclient_resp *resp);
 

@@ -73,8 +73,9 @@ enum spool_send spool_send_event(const struct dclient_target *t, unsigned long j
 		snprintf(err, errlen, "cannot encode the job-end event of job %lu", job_id);
 		return SPOOL_RETRY;
 	}
-	int rc = dclient_request(t, "POST", path, body, timeout_ms, 0, &resp, uerr,
-				 sizeof(uerr));
+	int rc = dclient_request(t, &(struct dclient_call){ .method = "POST", .path = path,
+				   .body = body, .timeout_ms = timeout_ms },
+				 &resp, uerr, sizeof(uerr));
 	free(body);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s", uerr);

@@ -109,7 +109,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fds = _nfds();
 	if (pthread_create(&th, NULL, _serve, &j) != 0)
 		abort();
-	rc = dclient_request(&_t, "POST", "/v1/jobs/1/end", "{}", 2000, limit, &r, err, sizeof(err));
+	rc = dclient_request(&_t, &(struct dclient_call){ .method = "POST",
+			       .path = "/v1/jobs/1/end", .body = "{}", .timeout_ms = 2000,
+			       .max_body = limit }, &r, err, sizeof(err));
 	pthread_join(th, NULL);
 	if (rc == 0) {
 		if (!r.body || r.body[r.len] != '\0' || r.len > limit || r.status < 100 ||

@@ -315,8 +315,8 @@ static void _send_start(spank_t sp)
 	snprintf(path, sizeof(path), "/v1/jobs/%lu/start", (unsigned long)jid);
 	int tmo = g.args.timeout_ms > 0 && g.args.timeout_ms < START_TIMEOUT_MS ?
 		  g.args.timeout_ms : START_TIMEOUT_MS;
-	if (dclient_request(&g.daemon, "POST", path, text, tmo, 0, &resp, err,
-			    sizeof(err)) < 0) {
+	if (dclient_request(&g.daemon, &(struct dclient_call){ .method = "POST", .path = path,
+			      .body = text, .timeout_ms = tmo }, &resp, err, sizeof(err)) < 0) {
 		slurm_info(PFX "job %lu: job-start event not sent (%s); after-job "
 			   "transfers yield once stagehandd sees the job in slurmctld",
 			   (unsigned long)jid, err);
@@ -354,8 +354,8 @@ static void _withdraw_start(void)
 	if (!g.started || g.end_sent)
 		return;
 	snprintf(path, sizeof(path), "/v1/jobs/%lu/start", g.job_id);
-	if (dclient_request(&g.daemon, "DELETE", path, NULL, START_TIMEOUT_MS, 0, &resp, err,
-			    sizeof(err)) == 0)
+	if (dclient_request(&g.daemon, &(struct dclient_call){ .method = "DELETE", .path = path,
+			      .timeout_ms = START_TIMEOUT_MS }, &resp, err, sizeof(err)) == 0)
 		dclient_resp_free(&resp);
 	else
 		slurm_info(PFX "job %lu: job-start mark not withdrawn (%s); stagehandd "
@@ -663,7 +663,8 @@ static int _ask_stage_in(int tmo, char *err, size_t errlen)
 	json_error_t jerr;
 
 	snprintf(path, sizeof(path), "/v1/jobs/%lu", g.job_id);
-	if (dclient_request(&g.daemon, "GET", path, NULL, tmo, 0, &resp, e, sizeof(e)) < 0) {
+	if (dclient_request(&g.daemon, &(struct dclient_call){ .method = "GET", .path = path,
+			      .timeout_ms = tmo }, &resp, e, sizeof(e)) < 0) {
 		snprintf(err, errlen, "%s", e);
 		return 2;
 	}

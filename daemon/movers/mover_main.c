@@ -91,8 +91,9 @@ static int _call(struct _mover *m, const char *method, const char *path, const c
 	unsigned delay = 1;
 
 	for (;;) {
-		int rc = dclient_request(&m->t, method, path, body, 120000, max_body, resp, err,
-					 sizeof(err));
+		struct dclient_call c = { .method = method, .path = path, .body = body,
+					  .timeout_ms = 120000, .max_body = max_body };
+		int rc = dclient_request(&m->t, &c, resp, err, sizeof(err));
 
 		if (rc == 0 && resp->status != 503)
 			return 0;

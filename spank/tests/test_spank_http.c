@@ -73,7 +73,8 @@ static int _tcp(const char *dir)
 	fake_start_tcp(&s, dir, FAKE_ANSWER, 200, "{\"status\":\"ok\"}", 0);
 	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
 	dclient_target_server(&t, hp, err, sizeof(err));
-	rc = dclient_request(&t, "POST", "/v1/jobs/5/end", "{\"state\":\"FAILED\"}", 2000, 0,
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "POST", .path = "/v1/jobs/5/end",
+			       .body = "{\"state\":\"FAILED\"}", .timeout_ms = 2000 },
 			     &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 200, "TCP: answered 200 (rc %d: %s)", rc, rc ? err : "");
 	is_str(r.body, "{\"status\":\"ok\"}", "TCP: body read exactly");
@@ -108,7 +109,8 @@ static int _tcp(const char *dir)
 	fake_stop(&s);
 
 	/* Nothing listens on the port any more. */
-	rc = dclient_request(&t, "GET", "/v1/health", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/v1/health",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_CONNECT, "TCP: refused is a connect error");
 	contains(err, "Connection refused", "message says refused");
 
@@ -116,7 +118,8 @@ static int _tcp(const char *dir)
 	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
 	dclient_target_server(&t, hp, err, sizeof(err));
 	long long t0 = mono_ms();
-	rc = dclient_request(&t, "GET", "/v1/health", NULL, 200, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/v1/health",
+			       .timeout_ms = 200 }, &r, err, sizeof(err));
 	long long took = mono_ms() - t0;
 	/* Not before the deadline; the upper bound only tells "at the deadline"
 	 * from "never" (a silent server answers nothing), with room for a slow,
@@ -129,7 +132,8 @@ static int _tcp(const char *dir)
 	fake_start_tcp(&s, dir, FAKE_ANSWER, 200, "{\"pad\":\"0123456789012345678901234567890123456789\"}", 0);
 	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
 	dclient_target_server(&t, hp, err, sizeof(err));
-	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 16, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 1000, .max_body = 16 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_IO && r.body == NULL, "TCP: body over the caller's limit refused");
 	contains(err, "16 byte limit", "message names the limit");
 	fake_stop(&s);
@@ -137,14 +141,16 @@ static int _tcp(const char *dir)
 	fake_start_tcp(&s, dir, FAKE_NOLENGTH, 200, "{\"pad\":\"0123456789012345678901234567890123456789\"}", 0);
 	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
 	dclient_target_server(&t, hp, err, sizeof(err));
-	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 16, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 1000, .max_body = 16 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_IO && r.body == NULL, "TCP: body to EOF over the caller's limit refused");
 	contains(err, "larger than 16 bytes", "message names the limit");
 	fake_stop(&s);
 	fake_start_tcp(&s, dir, FAKE_HUGE, 0, NULL, 0);
 	snprintf(hp, sizeof(hp), "127.0.0.1:%d", s.port);
 	dclient_target_server(&t, hp, err, sizeof(err));
-	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_IO, "TCP: announced 999999999 bytes refused before reading");
 	fake_stop(&s);
 	return 0;
@@ -243,7 +249,8 @@ static void _backlog(const char *dir)
 	if (l < 0)
 		return;
 	U(&t, path);
-	rc = dclient_request(&t, "GET", "/v1/health", NULL, 200, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/v1/health",
+			       .timeout_ms = 200 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_TIMEOUT, "backlog full to the deadline: timeout (rc %d)", rc);
 	contains(err, "timed out connecting", "message says it timed out connecting");
 	dclient_resp_free(&r);
@@ -268,7 +275,8 @@ static void _backlog(const char *dir)
 			close(c);
 		}
 	}
-	rc = dclient_request(&t, "GET", "/v1/health", NULL, 10000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/v1/health",
+			       .timeout_ms = 10000 }, &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 200, "backlog emptied before the deadline: answered (rc %d: %s)",
 	   rc, rc ? err : "");
 	dclient_resp_free(&r);
@@ -294,13 +302,16 @@ int main(void)
 
 	fake_start(&s, dir, FAKE_ANSWER, 200, "{\"stage_in\":{\"state\":\"ready\"}}", 0);
 	U(&t, s.sock);
-	rc = dclient_request(&t, "GET", "/v1/jobs/12", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/v1/jobs/12",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 200, "GET answered 200 (rc %d: %s)", rc, rc ? err : "");
 	is_str(r.body, "{\"stage_in\":{\"state\":\"ready\"}}", "body read exactly");
 	dclient_resp_free(&r);
 	U(&t, s.sock);
-	rc = dclient_request(&t, "POST", "/v1/jobs/12/end", "{\"state\":\"COMPLETED\"}",
-			   1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "POST",
+			       .path = "/v1/jobs/12/end", .body = "{\"state\":\"COMPLETED\"}",
+			       .timeout_ms = 1000 },
+			     &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 200, "POST answered");
 	dclient_resp_free(&r);
 	char *log = fake_requests(&s);
@@ -312,7 +323,8 @@ int main(void)
 
 	fake_start(&s, dir, FAKE_ANSWER, 503, "{\"error\":\"draining\"}", 0);
 	U(&t, s.sock);
-	rc = dclient_request(&t, "GET", "/v1/health", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/v1/health",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 503, "a 503 is a response, not a failure");
 	contains(r.body, "draining", "error body kept");
 	dclient_resp_free(&r);
@@ -320,14 +332,16 @@ int main(void)
 
 	fake_start(&s, dir, FAKE_NOLENGTH, 202, "{\"ok\":1}", 0);
 	U(&t, s.sock);
-	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == 0 && r.status == 202, "answer without Content-Length read to EOF");
 	is_str(r.body, "{\"ok\":1}", "body read to EOF");
 	dclient_resp_free(&r);
 	fake_stop(&s);
 
 	U(&t, s.sock);
-	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_CONNECT, "no daemon: connect error");
 	contains(err, "cannot reach stagehandd at", "message says so");
 	ok(r.body == NULL, "no body on failure");
@@ -335,8 +349,8 @@ int main(void)
 	fake_start(&s, dir, FAKE_SILENT, 0, NULL, 0);
 	t0 = mono_ms();
 	U(&t, s.sock);
-	rc = dclient_request(&t, "POST", "/v1/jobs/1/end", "{}", 150, 0, &r, err,
-			   sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "POST", .path = "/v1/jobs/1/end",
+			       .body = "{}", .timeout_ms = 150 }, &r, err, sizeof(err));
 	long long took = mono_ms() - t0;
 	ok(rc == DCLIENT_ERR_TIMEOUT, "silent daemon: timeout");
 	ok(took >= 140 && took < 5000, "timeout honoured (%lld ms for 150; never would hang)",
@@ -348,7 +362,8 @@ int main(void)
 	fake_start(&s, dir, FAKE_ANSWER, 200, "{}", 20000);
 	t0 = mono_ms();
 	U(&t, s.sock);
-	rc = dclient_request(&t, "GET", "/x", NULL, 100, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 100 }, &r, err, sizeof(err));
 	took = mono_ms() - t0;
 	ok(rc == DCLIENT_ERR_TIMEOUT && took < 10000, "slow daemon: timeout (%lld ms for 100)",
 	   took);
@@ -356,27 +371,31 @@ int main(void)
 
 	fake_start(&s, dir, FAKE_GARBAGE, 0, NULL, 0);
 	U(&t, s.sock);
-	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_IO, "garbage answer: I/O error");
 	contains(err, "malformed HTTP status line", "message says malformed");
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_CLOSE, 0, NULL, 0);
 	U(&t, s.sock);
-	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_IO, "closed without answer: I/O error (%s)", err);
 	fake_stop(&s);
 
 	fake_start(&s, dir, FAKE_HUGE, 0, NULL, 0);
 	U(&t, s.sock);
-	rc = dclient_request(&t, "GET", "/x", NULL, 1000, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 1000 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_IO, "oversized answer refused");
 	contains(err, "limit", "message names the limit");
 	fake_stop(&s);
 
 	/* A path that is not a socket. */
 	U(&t, "/etc/passwd");
-	rc = dclient_request(&t, "GET", "/x", NULL, 200, 0, &r, err, sizeof(err));
+	rc = dclient_request(&t, &(struct dclient_call){ .method = "GET", .path = "/x",
+			       .timeout_ms = 200 }, &r, err, sizeof(err));
 	ok(rc == DCLIENT_ERR_CONNECT, "not a socket: connect error");
 
 	_backlog(dir);
@@ -388,7 +407,8 @@ int main(void)
 	fake_start(&s, dir, FAKE_CLOSE, 0, NULL, 0);
 	U(&t, s.sock);
 	for (int i = 0; i < 20; i++) {
-		rc = dclient_request(&t, "POST", "/x", "{}", 200, 0, &r, err, sizeof(err));
+		rc = dclient_request(&t, &(struct dclient_call){ .method = "POST", .path = "/x",
+				       .body = "{}", .timeout_ms = 200 }, &r, err, sizeof(err));
 		dclient_resp_free(&r);
 	}
 	fake_stop(&s);
