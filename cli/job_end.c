@@ -253,8 +253,8 @@ static int _job_end_spooled(struct http *h, const struct _jeopts *o, json_t *ev)
 	enum spool_send r = SPOOL_RETRY;
 	unsigned long job = (unsigned long)o->job;
 
-	if (spool_deliver(o->spool, t, 20, o->timeout_ms, 2 * o->timeout_ms, &st,
-			  _spool_warn, err, sizeof(err)) < 0)
+	if (spool_deliver(o->spool, t, &(struct spool_budget){ 20, o->timeout_ms, 2 * o->timeout_ms },
+			  &st, _spool_warn, err, sizeof(err)) < 0)
 		client_errx("%s", err);
 	else if (st.delivered || st.rejected)
 		printf("delivered %d spooled job-end event(s), set aside %d, %d left\n",

@@ -308,11 +308,11 @@ void spool_set_aside(const char *dir, unsigned long id,
 	}
 }
 
-int spool_deliver(const char *dir, const struct dclient_target *t, int max, int timeout_ms,
-		  int total_ms, struct spool_stats *st,
-		  void (*warn)(const char *msg), char *err, size_t errlen)
+int spool_deliver(const char *dir, const struct dclient_target *t, const struct spool_budget *b,
+		  struct spool_stats *st, void (*warn)(const char *msg), char *err, size_t errlen)
 {
-	long long deadline = mono_ms() + total_ms;
+	int max = b->max, timeout_ms = b->timeout_ms;
+	long long deadline = mono_ms() + b->total_ms;
 	unsigned long *ids = NULL;
 	size_t n = 0;
 	struct dirent *de;

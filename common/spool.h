@@ -98,15 +98,21 @@ int spool_write(const char *dir, unsigned long job_id, const json_t *event,
 json_t *spool_read(const char *dir, const char *name, unsigned long *job_id,
 		   char *err, size_t errlen);
 
+/* How much of the spool one delivery may take. */
+struct spool_budget {
+	int max;                     /* events at most */
+	int timeout_ms;              /* each event's exchange */
+	int total_ms;                /* the whole delivery */
+};
+
 /*
- * Deliver up to max spooled events, oldest job first, each within
- * timeout_ms, stopping at the first sign that the daemon is down or slow
- * and at total_ms overall. Messages for the log go through warn (may be
+ * Deliver up to b->max spooled events, oldest job first, each within
+ * b->timeout_ms, stopping at the first sign that the daemon is down or slow
+ * and at b->total_ms overall. Messages for the log go through warn (may be
  * NULL). Returns 0, or -1 if the spool could not be read (err).
  */
-int spool_deliver(const char *dir, const struct dclient_target *t, int max, int timeout_ms,
-		  int total_ms, struct spool_stats *st,
-		  void (*warn)(const char *msg), char *err, size_t errlen);
+int spool_deliver(const char *dir, const struct dclient_target *t, const struct spool_budget *b,
+		  struct spool_stats *st, void (*warn)(const char *msg), char *err, size_t errlen);
 
 /*
  * Rename <dir>/job-<id>.json to bad-job-<id>.json (removing it if that

@@ -219,10 +219,12 @@ static void _reap(pid_t pid, int kill_it)
 }
 
 int privlabel_prepare(const char *base, const struct privlabel_dir *dirs, size_t n,
-		      const struct privlabel_owner *owner, const char *ns,
-		      unsigned long job_id, int timeout_ms, size_t *failed,
-		      char *err, size_t errlen)
+		      const struct privlabel_owner *owner, const struct privlabel_run *run,
+		      size_t *failed, char *err, size_t errlen)
 {
+	const char *ns = run->ns;
+	unsigned long job_id = run->job_id;
+	int timeout_ms = run->timeout_ms;
 	int sp[2], rc = -1;
 	char e[1024];
 

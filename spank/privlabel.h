@@ -35,16 +35,21 @@ struct privlabel_owner {
 				   caller's */
 };
 
+/* The labels the directories get, and how long making them may take. */
+struct privlabel_run {
+	const char *ns;         /* the xattr namespace: "trusted" (borrowed) */
+	unsigned long job_id;
+	int timeout_ms;         /* the whole run (the creator is killed after it) */
+};
+
 /*
  * As root: create dirs[0..n) below base (opened by the owner) and label each
- * with <ns>.stagehand.{policy,job,owner}. Stops at the first problem.
- * timeout_ms bounds the whole run (the creator is killed after it).
+ * with <run->ns>.stagehand.{policy,job,owner}. Stops at the first problem.
  * Returns 0, or -1 with err and *failed set to the index of the directory
  * that failed, or to n when the failure is not about one directory.
  */
 int privlabel_prepare(const char *base, const struct privlabel_dir *dirs, size_t n,
-		      const struct privlabel_owner *owner, const char *ns,
-		      unsigned long job_id, int timeout_ms, size_t *failed,
-		      char *err, size_t errlen);
+		      const struct privlabel_owner *owner, const struct privlabel_run *run,
+		      size_t *failed, char *err, size_t errlen);
 
 #endif /* STAGEHAND_PRIVLABEL_H */

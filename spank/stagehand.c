@@ -550,8 +550,9 @@ static int _make_dirs_trusted(spank_t sp, char *err, size_t errlen)
 		dirs[i].policy = g.plan->dirs[i].policy;
 	}
 	char e[1024];
-	int rc = privlabel_prepare(g.workdir, dirs, g.plan->ndirs, &o, "trusted", g.job_id,
-				   TRUSTED_DIRS_TIMEOUT_MS, &failed, e, sizeof(e));
+	int rc = privlabel_prepare(g.workdir, dirs, g.plan->ndirs, &o,
+				   &(struct privlabel_run){ "trusted", g.job_id, TRUSTED_DIRS_TIMEOUT_MS },
+				   &failed, e, sizeof(e));
 	free(dirs);
 	if (rc < 0) {
 		if (failed < g.plan->ndirs)
@@ -850,12 +851,11 @@ static json_t *_end_event(void)
 /* Deliver older spooled events; true if the daemon looked reachable. */
 static bool _drain_spool(int budget_ms)
 {
+	struct spool_budget b = { g.args.spool_max, g.args.end_timeout_ms, budget_ms };
 	struct spool_stats st;
 	char err[1024];
 
-	if (spool_deliver(g.args.spool, &g.daemon, g.args.spool_max,
-			  g.args.end_timeout_ms, budget_ms, &st, _log_warn, err,
-			  sizeof(err)) < 0) {
+	if (spool_deliver(g.args.spool, &g.daemon, &b, &st, _log_warn, err, sizeof(err)) < 0) {
 		slurm_info(PFX "%s", err);
 		return true;
 	}

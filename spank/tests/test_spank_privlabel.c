@@ -97,8 +97,8 @@ static int prep(const char *base, const struct privlabel_owner *o, size_t *faile
 	}
 	va_end(ap);
 	err[0] = '\0';
-	return privlabel_prepare(base, d, (size_t)n, o, "trusted", 4242, 5000, failed, err,
-				 errlen);
+	return privlabel_prepare(base, d, (size_t)n, o, &(struct privlabel_run){ "trusted", 4242, 5000 },
+				 failed, err, errlen);
 }
 
 int main(void)

@@ -137,7 +137,8 @@ int main(void)
 	long long t0 = mono_ms();
 	/* Budgets long enough that waiting any of them out is told apart from
 	 * stopping at once on a slow, loaded machine. */
-	ok(spool_deliver(dir, T(p), 20, 10000, 20000, &st, warn, err, sizeof(err)) == 0,
+	ok(spool_deliver(dir, T(p), &(struct spool_budget){ 20, 10000, 20000 }, &st, warn, err,
+		      sizeof(err)) == 0,
 	   "deliver with no daemon returns");
 	ok(st.daemon_down && st.delivered == 0, "daemon reported down");
 	ok(mono_ms() - t0 < 5000, "and at once, not after a timeout (%lld ms)",
@@ -150,7 +151,8 @@ int main(void)
 	fake_start(&s, top, FAKE_SILENT, 0, NULL, 0);
 	t0 = mono_ms();
 	/* 4 events of 2 s each: one timeout is 2 s, a second would make 4. */
-	spool_deliver(dir, T(s.sock), 20, 2000, 20000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), &(struct spool_budget){ 20, 2000, 20000 }, &st, warn, err,
+		      sizeof(err));
 	ok(st.daemon_down && mono_ms() - t0 < 3900, "silent daemon: one timeout (%lld ms)",
 	   mono_ms() - t0);
 	ok(exists(dir, "job-7.json"), "event kept after timeout");
@@ -158,17 +160,20 @@ int main(void)
 
 	/* Busy daemon (503): kept. */
 	fake_start(&s, top, FAKE_ANSWER, 503, "{\"error\":\"draining\"}", 0);
-	spool_deliver(dir, T(s.sock), 20, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), &(struct spool_budget){ 20, 200, 1000 }, &st, warn, err,
+		      sizeof(err));
 	ok(st.daemon_down && exists(dir, "job-7.json"), "503: kept for later");
 	fake_stop(&s);
 
 	/* Limit per call, oldest first. */
 	fake_start(&s, top, FAKE_ANSWER, 202, "{}", 0);
-	spool_deliver(dir, T(s.sock), 1, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), &(struct spool_budget){ 1, 200, 1000 }, &st, warn, err,
+		      sizeof(err));
 	ok(st.delivered == 1 && st.left == 3, "max=1 delivers one (%d, left %d)",
 	   st.delivered, st.left);
 	ok(!exists(dir, "job-7.json") && exists(dir, "job-42.json"), "oldest job first");
-	spool_deliver(dir, T(s.sock), 20, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), &(struct spool_budget){ 20, 200, 1000 }, &st, warn, err,
+		      sizeof(err));
 	ok(st.delivered == 1 && !exists(dir, "job-42.json"), "the rest delivered");
 	ok(st.rejected == 2 && exists(dir, "bad-job-9.json") &&
 	   exists(dir, "bad-job-10.json"), "unreadable events set aside");
@@ -182,13 +187,15 @@ int main(void)
 	/* Rejected (400): set aside. 409 (already known): delivered. */
 	spool_write(dir, 50, ev, err, sizeof(err));
 	fake_start(&s, top, FAKE_ANSWER, 400, "{\"error\":\"bad plan\"}", 0);
-	spool_deliver(dir, T(s.sock), 20, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), &(struct spool_budget){ 20, 200, 1000 }, &st, warn, err,
+		      sizeof(err));
 	ok(st.rejected == 1 && exists(dir, "bad-job-50.json"), "400: set aside");
 	contains(msgs, "bad plan", "the daemon's reason is logged");
 	fake_stop(&s);
 	spool_write(dir, 51, ev, err, sizeof(err));
 	fake_start(&s, top, FAKE_ANSWER, 409, "{}", 0);
-	spool_deliver(dir, T(s.sock), 20, 200, 1000, &st, warn, err, sizeof(err));
+	spool_deliver(dir, T(s.sock), &(struct spool_budget){ 20, 200, 1000 }, &st, warn, err,
+		      sizeof(err));
 	ok(st.delivered == 1 && !exists(dir, "job-51.json"), "409: delivered");
 	fake_stop(&s);
 
