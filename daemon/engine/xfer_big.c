@@ -255,9 +255,11 @@ static int _write_chunk(struct _big *b, int64_t i)
  * one place (buffers, checksums, reader thread, preallocation, the writer
  * loop, the join), so that every early exit releases what was set up.
  */
-int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size, int sample,
-		  int64_t *total, char cks_src[CKSUM_HEX_MAX], char cks_dst[CKSUM_HEX_MAX])
+int xfer_big_copy(struct xfer_ctx *ctx, const struct xfer_big_job *j, int64_t *total,
+		  char cks_src[CKSUM_HEX_MAX], char cks_dst[CKSUM_HEX_MAX])
 {
+	int sfd = j->sfd, dfd = j->dfd, vfd = j->vfd, sample = j->sample;
+	int64_t size = j->size;
 	struct _big b;
 	pthread_t rt, vt;
 	int e = 0, have_r = 0, have_v = 0;

@@ -40,13 +40,22 @@ int xfer_read_full(int fd, int direct, char *buf, size_t len, off_t off);
 /* Files at least this large take the big path. */
 #define XFER_BIG_MIN (32LL << 20)
 
+/* One big file to copy (xfer_big_copy). */
+struct xfer_big_job {
+	int sfd;                     /* the source */
+	int dfd;                     /* a new, empty temporary file */
+	int vfd;                     /* the same file opened for reading: the read-back */
+	int64_t size;                /* the bytes to copy */
+	int sample;                  /* 0: read back every chunk; N: 1 in N (VerifyMode=sample) */
+};
+
 /*
- * Copy size bytes from sfd to dfd (a new, empty temporary file) and verify
- * them through vfd (the same file opened for reading). *total gets the bytes
- * copied. Returns 0 or an errno value (EAGAIN: the source changed size,
- * EINTR: stopped).
+ * Copy j->size bytes from j->sfd to j->dfd and verify them through j->vfd.
+ * *total gets the bytes copied, cks_src and cks_dst the two checksums.
+ * Returns 0 or an errno value (EAGAIN: the source changed size, EINTR:
+ * stopped).
  */
-int xfer_big_copy(struct xfer_ctx *ctx, int sfd, int dfd, int vfd, int64_t size, int sample,
-		  int64_t *total, char cks_src[CKSUM_HEX_MAX], char cks_dst[CKSUM_HEX_MAX]);
+int xfer_big_copy(struct xfer_ctx *ctx, const struct xfer_big_job *j, int64_t *total,
+		  char cks_src[CKSUM_HEX_MAX], char cks_dst[CKSUM_HEX_MAX]);
 
 #endif /* STAGEHAND_XFER_BIG_H */

@@ -121,9 +121,9 @@ int pipe__transfer(struct pipe__run *r, const struct xfer_buf *tb, const struct 
 	if (wf->vfd >= 0) {
 		/* A source about to be removed (keep=no) is always verified in full. */
 		int sample = r->ctx->keep ? r->ctx->verify_sample : 0;
+		struct xfer_big_job j = { sfd, wf->fd, wf->vfd, st->st_size, sample };
 
-		e = xfer_big_copy(r->ctx, sfd, wf->fd, wf->vfd, st->st_size, sample, &wf->total,
-				  cks, got);
+		e = xfer_big_copy(r->ctx, &j, &wf->total, cks, got);
 	} else {
 		e = xfer_engine_stream(r->ctx, tb, sfd, wf->fd, st->st_size, 0, &wf->total, cks);
 		posix_fadvise(sfd, 0, 0, POSIX_FADV_DONTNEED);

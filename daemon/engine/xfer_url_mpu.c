@@ -229,17 +229,26 @@ static size_t _to_body(char *b, size_t sz, size_t nm, void *arg)
 	return n;
 }
 
+/* One S3 request of the multipart protocol (_call). */
+struct _s3_req {
+	const char *method;
+	const char *url;
+	const char *body;            /* XML to send, or NULL */
+	size_t len;                  /* body's bytes */
+	int nostop;                  /* a cancel's abort must reach the server after the stop */
+};
+
 /*
- * One request without a body to send but body (NULL: none) of len: method
- * on url, the answer into *doc (parsed, URLX_S3_MPU; an empty answer is an
- * empty doc). *code gets the HTTP status. A cancel's abort must reach the
- * server after the stop: nostop. 0 with *code < 300; else -1 with err (an
- * S3 error's Code and Message when it sent one) and *final.
+ * One request q: the answer into *doc (parsed, URLX_S3_MPU; an empty answer
+ * is an empty doc). *code gets the HTTP status. 0 with *code < 300; else -1
+ * with err (an S3 error's Code and Message when it sent one) and *final.
  */
-static int _call(struct url__run *r, const char *method, const char *url, const char *body,
-		 size_t len, int nostop, struct urlx_listing *doc, long *code, int *final,
-		 char *err, size_t errlen)
+static int _call(struct url__run *r, const struct _s3_req *q, struct urlx_listing *doc,
+		 long *code, int *final, char *err, size_t errlen)
 {
+	const char *method = q->method, *url = q->url, *body = q->body;
+	size_t len = q->len;
+	int nostop = q->nostop;
 	struct curl_slist *hdrs;
 	struct _body b = { 0 };
 	char why[XFER_TEXT_MAX];
@@ -340,7 +349,8 @@ static void _abort(struct _mpu *m, const char *id, const char *why)
 
 	if (!_id_ok(id) || _qurl(m, "uploadId=", id, url, sizeof(url)) < 0)
 		return;
-	if (_call(m->r, "DELETE", url, NULL, 0, 1, &doc, &code, &final, err, sizeof(err)) < 0 &&
+	if (_call(m->r, &(struct _s3_req){ .method = "DELETE", .url = url, .nostop = 1 }, &doc,
+		  &code, &final, err, sizeof(err)) < 0 &&
 	    code != 404)
 		xfer_logf(m->r->ctx, LOG_LVL_WARN, "request %lld: '%s': cannot abort S3 multipart "
 			  "upload %s (%s): %s; a bucket lifecycle rule "
@@ -469,7 +479,8 @@ static int _list_parts(struct _mpu *m, const struct xfer_mpu_ent *e, int *have, 
 			snprintf(err, errlen, "URL too long");
 			return -1;
 		}
-		if (_call(m->r, "GET", url, NULL, 0, 0, &doc, &code, final, err, errlen) < 0) {
+		if (_call(m->r, &(struct _s3_req){ .method = "GET", .url = url }, &doc, &code,
+			  final, err, errlen) < 0) {
 			int gone = code == 404 && strcmp(doc.mpu.code, "NoSuchUpload") == 0;
 
 			urlx_free(&doc);
@@ -641,7 +652,8 @@ static int _create(struct _mpu *m, int *final, char *err, size_t errlen)
 		*final = 1;
 		return -1;
 	}
-	if (_call(m->r, "POST", url, NULL, 0, 0, &doc, &code, final, err, errlen) < 0) {
+	if (_call(m->r, &(struct _s3_req){ .method = "POST", .url = url }, &doc, &code, final, err,
+		  errlen) < 0) {
 		urlx_free(&doc);
 		return -1;
 	}
@@ -693,7 +705,8 @@ static int _complete(struct _mpu *m, char *token, size_t toklen, int *final, cha
 		*final = 1;
 		goto out;
 	}
-	if (_call(m->r, "POST", url, body, o, 0, &doc, &code, final, err, errlen) < 0) {
+	if (_call(m->r, &(struct _s3_req){ .method = "POST", .url = url, .body = body, .len = o },
+		  &doc, &code, final, err, errlen) < 0) {
 		urlx_free(&doc);
 		goto out;
 	}

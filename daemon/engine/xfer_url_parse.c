@@ -167,10 +167,16 @@ static size_t _to_mem(char *b, size_t sz, size_t nm, void *p)
 	return n;
 }
 
-/* Fetch url's body into memory (a listing). body: request body or NULL. */
-static int _get_mem(struct url__run *r, const char *url, const char *method, const char *extra_hdr,
-		    const char *body, struct _mem *out, int *final, char *err, size_t errlen)
+/* A listing's request: url with method (NULL: GET), one extra header and a body (or NULL). */
+struct _list_req {
+	const char *url, *method, *extra_hdr, *body;
+};
+
+/* Fetch q's answer into memory (a listing). */
+static int _get_mem(struct url__run *r, const struct _list_req *q, struct _mem *out, int *final,
+		    char *err, size_t errlen)
 {
+	const char *url = q->url, *method = q->method, *extra_hdr = q->extra_hdr, *body = q->body;
 	struct curl_slist *hdrs;
 	CURL *c = url__easy(r, url, &hdrs);
 	CURLcode rc;
@@ -270,7 +276,7 @@ int url__list_s3(struct url__run *r, int *final, char *err, size_t errlen)
 			snprintf(err, errlen, "listing URL too long");
 			break;
 		}
-		if (_get_mem(r, url, NULL, NULL, NULL, &m, final, err, errlen) < 0) {
+		if (_get_mem(r, &(struct _list_req){ .url = url }, &m, final, err, errlen) < 0) {
 			/*
 			 * AWS signs '/' in a query value as %2F; some S3-compatible
 			 * servers check the signature with '/' left as is. Once.
@@ -357,7 +363,8 @@ int url__list_dav(struct url__run *r, const char *dirurl, const char *prefix, in
 		*final = 1;
 		return -1;
 	}
-	if (_get_mem(r, dirurl, "PROPFIND", "Depth: 1", body, &m, final, err, errlen) < 0) {
+	if (_get_mem(r, &(struct _list_req){ dirurl, "PROPFIND", "Depth: 1", body }, &m, final, err,
+		     errlen) < 0) {
 		if (strstr(err, "HTTP 405") || strstr(err, "HTTP 501"))
 			snprintf(err, errlen, "the server does not list directories (WebDAV "
 				 "PROPFIND refused): name the files one by one");
@@ -453,7 +460,7 @@ int url__list_ls(struct url__run *r, const char *dirurl, const char *prefix, int
 		*final = 1;
 		return -1;
 	}
-	if (_get_mem(r, dirurl, NULL, NULL, NULL, &m, final, err, errlen) < 0)
+	if (_get_mem(r, &(struct _list_req){ .url = dirurl }, &m, final, err, errlen) < 0)
 		return -1;
 	esc = curl_easy_init();
 	if (!esc) {

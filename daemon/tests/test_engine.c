@@ -269,7 +269,8 @@ static void _big_chunks(int dfd)
 		xfer_bucket_set_flush(ctx.bucket, c[k].flush);
 		xfer_bucket_set_rate(cap, c[k].cap);
 		xfer_bucket_set_parent(ctx.bucket, cap);
-		ok(xfer_big_copy(&ctx, sfd, dfd2, vfd, (int64_t)n, 0, &total, cs, cd) == 0 &&
+		ok(xfer_big_copy(&ctx, &(struct xfer_big_job){ sfd, dfd2, vfd, (int64_t)n, 0 }, &total,
+				 cs, cd) == 0 &&
 		   total == (int64_t)n && strcmp(cs, cd) == 0, "%s: copied and read back equal",
 		   c[k].what);
 		xfer_bucket_drain_io(ctx.bucket, &io);
