@@ -16,7 +16,8 @@ calls the two slurm_job_* functions.
 -- directory): beside this script when all of them are there, else where
 -- "make install" (or the stagehand-slurm package) put them: lua/Makefile.am
 -- writes that directory into the installed copy (a source tree keeps the
--- placeholder, and looks beside the script only).
+-- placeholder, and looks beside the script only). burst_buffer.lua has the same
+-- lines: they find the module, so they cannot live in it.
 local here = (debug.getinfo(1, "S").source or ""):match("^@(.*/)") or "./"
 local function _stagehand_dir()
 	local tried = {}
