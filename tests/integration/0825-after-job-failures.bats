@@ -104,11 +104,13 @@ EOF
 	grep -qx "STAGEHAND_EVENT=stage_out" "$REC/notice-$r2"
 	grep -qx "STAGEHAND_STATE=failed" "$REC/notice-$r2"
 	grep -q "^STAGEHAND_ERROR=..*" "$REC/notice-$r2"
-	# A stage-in that is done is not announced (only failures are).
+	# A stage-in that is done is announced too, as done (every kind, every
+	# outcome: docs/admin-guide.md, "Notifications").
 	r0=$(run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" submit --stage-in "$WD/so/job.sh" "$WD/copy" --wait --json | jq -rs '.[-1] | select(.state == "done") | .id')
 	[[ $r0 =~ ^[0-9]+$ ]]
-	sleep 3	# three NotifyCommand polls
-	[ ! -e "$REC/notice-$r0" ]
+	wait_for 30 test -s "$REC/notice-$r0"
+	grep -qx "STAGEHAND_EVENT=stage_in" "$REC/notice-$r0"
+	grep -qx "STAGEHAND_STATE=done" "$REC/notice-$r0"
 }
 
 @test "status without an id: a user's failed stage-in is listed, another user's never, finished ones only with --all; an admin sees both" {
