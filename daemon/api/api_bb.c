@@ -199,9 +199,13 @@ static void _staged_status(struct daemon *d, const struct api_caller *who, int64
 		log_warn("job %lld: %s", (long long)job, err);
 	if (queue_pool_need(d->q, job, &bytes, &counted, &nreq, err, sizeof(err)) < 0)
 		log_warn("job %lld: %s", (long long)job, err);
-	snprintf(text, sizeof(text), "stagehand: %d input%s staged (%lld bytes) before the job "
-		 "started; archives and stage-outs run after it (stagehand status %lld)", nreq,
-		 nreq == 1 ? "" : "s", (long long)bytes, (long long)job);
+	if (nreq)
+		snprintf(text, sizeof(text), "stagehand: %d input%s staged (%lld bytes) before the "
+			 "job started; archives and stage-outs run after it (stagehand status %lld)",
+			 nreq, nreq == 1 ? "" : "s", (long long)bytes, (long long)job);
+	else
+		snprintf(text, sizeof(text), "stagehand: no inputs to stage; archives and "
+			 "stage-outs run after the job (stagehand status %lld)", (long long)job);
 	api_set_status(who, job, text);
 }
 

@@ -520,7 +520,10 @@ static void _start_staging(const struct slurm_watch_ctx *w, const struct sjob *j
 	}
 	dsl_plan_free(plan);
 	_set_hold_state(w, j->job_id, HS_STAGING);
-	_comment(j, "stagehand: staging %zu input%s", nreq, nreq == 1 ? "" : "s");
+	if (nreq)
+		_comment(j, "stagehand: staging %zu input%s", nreq, nreq == 1 ? "" : "s");
+	else	/* a burst-buffer job with only after-job transfers */
+		_comment(j, "stagehand: no inputs to stage");
 }
 
 struct progress {

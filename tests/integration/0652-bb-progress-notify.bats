@@ -123,7 +123,7 @@ EOF
 	STALLER=
 	wait_job_state "$J" COMPLETED 180
 	job_status "$J"
-	[[ "$(job_status "$J")" =~ "3 files"|"1 input staged" ]]
+	[[ "$(job_status "$J")" == "1 input staged ("*" bytes) before the job started; archives and stage-outs run after it (stagehand status $J)" ]]
 	announced "$J" stage_in done
 	announced "$J" archive done
 	announced "$J" stage_out done
@@ -223,6 +223,9 @@ EOF
 	wait_for 30 eval '[[ "$(req "$JO" archive state)" =~ ^(queued|running)$ && "$(req "$JO" stage_out state)" =~ ^(queued|running)$ ]]'
 	sleep 2
 	[[ "$(state_reason "$JO")" == STAGE_OUT* ]]
+	# Its last status (Slurm takes none after the job) says where to look.
+	job_status "$JO"
+	[ "$(job_status "$JO")" = "no inputs to stage; archives and stage-outs run after the job (stagehand status $JO)" ]
 	# An admin ends the stage-out: what is left of it is cancelled.
 	scancel --hurry "$JO"
 	wait_job_state "$JO" COMPLETED 60
