@@ -688,8 +688,9 @@ static void _follow(const struct slurm_watch_ctx *w, const struct sjob *j)
 /*
  * A burst-buffer job being staged (not held: Slurm's data_in hook waits for
  * it through api_bb.c): progress in its status as in hold mode, never a
- * release. The job is PENDING (BurstBufferStageIn), so slurmctld takes the
- * update; burst_buffer/lua writes only its Reason and SystemComment.
+ * release. The job is PENDING (reason BurstBufferStageIn on 24.05 and
+ * later, None on 22.05), so slurmctld takes the update; burst_buffer/lua
+ * writes only its Reason and SystemComment.
  */
 static void _follow_bb(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
