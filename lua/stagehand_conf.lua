@@ -207,7 +207,7 @@ return {
 	{ "MetricsHashUsers", "bool", field = "metrics_hash_users", default = "no",
 		doc = "per-user series carry a hash of the user name" },
 	{ "NotifyCommand", "argv", field = "notify_argv", default = "none", off = "none",
-		doc = "program run when a request is done or failed for good; none = off" },
+		doc = "program run when a transfer is done, failed for good or cancelled; none = off" },
 	{ "NotifyTimeout", "duration", field = "notify_timeout", min = 1, max = 3600, default = "30s",
 		must = "a duration from 1s to 1h",
 		doc = "a NotifyCommand running longer is killed" },

@@ -199,9 +199,13 @@ static void _staged_status(struct daemon *d, const struct api_caller *who, int64
 		log_warn("job %lld: %s", (long long)job, err);
 	if (queue_pool_need(d->q, job, &bytes, &counted, &nreq, err, sizeof(err)) < 0)
 		log_warn("job %lld: %s", (long long)job, err);
-	snprintf(text, sizeof(text), "stagehand: %d input%s staged (%lld bytes) before the job "
-		 "started; archives and stage-outs run after it (stagehand status %lld)", nreq,
-		 nreq == 1 ? "" : "s", (long long)bytes, (long long)job);
+	if (nreq)
+		snprintf(text, sizeof(text), "stagehand: %d input%s staged (%lld bytes) before the "
+			 "job started; archives and stage-outs run after it (stagehand status %lld)",
+			 nreq, nreq == 1 ? "" : "s", (long long)bytes, (long long)job);
+	else
+		snprintf(text, sizeof(text), "stagehand: no inputs to stage; archives and "
+			 "stage-outs run after the job (stagehand status %lld)", (long long)job);
 	api_set_status(who, job, text);
 }
 
@@ -354,6 +358,29 @@ static void _data_out(struct daemon *d, const struct api_caller *who, int64_t jo
 
 
 /*
+ * A hurried teardown ('scancel --hurry J': Slurm skips or ends stage-out):
+ * what is left of the job's archives and stage-outs is cancelled, so the
+ * daemon stops copying what Slurm no longer waits for, and NotifyCommand
+ * says "cancelled". One made after this (the job's end reported later)
+ * still runs.
+ */
+static void _hurry(struct daemon *d, int64_t job)
+{
+	char err[512];
+	int n = 0;
+
+	if (queue_job_cancel_stage_out(d->q, job, "cancelled: stage-out ended by 'scancel --hurry'",
+				       &n, err, sizeof(err)) < 0)
+		log_warn("job %lld: teardown (hurry): its archives and stage-outs go on: %s",
+			 (long long)job, err);
+	else if (n > 0) {
+		log_info("job %lld: teardown (hurry): %d unfinished archive or stage-out "
+			 "request%s cancelled", (long long)job, n, n == 1 ? "" : "s");
+		daemon_wake(d);
+	}
+}
+
+/*
  * teardown: label SCRATCH/USER/JOB/input 'purge' and schedule the removal of
  * what stagehand staged there, after InputRetention (cleanup.h).
  */
@@ -388,6 +415,8 @@ static void _teardown(struct daemon *d, const struct api_caller *who, int64_t jo
 	/* Its inputs no longer hold pool space that Slurm gives back now. */
 	if (queue_pool_torn_down(d->q, job, err, sizeof(err)) < 0)
 		log_warn("job %lld: teardown: %s", (long long)job, err);
+	if (hurry)
+		_hurry(d, job);
 	if (cleanup_schedule(d, qj, &lid, &pid, err, sizeof(err)) < 0) {
 		log_warn("job %lld: teardown: its staged inputs stay: %s", (long long)job, err);
 		api_error(out, 500, "cannot label or schedule the removal of job %lld's inputs: %s",

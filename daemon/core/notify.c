@@ -72,7 +72,9 @@ static void _take(const struct queue_notice *q, void *arg)
 {
 	struct _event *e = arg;
 	/* failed_final is "failed" to the site: a retry by hand may still follow. */
-	const char *state = strcmp(q->state ? q->state : "", "done") == 0 ? "done" : "failed";
+	const char *qs = q->state ? q->state : "";
+	const char *state = !strcmp(qs, "done") ? "done" : !strcmp(qs, "cancelled") ? "cancelled" :
+			    "failed";
 
 	e->id = q->id;
 	e->job_id = q->job_id;
@@ -84,7 +86,7 @@ static void _take(const struct queue_notice *q, void *arg)
 	url_redact(q->dest ? q->dest : "", e->dst, sizeof(e->dst));
 	url_redact(q->error ? q->error : "", e->err, sizeof(e->err));
 	_var(e, "PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-	/* The kind: archive (done or failed), stage_in or stage_out (failed). */
+	/* The kind: archive, stage_in or stage_out (done, failed or cancelled). */
 	_var(e, "STAGEHAND_EVENT", q->action ? q->action : "archive");
 	_var(e, "STAGEHAND_STATE", state);
 	_var(e, "STAGEHAND_JOB_ID", e->job);

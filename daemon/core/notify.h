@@ -1,15 +1,16 @@
 /*
- * notify.h - NotifyCommand: run a site program when an archive request is
- * done or has failed for good, or a stage-in or stage-out has failed for
- * good (hold mode's "your archive is safe" or "your data failed": Slurm
- * refuses updates of ended jobs, so nothing else reaches the user;
+ * notify.h - NotifyCommand: run a site program when an archive, stage-in or
+ * stage-out request is done, has failed for good or was cancelled, in hold
+ * and burst-buffer mode alike ("your archive is safe", "your data failed":
+ * Slurm refuses updates of ended jobs, so nothing else reaches the user;
  * docs/admin-guide.md, "Notifications").
  *
  * Owns: the children it starts (at most NOTIFY_MAX at once), their
  * deadlines (NotifyTimeout, then SIGKILL to the child's process group) and
  * the first bytes of their stderr for the log. The program gets the job,
- * user, state and paths as arguments and as STAGEHAND_* environment
- * variables, the kind (archive, stage_in, stage_out) as STAGEHAND_EVENT
+ * user, state (done, failed, cancelled) and paths as arguments and as
+ * STAGEHAND_* environment variables, the kind (archive, stage_in, stage_out)
+ * as STAGEHAND_EVENT
  * (nothing else of the daemon's environment).
  *
  * Must never: use a shell, block the main loop (posix_spawn, WNOHANG,

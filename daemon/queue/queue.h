@@ -396,6 +396,16 @@ int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
 		    char *err, size_t errlen);
 
 /*
+ * Burst-buffer teardown with hurry (an admin's 'scancel --hurry' skips
+ * stage-out): the job's archives and stage-outs not finished yet (queued,
+ * running, verifying, waiting to retry) become cancelled with why; those
+ * failed for good stay failed. A worker under way sees the cancel as it
+ * would a user's. *cancelled gets how many. 0 or -1.
+ */
+int queue_job_cancel_stage_out(struct queue *q, int64_t job_id, const char *why, int *cancelled,
+			       char *err, size_t errlen);
+
+/*
  * The highest request id of the job's runs superseded by a rerun
  * (queue_job_rerun), 0 when none: only its requests above it are the final
  * run's. >= 0, or -1 with err.

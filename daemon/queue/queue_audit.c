@@ -116,12 +116,13 @@ int queue_notice_next(struct queue *q, int64_t since,
 	int rc;
 
 	qp_begin(q);
-	/* Archives when done or failed; stage-in and stage-out when failed (nothing
-	   else tells a user whose job has ended, or waits held, with no one looking). */
+	/* Every transfer (archive, stage-in, stage-out) when done, failed for good
+	   or cancelled, in both modes: nothing else tells a user whose job has
+	   ended, or waits held or in BurstBufferStageIn with no one looking. */
 	st = qp_prepf(q, "SELECT r.id, COALESCE(r.job_id, 0), r.uid, r.user, r.state, r.source,"
 		     " r.dest, r.error, r.files_done, r.bytes_done, r.action FROM requests r"
-		     " WHERE ((r.action = 'archive' AND r.state IN ('done', 'failed_final'))"
-		     " OR (r.action IN ('stage_in', 'stage_out') AND r.state = 'failed_final'))"
+		     " WHERE r.action IN ('archive', 'stage_in', 'stage_out')"
+		     " AND r.state IN ('done', 'failed_final', 'cancelled')"
 		     " AND r.updated >= ?1 AND NOT EXISTS (SELECT 1 FROM notices n"
 		     " WHERE n.request_id = r.id AND n.state = r.state)"
 		     " ORDER BY r.updated, r.id LIMIT 1", err, errlen, "I", since);

@@ -720,6 +720,22 @@ out:
 	return qp_end(q, rc, 1, err, errlen);
 }
 
+int queue_job_cancel_stage_out(struct queue *q, int64_t job_id, const char *why, int *cancelled,
+			       char *err, size_t errlen)
+{
+	int rc;
+
+	*cancelled = 0;
+	qp_begin(q);
+	rc = qp_execf(q, "UPDATE requests SET state='cancelled', error=?2, updated=?3 WHERE"
+		      " job_id=?1 AND action IN ('archive', 'stage_out') AND state IN ('queued',"
+		      " 'running', 'verifying', 'failed_retryable')", err, errlen, "ItI", job_id,
+		      why, qp_now());
+	if (rc == 0)
+		*cancelled = sqlite3_changes(q->db);
+	return qp_end(q, rc, 1, err, errlen);
+}
+
 int64_t queue_rerun_boundary(struct queue *q, int64_t job_id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = qp_readf(q, "SELECT before_id FROM job_reruns WHERE job_id=?1", err,

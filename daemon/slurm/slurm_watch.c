@@ -521,7 +521,10 @@ static void _start_staging(const struct slurm_watch_ctx *w, const struct sjob *j
 	}
 	dsl_plan_free(plan);
 	_set_hold_state(w, j->job_id, HS_STAGING);
-	_comment(j, "stagehand: staging %zu input%s", nreq, nreq == 1 ? "" : "s");
+	if (nreq)
+		_comment(j, "stagehand: staging %zu input%s", nreq, nreq == 1 ? "" : "s");
+	else	/* a burst-buffer job with only after-job transfers */
+		_comment(j, "stagehand: no inputs to stage");
 }
 
 struct progress {
@@ -613,11 +616,39 @@ static int _release(const struct sjob *j)
 	return rc;
 }
 
+/* The stage-in of j so far, its array's shared inputs included; hb, ht: bytes done, total. */
+static void _stage_in_progress(const struct slurm_watch_ctx *w, const struct sjob *j,
+			       struct progress *p, char *hb, char *ht, size_t hlen)
+{
+	struct queue_filter f = { .uid = -1, .job_id = j->job_id, .state = -1, .limit = 0 };
+	char err[256];
+
+	memset(p, 0, sizeof(*p));
+	queue_request_list(w->q, &f, _sum, p, err, sizeof(err));
+	if (j->array_job_id && j->array_job_id != j->job_id) {
+		/* An array task waits for the array's shared inputs too. */
+		f.job_id = j->array_job_id;
+		p->shared_only = true;
+		queue_request_list(w->q, &f, _sum, p, err, sizeof(err));
+	}
+	_human(p->bytes_done, hb, hlen);
+	_human(p->bytes_total, ht, hlen);
+}
+
+/* The status of a stage-in under way: the same words in hold and burst-buffer mode. */
+static void _staging_comment(const struct sjob *j, const struct progress *p, const char *hb,
+			     const char *ht)
+{
+	int pct = p->bytes_total > 0 ? (int)(100 * p->bytes_done / p->bytes_total) : 0;
+
+	_comment(j, "stagehand: staging %lld/%lld files (%d%%, %s of %s)%s",
+		 (long long)p->files_done, (long long)p->files_total, pct, hb, ht, _drained);
+}
+
 /* A held job whose requests exist: release, report failure, or show progress. */
 static void _follow(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
-	struct queue_filter f = { .uid = -1, .job_id = j->job_id, .state = -1, .limit = 0 };
-	struct progress p = { 0 };
+	struct progress p;
 	const char *state = NULL;
 	char *error = NULL;
 	char err[256], hb[32], ht[32];
@@ -626,15 +657,7 @@ static void _follow(const struct slurm_watch_ctx *w, const struct sjob *j)
 		log_err("job %u: %s", j->job_id, err);
 		return;
 	}
-	queue_request_list(w->q, &f, _sum, &p, err, sizeof(err));
-	if (j->array_job_id && j->array_job_id != j->job_id) {
-		/* An array task waits for the array's shared inputs too. */
-		f.job_id = j->array_job_id;
-		p.shared_only = true;
-		queue_request_list(w->q, &f, _sum, &p, err, sizeof(err));
-	}
-	_human(p.bytes_done, hb, sizeof(hb));
-	_human(p.bytes_total, ht, sizeof(ht));
+	_stage_in_progress(w, j, &p, hb, ht, sizeof(hb));
 	if (strcmp(state, "ready") == 0 || strcmp(state, "none") == 0) {
 		if (_release(j) == 0) {
 			char *aj = NULL, *as = NULL, *ar = NULL;
@@ -657,10 +680,7 @@ static void _follow(const struct slurm_watch_ctx *w, const struct sjob *j)
 			 error ? error : "unknown error", j->job_id);
 		_set_hold_state(w, j->job_id, HS_FAILED);
 	} else {
-		int pct = p.bytes_total > 0 ? (int)(100 * p.bytes_done / p.bytes_total) : 0;
-
-		_comment(j, "stagehand: staging %lld/%lld files (%d%%, %s of %s)%s",
-			 (long long)p.files_done, (long long)p.files_total, pct, hb, ht, _drained);
+		_staging_comment(j, &p, hb, ht);
 		_set_hold_state(w, j->job_id, HS_STAGING);
 	}
 	free(error);
@@ -668,13 +688,17 @@ static void _follow(const struct slurm_watch_ctx *w, const struct sjob *j)
 
 /*
  * A burst-buffer job being staged (not held: Slurm's data_in hook waits for
- * it through api_bb.c): progress in its status, never a release.
+ * it through api_bb.c): progress in its status as in hold mode, never a
+ * release. The job is PENDING (reason BurstBufferStageIn on 24.05 and
+ * later, None on 22.05), so slurmctld takes the update; burst_buffer/lua
+ * writes only its Reason and SystemComment.
  */
 static void _follow_bb(const struct slurm_watch_ctx *w, const struct sjob *j)
 {
+	struct progress p;
 	const char *state = NULL;
 	char *error = NULL;
-	char err[256];
+	char err[256], hb[32], ht[32];
 
 	if (queue_job_stage_in(w->q, j->job_id, &state, &error, err, sizeof(err)) < 0) {
 		log_err("job %u: %s", j->job_id, err);
@@ -686,8 +710,9 @@ static void _follow_bb(const struct slurm_watch_ctx *w, const struct sjob *j)
 	} else if (!strcmp(state, "failed")) {
 		_comment(j, "stagehand: stage-in failed: %.700s", error ? error : "unknown error");
 		_set_hold_state(w, j->job_id, HS_FAILED);
-	} else if (_drained[0]) {
-		_comment(j, "stagehand: staging%s", _drained);
+	} else {
+		_stage_in_progress(w, j, &p, hb, ht, sizeof(hb));
+		_staging_comment(j, &p, hb, ht);
 	}
 	free(error);
 }

@@ -1,7 +1,7 @@
 /*
  * test_attention.c - failures after the job reach the user: the notices
- * NotifyCommand is run for (queue_notice_next: archives done or failed,
- * stage-ins and stage-outs failed) and the list 'stagehand status' shows
+ * NotifyCommand is run for (queue_notice_next: archives, stage-ins and
+ * stage-outs done, failed or cancelled; never labels) and the list 'stagehand status' shows
  * without an id (queue_filter.attention_since: unfinished requests and
  * those failed since a time).
  */
@@ -93,7 +93,7 @@ int main(void)
 	struct queue *q;
 	struct _seen s;
 	char err[512];
-	int64_t si_ok, si_bad, so_bad, ar_ok, ar_bad, lab_bad, queued, other;
+	int64_t si_ok, si_bad, so_bad, ar_ok, ar_bad, lab_bad, queued, other, so_gone, lab_ok;
 	char want[128];
 
 	if (!mkdtemp(_dir))
@@ -122,6 +122,9 @@ int main(void)
 
 	/* NotifyCommand: each outcome once, oldest first, with its kind. */
 	memset(&s, 0, sizeof(s));
+	ok(queue_notice_next(q, 0, _take, &s, err, sizeof(err)) == 1 && s.id == si_ok &&
+	   !strcmp(s.action, "stage_in") && !strcmp(s.state, "done"),
+	   "a done stage_in is announced, kind stage_in (%s %s)", s.action, s.state);
 	ok(queue_notice_next(q, 0, _take, &s, err, sizeof(err)) == 1 && s.id == si_bad &&
 	   !strcmp(s.action, "stage_in") && !strcmp(s.state, "failed_final"),
 	   "a failed stage_in is announced, kind stage_in (%s %s)", s.action, s.state);
@@ -135,7 +138,7 @@ int main(void)
 	ok(queue_notice_next(q, 0, _take, &s, err, sizeof(err)) == 1 && s.id == other,
 	   "another user's failed stage_in is announced too");
 	ok(queue_notice_next(q, 0, _take, &s, err, sizeof(err)) == 0,
-	   "nothing else: no done stage_in, no label, nothing unfinished, none twice");
+	   "nothing else: no label, nothing unfinished, none twice");
 
 	/* 'stagehand status': unfinished, and failed since the time asked. */
 	snprintf(want, sizeof(want), "%lld,%lld,%lld,%lld,%lld", (long long)queued,
@@ -153,6 +156,17 @@ int main(void)
 		 (long long)queued, (long long)lab_bad, (long long)ar_bad, (long long)ar_ok,
 		 (long long)so_bad, (long long)si_bad, (long long)si_ok);
 	is_str(_list(q, -1, 0), want, "without attention: every request, as before");
+
+	/* A cancelled transfer is announced as such; a done label never is. */
+	so_gone = _create(q, 1002, "stage_out", 18);
+	queue_request_set_state(q, so_gone, -1, QS_CANCELLED, "cancelled by uid", err, sizeof(err));
+	lab_ok = _create(q, 1002, "label", 19);
+	_finish(q, lab_ok, 1);
+	ok(queue_notice_next(q, 0, _take, &s, err, sizeof(err)) == 1 && s.id == so_gone &&
+	   !strcmp(s.action, "stage_out") && !strcmp(s.state, "cancelled"),
+	   "a cancelled stage_out is announced as cancelled (%s %s)", s.action, s.state);
+	ok(queue_notice_next(q, 0, _take, &s, err, sizeof(err)) == 0,
+	   "nothing else: a done label is not announced");
 	queue_close(q);
 	tap_rmtree(_dir);
 	return tap_done();

@@ -2,7 +2,8 @@
 # Failures nobody sees in the job's record (docs/user-guide.md, "When
 # something fails"), on the real test bed with real jobs of shtest and
 # shtest2: NotifyCommand hears of a failed stage-in (a source the user
-# cannot read) and of a failed stage-out after the job has ended, each with
+# cannot read), of a held job's stage-in cancelled with the job, and of a
+# failed stage-out after the job has ended, each with
 # its kind in STAGEHAND_EVENT and the same arguments as for archives; and
 # 'stagehand status' without an id lists what needs the user's attention
 # (unfinished transfers and failed ones), never another user's, while an
@@ -29,6 +30,7 @@ EOF
 }
 
 teardown() {
+	[[ -z ${STALLER:-} ]] || kill "$STALLER" 2>/dev/null || true
 	[[ -z ${LOCKED:-} ]] || rm -rf "$LOCKED"
 	faults_teardown
 }
@@ -104,11 +106,40 @@ EOF
 	grep -qx "STAGEHAND_EVENT=stage_out" "$REC/notice-$r2"
 	grep -qx "STAGEHAND_STATE=failed" "$REC/notice-$r2"
 	grep -q "^STAGEHAND_ERROR=..*" "$REC/notice-$r2"
-	# A stage-in that is done is not announced (only failures are).
+	# A stage-in that is done is announced too, as done (every kind, every
+	# outcome: docs/admin-guide.md, "Notifications").
 	r0=$(run_as_user shtest "$STAGEHAND" --socket "$STAGEHAND_SOCKET" submit --stage-in "$WD/so/job.sh" "$WD/copy" --wait --json | jq -rs '.[-1] | select(.state == "done") | .id')
 	[[ $r0 =~ ^[0-9]+$ ]]
-	sleep 3	# three NotifyCommand polls
-	[ ! -e "$REC/notice-$r0" ]
+	wait_for 30 test -s "$REC/notice-$r0"
+	grep -qx "STAGEHAND_EVENT=stage_in" "$REC/notice-$r0"
+	grep -qx "STAGEHAND_STATE=done" "$REC/notice-$r0"
+}
+
+@test "NotifyCommand: a held job scancelled while its stage-in runs: the stage-in is announced cancelled, once" {
+	local worker r
+	conf "NotifyCommand=$BATS_TEST_TMPDIR/record --site-arg" "NotifyTimeout=10s"
+	install -d -o shtest -g shtest "$WD/src"
+	runuser -u shtest -- bash -c "echo in > '$WD/src/f1'"
+	# The stage-in is held in flight on purpose: its worker stalls in its open.
+	stall_worker_open "$WD/src/f1"
+	private_job shtest "$WD" "$WD/src"
+	read -r -t 60 worker <&"${STALL[0]}"
+	[[ $worker =~ ^[0-9]+$ ]]
+	[ "$(job_field "$j" Reason)" = JobHeldUser ]
+	[ "$(req "$j" stage_in state)" = running ]
+	scancel "$j"
+	wait_for 60 eval '[ "$(req "$j" stage_in state)" = cancelled ]'
+	kill "$STALLER"
+	wait "$STALLER" || true
+	STALLER=
+	r=$(req "$j" stage_in id)
+	wait_for 30 test -s "$REC/notice-$r"
+	cat "$REC/notice-$r"
+	[ "$(head -n1 "$REC/notice-$r")" = "argv [--site-arg] [$j] [shtest] [cancelled] [$WD/src] [$(req "$j" stage_in dest)]" ]
+	grep -qx "STAGEHAND_EVENT=stage_in" "$REC/notice-$r"
+	grep -qx "STAGEHAND_STATE=cancelled" "$REC/notice-$r"
+	grep -q "^STAGEHAND_ERROR=job cancelled while held" "$REC/notice-$r"
+	[ "$(grep -c "NotifyCommand started for request $r " "$STAGEHAND_TESTBED_LOGDIR/stagehandd.log")" -eq 1 ]
 }
 
 @test "status without an id: a user's failed stage-in is listed, another user's never, finished ones only with --all; an admin sees both" {
