@@ -50,7 +50,7 @@ het_states() {
 #SBATCH -n1
 mkdir -p res
 cp "\$STAGEHAND_INPUT_DIR/in.txt" res/
-srun --het-group=1 hostname > res/group1.txt
+srun --het-group=1 bash -c 'cat "\$STAGEHAND_INPUT_DIR/in.txt"' > res/group1.txt
 echo "\$SLURM_JOB_ID_HET_GROUP_0 \$SLURM_JOB_ID_HET_GROUP_1" > res/ids.txt
 EOF
 	submit -d "$WD" "$WD/job.sh"
@@ -74,7 +74,7 @@ EOF
 	wait_for 60 test -f "$arch/ids.txt"
 	cmp "$WD/src/in.txt" "$arch/in.txt"
 	[ "$(cat "$arch/ids.txt")" = "$lead $second" ]
-	[ -s "$arch/group1.txt" ]
+	cmp "$WD/src/in.txt" "$arch/group1.txt" # the inputs, read in the other component's step
 	# Staged once and archived once: nothing under the second component's id.
 	[ ! -e "$STAGEHAND_TESTBED_ARCHIVE/shtest/$second" ]
 	[ ! -e "$STAGEHAND_TESTBED_SCRATCH/shtest/$second/input" ]
