@@ -17,6 +17,7 @@
 #include "queue_pool.h"
 #include "queue_private.h"
 #include "queue_shards.h"
+#include "queue_sluid.h"
 #include "queue_mpu.h"
 #include "queue_history.h"
 
@@ -613,6 +614,7 @@ struct queue *queue_open(const char *path, char *err, size_t errlen)
 	    qp_exec(q, queue_after_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_mpu_schema, err, errlen) < 0 ||
 	    qp_exec(q, queue_reruns_schema, err, errlen) < 0 ||
+	    qp_exec(q, queue_sluid_schema, err, errlen) < 0 ||
 	    queue_history_schema(q, err, errlen) < 0 || _counts_schema(q, err, errlen) < 0 ||
 	    queue_cleanup_schema(q, err, errlen) < 0)
 		goto fail;
