@@ -64,6 +64,13 @@ job_sluid_line() {
 	fi
 }
 
+# job_end_lines JOB: what 'stagehand status JOB' says of the job's end and
+# run (not its requests, whose cleanup may move on meanwhile).
+job_end_lines() {
+	run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$1" |
+		grep -E "^job $1: (ended|SLUID) "
+}
+
 # post_end JOB SLUID: an end event of JOB's run SLUID, as the plugin sends
 # it (root, on the daemon's socket); the HTTP code in $output, the answer
 # in $WD/resp.json.
@@ -85,13 +92,14 @@ post_end() {
 	[ "$(job_sluid_line "$j")" = s0000000000RUNB ]
 	grep -q "job $j: end event of SLUID s0000000000RUNB, a run after s0000000000RUNA" \
 		"$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
-	before=$(run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$j")
+	before=$(job_end_lines "$j")
+	[[ $before == *"job $j: SLUID s0000000000RUNB "*"job $j: ended COMPLETED (exit 0)"* ]]
 	# A late report of run A: refused, nothing changes.
 	post_end "$j" s0000000000RUNA
 	[ "$output" = 409 ]
 	grep -q "this end event is of SLUID s0000000000RUNA, an earlier run whose end stagehandd already took; the job's current run is SLUID s0000000000RUNB" "$WD/resp.json"
 	grep -q "job $j: end event of SLUID s0000000000RUNA ignored" "$STAGEHAND_TESTBED_LOGDIR/stagehandd.log"
-	[ "$(run_as_user shtest env STAGEHAND_SOCKET="$STAGEHAND_SOCKET" "$STAGEHAND" status "$j")" = "$before" ]
+	[ "$(job_end_lines "$j")" = "$before" ]
 	# The current run's again is a repeat: accepted.
 	post_end "$j" s0000000000RUNB
 	[[ $output == 20? ]]
