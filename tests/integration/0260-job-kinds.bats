@@ -37,7 +37,15 @@ het_states() {
 		sort -n
 }
 
+# Slurm gives each component of a hetjob nodes of its own.
+need_two_nodes() {
+	local nodes
+	read -r -a nodes <<<"${STAGEHAND_TESTBED_NODES:-}"
+	[[ ${#nodes[@]} -ge 2 ]] || skip "one-node test bed: a hetjob's components need a node each"
+}
+
 @test "hetjob: the leader's #DATA staged once before any component starts, archived once under the leader's id" {
+	need_two_nodes
 	user_text "$WD/src/in.txt" "input of the hetjob $RANDOM"
 	stall_worker_open "$WD/src/in.txt"
 	write_user_script shtest "$WD/job.sh" <<EOF
