@@ -282,13 +282,45 @@ static int _capacity_error(struct dsl_plan *p, const struct conf *c)
 }
 
 /*
+ * Is the script a heterogeneous job's ("#SBATCH hetjob", or the older
+ * "packjob", among the #SBATCH lines sbatch reads: those before the first
+ * line that is not a comment or blank)? job_submit.lua learns it from
+ * Slurm; the components given on sbatch's command line (A : B) are not
+ * seen here.
+ */
+static bool _hetjob_script(const char *s, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		size_t e = i, w;
+
+		while (e < len && s[e] != '\n')
+			e++;
+		if (e > i && s[i] != '#' && strspn(s + i, " \t\r") < e - i)
+			return false;	/* the first command: sbatch stops reading */
+		if (e - i > 7 && strncmp(s + i, "#SBATCH", 7) == 0) {
+			w = i + 7 + strspn(s + i + 7, " \t");
+			if ((e - w >= 6 && strncmp(s + w, "hetjob", 6) == 0 &&
+			     w + 6 + strspn(s + w + 6, " \t\r") >= e) ||
+			    (e - w >= 7 && strncmp(s + w, "packjob", 7) == 0 &&
+			     w + 7 + strspn(s + w + 7, " \t\r") >= e))
+				return true;
+		}
+		i = e + 1;
+	}
+	return false;
+}
+
+/*
  * What job_submit.lua refuses beyond the grammar, in its order (the texts
  * are lua/stagehand.lua's): a capacity line the site's pools cannot take,
- * then after= in burst-buffer mode, where Slurm's afterburstbuffer
+ * then in burst-buffer mode #DATA in a heterogeneous job (Slurm stages each
+ * component on its own) and after=, where Slurm's afterburstbuffer
  * dependency does the same. Only for a plan without grammar errors, as
  * there. Added to the plan's errors. 0, or -1 when out of memory.
  */
-static int _site_errors(struct dsl_plan *p, const struct conf *c, int submit_mode)
+static int _site_errors(struct dsl_plan *p, const struct conf *c, int submit_mode, bool het)
 {
 	char jobs[64 * 24] = "", buf[24];
 	size_t used = 0, before = p->nerrors;
@@ -298,7 +330,16 @@ static int _site_errors(struct dsl_plan *p, const struct conf *c, int submit_mod
 		return 0;
 	if (_capacity_error(p, c) < 0)
 		return -1;
-	if (p->nerrors > before || submit_mode != CONF_SUBMIT_BB || !p->after_line)
+	if (p->nerrors > before || submit_mode != CONF_SUBMIT_BB)
+		return 0;
+	if (het && p->ndirs > 0)
+		return _add_error(p, p->dirs[0].line, "hetjob_in_bb_mode", "#DATA in a "
+				  "heterogeneous job is not supported in burst-buffer mode: Slurm "
+				  "stages each component on its own, and the job would never start; "
+				  "give the #DATA lines to a job of their own and start the hetjob "
+				  "after it (sbatch --dependency=afterburstbuffer:JOBID), or ask your "
+				  "site about hold mode");
+	if (!p->after_line)
 		return 0;
 	for (size_t i = 0; i < p->nafter; i++) {
 		n = snprintf(jobs + used, sizeof(jobs) - used, "%s%s", i ? ":" : "",
@@ -425,6 +466,7 @@ static int _check_one(const char *script, const struct check_site *site, json_t 
 	size_t len = 0;
 	char *buf = _slurp(script, &len, err, sizeof(err));
 	struct dsl_plan *p;
+	bool het;
 	int rc = 0;
 
 	if (!buf) {
@@ -439,12 +481,13 @@ static int _check_one(const char *script, const struct check_site *site, json_t 
 		return -1;
 	}
 	p = dsl_parse(buf, len, site->cfg);
+	het = _hetjob_script(buf, len);
 	free(buf);
 	if (!p) {
 		fprintf(stderr, "stagehand check: %s: out of memory\n", file);
 		return -1;
 	}
-	if (_site_errors(p, site->conf, site->o->submit_mode) < 0) {
+	if (_site_errors(p, site->conf, site->o->submit_mode, het) < 0) {
 		fprintf(stderr, "stagehand check: %s: out of memory\n", file);
 		rc = -1;
 	}

@@ -709,8 +709,13 @@ static int _print_status(json_t *resp, int is_job)
 		json_int_t runs = json_integer_value(json_object_get(resp, "runs_requeued"));
 		const char *last = json_string_value(json_object_get(resp, "last_requeued_run"));
 
+		const char *sluid = json_string_value(json_object_get(resp, "sluid"));
+
 		printf("job %" JSON_INTEGER_FORMAT ": stage-in %s%s%s\n", id, st ? st : "unknown",
 		       e && *e ? ": " : "", e && *e ? e : "");
+		if (sluid)
+			printf("job %" JSON_INTEGER_FORMAT ": SLUID %s (the run whose end was "
+			       "recorded)\n", id, sluid);
 		if (json_is_object(json_object_get(resp, "after"))) {
 			json_t *af = json_object_get(resp, "after");
 			const char *as = json_string_value(json_object_get(af, "state"));

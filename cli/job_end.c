@@ -25,11 +25,12 @@ static void _job_end_usage(FILE *fp)
 	fprintf(fp,
 		"usage: stagehand job-end [JOB] [--state STATE] [--exit-code N] [--signal N]\n"
 		"                         [--uid UID] [--gid GID] [--user NAME] [--work-dir DIR]\n"
-		"                         [--node NAME] [--plan FILE] [--spool DIR [--timeout MS]]\n"
+		"                         [--node NAME] [--sluid SLUID] [--plan FILE]\n"
+		"                         [--spool DIR [--timeout MS]]\n"
 		"       stagehand job-end --spool DIR --drain [--timeout MS]\n"
 		"Tell stagehandd that Slurm job JOB ended (root; for Epilog= hooks).\n"
 		"JOB defaults to $SLURM_JOB_ID, --uid to $SLURM_JOB_UID, --gid to $SLURM_JOB_GID,\n"
-		"--user to $SLURM_JOB_USER. The state sent is STATE when it is a final Slurm\n"
+		"--user to $SLURM_JOB_USER, --sluid to $SLURM_JOB_SLUID. The state sent is STATE when it is a final Slurm\n"
 		"state; otherwise (e.g. COMPLETING) it follows from --exit-code and --signal,\n"
 		"by the rule the SPANK plugin uses (docs/spank.md).\n"
 		"  --state STATE     Slurm's job state: COMPLETED, FAILED, TIMEOUT, COMPLETING, ...\n"
@@ -40,6 +41,7 @@ static void _job_end_usage(FILE *fp)
 		"  --user NAME       the job owner's user name\n"
 		"  --work-dir DIR    the job's working directory (needed for relative plan paths)\n"
 		"  --node NAME       the node the event comes from (default: this host's name)\n"
+		"  --sluid SLUID     Slurm's unique id of the job's run (Slurm 25.11+)\n"
 		"  --plan FILE       the job's normalised #DATA plan as JSON ('-' for stdin)\n"
 		"  --spool DIR       epilog mode: deliver older events spooled in DIR first, and\n"
 		"                    spool this one there if the daemon cannot take it now;\n"
@@ -51,7 +53,7 @@ static void _job_end_usage(FILE *fp)
 
 /* Parsed job-end options. */
 struct _jeopts {
-	const char *state, *uid_s, *gid_s, *user, *work_dir, *plan_file, *node, *spool;
+	const char *state, *uid_s, *gid_s, *user, *work_dir, *plan_file, *node, *spool, *sluid;
 	bool have_exit, drain;
 	int exit_code, sig, timeout_ms;
 	unsigned long long job;
@@ -73,6 +75,38 @@ static int _num_opt(const char *opt, const char *v, long lo, long hi, int *out)
 	return 0;
 }
 
+/* 1 if s looks like a SLUID (the daemon's rule: 1 to 32 letters and digits). */
+static int _sluid_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n <= 32 &&
+	       strspn(s, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") == n;
+}
+
+/* The parsed options' consistency. -1 to go on, else the exit code (a message printed). */
+static int _job_end_check(const struct _jeopts *o)
+{
+	if (o->sig && !o->have_exit) {
+		client_errx("job-end: --signal goes with --exit-code (Slurm's ExitCode=N:SIG)");
+		return EXIT_ENV;
+	}
+	if (o->work_dir && *o->work_dir != '/') {
+		client_errx("job-end: --work-dir must be absolute, got '%s'", o->work_dir);
+		return EXIT_ENV;
+	}
+	if (o->sluid && !_sluid_ok(o->sluid)) {
+		client_errx("job-end: --sluid must be Slurm's SLUID, 1 to 32 letters and "
+			    "digits, got '%s'", o->sluid);
+		return EXIT_ENV;
+	}
+	if (o->spool && *o->spool != '/') {
+		client_errx("job-end: --spool must be an absolute directory, got '%s'", o->spool);
+		return EXIT_ENV;
+	}
+	return -1;
+}
+
 /* Parse argv into o. Returns -1 to go on, else the exit code. */
 static int _job_end_args(int argc, char **argv, struct _jeopts *o)
 {
@@ -86,6 +120,7 @@ static int _job_end_args(int argc, char **argv, struct _jeopts *o)
 		{ "user", required_argument, NULL, 'U' },
 		{ "plan", required_argument, NULL, 'p' },
 		{ "node", required_argument, NULL, 'n' },
+		{ "sluid", required_argument, NULL, 'L' },
 		{ "spool", required_argument, NULL, 'P' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "drain", no_argument, NULL, 'D' },
@@ -99,6 +134,15 @@ static int _job_end_args(int argc, char **argv, struct _jeopts *o)
 	o->uid_s = getenv("SLURM_JOB_UID");
 	o->gid_s = getenv("SLURM_JOB_GID");
 	o->user = getenv("SLURM_JOB_USER");
+	/* Slurm's own (25.11+ sets it for Epilog=): a bad one is left out, never
+	   a reason to lose the event. */
+	o->sluid = getenv("SLURM_JOB_SLUID");
+	if (o->sluid && !_sluid_ok(o->sluid)) {
+		if (*o->sluid)
+			fprintf(stderr, "stagehand: job-end: $SLURM_JOB_SLUID '%.40s' is not a "
+				"SLUID; the event goes without one\n", o->sluid);
+		o->sluid = NULL;
+	}
 	o->timeout_ms = 2000;
 	client_foreach_opt(c, argc, argv, "h", lo) {
 		if (c == '?')
@@ -124,6 +168,7 @@ static int _job_end_args(int argc, char **argv, struct _jeopts *o)
 		case 'U': o->user = optarg; break;
 		case 'p': o->plan_file = optarg; break;
 		case 'n': o->node = optarg; break;
+		case 'L': o->sluid = optarg; break;
 		case 'P': o->spool = optarg; break;
 		case 'D': o->drain = true; break;
 		case 'h': _job_end_usage(stdout); return EXIT_OK;
@@ -159,19 +204,7 @@ static int _job_end_args(int argc, char **argv, struct _jeopts *o)
 		client_errx("job-end: give --state (e.g. --state COMPLETED) or --exit-code");
 		return EXIT_ENV;
 	}
-	if (o->sig && !o->have_exit) {
-		client_errx("job-end: --signal goes with --exit-code (Slurm's ExitCode=N:SIG)");
-		return EXIT_ENV;
-	}
-	if (o->work_dir && *o->work_dir != '/') {
-		client_errx("job-end: --work-dir must be absolute, got '%s'", o->work_dir);
-		return EXIT_ENV;
-	}
-	if (o->spool && *o->spool != '/') {
-		client_errx("job-end: --spool must be an absolute directory, got '%s'", o->spool);
-		return EXIT_ENV;
-	}
-	return -1;
+	return _job_end_check(o);
 }
 
 /* A uid/gid from text ("" or NULL = unknown, -1). 0, or -1 with a message. */
@@ -200,6 +233,7 @@ static json_t *_job_end_event(const struct _jeopts *o)
 		.slurm_state = o->state, .have_exit = o->have_exit, .exit_code = o->exit_code,
 		.sig = o->sig, .user = o->user && *o->user ? o->user : NULL,
 		.work_dir = o->work_dir, .source = o->spool ? "epilog" : "cli",
+		.sluid = o->sluid && *o->sluid ? o->sluid : NULL,
 	};
 	char host[256] = "";
 	json_error_t jerr;

@@ -52,6 +52,7 @@ json_t *jobend_event(const struct jobend_info *ji)
 	    (ji->user && json_object_set_new(ev, "user", json_string(ji->user)) < 0) ||
 	    (ji->work_dir && json_object_set_new(ev, "work_dir", json_string(ji->work_dir)) < 0) ||
 	    (ji->node && json_object_set_new(ev, "node", json_string(ji->node)) < 0) ||
+	    (ji->sluid && json_object_set_new(ev, "sluid", json_string(ji->sluid)) < 0) ||
 	    json_object_set_new(ev, "plan", ji->plan ? json_incref(ji->plan) : json_null()) < 0) {
 		json_decref(ev);
 		return NULL;

@@ -46,6 +46,7 @@ struct jobend_info {
 	const char *work_dir;      /* absolute working directory, NULL = unknown */
 	const char *node;          /* this node's name, NULL = unknown */
 	const char *source;        /* "spank" or "epilog" */
+	const char *sluid;         /* Slurm's SLUID of the run (SLURM_JOB_SLUID, 25.11+), NULL = none */
 	json_t *plan;              /* borrowed normalised plan, NULL = the daemon's copy */
 };
 

@@ -15,7 +15,8 @@ The module (docs/admin-submit.md):
     them); records the normalised plan in admin_comment ("stagehand:v1:" +
     compact JSON) for stagehandd; in hold mode (SubmitMode=hold) holds a job
     with stage_in or after= (priority 0) and refuses a user's release in
-    job_modify; refuses after= in bb mode (afterburstbuffer is Slurm's own);
+    job_modify; refuses after= in bb mode (afterburstbuffer is Slurm's own)
+    and #DATA in a heterogeneous job there (Slurm stages each component);
   * the burst-buffer hooks (SubmitMode=bb: M.bb_setup, M.bb_data_in, ...)
     come from stagehand_bb.lua, loaded from the same directory.
 
@@ -486,6 +487,21 @@ local function _teller()
 	return t
 end
 
+-- A heterogeneous job's leader (component 0) carries the one script, and
+-- with it the whole job's #DATA. In hold mode that works: the leader is
+-- held, and Slurm starts no component before it. In bb mode Slurm runs the
+-- burst-buffer stages of each component on its own, and stagehandd has no
+-- plan for the others: their data-in is refused and the job never starts.
+-- So a hetjob with #DATA is refused there, with the message to return.
+local function _het_refusal(job_desc, res)
+	if SITE.submit_mode ~= "bb" or #res.actions == 0 then return nil end
+	local off = tonumber(job_desc.het_job_offset)
+	local no_val = (type(slurm) == "table" and tonumber(slurm.NO_VAL)) or 4294967294
+	if off == nil or off >= no_val then return nil end
+	return format("stagehand: line %d: #DATA in a heterogeneous job is not supported in burst-buffer mode: Slurm stages each component on its own, and the job would never start; give the #DATA lines to a job of their own and start the hetjob after it (sbatch --dependency=afterburstbuffer:JOBID), or ask your site about hold mode",
+		res.actions[1].line)
+end
+
 local function _submit(job_desc, submit_uid)
 	if job_desc == nil then return _rc("SUCCESS", 0) end
 	local script = job_desc.script
@@ -522,6 +538,13 @@ local function _submit(job_desc, submit_uid)
 		end
 	elseif SITE.submit_mode == "bb" and SITE.pool_capacity and _has_stage_in(res.actions) then
 		_user("stagehand: warning: no '#DATA capacity=SIZE' line: this job's inputs are staged at once, outside the scratch pools; give the size of its inputs to be staged just in time")
+	end
+	local het_msg = _het_refusal(job_desc, res)
+	if het_msg then
+		_user(het_msg)
+		_log("log_info", "stagehand: rejected a job of uid %s: #DATA in a heterogeneous job in bb mode",
+			tostring(submit_uid))
+		return _rc("ERROR", -1)
 	end
 	local after = res.after
 	if after and SITE.submit_mode == "bb" then

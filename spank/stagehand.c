@@ -72,6 +72,7 @@ __attribute__((used)) const char stagehand_built_for_slurm[] =
 #define TRUSTED_DIRS_TIMEOUT_MS 30000
 /* The refusal message shared from the task to slurmstepd (one page). */
 #define REFUSED_MAX 4096
+#define SLUID_MAX 40
 
 /* State of this slurmstepd (one job step); task_init sees a forked copy. */
 static struct {
@@ -85,6 +86,10 @@ static struct {
 	uid_t uid;
 	gid_t gid;
 	char user[256];
+	char *sluid;             /* the run's SLUID (SLURM_JOB_SLUID, Slurm 25.11+) or "",
+				    SLUID_MAX bytes after refused's on the same shared
+				    page: Slurm sets the variable in the task's
+				    environment only, read in task_init. NULL if none. */
 	char workdir[PATH_MAX];
 	bool have_status;
 	int status;              /* wait status of the batch script */
@@ -241,10 +246,11 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 		_defer("%s", err);
 		g.bad_args = bad = true;
 	}
-	g.refused = mmap(NULL, REFUSED_MAX, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+	g.refused = mmap(NULL, REFUSED_MAX + SLUID_MAX, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			 -1, 0);
 	if (g.refused == MAP_FAILED)
 		g.refused = NULL;	/* the daemon's own check still applies */
+	g.sluid = g.refused ? g.refused + REFUSED_MAX : NULL;
 	g.trusted = !bad && strcmp(g.args.xattr_ns, "trusted") == 0;
 	if (bad) {
 		/* Refused in task_init: failing here (or in user_init) would
@@ -361,6 +367,35 @@ static void _withdraw_start(void)
 		slurm_info(PFX "job %lu: job-start mark not withdrawn (%s); stagehandd "
 			   "drops it when slurmctld reports the job ended", g.job_id, err);
 	g.started = false;
+}
+
+/*
+ * The run's SLUID, which the end event carries so that stagehandd can tell
+ * this run from an earlier one of the same job, or from another job that had
+ * the same id: read in the task (Slurm sets SLURM_JOB_SLUID in the task's
+ * environment, not in the one user_init sees) into the page shared with
+ * slurmstepd. Only where Slurm sets the variable itself (25.11 and later):
+ * on older releases it would be the submitter's own.
+ */
+static void _job_sluid(spank_t sp)
+{
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+	char v[SLUID_MAX];
+	size_t n;
+
+	if (!g.sluid || spank_getenv(sp, "SLURM_JOB_SLUID", v, (int)sizeof(v)) != ESPANK_SUCCESS)
+		return;
+	n = strlen(v);
+	if (n == 0 || n > 32 || strspn(v, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				       "abcdefghijklmnopqrstuvwxyz") != n) {
+		slurm_info(PFX "job %lu: SLURM_JOB_SLUID '%.40s' is not a SLUID: the end event "
+			   "goes without one", g.job_id, v);
+		return;
+	}
+	memcpy(g.sluid, v, n + 1);
+#else
+	(void)sp;
+#endif
 }
 
 /* Fill the expansion context and the job's identity. */
@@ -755,6 +790,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	}
 	if (!g.active)
 		return 0;
+	_job_sluid(sp);
 	snprintf(num, sizeof(num), "%lu", g.job_id);
 	int n = snprintf(buf, sizeof(buf), "%s/%s/%lu/input", g.args.scratch, g.user,
 			 g.job_id);
@@ -822,6 +858,7 @@ static json_t *_end_event(void)
 	struct jobend_info ji = {
 		.uid = (long long)g.uid, .gid = (long long)g.gid, .user = g.user,
 		.work_dir = g.workdir, .source = "spank", .plan = g.plan->plan,
+		.sluid = g.sluid && g.sluid[0] ? g.sluid : NULL,
 	};
 
 	if (g.have_status && WIFEXITED(g.status)) {
@@ -926,7 +963,8 @@ out:
 	g.plan = NULL;
 	g.active = false;
 	if (g.refused)
-		munmap(g.refused, REFUSED_MAX);
+		munmap(g.refused, REFUSED_MAX + SLUID_MAX);
 	g.refused = NULL;
+	g.sluid = NULL;
 	return 0;     /* never fail the step or drain the node at job end */
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api_decode.h"
+#include "queue_sluid.h"
 
 #define ID_MAX_UID 4294967294LL	/* (uid_t)-1 is "no uid" to the kernel */
 
@@ -216,8 +217,14 @@ int api_decode_job_end(json_t *body, struct api_job_end *e, char *err, size_t er
 	e->user = _str_field(body, "user", &bad);
 	e->work_dir = _str_field(body, "work_dir", &bad);
 	e->refused = _str_field(body, "refused", &bad);
+	e->sluid = _str_field(body, "sluid", &bad);
 	if (bad) {
-		snprintf(err, errlen, "'user', 'work_dir' and 'refused' must be strings");
+		snprintf(err, errlen, "'user', 'work_dir', 'refused' and 'sluid' must be strings");
+		return -1;
+	}
+	if (e->sluid && !queue_sluid_valid(e->sluid)) {
+		snprintf(err, errlen, "'sluid' must be Slurm's SLUID of the job (SLURM_JOB_SLUID: "
+			 "1 to %d letters and digits)", QUEUE_SLUID_MAX);
 		return -1;
 	}
 	if (e->refused && (!*e->refused || strlen(e->refused) > 4096)) {

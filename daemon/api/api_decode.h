@@ -89,6 +89,7 @@ struct api_job_end {
 	const char *work_dir;    /* absolute, or NULL */
 	char *plan_text;         /* compact JSON of the plan object, or NULL */
 	const char *refused;     /* the SPANK plugin refused the job at start: why; or NULL */
+	const char *sluid;       /* the run's SLUID (Slurm 25.11+), or NULL */
 };
 
 /* 0, or -1 with the field named in err (400). On -1 nothing needs freeing. */

@@ -27,6 +27,7 @@
 #include "metrics.h"
 #include "queue.h"
 #include "queue_after.h"
+#include "queue_sluid.h"
 #include "slurm_jobs.h"
 #include "slurm_nodes.h"
 #include "slurm_owner.h"
@@ -948,6 +949,17 @@ static void _comment_skipped_early(const struct api_caller *who, int64_t job,
 	api_set_status(who, job, text);
 }
 
+/* "sluid": the SLUID of the job's run stagehandd holds (Slurm 25.11+), when known. */
+static void _job_sluid(struct daemon *d, int64_t job, json_t *body)
+{
+	char s[QUEUE_SLUID_MAX + 1], err[256];
+
+	if (queue_job_sluid_get(d->q, job, s, sizeof(s), err, sizeof(err)) < 0)
+		log_warn("job %lld: SLUID not read: %s", (long long)job, err);
+	else if (s[0])
+		json_object_set_new(body, "sluid", json_string(s));
+}
+
 static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 		 struct api_reply *out)
 {
@@ -984,6 +996,7 @@ static void _job(struct daemon *d, const struct api_caller *who, int64_t job,
 	if (out->body && j) {
 		json_object_set_new(out->body, "runs_requeued", json_integer(j->runs));
 		json_object_set_new(out->body, "last_requeued_run", _jstr(j->last_run));
+		_job_sluid(d, job, out->body);
 		if (j->array_job_id > 0 && j->array_task_id >= 0)
 			json_object_set_new(out->body, "array",
 					    json_pack("{s:I,s:I}", "job_id",
@@ -1077,6 +1090,40 @@ static int _event_allowed(struct daemon *d, const struct api_caller *who, int64_
 	return 0;
 }
 
+/*
+ * An end event that names its run's SLUID (Slurm 25.11+) is matched to the
+ * job's runs stagehandd has seen: an earlier run's SLUID is a late report
+ * of a run whose end was already taken (a requeue gave the job a new one),
+ * refused with 409, which the plugin and the CLI take as "already known":
+ * never redelivered, never mixed into the job's record. A SLUID not seen
+ * before becomes the current run: a requeued run (slurmctld may not have
+ * told us of the requeue yet), or another job that had the same id. 0 to
+ * go on, else the reply is set.
+ */
+static int _end_other_run(struct daemon *d, int64_t job, const char *sluid,
+			  struct api_reply *out)
+{
+	char known[QUEUE_SLUID_MAX + 1], err[512];
+	int rc = queue_job_sluid_record(d->q, job, sluid, known, sizeof(known), err, sizeof(err));
+
+	if (rc < 0) {
+		api_error(out, 500, "could not store the job-end event: %s", err);
+		return -1;
+	}
+	if (rc == QS_SLUID_NEW)
+		log_info("job %lld: end event of SLUID %s, a run after %s (requeued, or another "
+			 "job that had the same id)", (long long)job, sluid, known);
+	if (rc != QS_SLUID_EARLIER)
+		return 0;
+	log_warn("job %lld: end event of SLUID %s ignored: an earlier run of the job, whose "
+		 "end was taken before; its current run is %s", (long long)job, sluid, known);
+	api_error(out, 409, "job %lld: this end event is of SLUID %s, an earlier run whose "
+		  "end stagehandd already took; the job's current run is SLUID %s: a late "
+		  "report, ignored ('stagehand status %lld' shows the job)", (long long)job,
+		  sluid, known, (long long)job);
+	return 1;
+}
+
 static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job, json_t *body,
 		     struct api_reply *out)
 {
@@ -1092,6 +1139,10 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 		return;
 	if (api_decode_job_end(body, &e, err, sizeof(err)) < 0) {
 		api_error(out, 400, "%s", err);
+		return;
+	}
+	if (e.sluid && _end_other_run(d, job, e.sluid, out) != 0) {
+		free(e.plan_text);
 		return;
 	}
 	uid = e.uid;

@@ -280,6 +280,12 @@ static const struct migration _migrations[] = {
 	  " UPDATE cleanup_totals SET done = done + (NEW.state = 'done') - (OLD.state = 'done')"
 	  "  WHERE id = 1;"
 	  " END;", NULL },
+	/* The SLUIDs of each job's runs (Slurm 25.11+; queue_sluid.c): a new
+	   one is the job's current run, an earlier one's report is refused. */
+	{ 15, "SLUIDs of job runs",
+	  "CREATE TABLE IF NOT EXISTS sluid_runs (seq INTEGER PRIMARY KEY,"
+	  " job_id INTEGER NOT NULL, sluid TEXT NOT NULL, at INTEGER NOT NULL,"
+	  " UNIQUE (job_id, sluid));", NULL },
 };
 
 #define N_MIGRATIONS ((int)(sizeof(_migrations) / sizeof(_migrations[0])))

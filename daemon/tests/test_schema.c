@@ -133,7 +133,7 @@ int main(void)
 	ok(_int("PRAGMA user_version") == 3, "user_version 3, as older stagehandd expect");
 	ok(_int("SELECT count(*) FROM sqlite_master WHERE name IN ('request_counts',"
 		"'cleanup_totals','requests_prunable','shard_ranges','s3_uploads','job_reruns',"
-		"'after_waits','drain','bb_pool','notices','shards_job')") == 11,
+		"'after_waits','drain','bb_pool','notices','shards_job','sluid_runs')") == 12,
 	   "the later migrations' tables and indexes are there");
 
 	/* Never run again: what a migration made and was taken away stays away. */

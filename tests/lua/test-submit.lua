@@ -52,6 +52,18 @@ do
 		"the script defines only slurm_job_submit, slurm_job_modify and stagehand")
 end
 
+-- a hetjob's leader in hold mode (component 0: the script is its) -------
+do
+	stub.reset()
+	local d = desc(HEAD .. "#DATA stage_in=/data/in.txt\n#SBATCH hetjob\n#SBATCH -n 1\nsrun true\n",
+		{ het_job_offset = 0 })
+	is(slurm_job_submit(d, {}, 1000), S.SUCCESS, "hold mode: a hetjob's leader with #DATA is accepted")
+	is(d.priority, 0, "hold mode: the leader is held (Slurm starts no component before it)")
+	local o = desc(nil, { het_job_offset = 1 })
+	is(slurm_job_submit(o, {}, 1000), S.SUCCESS, "another component (no script) is accepted untouched")
+	ok(o.admin_comment == nil and o.priority == S.NO_VAL, "... with no record and no hold")
+end
+
 -- no #DATA --------------------------------------------------------------
 do
 	stub.reset()

@@ -119,6 +119,19 @@ ok $? "after= in bb mode: an error naming afterburstbuffer, exit 1"
 grep -q "after.sh: 1 error, 0 warnings: the job would be rejected" "$tmp/out"
 ok $? "after= in bb mode: the summary counts the error"
 
+# A heterogeneous job (#SBATCH hetjob) with #DATA: fine in hold mode, refused
+# in bb mode at the first #DATA line, as job_submit.lua refuses it.
+printf '#!/bin/bash\n#SBATCH -n1\n#DATA archive=res\n#SBATCH hetjob\n#SBATCH -n1\nsrun true\n' > "$tmp/het.sh"
+"$bin" check --config=/dev/null "$tmp/het.sh" > "$tmp/out" 2>&1
+ok $? "hetjob in hold mode: valid"
+"$bin" check --config="$tmp/bb.conf" "$tmp/het.sh" > "$tmp/out" 2>&1
+rc=$?
+grep -q "het.sh:3: error: #DATA in a heterogeneous job is not supported in burst-buffer mode: .*--dependency=afterburstbuffer:JOBID.* \[hetjob_in_bb_mode\]" "$tmp/out" && [ $rc -eq 1 ]
+ok $? "hetjob in bb mode: an error at the first #DATA line, exit 1"
+printf '#!/bin/bash\n#DATA archive=res\nsrun true\n#SBATCH hetjob\n' > "$tmp/late.sh"
+"$bin" check --config="$tmp/bb.conf" "$tmp/late.sh" > "$tmp/out" 2>&1
+ok $? "an '#SBATCH hetjob' after the first command is not sbatch's: valid in bb mode"
+
 # capacity=: in bb mode, refused as job_submit.lua refuses it when the site's
 # pools (PoolCapacity, ScratchRoots) cannot take it.
 printf 'SubmitMode=bb\nPoolCapacity=1G\nScratchRoots=/scratch,/fast\n' > "$tmp/pools.conf"
