@@ -1411,28 +1411,127 @@ void api_route(struct daemon *d, const struct api_caller *who, struct MHD_Connec
 	json_decref(jb);
 }
 
+/* One API call as the route table hands it to a handler. */
+struct api_call {
+	struct daemon *d;
+	const struct api_caller *who;
+	struct MHD_Connection *c;
+	const char *method;
+	char **seg;                  /* the path's segments, "v1" first */
+	int nseg;
+	int64_t id;                  /* the route's id segment ("#"), when it has one */
+	json_t *body;                /* POST: the decoded body (borrowed) */
+	struct api_reply *out;
+};
+
+static void _r_health(const struct api_call *a) { _health(a->d, a->who, a->out); }
+static void _r_submit(const struct api_call *a) { _submit(a->d, a->who, a->body, a->out); }
+static void _r_list(const struct api_call *a) { _list(a->d, a->who, a->c, a->out); }
+static void _r_get(const struct api_call *a) { _get(a->d, a->who, a->c, a->id, a->out); }
+static void _r_cancel(const struct api_call *a) { _cancel_or_retry(a->d, a->who, a->id, 1, a->out); }
+static void _r_retry(const struct api_call *a) { _cancel_or_retry(a->d, a->who, a->id, 0, a->out); }
+static void _r_job(const struct api_call *a) { _job(a->d, a->who, a->id, a->out); }
+static void _r_job_end(const struct api_call *a) { _job_end(a->d, a->who, a->id, a->body, a->out); }
+static void _r_job_retry(const struct api_call *a) { _job_retry(a->d, a->who, a->id, a->out); }
+static void _r_job_start(const struct api_call *a) { _job_start(a->d, a->who, a->id, a->body, 0, a->out); }
+static void _r_job_unstart(const struct api_call *a) { _job_start(a->d, a->who, a->id, a->body, 1, a->out); }
+static void _r_drain(const struct api_call *a) { api_drain(a->d, a->who, a->method, a->body, a->out); }
+static void _r_audit(const struct api_call *a) { api_audit(a->d, a->who, a->c, a->out); }
+static void _r_bb(const struct api_call *a) { api_bb(a->d, a->who, a->id, a->seg[3], a->body, a->out); }
+static void _r_labels(const struct api_call *a) { api_labels_verify(a->d, a->who, a->body, a->out); }
+static void _r_mover(const struct api_call *a)
+{
+	api_mover_route(a->d, a->who, a->c, a->method, a->seg, a->nseg, a->body, a->out);
+}
+
+/*
+ * The API under /v1/ (docs/api.md), one row a route: its method ("*": the
+ * handler tells methods apart itself), its segments after "v1" (a literal,
+ * "*" for any one, "#request" or "#job" for an id, parsed before the
+ * handler runs) and its handler. A path no row has is 404; a path some rows
+ * have but none with the method is 405, naming the methods it takes; an id
+ * segment that is not an id is 404, before the method is looked at.
+ */
+static const struct api_route {
+	const char *method, *path;
+	void (*fn)(const struct api_call *a);
+} _routes[] = {
+	{ "GET", "health", _r_health },
+	{ "POST", "requests", _r_submit },
+	{ "GET", "requests", _r_list },
+	{ "GET", "requests/#request", _r_get },
+	{ "POST", "requests/#request/cancel", _r_cancel },
+	{ "POST", "requests/#request/retry", _r_retry },
+	{ "*", "requests/*/shards/*", _r_mover },
+	{ "*", "requests/*/shards/*/*", _r_mover },
+	{ "GET", "jobs/#job", _r_job },
+	{ "POST", "jobs/#job/end", _r_job_end },
+	{ "POST", "jobs/#job/retry", _r_job_retry },
+	{ "POST", "jobs/#job/start", _r_job_start },
+	{ "DELETE", "jobs/#job/start", _r_job_unstart },
+	{ "*", "drain", _r_drain },
+	{ "GET", "audit", _r_audit },
+	{ "POST", "bb/#job/*", _r_bb },
+	{ "POST", "labels/verify", _r_labels },
+};
+
+#define N_ROUTES (sizeof(_routes) / sizeof(_routes[0]))
+
+/*
+ * Does route r's path have the shape of seg[1..nseg) (the same segments,
+ * ids and wildcards taken as they come)? 1 or 0; *idseg gets the index of
+ * its id segment (0: none) and *idkind its kind ("request", "job").
+ */
+static int _route_shape(const struct api_route *r, char **seg, int nseg, int *idseg,
+			const char **idkind)
+{
+	const char *p = r->path;
+	int i = 1;
+
+	*idseg = 0;
+	for (; *p && i < nseg; i++) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (*p == '#') {
+			*idseg = i;
+			*idkind = p[1] == 'j' ? "job" : "request";
+		} else if (!(n == 1 && *p == '*') && (strlen(seg[i]) != n || strncmp(seg[i], p, n)))
+			return 0;
+		p += n + (slash ? 1 : 0);
+	}
+	return !*p && i == nseg;
+}
+
+/* 405 for a path whose routes take other methods: the reply names those. */
+static void _route_405(const char *method, const char *url, const char *allowed,
+		       struct api_reply *out)
+{
+	api_error(out, 405, "method %s not allowed on %.200s: use %s", method, url, allowed);
+}
+
 void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_Connection *c,
 		    const char *method, const char *url, json_t *jb, const char *body_err,
 		    struct api_reply *out)
 {
 	struct api_path p;
-	char **seg = p.seg;
-	int nseg, is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
-	int is_delete = strcmp(method, "DELETE") == 0;
-	int64_t id = 0;
+	struct api_call a = { d, who, c, method, p.seg, 0, 0, jb, out };
+	const struct api_route *hit = NULL;
+	char allowed[64] = "";
+	int shaped = 0;
 
 	out->status = 500;
 	if (api_decode_path(url, &p) < 0) {
 		api_error(out, 404, "no such path: %.200s", url);
 		return;
 	}
-	nseg = p.nseg;
-	if (is_post && !jb) {
+	a.nseg = p.nseg;
+	if (strcmp(method, "POST") == 0 && !jb) {
 		api_error(out, 400, "%s", body_err);
 		return;
 	}
-	if (nseg == 1 && strcmp(seg[0], "metrics") == 0) {
-		if (!is_get)
+	if (p.nseg == 1 && strcmp(p.seg[0], "metrics") == 0) {
+		if (strcmp(method, "GET") != 0)
 			api_error(out, 405, "use GET for /metrics");
 		else if (!(out->text = api_metrics_render(d)))
 			api_error(out, 500, "out of memory");
@@ -1440,74 +1539,32 @@ void api_route_json(struct daemon *d, const struct api_caller *who, struct MHD_C
 			out->status = 200;
 		return;
 	}
-	if (nseg < 2 || strcmp(seg[0], "v1") != 0) {
+	if (p.nseg < 2 || strcmp(p.seg[0], "v1") != 0) {
 		api_error(out, 404, "no such path: %.200s (the API lives under /v1/)", url);
 		return;
 	}
-	if (nseg == 2 && strcmp(seg[1], "health") == 0) {
-		if (!is_get)
-			api_error(out, 405, "use GET for /v1/health");
-		else
-			_health(d, who, out);
-	} else if (strcmp(seg[1], "requests") == 0 && nseg == 2) {
-		if (is_post)
-			_submit(d, who, jb, out);
-		else if (is_get)
-			_list(d, who, c, out);
-		else
-			api_error(out, 405, "use GET or POST for /v1/requests");
-	} else if (strcmp(seg[1], "requests") == 0 && (nseg == 5 || nseg == 6) &&
-		   strcmp(seg[3], "shards") == 0) {
-		api_mover_route(d, who, c, method, seg, nseg, jb, out);
-	} else if (strcmp(seg[1], "requests") == 0 && (nseg == 3 || nseg == 4)) {
-		if (_parse_id(seg[2], &id) < 0)
-			api_error(out, 404, "'%.64s' is not a request id", seg[2]);
-		else if (nseg == 3 && is_get)
-			_get(d, who, c, id, out);
-		else if (nseg == 4 && is_post && strcmp(seg[3], "cancel") == 0)
-			_cancel_or_retry(d, who, id, 1, out);
-		else if (nseg == 4 && is_post && strcmp(seg[3], "retry") == 0)
-			_cancel_or_retry(d, who, id, 0, out);
-		else if (nseg == 3 || strcmp(seg[3], "cancel") == 0 || strcmp(seg[3], "retry") == 0)
-			api_error(out, 405, "method %s not allowed here", method);
-		else
-			api_error(out, 404, "no such path: %.200s", url);
-	} else if (strcmp(seg[1], "jobs") == 0 && (nseg == 3 || nseg == 4)) {
-		if (_parse_id(seg[2], &id) < 0)
-			api_error(out, 404, "'%.64s' is not a job id", seg[2]);
-		else if (nseg == 3 && is_get)
-			_job(d, who, id, out);
-		else if (nseg == 4 && is_post && strcmp(seg[3], "end") == 0)
-			_job_end(d, who, id, jb, out);
-		else if (nseg == 4 && is_post && strcmp(seg[3], "retry") == 0)
-			_job_retry(d, who, id, out);
-		else if (nseg == 4 && (is_post || is_delete) && strcmp(seg[3], "start") == 0)
-			_job_start(d, who, id, jb, is_delete, out);
-		else if (nseg == 3 || strcmp(seg[3], "end") == 0 || strcmp(seg[3], "retry") == 0 ||
-			 strcmp(seg[3], "start") == 0)
-			api_error(out, 405, "method %s not allowed here", method);
-		else
-			api_error(out, 404, "no such path: %.200s", url);
-	} else if (strcmp(seg[1], "drain") == 0 && nseg == 2) {
-		api_drain(d, who, method, jb, out);
-	} else if (strcmp(seg[1], "audit") == 0 && nseg == 2) {
-		if (is_get)
-			api_audit(d, who, c, out);
-		else
-			api_error(out, 405, "use GET for /v1/audit");
-	} else if (strcmp(seg[1], "bb") == 0 && nseg == 4) {
-		if (!is_post)
-			api_error(out, 405, "use POST for /v1/bb/JOB/CALL");
-		else if (_parse_id(seg[2], &id) < 0)
-			api_error(out, 404, "'%.64s' is not a job id", seg[2]);
-		else
-			api_bb(d, who, id, seg[3], jb, out);
-	} else if (strcmp(seg[1], "labels") == 0 && nseg == 3 && strcmp(seg[2], "verify") == 0) {
-		if (is_post)
-			api_labels_verify(d, who, jb, out);
-		else
-			api_error(out, 405, "use POST for /v1/labels/verify");
-	} else {
-		api_error(out, 404, "no such path: %.200s", url);
+	for (size_t i = 0; i < N_ROUTES; i++) {
+		const struct api_route *r = &_routes[i];
+		const char *kind = NULL;
+		int idseg;
+
+		if (!_route_shape(r, p.seg, p.nseg, &idseg, &kind))
+			continue;
+		if (idseg && api_decode_id(p.seg[idseg], &a.id) < 0) {
+			api_error(out, 404, "'%.64s' is not a %s id", p.seg[idseg], kind);
+			return;
+		}
+		shaped++;
+		if (!hit && (strcmp(r->method, "*") == 0 || strcmp(r->method, method) == 0))
+			hit = r;
+		else if (strlen(allowed) + strlen(r->method) + 5 < sizeof(allowed))
+			snprintf(allowed + strlen(allowed), sizeof(allowed) - strlen(allowed), "%s%s",
+				 allowed[0] ? " or " : "", r->method);
 	}
+	if (hit)
+		hit->fn(&a);
+	else if (shaped)
+		_route_405(method, url, allowed, out);
+	else
+		api_error(out, 404, "no such path: %.200s", url);
 }

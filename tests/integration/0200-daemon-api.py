@@ -160,6 +160,26 @@ def test_unknown_path_and_id_are_404(daemon):
     _error_of(doc, text)
 
 
+@pytest.mark.parametrize("method,path,status,words", [
+    # The route table (api_handlers.c): an unknown path is 404, a known one
+    # with another method 405 naming the methods it takes, an id that is not
+    # one 404 before the method is looked at.
+    ("GET", "/v1/requests/1/nonesuch", 404, "no such path"),
+    ("GET", "/v2/health", 404, "lives under /v1/"),
+    ("DELETE", "/v1/requests", 405, "use POST or GET"),
+    ("POST", "/v1/health", 405, "use GET"),
+    ("GET", "/v1/jobs/7/start", 405, "use POST or DELETE"),
+    ("GET", "/v1/requests/12x", 404, "'12x' is not a request id"),
+    ("POST", "/v1/requests/0/cancel", 404, "'0' is not a request id"),
+    ("DELETE", "/v1/jobs/abc/end", 404, "'abc' is not a job id"),
+    ("GET", "/v1/bb/7/setup", 405, "use POST"),
+])
+def test_routes_answer_404_and_405_in_words(daemon, method, path, status, words):
+    st, doc, text, _ = daemon.api.call(method, path, body={} if method == "POST" else None)
+    assert st == status, text
+    assert words in _error_of(doc, text), text
+
+
 # ---- identity and ownership -------------------------------------------------
 
 def test_forged_uid_in_body_is_ignored(daemon, small_src, base_dir, test_users):
