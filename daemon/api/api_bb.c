@@ -156,8 +156,10 @@ static void _setup(struct daemon *d, const struct api_caller *who, int64_t job, 
 				  (unsigned)j->uid);
 			goto out;
 		}
-		if (queue_job_upsert(d->q, job, j->uid, j->gid, res->pw_name, j->work_dir,
-				     j->plan_json, err, sizeof(err)) < 0 ||
+		struct queue_job_rec rec = { job, j->uid, j->gid, res->pw_name, j->work_dir,
+					     j->plan_json };
+
+		if (queue_job_upsert(d->q, &rec, err, sizeof(err)) < 0 ||
 		    queue_job_set_hold_state(d->q, job, HS_BB_SETUP, err, sizeof(err)) < 0) {
 			api_error(out, 500, "%s", err);
 			goto out;

@@ -1157,9 +1157,10 @@ static void _job_end(struct daemon *d, const struct api_caller *who, int64_t job
 		if (!user)
 			user = pwp->pw_name;
 	}
-	if (queue_job_end_refused(d->q, job, e.state, e.exit_code, uid, gid, user, e.work_dir,
-				  plan_text, e.refused, (int64_t)time(NULL), &dup, err,
-				  sizeof(err)) < 0) {
+	struct queue_job_end_rec er = { { job, uid, gid, user, e.work_dir, plan_text }, e.state,
+					e.exit_code, e.refused, (int64_t)time(NULL) };
+
+	if (queue_job_end(d->q, &er, &dup, err, sizeof(err)) < 0) {
 		free(plan_text);
 		api_error(out, 500, "could not store the job-end event: %s", err);
 		return;

@@ -450,22 +450,30 @@ static int _expand(const char *in, const struct queue_job *j, char *out, size_t 
  */
 static int _end_check(struct daemon *d, struct queue_job *j, char *err, size_t errlen)
 {
-	char st[32] = "", how[128], *plan = NULL;
+	struct slurm_watch_end_event ev = { j->job_id, j->end_state, j->end_received, !j->plan };
+	struct slurm_watch_end_word word;
+	char how[128], *plan, *st = word.state;
 	int64_t aj, at;
-	int restarts, code = 0;
+	int restarts, code;
 	enum slurm_watch_end r;
 
 	/* The API thread only stores the event: asking slurmctld may block, so the
 	   main loop's job-end hook (within a second) does it. */
 	if (!_in_hook && d->conf->slurm_watch)
 		return 1;
-	r = lifecycle_ops.end_check(d, j->job_id, j->end_state, st, sizeof(st), &code,
-				    &restarts, &aj, &at, j->end_received, j->plan ? NULL : &plan);
+	r = lifecycle_ops.end_check(d, &ev, &word);
+	plan = word.plan;
+	code = word.exit_code;
+	restarts = word.restarts;
+	aj = word.array_job_id;
+	at = word.array_task_id;
 	/* No plan known: the end came from Epilog= (no plugin, which sends it) for
 	   a job that was never held. slurmctld's record has the one job_submit.lua
 	   wrote. */
 	if (plan) {
-		if (queue_job_upsert(d->q, j->job_id, -1, -1, NULL, NULL, plan, err, errlen) < 0) {
+		struct queue_job_rec rec = { j->job_id, -1, -1, NULL, NULL, plan };
+
+		if (queue_job_upsert(d->q, &rec, err, errlen) < 0) {
 			free(plan);
 			return -1;
 		}
@@ -900,8 +908,8 @@ int lifecycle_job_rerun(struct daemon *d, int64_t job_id, int runs, const char *
 	int64_t lid = 0;
 	char why[512];
 
-	if (queue_job_rerun(d->q, job_id, runs, how, end_state, exit_code, &cancelled, &relabel,
-			    err, errlen) < 0)
+	if (queue_job_rerun(d->q, job_id, &(struct queue_rerun){ runs, how, end_state, exit_code },
+			    &cancelled, &relabel, err, errlen) < 0)
 		return -1;
 	log_info("job %lld: %s: the earlier run's after-job transfers are superseded (%d "
 		 "unfinished cancelled); the final run's end makes them again", (long long)job_id,

@@ -49,10 +49,8 @@ extern const struct lifecycle_hook lifecycle_bundle_conf_hook;
 /* What the job-end hook asks of the Slurm watch; the instance is in core/wiring.c. */
 struct lifecycle_ops {
 	/* slurmctld's word on a job whose end is processed (slurm_watch_end_check). */
-	enum slurm_watch_end (*end_check)(struct daemon *d, int64_t job_id,
-					  const char *event_state, char *state, size_t statelen,
-					  int *exit_code, int *restarts, int64_t *array_job_id,
-					  int64_t *array_task_id, int64_t received, char **plan);
+	enum slurm_watch_end (*end_check)(struct daemon *d, const struct slurm_watch_end_event *e,
+					  struct slurm_watch_end_word *out);
 };
 extern const struct lifecycle_ops lifecycle_ops;
 

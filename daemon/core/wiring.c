@@ -79,16 +79,13 @@ static const struct lifecycle_hook _slurm_watch_hook = {
 	.fini = _watch_fini,
 };
 
-static enum slurm_watch_end _watch_end_check(struct daemon *d, int64_t job_id,
-					     const char *event_state, char *state,
-					     size_t statelen, int *exit_code, int *restarts,
-					     int64_t *array_job_id, int64_t *array_task_id,
-					     int64_t received, char **plan)
+static enum slurm_watch_end _watch_end_check(struct daemon *d,
+					     const struct slurm_watch_end_event *e,
+					     struct slurm_watch_end_word *out)
 {
 	struct slurm_watch_ctx w = _watch_ctx(d);
 
-	return slurm_watch_end_check(&w, job_id, event_state, state, statelen, exit_code,
-				     restarts, array_job_id, array_task_id, received, plan);
+	return slurm_watch_end_check(&w, e, out);
 }
 
 /* A stage-in the watch wants, as core's request of the job's owner. */

@@ -310,34 +310,32 @@ int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **des
 		     char *err, size_t errlen);
 
 /* ---- jobs ---- */
-/*
- * Create or update what is known about a job. uid/gid -1 and NULL strings
- * leave stored values unchanged.
- */
-int queue_job_upsert(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
-		     const char *user, const char *work_dir, const char *plan,
-		     char *err, size_t errlen);
+/* What is known about a job: uid/gid -1 and NULL strings are "not known here". */
+struct queue_job_rec {
+	int64_t job_id;
+	int64_t uid, gid;
+	const char *user, *work_dir, *plan;	/* borrowed */
+};
+/* Create or update what is known about a job; what j does not know stays as stored. */
+int queue_job_upsert(struct queue *q, const struct queue_job_rec *j, char *err, size_t errlen);
 int queue_job_set_hold_state(struct queue *q, int64_t job_id, const char *hold_state,
 			     char *err, size_t errlen);
 /* 0 found (*out new), 1 not found, -1 error. */
 int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 		  char *err, size_t errlen);
 
-/*
- * Store a job-end event once. *duplicate = 1 if one was stored before
- * (nothing changes). Job fields as in queue_job_upsert.
- */
-int queue_job_end(struct queue *q, int64_t job_id, const char *state, int exit_code,
-		  int64_t uid, int64_t gid, const char *user, const char *work_dir,
-		  const char *plan, int64_t now, int *duplicate, char *err, size_t errlen);
-/*
- * queue_job_end, and refused (not NULL) records that the SPANK plugin
- * refused the job at start: no after-job transfers are made for it.
- */
-int queue_job_end_refused(struct queue *q, int64_t job_id, const char *state, int exit_code,
-			  int64_t uid, int64_t gid, const char *user, const char *work_dir,
-			  const char *plan, const char *refused, int64_t now, int *duplicate,
-			  char *err, size_t errlen);
+/* A job-end event: the job as in queue_job_upsert, how it ended, when it came. */
+struct queue_job_end_rec {
+	struct queue_job_rec job;
+	const char *state;                   /* Slurm's: COMPLETED, FAILED, ... (borrowed) */
+	int exit_code;
+	const char *refused;                 /* the SPANK plugin refused the job at start: why
+						(no after-job transfers are made); NULL: not */
+	int64_t now;                         /* when the event came */
+};
+/* Store a job-end event once. *duplicate = 1 if one was stored before (nothing changes). */
+int queue_job_end(struct queue *q, const struct queue_job_end_rec *e, int *duplicate, char *err,
+		  size_t errlen);
 /* Append one note (a JSON object, compact text) to the job's notes. */
 int queue_job_add_note(struct queue *q, int64_t job_id, const char *note_json, char *err,
 		       size_t errlen);
@@ -391,9 +389,14 @@ int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *ho
  * 'purge' label of the job's inputs was applied or under way (the inputs
  * are in use again: the caller relabels them). 0 or -1.
  */
-int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
-		    const char *end_state, int exit_code, int *cancelled, int *purge_labelled,
-		    char *err, size_t errlen);
+struct queue_rerun {
+	int runs;                            /* the job's runs that ended in a requeue */
+	const char *how;                     /* why it ran again, for the cancelled ones' error */
+	const char *end_state;               /* the end that replaces the stored one; NULL: none */
+	int exit_code;
+};
+int queue_job_rerun(struct queue *q, int64_t job_id, const struct queue_rerun *rr, int *cancelled,
+		    int *purge_labelled, char *err, size_t errlen);
 
 /*
  * Burst-buffer teardown with hurry (an admin's 'scancel --hurry' skips

@@ -356,27 +356,28 @@ int queue_archive_of(struct queue *q, const char *path, int64_t *req, char **des
 	return rc;
 }
 
+/* A job known here by its id only: the upsert leaves the rest as stored. */
+#define QJ_ID_ONLY(id) (&(struct queue_job_rec){ (id), -1, -1, NULL, NULL, NULL })
+
 /* Caller holds the lock. */
-static int _job_upsert_locked(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
-			      const char *user, const char *work_dir, const char *plan,
-			      char *err, size_t errlen)
+static int _job_upsert_locked(struct queue *q, const struct queue_job_rec *j, char *err,
+			      size_t errlen)
 {
 	return qp_execf(q,
 		"INSERT INTO jobs (job_id, uid, gid, user, work_dir, plan, created, updated)"
 		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) ON CONFLICT (job_id) DO UPDATE SET"
 		" uid=coalesce(?2, uid), gid=coalesce(?3, gid), user=coalesce(?4, user),"
 		" work_dir=coalesce(?5, work_dir), plan=coalesce(?6, plan), updated=?7",
-		err, errlen, "IUUtttI", job_id, uid, gid, user, work_dir, plan, qp_now());
+		err, errlen, "IUUtttI", j->job_id, j->uid, j->gid, j->user, j->work_dir, j->plan,
+		qp_now());
 }
 
-int queue_job_upsert(struct queue *q, int64_t job_id, int64_t uid, int64_t gid,
-		     const char *user, const char *work_dir, const char *plan,
-		     char *err, size_t errlen)
+int queue_job_upsert(struct queue *q, const struct queue_job_rec *j, char *err, size_t errlen)
 {
 	int rc;
 
 	qp_begin(q);
-	rc = _job_upsert_locked(q, job_id, uid, gid, user, work_dir, plan, err, errlen);
+	rc = _job_upsert_locked(q, j, err, errlen);
 	return qp_end(q, rc, 1, err, errlen);
 }
 
@@ -386,7 +387,7 @@ int queue_job_set_hold_state(struct queue *q, int64_t job_id, const char *hold_s
 	int rc = -1;
 
 	qp_begin(q);
-	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) == 0)
+	if (_job_upsert_locked(q, QJ_ID_ONLY(job_id), err, errlen) == 0)
 		rc = qp_execf(q, "UPDATE jobs SET hold_state=?2 WHERE job_id=?1", err, errlen, "It",
 			      job_id, hold_state);
 	return qp_end(q, rc, 1, err, errlen);
@@ -442,14 +443,6 @@ int queue_job_get(struct queue *q, int64_t job_id, struct queue_job **out,
 	return 0;
 }
 
-int queue_job_end(struct queue *q, int64_t job_id, const char *state, int exit_code,
-		  int64_t uid, int64_t gid, const char *user, const char *work_dir,
-		  const char *plan, int64_t now, int *duplicate, char *err, size_t errlen)
-{
-	return queue_job_end_refused(q, job_id, state, exit_code, uid, gid, user, work_dir, plan,
-				     NULL, now, duplicate, err, errlen);
-}
-
 int queue_job_add_note(struct queue *q, int64_t job_id, const char *note_json, char *err,
 		       size_t errlen)
 {
@@ -464,11 +457,10 @@ int queue_job_add_note(struct queue *q, int64_t job_id, const char *note_json, c
 	return qp_end(q, rc, 1, err, errlen);
 }
 
-int queue_job_end_refused(struct queue *q, int64_t job_id, const char *state, int exit_code,
-			  int64_t uid, int64_t gid, const char *user, const char *work_dir,
-			  const char *plan, const char *refused, int64_t now, int *duplicate,
-			  char *err, size_t errlen)
+int queue_job_end(struct queue *q, const struct queue_job_end_rec *e, int *duplicate, char *err,
+		  size_t errlen)
 {
+	int64_t job_id = e->job.job_id;
 	sqlite3_stmt *st;
 	int rc = -1;
 
@@ -484,11 +476,11 @@ int queue_job_end_refused(struct queue *q, int64_t job_id, const char *state, in
 		rc = 0;
 		goto out;
 	}
-	if (_job_upsert_locked(q, job_id, uid, gid, user, work_dir, plan, err, errlen) < 0)
+	if (_job_upsert_locked(q, &e->job, err, errlen) < 0)
 		goto out;
 	rc = qp_execf(q, "UPDATE jobs SET end_state=?2, end_exit_code=?3, end_received=?4,"
 		      " end_processed=0, refused=?5 WHERE job_id=?1", err, errlen, "ItiIt", job_id,
-		      state, exit_code, now, refused);
+		      e->state, e->exit_code, e->now, e->refused);
 out:
 	return qp_end(q, rc, 1, err, errlen);
 }
@@ -551,7 +543,7 @@ int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
 	int rc = -1;
 
 	qp_begin(q);
-	if (_job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) == 0)
+	if (_job_upsert_locked(q, QJ_ID_ONLY(job_id), err, errlen) == 0)
 		rc = qp_execf(q, "UPDATE jobs SET array_job_id=?2, array_task_id=?3 WHERE job_id=?1",
 			      err, errlen, "IIU", job_id, array_job_id, array_task_id);
 	return qp_end(q, rc, 1, err, errlen);
@@ -564,10 +556,12 @@ int queue_job_set_array(struct queue *q, int64_t job_id, int64_t array_job_id,
  * when runs is more than the count stored (a late event of a run already
  * counted changes nothing but its own record). 0 or -1.
  */
-static int _run_again_locked(struct queue *q, int64_t job_id, int runs, const char *how,
-			     const char *end_state, int exit_code, int clear_notes, char *err,
-			     size_t errlen)
+static int _run_again_locked(struct queue *q, int64_t job_id, const struct queue_rerun *rr,
+			     int clear_notes, char *err, size_t errlen)
 {
+	const char *how = rr->how, *end_state = rr->end_state;
+	int runs = rr->runs, exit_code = rr->exit_code;
+
 	return qp_execf(q, "UPDATE jobs SET end_state=?5, end_exit_code=?6,"
 			" end_received=CASE WHEN ?5 IS NULL THEN NULL ELSE ?3 END,"
 			" end_processed=0, notes=CASE WHEN ?7 THEN NULL ELSE notes END,"
@@ -583,8 +577,9 @@ int queue_job_requeued(struct queue *q, int64_t job_id, int runs, const char *ho
 	int rc;
 
 	qp_begin(q);
-	rc = _job_upsert_locked(q, job_id, -1, -1, NULL, NULL, NULL, err, errlen) < 0 ? -1 :
-	     _run_again_locked(q, job_id, runs, how, NULL, 0, 0, err, errlen);
+	rc = _job_upsert_locked(q, QJ_ID_ONLY(job_id), err, errlen) < 0 ? -1 :
+	     _run_again_locked(q, job_id, &(struct queue_rerun){ runs, how, NULL, 0 }, 0, err,
+			       errlen);
 	return qp_end(q, rc, 1, err, errlen);
 }
 
@@ -682,10 +677,11 @@ int queue_request_checkpoint(struct queue *q, int64_t id, char *err, size_t errl
 /* The after-job actions a rerun supersedes: what a job's end makes (lifecycle.c, cleanup.c). */
 #define QJ_AFTER_JOB "action IN ('archive', 'stage_out', 'label', 'purge')"
 
-int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
-		    const char *end_state, int exit_code, int *cancelled, int *purge_labelled,
-		    char *err, size_t errlen)
+int queue_job_rerun(struct queue *q, int64_t job_id, const struct queue_rerun *rr, int *cancelled,
+		    int *purge_labelled, char *err, size_t errlen)
 {
+	const char *how = rr->how;
+	int runs = rr->runs;
 	char why[320];
 	sqlite3_stmt *st;
 	int64_t now = qp_now();
@@ -715,7 +711,7 @@ int queue_job_rerun(struct queue *q, int64_t job_id, int runs, const char *how,
 		     " 'verifying', 'failed_retryable')", err, errlen, "ItI", job_id, why, now) < 0)
 		goto out;
 	*cancelled = sqlite3_changes(q->db);
-	rc = _run_again_locked(q, job_id, runs, how, end_state, exit_code, 1, err, errlen);
+	rc = _run_again_locked(q, job_id, rr, 1, err, errlen);
 out:
 	return qp_end(q, rc, 1, err, errlen);
 }

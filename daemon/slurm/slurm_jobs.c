@@ -193,7 +193,7 @@ int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_
 {
 	time_t since = 0;
 
-	return sjob_list_since(&since, out, n, running, NULL, NULL, NULL, NULL, err, errlen) < 0 ?
+	return sjob_list_since(&since, out, n, running, NULL, NULL, err, errlen) < 0 ?
 	       -1 : 0;
 }
 
@@ -222,9 +222,10 @@ static int _running_ids(const job_info_msg_t *msg, uint32_t **ids, size_t *nids)
 }
 
 int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running,
-		    uint32_t **run_ids, size_t *nrun_ids,
-		    int (*skip)(uint32_t job_id, void *arg), void *arg, char *err, size_t errlen)
+		    struct sjob_ids *run, const struct sjob_skip *skip, char *err, size_t errlen)
 {
+	uint32_t **run_ids = run ? &run->ids : NULL;
+	size_t *nrun_ids = run ? &run->n : NULL;
 	job_info_msg_t *msg = NULL;
 	struct sjob *jobs;
 	size_t cnt = 0, nrun = 0;
@@ -257,7 +258,7 @@ int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running
 		const slurm_job_info_t *ji = &msg->job_array[i];
 
 		if (running && (ji->job_state & JOB_STATE_BASE) == JOB_RUNNING &&
-		    !(skip && skip(ji->job_id, arg)) &&
+		    !(skip && skip->fn(ji->job_id, skip->arg)) &&
 		    (_push(running, &nrun, ji->work_dir) < 0 || _push(running, &nrun, ji->std_out) < 0 ||
 		     _push(running, &nrun, ji->std_err) < 0))
 			goto nomem;

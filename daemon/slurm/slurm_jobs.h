@@ -94,18 +94,29 @@ int sjob_list_ex(struct sjob **out, size_t *n, char ***running, char *err, size_
 /* qsort/bsearch order of job ids (uint32_t), as run_ids is sorted. */
 int sjob_id_cmp(const void *a, const void *b);
 
+/* Job ids (sjob_list_since's running ones): ids[0..n), sorted; free(ids). */
+struct sjob_ids {
+	uint32_t *ids;
+	size_t n;
+};
+
+/* A filter of running jobs: fn(job_id, arg) non-zero leaves that job out. */
+struct sjob_skip {
+	int (*fn)(uint32_t job_id, void *arg);
+	void *arg;
+};
+
 /*
  * sjob_list_ex, asking slurmctld only for a table changed since *since
  * (0: always the table). Returns 0 with the lists and *since set to the
  * table's time, 1 when nothing changed since *since (nothing returned:
  * keep the last lists), -1 with err. skip (may be NULL) leaves a running
- * job's directories out of *running when it returns non-zero for its id
- * (the daemon's own mover jobs). run_ids (may be NULL) gets the ids of
- * every RUNNING job, mover jobs included, sorted (*nrun of them; free()).
+ * job's directories out of *running (the daemon's own mover jobs).
+ * run (may be NULL) gets the ids of every RUNNING job, mover jobs
+ * included.
  */
 int sjob_list_since(time_t *since, struct sjob **out, size_t *n, char ***running,
-		    uint32_t **run_ids, size_t *nrun,
-		    int (*skip)(uint32_t job_id, void *arg), void *arg, char *err, size_t errlen);
+		    struct sjob_ids *run, const struct sjob_skip *skip, char *err, size_t errlen);
 void sjob_free_paths(char **paths);
 
 void sjob_free(struct sjob *jobs, size_t n);

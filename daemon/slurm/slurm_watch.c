@@ -226,11 +226,20 @@ static const char *_basename(const char *p, int *len)
  * inside it under its own name (docs/directives.md, "Where stage_in puts
  * its input"); without it, to= names the copy itself.
  */
+struct _stage_in_line {
+	const char *src;             /* expanded */
+	const char *to;              /* expanded to=, or NULL */
+	int into;                    /* to= ends in '/': the input goes inside it */
+	bool shared;                 /* one copy for the whole array */
+};
+
 static int _stage_in_dest(const struct slurm_watch_ctx *w, const struct sjob *j, const char *user,
-			  const char *src, const char *to, int into, bool shared, char *out,
-			  size_t outlen, char *err, size_t errlen)
+			  const struct _stage_in_line *sl, char *out, size_t outlen, char *err,
+			  size_t errlen)
 {
-	int n, bl;
+	const char *src = sl->src, *to = sl->to;
+	int into = sl->into, n, bl;
+	bool shared = sl->shared;
 	const char *b = _basename(src, &bl);
 
 	if (to && to[0] == '/')
@@ -367,9 +376,11 @@ static int _after_ready(const struct slurm_watch_ctx *w, const struct sjob *j, c
 		dsl_plan_free(plan);
 		return 1;  /* no after=, or a bad plan that _start_staging reports */
 	}
-	if (queue_job_upsert(w->q, j->job_id, j->uid, j->gid,
-			     _user_name(j->uid, user, sizeof(user)) == 0 ? user : NULL, j->work_dir,
-			     j->plan_json, err, sizeof(err)) < 0) {
+	struct queue_job_rec rec = { j->job_id, j->uid, j->gid,
+				     _user_name(j->uid, user, sizeof(user)) == 0 ? user : NULL,
+				     j->work_dir, j->plan_json };
+
+	if (queue_job_upsert(w->q, &rec, err, sizeof(err)) < 0) {
 		log_err("job %u: cannot record job: %s", j->job_id, err);
 		dsl_plan_free(plan);
 		return 0;  /* tried again next tick */
@@ -424,8 +435,8 @@ static int _stage_in_one(const struct slurm_watch_ctx *w, const struct sjob *j, 
 	    (dir->to && dsl_expand(dir->to, ctx, to, sizeof(to), err, errlen) < 0))
 		return -1;
 	_file_url_path(src);
-	if (_stage_in_dest(w, j, user, src, dir->to ? to : NULL,
-			   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared, dest,
+	if (_stage_in_dest(w, j, user, &(struct _stage_in_line){ src, dir->to ? to : NULL,
+			   dir->to && dir->to[strlen(dir->to) - 1] == '/', shared }, dest,
 			   sizeof(dest), err, errlen) < 0)
 		return -1;
 	if (shared) {
@@ -469,8 +480,8 @@ static void _start_staging(const struct slurm_watch_ctx *w, const struct sjob *j
 		_set_hold_state(w, j->job_id, HS_INVALID);
 		return;
 	}
-	if (queue_job_upsert(w->q, j->job_id, j->uid, j->gid, user, j->work_dir, expanded,
-			     err, sizeof(err)) < 0) {
+	if (queue_job_upsert(w->q, &(struct queue_job_rec){ j->job_id, j->uid, j->gid, user,
+			     j->work_dir, expanded }, err, sizeof(err)) < 0) {
 		free(expanded);
 		log_err("job %u: cannot record job: %s", j->job_id, err);
 		return;
@@ -822,8 +833,9 @@ static void _end_backstop(const struct slurm_watch_ctx *w, const struct sjob *j,
 		if (!plan)
 			return;
 	}
-	rc = queue_job_end(w->q, j->job_id, sjob_state_name(j->state), j->exit_code, j->uid, j->gid,
-			   user, j->work_dir, plan, (int64_t)now, &dup, err, sizeof(err));
+	rc = queue_job_end(w->q, &(struct queue_job_end_rec){ { j->job_id, j->uid, j->gid, user,
+			   j->work_dir, plan }, sjob_state_name(j->state), j->exit_code, NULL,
+			   (int64_t)now }, &dup, err, sizeof(err));
 	free(plan);
 	if (rc < 0) {
 		log_err("job %u: cannot record its end from slurmctld: %s", j->job_id, err);
@@ -881,21 +893,19 @@ static bool _array_waits(const struct sjob *jobs, size_t n, const struct sjob *j
 	return false;
 }
 
-enum slurm_watch_end slurm_watch_end_check(const struct slurm_watch_ctx *w, int64_t job_id,
-					   const char *event_state, char *state,
-					   size_t statelen, int *exit_code, int *restarts,
-					   int64_t *array_job_id, int64_t *array_task_id,
-					   int64_t received, char **plan)
+enum slurm_watch_end slurm_watch_end_check(const struct slurm_watch_ctx *w,
+					   const struct slurm_watch_end_event *e,
+					   struct slurm_watch_end_word *out)
 {
+	int64_t job_id = e->job_id, received = e->received;
+	const char *event_state = e->event_state;
 	struct sjob j;
 	char err[256], user[256];
 	enum slurm_watch_end r;
 	int rc;
 
-	*restarts = 0;
-	*array_job_id = *array_task_id = -1;
-	if (plan)
-		*plan = NULL;
+	memset(out, 0, sizeof(*out));
+	out->array_job_id = out->array_task_id = -1;
 	if (!w->conf->slurm_watch || !_slurm_ok || job_id <= 0 || job_id > UINT32_MAX)
 		return SW_END_UNKNOWN;
 	/* slurmctld down: do not block on it; wait for it, then take the event as sent. */
@@ -909,18 +919,18 @@ enum slurm_watch_end slurm_watch_end_check(const struct slurm_watch_ctx *w, int6
 			log_warn("job %lld: %s; its end event is taken as sent", (long long)job_id, err);
 		return SW_END_UNKNOWN;
 	}
-	*restarts = (int)j.restarts;
-	*exit_code = j.exit_code;
+	out->restarts = (int)j.restarts;
+	out->exit_code = j.exit_code;
 	if (j.array_job_id) {
-		*array_job_id = j.array_job_id;
-		*array_task_id = j.array_task_id;
+		out->array_job_id = j.array_job_id;
+		out->array_task_id = j.array_task_id;
 	}
-	snprintf(state, statelen, "%s", sjob_state_name(j.state));
-	if (plan && j.plan_json) {
+	snprintf(out->state, sizeof(out->state), "%s", sjob_state_name(j.state));
+	if (e->want_plan && j.plan_json) {
 		if (_user_name(j.uid, user, sizeof(user)) < 0)
 			snprintf(user, sizeof(user), "%u", (unsigned)j.uid);
-		*plan = _expanded_plan(&j, user, err, sizeof(err));
-		if (!*plan)
+		out->plan = _expanded_plan(&j, user, err, sizeof(err));
+		if (!out->plan)
 			log_err("job %lld: slurmctld's plan not expanded (%s)", (long long)job_id,
 				err);
 	}
@@ -1244,8 +1254,8 @@ static int _read_jobs(const struct slurm_watch_ctx *w, int64_t now_ms, char *err
 {
 	struct sjob *jobs = NULL;
 	char **running = NULL;
-	uint32_t *run_ids = NULL;
-	size_t n = 0, nrun_ids = 0;
+	struct sjob_ids run = { NULL, 0 };
+	size_t n = 0;
 	int rc;
 
 	if (w->conf->submit_mode == CONF_SUBMIT_BB && _cache_since && now_ms < _next_full_ms) {
@@ -1253,8 +1263,8 @@ static int _read_jobs(const struct slurm_watch_ctx *w, int64_t now_ms, char *err
 		if (rc <= 0)
 			return rc;
 	}
-	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, &run_ids, &nrun_ids, _own_mover,
-			     (void *)w, err, errlen);
+	rc = sjob_list_since(&_cache_since, &jobs, &n, &running, &run,
+			     &(struct sjob_skip){ _own_mover, (void *)w }, err, errlen);
 	if (rc < 0)
 		return -1;
 	_next_full_ms = now_ms + (int64_t)w->conf->slurm_watch_full_interval * 1000;
@@ -1265,8 +1275,8 @@ static int _read_jobs(const struct slurm_watch_ctx *w, int64_t now_ms, char *err
 		_cache = jobs;
 		_ncache = n;
 		_cache_running = running;
-		_cache_run_ids = run_ids;
-		_ncache_run_ids = nrun_ids;
+		_cache_run_ids = run.ids;
+		_ncache_run_ids = run.n;
 	}
 	return 0;
 }

@@ -90,26 +90,37 @@ enum slurm_watch_end {
 				from an earlier run, or slurmctld has not heard of the end yet) */
 };
 
+/* A job-end event as the job-end hook asks slurmctld about it. */
+struct slurm_watch_end_event {
+	int64_t job_id;
+	const char *event_state;     /* what the event said (borrowed) */
+	int64_t received;            /* when it arrived */
+	int want_plan;               /* the job has no plan: take slurmctld's record's */
+};
+
+/* slurmctld's word on it. */
+struct slurm_watch_end_word {
+	char state[32];              /* SW_END_FINAL: its state name (TIMEOUT, PREEMPTED, ...) */
+	int exit_code;               /* SW_END_FINAL: its exit code */
+	int restarts;                /* its requeue count */
+	int64_t array_job_id, array_task_id;  /* -1: not an array task */
+	char *plan;                  /* want_plan: the plan job_submit.lua recorded in
+					slurmctld's record, its patterns expanded (new: free
+					it); NULL when slurmctld did not answer or the job has
+					none (an end reported by Epilog= alone carries none) */
+};
+
 /*
- * Ask slurmctld about job_id at the moment its end event is processed (one
- * RPC). state (at least 32 bytes) gets slurmctld's state name (TIMEOUT,
- * PREEMPTED, NODE_FAIL, ...) and *exit_code its exit code (both for
- * SW_END_FINAL); *restarts its requeue count; *array_job_id and
- * *array_task_id (-1 when not an array task) the task's array. For a
- * requeued job the status text in admin_comment says so. received: when the
- * event arrived; while slurmctld cannot be reached the answer is
- * SW_END_WAIT, for up to 10 minutes after it, then SW_END_UNKNOWN. plan:
- * NULL, or where to put the plan job_submit.lua recorded in slurmctld's
- * record, its patterns expanded (a new string: free it), NULL when slurmctld
- * did not answer or the job has none; an end reported by Epilog= alone
- * carries no plan. Main thread (the job-end hook): the RPC may block for
+ * Ask slurmctld about e->job_id at the moment its end event is processed
+ * (one RPC), its answer into *out. For a requeued job the status text in
+ * admin_comment says so. While slurmctld cannot be reached the answer is
+ * SW_END_WAIT, for up to 10 minutes after e->received, then
+ * SW_END_UNKNOWN. Main thread (the job-end hook): the RPC may block for
  * libslurm's timeouts.
  */
-enum slurm_watch_end slurm_watch_end_check(const struct slurm_watch_ctx *w, int64_t job_id,
-					   const char *event_state, char *state,
-					   size_t statelen, int *exit_code, int *restarts,
-					   int64_t *array_job_id, int64_t *array_task_id,
-					   int64_t received, char **plan);
+enum slurm_watch_end slurm_watch_end_check(const struct slurm_watch_ctx *w,
+					   const struct slurm_watch_end_event *e,
+					   struct slurm_watch_end_word *out);
 
 /*
  * When the scheduler expects job_id to start, from the watch's last job

@@ -100,7 +100,8 @@ static void _ended(int64_t job, const char *state, int processed)
 	char err[256];
 	int dup;
 
-	queue_job_end(q, job, state, 0, 1001, 1001, "alice", "/w", "{}", 10, &dup, err, sizeof(err));
+	queue_job_end(q, &(struct queue_job_end_rec){ { job, 1001, 1001, "alice", "/w", "{}" }, state, 0, NULL, 10 },
+			 &dup, err, sizeof(err));
 	if (processed)
 		queue_job_end_processed(q, job, err, sizeof(err));
 }
@@ -229,8 +230,8 @@ int main(void)
 				   "\"reason\":\"no to=\"}", err, sizeof(err));
 		_got = _judge(t + 5, 1, "17");
 		IS(AFTER_FAILED, "run 1: a note: failed");
-		ok(queue_job_rerun(q, 17, 1, "run 1 ended COMPLETED and was processed; requeued",
-				   NULL, 0, &cancelled, &relabel, err, sizeof(err)) == 0,
+		ok(queue_job_rerun(q, 17, &(struct queue_rerun){ 1, "run 1 ended COMPLETED and was processed; requeued", NULL, 0 },
+			 &cancelled, &relabel, err, sizeof(err)) == 0,
 		   "rerun recorded (%s)", err);
 		ok(cancelled == 2 && relabel == 1,
 		   "the retrying archive and the queued purge cancelled (%d), the purge label seen (%d)",
@@ -267,8 +268,8 @@ int main(void)
 		ok(queue_rerun_boundary(q, 16, err, sizeof(err)) == 0, "a job never rerun: 0");
 		/* The rerun ended before the watcher saw it: its end is stored from slurmctld. */
 		_ended(18, "COMPLETED", 1);
-		ok(queue_job_rerun(q, 18, 1, "requeued", "FAILED", 3, &cancelled, &relabel, err,
-				   sizeof(err)) == 0 && cancelled == 0 && relabel == 0, "rerun of 18 recorded");
+		ok(queue_job_rerun(q, 18, &(struct queue_rerun){ 1, "requeued", "FAILED", 3 },
+			 &cancelled, &relabel, err, sizeof(err)) == 0 && cancelled == 0 && relabel == 0, "rerun of 18 recorded");
 		ok(queue_job_get(q, 18, &qj, err, sizeof(err)) == 0 && qj->end_state &&
 		   !strcmp(qj->end_state, "FAILED") && qj->end_exit_code == 3 && !qj->end_processed,
 		   "its final end FAILED (exit 3) stored, to be processed");

@@ -98,12 +98,12 @@ int main(void)
 	j = NULL;
 
 	/* Requeue: run 1's end is cleared and counted; a late event of run 1 changes nothing. */
-	ok(queue_job_end(q, 300, "CANCELLED", 0, 1001, 1001, "alice", "/w", "{}", 10, &dup,
-			 err, sizeof(err)) == 0 && !dup, "run 1 end stored");
+	ok(queue_job_end(q, &(struct queue_job_end_rec){ { 300, 1001, 1001, "alice", "/w", "{}" }, "CANCELLED", 0, NULL, 10 },
+			 &dup, err, sizeof(err)) == 0 && !dup, "run 1 end stored");
 	ok(queue_job_requeued(q, 300, 1, "run 1 lost with node n2 (NODE_FAIL); requeued", err,
 			      sizeof(err)) == 0, "run 1 requeued");
-	ok(queue_job_end(q, 300, "CANCELLED", 0, -1, -1, NULL, NULL, NULL, 11, &dup, err,
-			 sizeof(err)) == 0 && !dup, "a late event of run 1 is stored again");
+	ok(queue_job_end(q, &(struct queue_job_end_rec){ { 300, -1, -1, NULL, NULL, NULL }, "CANCELLED", 0, NULL, 11 },
+			 &dup, err, sizeof(err)) == 0 && !dup, "a late event of run 1 is stored again");
 	ok(queue_job_requeued(q, 300, 1, "run 1 ended CANCELLED on its node; requeued", err,
 			      sizeof(err)) == 0, "and recognised");
 	ok(queue_job_get(q, 300, &j, err, sizeof(err)) == 0 && j->runs == 1 && !j->end_state &&
@@ -111,8 +111,8 @@ int main(void)
 	   j && j->last_run ? j->last_run : "-");
 	queue_job_free(j);
 	j = NULL;
-	ok(queue_job_end(q, 300, "COMPLETED", 0, -1, -1, NULL, NULL, NULL, 20, &dup, err,
-			 sizeof(err)) == 0 && !dup, "the final run's end is stored");
+	ok(queue_job_end(q, &(struct queue_job_end_rec){ { 300, -1, -1, NULL, NULL, NULL }, "COMPLETED", 0, NULL, 20 },
+			 &dup, err, sizeof(err)) == 0 && !dup, "the final run's end is stored");
 	ok(queue_job_set_end_state(q, 300, "TIMEOUT", 0, err, sizeof(err)) == 0, "state corrected");
 	ok(queue_job_get(q, 300, &j, err, sizeof(err)) == 0 && !strcmp(j->end_state, "TIMEOUT"),
 	   "end state TIMEOUT");

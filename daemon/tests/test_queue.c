@@ -585,10 +585,10 @@ int main(void)
 	   "unknown job: none");
 
 	/* Job-end events: stored once. */
-	ok(queue_job_end(q, 7, "COMPLETED", 0, 1001, 1001, "alice", "/w", "{}", 3000, &dup, err,
-			 sizeof(err)) == 0 && !dup, "job end stored");
-	ok(queue_job_end(q, 7, "FAILED", 1, 1001, 1001, "alice", "/w", "{}", 3001, &dup, err,
-			 sizeof(err)) == 0 && dup, "second job end is a duplicate");
+	ok(queue_job_end(q, &(struct queue_job_end_rec){ { 7, 1001, 1001, "alice", "/w", "{}" }, "COMPLETED", 0, NULL, 3000 },
+			 &dup, err, sizeof(err)) == 0 && !dup, "job end stored");
+	ok(queue_job_end(q, &(struct queue_job_end_rec){ { 7, 1001, 1001, "alice", "/w", "{}" }, "FAILED", 1, NULL, 3001 },
+			 &dup, err, sizeof(err)) == 0 && dup, "second job end is a duplicate");
 	ok(queue_job_ends_pending(q, jobs, 4, err, sizeof(err)) == 1 && jobs[0] == 7, "one pending end");
 	ok(queue_job_end_processed(q, 7, err, sizeof(err)) == 0 &&
 	   queue_job_ends_pending(q, jobs, 4, err, sizeof(err)) == 0, "processed end not pending");
@@ -599,8 +599,8 @@ int main(void)
 		   "the first event's state is kept");
 		queue_job_free(j);
 		/* Refusal and notes (schema 2). */
-		ok(queue_job_end_refused(q, 17, "FAILED", 1, 1001, 1001, "alice", "/w", "{}",
-					 "'r' is a symbolic link", 3002, &dup, err, sizeof(err)) == 0 &&
+		ok(queue_job_end(q, &(struct queue_job_end_rec){ { 17, 1001, 1001, "alice", "/w", "{}" }, "FAILED", 1, "'r' is a symbolic link", 3002 },
+			 &dup, err, sizeof(err)) == 0 &&
 		   queue_job_add_note(q, 17, "{\"line\":3,\"reason\":\"x\"}", err, sizeof(err)) == 0 &&
 		   queue_job_add_note(q, 17, "{\"line\":3,\"reason\":\"x\"}", err, sizeof(err)) == 0 &&
 		   queue_job_add_note(q, 17, "{\"line\":4,\"reason\":\"y\"}", err, sizeof(err)) == 0 &&
