@@ -763,11 +763,66 @@ static int _print_status(json_t *resp, int is_job)
 	return EXIT_OK;
 }
 
-/*
- * Long on purpose: the options, then the three kinds of answer
- * (a request, a job, the list) from one call each, straight down.
- */
-int cmd_status(int argc, char **argv)
+/* What 'stagehand status' was asked (_status_args). */
+struct _status_opts {
+	struct status_list sl;       /* the list's filters (no id) */
+	int watch, json_out, items, is_job, days_given, has_id;
+	double interval;
+	char path[160];              /* what to GET: the request, the job, or the list */
+};
+
+/* One option of status into *o: -1 go on, else the exit code (its message shown). */
+static int _status_option(int c, struct _status_opts *o)
+{
+	char *end;
+
+	switch (c) {
+	case 'w': o->watch = 1; break;
+	case 'I': o->items = 1; break;
+	case 'J': o->json_out = 1; break;
+	case 'a': o->sl.all_states = 1; break;
+	case 'u': o->sl.user = optarg; break;
+	case 'd':
+		o->sl.days = (int)strtol(optarg, &end, 10);
+		if (*end || end == optarg || o->sl.days < 1 || o->sl.days > 3650) {
+			client_errx("status: --days wants a number of days from 1 to 3650, "
+				    "got '%s'", optarg);
+			return EXIT_ENV;
+		}
+		o->days_given = 1;
+		break;
+	case 'n':
+		if (_interval_arg("status", optarg, &o->interval) < 0)
+			return EXIT_ENV;
+		break;
+	case 'h': _status_usage(stdout); return EXIT_OK;
+	default: _status_usage(stderr); return EXIT_ENV;
+	}
+	return -1;
+}
+
+/* The id operand (a request or a job) into o->path: -1 go on, else the exit code. */
+static int _status_id(const char *arg, struct _status_opts *o)
+{
+	unsigned long long id;
+
+	switch (client_parse_id(arg, &id)) {
+	case ID_REQUEST:
+		client_path_fmt(o->path, sizeof(o->path), "/v1/requests/%llu%s", id,
+				o->items && !o->watch ? "?items=1" : "");
+		return -1;
+	case ID_JOB:
+		client_path_fmt(o->path, sizeof(o->path), "/v1/jobs/%llu", id);
+		o->is_job = 1;
+		return -1;
+	default:
+		_bad_id("status", arg);
+		return EXIT_ENV;
+	}
+}
+
+/* The command line into *o: -1 go on, else the exit code (help or an error shown). */
+static int _status_args(int argc, char **argv, struct _status_opts *o)
 {
 	static const struct option lo[] = {
 		{ "watch", no_argument, NULL, 'w' },
@@ -780,104 +835,86 @@ int cmd_status(int argc, char **argv)
 		COMMON_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
-	struct status_list sl = { 7, 0, NULL, 0 };
-	int c, watch = 0, json_out = 0, rc, is_job = 0, items = 0, days_given = 0;
-	double interval = 1.0;
-	unsigned long long id;
-	char path[160] = "/v1/requests", *end;
-	struct http *h;
-	json_t *resp, *health = NULL;
+	int c, rc;
 
+	*o = (struct _status_opts){ .sl = { 7, 0, NULL, 0 }, .interval = 1.0,
+				    .path = "/v1/requests" };
 	client_foreach_opt(c, argc, argv, "hw", lo) {
 		if (c == '?')
 			return EXIT_ENV;
-		switch (c) {
-		case 'w': watch = 1; break;
-		case 'I': items = 1; break;
-		case 'J': json_out = 1; break;
-		case 'a': sl.all_states = 1; break;
-		case 'u': sl.user = optarg; break;
-		case 'd':
-			sl.days = (int)strtol(optarg, &end, 10);
-			if (*end || end == optarg || sl.days < 1 || sl.days > 3650) {
-				client_errx("status: --days wants a number of days from 1 to 3650, "
-					    "got '%s'", optarg);
-				return EXIT_ENV;
-			}
-			days_given = 1;
-			break;
-		case 'n':
-			if (_interval_arg("status", optarg, &interval) < 0)
-				return EXIT_ENV;
-			break;
-		case 'h': _status_usage(stdout); return EXIT_OK;
-		default: _status_usage(stderr); return EXIT_ENV;
-		}
+		if ((rc = _status_option(c, o)) >= 0)
+			return rc;
 	}
+	o->has_id = argc - optind == 1;
 	if (argc - optind > 1) {
 		_status_usage(stderr);
 		return EXIT_ENV;
 	}
-	if (argc - optind == 1 && (days_given || sl.all_states || sl.user)) {
+	if (o->has_id && (o->days_given || o->sl.all_states || o->sl.user)) {
 		client_errx("status: --days, --all and --user list requests; give them without an id");
 		return EXIT_ENV;
 	}
-	if (days_given && sl.all_states) {
+	if (o->days_given && o->sl.all_states) {
 		client_errx("status: --all lists every request, of any age: give --days or --all");
 		return EXIT_ENV;
 	}
-	if (argc - optind == 1) {
-		switch (client_parse_id(argv[optind], &id)) {
-		case ID_REQUEST:
-			client_path_fmt(path, sizeof(path), "/v1/requests/%llu%s", id,
-				  items && !watch ? "?items=1" : "");
-			break;
-		case ID_JOB:
-			client_path_fmt(path, sizeof(path), "/v1/jobs/%llu", id);
-			is_job = 1;
-			break;
-		default:
-			_bad_id("status", argv[optind]);
-			return EXIT_ENV;
-		}
-	}
-	if (items && (argc - optind != 1 || is_job)) {
+	if (o->has_id && (rc = _status_id(argv[optind], o)) >= 0)
+		return rc;
+	if (o->items && (!o->has_id || o->is_job)) {
 		client_errx("status: --items needs one request id, e.g. 'stagehand status r12 --items'");
 		return EXIT_ENV;
 	}
+	return -1;
+}
+
+/* One answer shown (a request, a job, or the list), with the yield and drain lines. */
+static int _status_show(struct http *h, const struct _status_opts *o, json_t *health)
+{
+	json_t *resp = NULL;
+	int rc = client_call(h, "GET", o->path, NULL, &resp, NULL);
+
+	if (rc == EXIT_OK) {
+		if (o->json_out)
+			_print_json(resp);
+		else if (!o->has_id)
+			status_list_print(resp, &o->sl);
+		else
+			rc = _print_status(resp, o->is_job);
+	}
+	json_decref(resp);
+	if (rc == EXIT_OK && !o->json_out && health) {
+		/* How fast after-job ones may go now, and whether anything moves at all. */
+		client_print_yield(health);
+		client_print_drain(stdout, json_object_get(health, "drain"));
+	}
+	return rc;
+}
+
+int cmd_status(int argc, char **argv)
+{
+	struct _status_opts o;
+	struct http *h;
+	json_t *health = NULL;
+	int rc = _status_args(argc, argv, &o);
+
+	if (rc >= 0)
+		return rc;
 	if (!(h = client_open()))
 		return EXIT_ENV;
-	if (argc == optind) {
+	if (!o.has_id) {
 		/* The list: whether the caller is an admin is the daemon's word. */
 		rc = client_call(h, "GET", "/v1/health", NULL, &health, NULL);
-		sl.admin = json_is_true(json_object_get(health, "admin"));
-		if (rc != EXIT_OK || status_list_path(path, sizeof(path), &sl) < 0) {
+		o.sl.admin = json_is_true(json_object_get(health, "admin"));
+		if (rc != EXIT_OK || status_list_path(o.path, sizeof(o.path), &o.sl) < 0) {
 			json_decref(health);
 			http_close(h);
 			return rc != EXIT_OK ? rc : EXIT_ENV;
 		}
 	}
-	if (watch) {
-		json_decref(health);
-		rc = _watch(h, path, interval, json_out);
-		http_close(h);
-		return rc;
-	}
-	rc = client_call(h, "GET", path, NULL, &resp, NULL);
-	if (rc == EXIT_OK) {
-		if (json_out)
-			_print_json(resp);
-		else if (argc == optind)
-			status_list_print(resp, &sl);
-		else
-			rc = _print_status(resp, is_job);
-	}
-	json_decref(resp);
-	if (rc == EXIT_OK && !json_out && health) {
-		/* How fast after-job ones may go now, and whether anything moves at all. */
-		client_print_yield(health);
-		client_print_drain(stdout, json_object_get(health, "drain"));
-	}
+	if (o.watch)
+		rc = _watch(h, o.path, o.interval, o.json_out);
+	else
+		rc = _status_show(h, &o, health);
 	json_decref(health);
 	http_close(h);
 	return rc;
