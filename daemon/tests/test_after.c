@@ -12,6 +12,7 @@
 #include "slurm_after.h"
 #include "slurm_compat.h"
 #include "tests/tap.h"
+#include "qtest.h"
 
 static char _dir[] = "/tmp/test_after_XXXXXX";
 static char _db[300];
@@ -118,11 +119,7 @@ int main(void)
 	int64_t r1, r2;
 	int changed;
 
-	if (!mkdtemp(_dir))
-		return 99;
-	snprintf(_db, sizeof(_db), "%s/q.db", _dir);
-	q = queue_open(_db, err, sizeof(err));
-	ok(q != NULL, "open: %s", q ? "ok" : err);
+	q = qtest_open(_dir, _db, sizeof(_db));
 	if (!q)
 		return tap_done();
 

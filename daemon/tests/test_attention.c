@@ -15,6 +15,7 @@
 #include "queue.h"
 #include "queue_audit.h"
 #include "tests/tap.h"
+#include "qtest.h"
 
 static char _dir[] = "/tmp/test_attention_XXXXXX";
 static char _db[300];
@@ -96,11 +97,7 @@ int main(void)
 	int64_t si_ok, si_bad, so_bad, ar_ok, ar_bad, lab_bad, queued, other, so_gone, lab_ok;
 	char want[128];
 
-	if (!mkdtemp(_dir))
-		return 77;
-	snprintf(_db, sizeof(_db), "%s/q.db", _dir);
-	q = queue_open(_db, err, sizeof(err));
-	ok(q != NULL, "open (%s)", q ? "ok" : err);
+	q = qtest_open(_dir, _db, sizeof(_db));
 	if (!q)
 		return tap_done();
 

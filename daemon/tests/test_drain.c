@@ -9,6 +9,7 @@
 #include "queue.h"
 #include "queue_drain.h"
 #include "tests/tap.h"
+#include "qtest.h"
 
 static char _dir[] = "/tmp/test_drain_XXXXXX";
 static char _db[300];
@@ -20,11 +21,7 @@ int main(void)
 	char err[512];
 	int already = -1, was = -1;
 
-	if (!mkdtemp(_dir))
-		return 77;
-	snprintf(_db, sizeof(_db), "%s/q.db", _dir);
-	q = queue_open(_db, err, sizeof(err));
-	ok(q != NULL, "open (%s)", q ? "ok" : err);
+	q = qtest_open(_dir, _db, sizeof(_db));
 	if (!q)
 		return tap_done();
 

@@ -10,6 +10,7 @@
 #include "queue.h"
 #include "slurm_jobs.h"
 #include "tests/tap.h"
+#include "qtest.h"
 
 static char _dir[] = "/tmp/test_jobs_XXXXXX";
 static char _db[300];
@@ -56,11 +57,7 @@ int main(void)
 	int64_t shared, own1, own2, ids[8];
 	int dup;
 
-	if (!mkdtemp(_dir))
-		return 99;
-	snprintf(_db, sizeof(_db), "%s/q.db", _dir);
-	q = queue_open(_db, err, sizeof(err));
-	ok(q != NULL, "open: %s", q ? "ok" : err);
+	q = qtest_open(_dir, _db, sizeof(_db));
 	if (!q)
 		return tap_done();
 

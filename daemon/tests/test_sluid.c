@@ -10,6 +10,7 @@
 #include "queue.h"
 #include "queue_sluid.h"
 #include "tests/tap.h"
+#include "qtest.h"
 
 static char _dir[] = "/tmp/test_sluid_XXXXXX";
 static char _db[300];
@@ -29,11 +30,7 @@ int main(void)
 	struct queue *q;
 	char err[512], known[QUEUE_SLUID_MAX + 1];
 
-	if (!mkdtemp(_dir))
-		return 77;
-	snprintf(_db, sizeof(_db), "%s/q.db", _dir);
-	q = queue_open(_db, err, sizeof(err));
-	ok(q != NULL, "open (%s)", q ? "ok" : err);
+	q = qtest_open(_dir, _db, sizeof(_db));
 	if (!q)
 		return tap_done();
 
