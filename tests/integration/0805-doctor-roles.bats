@@ -126,7 +126,8 @@ fails() {
 	role svc controller --config "$STAGEHAND_TESTBED_CONF" --slurm-conf "$T/etc/slurm.conf"
 	# The build's data directory (where make install puts the modules), as make knows it.
 	datadir=$(printf 'doctor-datadir:\n\t@echo $(pkgdatadir)\n' |
-		make -s -C "$STAGEHAND_BUILD_DIR/lua" -f Makefile -f - doctor-datadir)
+		MAKEFLAGS= MAKELEVEL= make -s --no-print-directory -C "$STAGEHAND_BUILD_DIR/lua" \
+			-f Makefile -f - doctor-datadir)
 	[ -n "$datadir" ]
 	if [ -e "$datadir/stagehand_dsl.lua" ]; then
 		# Stagehand is installed on this host: the modules come from its data directory.
