@@ -6,18 +6,6 @@
 #include "queue_private.h"
 #include "queue_sluid.h"
 
-int queue_sluid_valid(const char *s)
-{
-	size_t n = 0;
-
-	if (!s)
-		return 0;
-	for (; s[n]; n++)
-		if (n >= QUEUE_SLUID_MAX || !isalnum((unsigned char)s[n]))
-			return 0;
-	return n > 0;
-}
-
 /* The current run's SLUID of job_id into out ("" if none), inside the
  * caller's transaction. 0 or -1 with err. */
 static int _current_locked(struct queue *q, int64_t job_id, char *out, size_t outlen,
