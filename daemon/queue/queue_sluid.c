@@ -1,5 +1,4 @@
 /* queue_sluid.c - the SLUIDs of each job's runs (queue_sluid.h). */
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
